@@ -1,0 +1,91 @@
+"""What a browser (or a server-side sender) may post, validated with pydantic.
+
+Native field names and the Plausible Events API's short names are both accepted.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+MAX_PROPS = 30
+MAX_NAME_LENGTH = 120
+
+ShortString = Annotated[str, Field(max_length=2048)]
+
+
+class BrowserEvent(BaseModel):
+    """One event from tracker.js (POST /api/event)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    site: Annotated[str, Field(min_length=1, max_length=253)] = Field(
+        validation_alias=AliasChoices("site", "d", "domain")
+    )
+    name: Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)] = Field(
+        default="pageview", validation_alias=AliasChoices("name", "n")
+    )
+    url: ShortString = Field(validation_alias=AliasChoices("url", "u"))
+    referrer: ShortString = Field(default="", validation_alias=AliasChoices("referrer", "r"))
+    props: dict[str, str] = Field(default_factory=dict, validation_alias=AliasChoices("props", "p", "m"))
+    screen_width: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        default=0, validation_alias=AliasChoices("screen_width", "w")
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return url
+
+    @field_validator("referrer", mode="before")
+    @classmethod
+    def _null_referrer(cls, referrer: Any) -> Any:
+        return "" if referrer is None else referrer
+
+    @field_validator("props", mode="before")
+    @classmethod
+    def _flat_string_map(cls, props: Any) -> Any:
+        if props is None:
+            return {}
+        if isinstance(props, str):  # Plausible sends props as a JSON-encoded string
+            import orjson
+
+            try:
+                props = orjson.loads(props)
+            except orjson.JSONDecodeError:
+                raise ValueError("must be a JSON object of strings") from None
+        if not isinstance(props, dict):
+            raise ValueError("must be an object of string values")
+        if len(props) > MAX_PROPS:
+            raise ValueError(f"at most {MAX_PROPS} keys")
+        if not all(
+            isinstance(value, str) and len(value) <= 2000 and len(key) <= 300 for key, value in props.items()
+        ):
+            raise ValueError("must be a flat map of strings (no nesting, numbers or nulls)")
+        return props
+
+
+class ServerEvent(BrowserEvent):
+    """One event of a batch (POST /api/events): may carry its own time and client IP."""
+
+    ts: datetime | None = None
+    ip: str | None = None
+    user_agent: str = ""
+
+    @field_validator("ts", mode="before")
+    @classmethod
+    def _epoch_ms(cls, ts: Any) -> Any:
+        if isinstance(ts, int | float) and not isinstance(ts, bool):
+            return datetime.fromtimestamp(ts / 1000, UTC)
+        return ts
+
+    @field_validator("ts")
+    @classmethod
+    def _aware(cls, ts: datetime | None) -> datetime | None:
+        if ts is not None and ts.tzinfo is None:
+            return ts.replace(tzinfo=UTC)
+        return ts

@@ -1,0 +1,200 @@
+"""The archiver: Kafka `pageviews` → ClickHouse `events`, every event exactly once.
+
+Exactly once: each row carries its (kafka_partition, kafka_offset). When partitions are
+assigned, the archiver seeks each one to one past the highest offset already in the
+archive, so the archive — not the consumer group — is the record of progress. A crash
+between the insert and the offset commit therefore re-reads nothing that is archived.
+Offsets are still committed after each insert so that lag is visible to Kafka tooling.
+
+Malformed messages go to `deadletter` with the reason and never block a partition.
+While ClickHouse is down the archiver retries the same batch with backoff, fetching
+nothing new: memory stays bounded by one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass, field
+
+import orjson
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from clickhouse_connect.driver.client import Client
+from pydantic import ValidationError
+
+from storage.client import connect
+from storage.migrations import apply_migrations
+from tally import heartbeat
+from tally.event import PageViewEvent
+from tally.settings import Settings
+
+log = structlog.get_logger()
+
+GROUP_ID = "tally-archiver"
+EVENT_COLUMNS = list(PageViewEvent.model_fields)
+ARCHIVE_COLUMNS = [*EVENT_COLUMNS, "kafka_partition", "kafka_offset"]
+
+
+@dataclass
+class Batch:
+    rows: list[list[object]] = field(default_factory=list)
+    dead: list[tuple[ConsumerRecord, str]] = field(default_factory=list)
+    next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def add(self, record: ConsumerRecord) -> None:
+        self.next_offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        try:
+            event = PageViewEvent.from_json(record.value or b"")
+        except ValidationError as error:
+            self.dead.append((record, _first_error(error)))
+            return
+        row = [getattr(event, column) for column in EVENT_COLUMNS]
+        self.rows.append([*row, record.partition, record.offset])
+
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.dead)
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"
+
+
+def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int, int]:
+    """Next offset to read per partition, according to what the archive already holds."""
+    rows = client.query(
+        "SELECT kafka_partition, max(kafka_offset) + 1 FROM events "
+        "WHERE kafka_partition IN {partitions:Array(UInt16)} GROUP BY kafka_partition",
+        parameters={"partitions": topic_partitions},
+    ).result_rows
+    return {int(partition): int(offset) for partition, offset in rows}
+
+
+class ResumeFromArchive(ConsumerRebalanceListener):
+    def __init__(self, consumer: AIOKafkaConsumer, client: Client) -> None:
+        self._consumer = consumer
+        self._client = client
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if not assigned:
+            return
+        positions = await asyncio.to_thread(
+            archived_positions, self._client, [tp.partition for tp in assigned]
+        )
+        for tp in assigned:
+            if tp.partition in positions:
+                self._consumer.seek(tp, positions[tp.partition])
+        log.info("partitions_assigned", partitions=sorted(tp.partition for tp in assigned), resume=positions)
+
+
+class Archiver:
+    def __init__(
+        self, settings: Settings, client: Client, max_rows: int = 10_000, max_wait_s: float = 1.0
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.max_rows = max_rows
+        self.max_wait_s = max_wait_s
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=GROUP_ID,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+            isolation_level="read_committed",
+        )
+        self.deadletter = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        await self.deadletter.start()
+        self.consumer.subscribe(
+            [self.settings.pageviews_topic], listener=ResumeFromArchive(self.consumer, self.client)
+        )
+        await self.consumer.start()
+        try:
+            while not self._stopping.is_set():
+                batch = await self._collect()
+                if len(batch):
+                    await self._archive(batch)
+                heartbeat.beat(self.settings, "archiver")
+        finally:
+            await self.consumer.stop()
+            await self.deadletter.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def _collect(self) -> Batch:
+        """Up to max_rows messages or max_wait_s, whichever comes first."""
+        batch = Batch()
+        deadline = time.monotonic() + self.max_wait_s
+        while len(batch) < self.max_rows and not self._stopping.is_set():
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                break
+            fetched = await self.consumer.getmany(
+                timeout_ms=remaining_ms, max_records=self.max_rows - len(batch)
+            )
+            for records in fetched.values():
+                for record in records:
+                    batch.add(record)
+        return batch
+
+    async def _archive(self, batch: Batch) -> None:
+        for record, reason in batch.dead:
+            await self._dead_letter(record, reason)
+        if batch.rows:
+            await self._insert_with_retry(batch.rows)
+        await self.consumer.commit(batch.next_offsets)
+        log.debug("archived", rows=len(batch.rows), dead=len(batch.dead))
+
+    async def _insert_with_retry(self, rows: list[list[object]]) -> None:
+        delay_s = 0.5
+        while True:
+            try:
+                await asyncio.to_thread(self.client.insert, "events", rows, column_names=ARCHIVE_COLUMNS)
+                return
+            except Exception as error:  # ClickHouse down or slow: keep the batch, back off, retry
+                log.warning("archive_insert_failed", error=str(error)[:300], retry_in_s=delay_s)
+                heartbeat.beat(self.settings, "archiver")
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 30.0)
+
+    async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
+        value = orjson.dumps(
+            {
+                "reason": reason,
+                "source": "archiver",
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "value": (record.value or b"").decode("utf-8", errors="replace")[:65536],
+            }
+        )
+        await self.deadletter.send_and_wait(self.settings.deadletter_topic, value, key=record.key)
+
+
+async def run_archiver(settings: Settings) -> None:
+    client = connect(settings)
+    archiver = Archiver(settings, client)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, archiver.stop)
+    await archiver.run()
+
+
+def main() -> None:
+    settings = Settings()
+    apply_migrations(settings)
+    asyncio.run(run_archiver(settings))
+
+
+if __name__ == "__main__":
+    main()

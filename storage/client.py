@@ -1,0 +1,28 @@
+"""The one way components reach the analytics store: clickhouse-connect at TALLY_CLICKHOUSE_URL.
+
+Locally that URL is the chDB-backed endpoint (storage/clickhouse_endpoint.py); in production
+it is clickhouse-server. Nothing else in Tally knows the difference.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+import clickhouse_connect
+from clickhouse_connect.driver.client import Client
+
+from tally.settings import Settings
+
+
+def connect(settings: Settings, *, with_database: bool = True, **options: object) -> Client:
+    """A clickhouse-connect client; `with_database=False` for work before the database exists."""
+    url = urlparse(settings.clickhouse_url)
+    return clickhouse_connect.get_client(
+        host=url.hostname or "127.0.0.1",
+        port=url.port or 8123,
+        secure=url.scheme == "https",
+        username=url.username or "default",
+        password=url.password or "",
+        database=settings.clickhouse_database if with_database else "",
+        **options,
+    )

@@ -1,0 +1,113 @@
+"""The `tally` command line (DESIGN.md, "The tally CLI")."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tally.settings import Settings
+
+console = Console()
+
+
+@click.group()
+def main() -> None:
+    """Tally: self-hosted, real-time web analytics on an event log."""
+
+
+@main.command()
+@click.option("-d", "detach", is_flag=True, help="Return once every component is healthy.")
+@click.option("--demo", is_flag=True, help="Also run demo traffic against the collector.")
+def up(detach: bool, demo: bool) -> None:
+    """Start every local component in order, wait until healthy, print the URLs."""
+    from tally.local import stack
+
+    settings = Settings()
+    try:
+        stack.up(settings, demo=demo, progress=lambda line: console.print(line, highlight=False))
+    except stack.StackError as error:
+        console.print(f"[red]error:[/red] {error}", highlight=False)
+        sys.exit(1)
+    console.print(
+        f"dashboard  http://127.0.0.1:{settings.dashboard_port}/  (api key in {settings.home_dir}/api_key)"
+    )
+    console.print(f"collector  http://127.0.0.1:{settings.collector_port}/api/event")
+    console.print(f"logs       {settings.logs_dir}")
+    if detach:
+        return
+    console.print("running in the foreground: Ctrl-C stops everything")
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    stopped.wait()
+    console.print("stopping…")
+    stack.down(settings)
+
+
+@main.command()
+def down() -> None:
+    """Stop every component; keep the data."""
+    from tally.local import stack
+
+    stack.down(Settings())
+    console.print("stopped")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Health of each component; exits 1 if any is down."""
+    from tally.local import stack
+
+    statuses = stack.status(Settings())
+    if as_json:
+        click.echo(json.dumps([s.__dict__ for s in statuses], indent=2))
+    else:
+        table = Table("component", "state", "healthy", "pid", "port")
+        for s in statuses:
+            table.add_row(
+                s.name,
+                s.state,
+                "yes" if s.healthy else "[red]no[/red]",
+                str(s.pid or "-"),
+                str(s.port or "-"),
+            )
+        console.print(table)
+    sys.exit(0 if all(s.healthy for s in statuses) else 1)
+
+
+@main.command()
+def init() -> None:
+    """Create the Kafka topics and apply the ClickHouse migrations (idempotent)."""
+    from storage.migrations import apply_migrations
+    from tally.topics import ensure_topics_sync
+
+    settings = Settings()
+    created = ensure_topics_sync(settings)
+    applied = apply_migrations(settings)
+    console.print(f"topics created: {created or 'none'}; migrations applied: {applied or 'none'}")
+
+
+@main.command()
+@click.argument("sql")
+@click.option("--format", "output_format", type=click.Choice(["table", "csv", "json"]), default="table")
+def query(sql: str, output_format: str) -> None:
+    """Read-only SQL on the raw archive (table `events`)."""
+    from storage import readonly_sql
+
+    try:
+        result = readonly_sql.run(Settings(), sql)
+    except readonly_sql.QueryRefused as error:
+        console.print(f"[red]error:[/red] {error}", highlight=False)
+        sys.exit(2)
+    readonly_sql.print_result(result, output_format, console)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The PageViewEvent: the record on Kafka topic `pageviews` (JSON value, schema_version 1).
+
+Every component agrees on this one definition: the collector builds it, the archiver
+writes it to ClickHouse `events`, the Spark jobs read it. New fields may be added; none is
+removed or changes meaning without a new schema_version (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import UUID
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class PageViewEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    event_id: UUID
+    schema_version: int = SCHEMA_VERSION
+    site: str
+    name: str = "pageview"
+    ts: datetime
+    received_at: datetime
+    url: str
+    hostname: str = ""
+    path: str = "/"
+    referrer: str = ""
+    referrer_domain: str = ""
+    utm_source: str = ""
+    utm_medium: str = ""
+    utm_campaign: str = ""
+    utm_content: str = ""
+    utm_term: str = ""
+    visitor_id: str
+    ip_hash: str
+    country: str = ""
+    browser: str = ""
+    os: str = ""
+    device: str = ""
+    screen_width: int = 0
+    language: str = ""
+    props: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> bytes:
+        """Kafka message key: keeps one visitor's events ordered within a partition."""
+        return f"{self.site}:{self.visitor_id}".encode()
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json"))
+
+    @classmethod
+    def from_json(cls, value: bytes) -> PageViewEvent:
+        return cls.model_validate_json(value)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

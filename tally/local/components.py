@@ -1,0 +1,102 @@
+"""The components of the local stack: what runs, in which order, and how each proves it is healthy."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from tally import heartbeat
+from tally.local import kafka
+from tally.settings import Settings
+
+HealthCheck = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    command: list[str]
+    # Start order: lower first; supervisord stops in reverse order.
+    priority: int
+    port: int | None
+    healthy: HealthCheck
+    # Seconds to wait for health at start (JVMs and Spark take a while).
+    start_timeout_s: float = 60
+    # Seconds between SIGTERM and SIGKILL at stop.
+    stop_grace_s: int = 20
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _python_module(module: str) -> list[str]:
+    return [sys.executable, "-m", module]
+
+
+def components(settings: Settings) -> list[Component]:
+    """Every long-running part of the local stack, in start order."""
+    collector = f"http://127.0.0.1:{settings.collector_port}"
+    dashboard = f"http://127.0.0.1:{settings.dashboard_port}"
+    return [
+        Component(
+            "kafka",
+            kafka.broker_command(settings),
+            priority=10,
+            port=settings.kafka_port,
+            healthy=lambda: port_open(settings.kafka_port),
+            start_timeout_s=90,
+            stop_grace_s=30,
+        ),
+        Component(
+            "clickhouse",
+            _python_module("storage.clickhouse_endpoint"),
+            priority=10,
+            port=settings.clickhouse_port,
+            healthy=lambda: http_ok(f"{settings.clickhouse_url}/ping"),
+        ),
+        Component(
+            "archiver",
+            _python_module("storage.archiver"),
+            priority=20,
+            port=None,
+            healthy=lambda: heartbeat.is_fresh(settings, "archiver"),
+        ),
+        Component(
+            "spark",
+            _python_module("stream_jobs.app"),
+            priority=20,
+            port=None,
+            healthy=lambda: heartbeat.is_fresh(settings, "spark"),
+            start_timeout_s=120,
+            stop_grace_s=30,
+        ),
+        Component(
+            "collector",
+            _python_module("collector.app"),
+            priority=30,
+            port=settings.collector_port,
+            healthy=lambda: http_ok(f"{collector}/healthz"),
+        ),
+        Component(
+            "dashboard",
+            _python_module("dashboard.app"),
+            priority=30,
+            port=settings.dashboard_port,
+            healthy=lambda: http_ok(f"{dashboard}/healthz"),
+            start_timeout_s=90,
+        ),
+    ]

@@ -1,0 +1,114 @@
+"""The one settings object: every component reads its configuration from here.
+
+Values come from `TALLY_*` environment variables (see ../shared/DESIGN.md); defaults
+describe the single-machine local stack.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Where the checked-out project lives: poms, migrations and the resolved jars hang off it.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TALLY_", frozen=True, extra="ignore")
+
+    home: Path = Path(".tally")
+
+    collector_host: str = "127.0.0.1"
+    collector_port: int = 8080
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = 8050
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    # The local broker's KRaft controller listener (only used by `tally up` / test fixtures).
+    kafka_controller_port: int = 9093
+    kafka_heap: str = "512m"
+    pageviews_topic: str = "pageviews"
+    blocklist_topic: str = "blocklist"
+    deadletter_topic: str = "deadletter"
+    pageviews_partitions: int = 3
+
+    clickhouse_url: str = "http://127.0.0.1:8123"
+    clickhouse_database: str = "tally"
+
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "768m"
+    # The address executors use to reach the driver (a cluster needs the driver's hostname).
+    spark_driver_host: str = "127.0.0.1"
+    spark_trigger_s: float = 2.0
+
+    rate_limit: int = 100
+    rate_window_s: int = 3600
+    session_gap_s: int = 1800
+    watermark_s: int = 120
+
+    # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.
+    ingest_key: str = ""
+    api_key: str = ""
+
+    trusted_proxies: str = "127.0.0.1/8,::1/128"
+    supervisor_port: int = 9001
+
+    jars_dir: Path = Field(default=PROJECT_ROOT / ".deps")
+
+    @cached_property
+    def home_dir(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home_dir / "logs"
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.home_dir / "kafka"
+
+    @property
+    def clickhouse_dir(self) -> Path:
+        return self.home_dir / "clickhouse"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.home_dir / "checkpoints"
+
+    @property
+    def kafka_jars(self) -> Path:
+        return self.jars_dir / "kafka"
+
+    @property
+    def spark_jars(self) -> list[Path]:
+        return sorted((self.jars_dir / "spark").glob("*.jar"))
+
+    @property
+    def kafka_port(self) -> int:
+        return int(self.kafka_bootstrap.rsplit(":", 1)[1])
+
+    @property
+    def clickhouse_port(self) -> int:
+        return urlparse(self.clickhouse_url).port or 8123
+
+    def resolved_ingest_key(self) -> str:
+        return self.ingest_key or _read_or_create_key(self.home_dir / "ingest_key")
+
+    def resolved_api_key(self) -> str:
+        return self.api_key or _read_or_create_key(self.home_dir / "api_key")
+
+
+def _read_or_create_key(path: Path) -> str:
+    """A secret kept in $TALLY_HOME, generated on first use."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(32)
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return key

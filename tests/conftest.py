@@ -1,0 +1,9 @@
+"""Real services for the test session: Kafka, the ClickHouse endpoint, Spark.
+
+Each is started once per session on free ports and stopped afterwards; tests keep out of
+each other's way by using their own site names.
+"""
+
+pytest_plugins = [
+    "tests.fixtures.kafka",
+]

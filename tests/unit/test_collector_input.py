@@ -1,0 +1,123 @@
+"""The collector's door: what a browser may send, and what the client's IP is."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from collector.client_ip import client_ip, parse_networks
+from collector.enrichment import Draft, RequestContext, enrich
+from collector.payload import BrowserEvent, ServerEvent
+
+LOOPBACK = parse_networks("127.0.0.1/8,::1/128")
+
+
+def test_plausible_field_names_are_accepted() -> None:
+    event = BrowserEvent.model_validate(
+        {
+            "d": "example.com",
+            "n": "signup",
+            "u": "https://example.com/a",
+            "r": None,
+            "p": '{"plan":"pro"}',
+            "w": 390,
+        }
+    )
+    assert (event.site, event.name, event.referrer, event.props, event.screen_width) == (
+        "example.com",
+        "signup",
+        "",
+        {"plan": "pro"},
+        390,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"url": "https://example.com/"}, "site"),
+        ({"site": "example.com", "url": "javascript:alert(1)"}, "url"),
+        ({"site": "example.com", "url": "https://e.com/", "name": "x" * 121}, "name"),
+        ({"site": "example.com", "url": "https://e.com/", "props": {"a": {"nested": "no"}}}, "props"),
+        (
+            {"site": "example.com", "url": "https://e.com/", "props": {str(i): "v" for i in range(31)}},
+            "props",
+        ),
+        ({"site": "example.com", "url": "https://e.com/", "props": {"n": 1}}, "props"),
+    ],
+)
+def test_invalid_event_names_the_bad_field(body: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        BrowserEvent.model_validate(body)
+    assert error.value.errors()[0]["loc"][0] in {field, "d", "u", "n", "p"}
+
+
+def test_server_event_takes_epoch_millis() -> None:
+    event = ServerEvent.model_validate({"site": "e.com", "url": "https://e.com/", "ts": 1_700_000_000_000})
+    assert event.ts == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+
+
+def test_forwarded_for_is_ignored_from_untrusted_peer() -> None:
+    assert client_ip("203.0.113.9", "1.2.3.4", LOOPBACK) == "203.0.113.9"
+
+
+def test_forwarded_for_read_right_to_left_from_trusted_proxy() -> None:
+    # The client prepended a spoofed address; the proxy appended the real one.
+    assert client_ip("127.0.0.1", "6.6.6.6, 198.51.100.7", LOOPBACK) == "198.51.100.7"
+
+
+def test_garbage_forwarded_for_falls_back_to_peer() -> None:
+    assert client_ip("127.0.0.1", "not-an-ip", LOOPBACK) == "127.0.0.1"
+
+
+def _context(ip: str = "198.51.100.7", ua: str = "Mozilla/5.0", salt: bytes = b"s" * 32) -> RequestContext:
+    return RequestContext(
+        client_ip=ip,
+        user_agent=ua,
+        received_at=datetime(2026, 11, 22, tzinfo=UTC),
+        salt=salt,
+        accept_language="de-CH,de;q=0.9",
+    )
+
+
+def _draft(
+    url: str = "https://www.example.com/pricing?utm_source=news&utm_campaign=launch", referrer: str = ""
+) -> Draft:
+    return Draft(
+        site="example.com",
+        name="pageview",
+        url=url,
+        referrer=referrer,
+        props={},
+        screen_width=390,
+        ts=datetime(2026, 11, 22, tzinfo=UTC),
+    )
+
+
+def test_enrichment_splits_url_and_utm() -> None:
+    event = enrich(_draft(referrer="https://news.ycombinator.com/item?id=1"), _context())
+    assert (event.hostname, event.path, event.utm_source, event.utm_campaign) == (
+        "example.com",
+        "/pricing",
+        "news",
+        "launch",
+    )
+    assert event.referrer_domain == "news.ycombinator.com"
+    assert event.language == "de-CH"
+
+
+def test_self_referral_is_dropped() -> None:
+    event = enrich(_draft(referrer="https://example.com/"), _context())
+    assert (event.referrer, event.referrer_domain) == ("", "")
+
+
+def test_visitor_id_is_stable_within_a_salt_and_never_the_raw_ip() -> None:
+    first = enrich(_draft(), _context())
+    second = enrich(_draft(), _context())
+    other_day = enrich(_draft(), _context(salt=b"t" * 32))
+    other_ip = enrich(_draft(), _context(ip="198.51.100.8"))
+    assert first.visitor_id == second.visitor_id
+    assert first.visitor_id not in (other_day.visitor_id, other_ip.visitor_id)
+    assert "198.51.100.7" not in first.to_json().decode()
