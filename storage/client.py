@@ -21,8 +21,8 @@ def connect(settings: Settings, *, with_database: bool = True, **options: object
         host=url.hostname or "127.0.0.1",
         port=url.port or 8123,
         secure=url.scheme == "https",
-        username=url.username or "default",
-        password=url.password or "",
+        username=url.username or settings.clickhouse_user,
+        password=url.password or settings.clickhouse_password,
         database=settings.clickhouse_database if with_database else "",
         **options,
     )

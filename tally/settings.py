@@ -39,6 +39,9 @@ class Settings(BaseSettings):
 
     clickhouse_url: str = "http://127.0.0.1:8123"
     clickhouse_database: str = "tally"
+    # The one account the local endpoint accepts (and clients send); ClickHouse's own default.
+    clickhouse_user: str = "default"
+    clickhouse_password: str = ""
 
     spark_master: str = "local[2]"
     spark_driver_memory: str = "768m"
