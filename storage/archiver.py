@@ -43,8 +43,16 @@ class Batch:
     rows: list[list[object]] = field(default_factory=list)
     dead: list[tuple[ConsumerRecord, str]] = field(default_factory=list)
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    skipped: int = 0
 
-    def add(self, record: ConsumerRecord) -> None:
+    def add(self, record: ConsumerRecord, next_expected: dict[int, int]) -> None:
+        floor = next_expected.get(record.partition)
+        if floor is None or record.offset < floor:
+            # Position not known yet, already archived, or already in this batch: a fetch
+            # racing the seek to the archive's position can deliver the same offsets twice.
+            self.skipped += 1
+            return
+        next_expected[record.partition] = record.offset + 1
         self.next_offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
         try:
             event = PageViewEvent.from_json(record.value or b"")
@@ -74,23 +82,39 @@ def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int,
 
 
 class ResumeFromArchive(ConsumerRebalanceListener):
-    def __init__(self, consumer: AIOKafkaConsumer, client: Client) -> None:
+    """On every assignment, continue each partition where the archive ends.
+
+    `next_expected` is shared with the archiver: records below it are dropped even if the
+    fetcher had already started from the (older) committed offset when the seek happened.
+    """
+
+    def __init__(self, consumer: AIOKafkaConsumer, client: Client, next_expected: dict[int, int]) -> None:
         self._consumer = consumer
         self._client = client
+        self._next_expected = next_expected
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass
+        for tp in revoked:
+            self._next_expected.pop(tp.partition, None)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         if not assigned:
             return
-        positions = await asyncio.to_thread(
-            archived_positions, self._client, [tp.partition for tp in assigned]
-        )
+        # Close the gate before the first await: the fetcher may already be delivering
+        # records from the committed offsets while we ask the archive where it ends.
+        # Records skipped meanwhile are fetched again after the seeks below.
+        for tp in assigned:
+            self._next_expected.pop(tp.partition, None)
+        partitions = [tp.partition for tp in assigned]
+        positions = await asyncio.to_thread(archived_positions, self._client, partitions)
         for tp in assigned:
             if tp.partition in positions:
                 self._consumer.seek(tp, positions[tp.partition])
-        log.info("partitions_assigned", partitions=sorted(tp.partition for tp in assigned), resume=positions)
+            else:
+                # Nothing archived from this partition: the archive is a copy of the whole log.
+                await self._consumer.seek_to_beginning(tp)
+            self._next_expected[tp.partition] = positions.get(tp.partition, 0)
+        log.info("partitions_assigned", partitions=sorted(partitions), resume=positions)
 
 
 class Archiver:
@@ -110,12 +134,15 @@ class Archiver:
             isolation_level="read_committed",
         )
         self.deadletter = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+        # Per partition, the next offset not yet archived (see Batch.add).
+        self.next_expected: dict[int, int] = {}
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
         await self.deadletter.start()
         self.consumer.subscribe(
-            [self.settings.pageviews_topic], listener=ResumeFromArchive(self.consumer, self.client)
+            [self.settings.pageviews_topic],
+            listener=ResumeFromArchive(self.consumer, self.client, self.next_expected),
         )
         await self.consumer.start()
         try:
@@ -144,7 +171,7 @@ class Archiver:
             )
             for records in fetched.values():
                 for record in records:
-                    batch.add(record)
+                    batch.add(record, self.next_expected)
         return batch
 
     async def _archive(self, batch: Batch) -> None:
@@ -152,8 +179,9 @@ class Archiver:
             await self._dead_letter(record, reason)
         if batch.rows:
             await self._insert_with_retry(batch.rows)
-        await self.consumer.commit(batch.next_offsets)
-        log.debug("archived", rows=len(batch.rows), dead=len(batch.dead))
+        if batch.next_offsets:
+            await self.consumer.commit(batch.next_offsets)
+        log.debug("archived", rows=len(batch.rows), dead=len(batch.dead), skipped=batch.skipped)
 
     async def _insert_with_retry(self, rows: list[list[object]]) -> None:
         delay_s = 0.5

@@ -1,0 +1,130 @@
+"""The archiver on the real broker and the real ClickHouse engine."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from storage.archiver import GROUP_ID, Archiver
+from storage.client import connect
+from tally.event import PageViewEvent
+from tally.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+def make_events(site: str, count: int) -> list[PageViewEvent]:
+    start = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    return [
+        PageViewEvent(
+            event_id=uuid4(),
+            site=site,
+            ts=start + timedelta(seconds=i),
+            received_at=start + timedelta(seconds=i),
+            url=f"https://{site}/p{i % 7}",
+            path=f"/p{i % 7}",
+            visitor_id=f"v{i % 13:015d}",
+            ip_hash=f"i{i % 5:015d}",
+            props={"plan": "pro"} if i % 2 else {},
+        )
+        for i in range(count)
+    ]
+
+
+async def produce(settings: Settings, values: list[tuple[bytes, bytes]]) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, acks="all", enable_idempotence=True
+    )
+    await producer.start()
+    try:
+        await asyncio.gather(*[await producer.send(settings.pageviews_topic, v, key=k) for k, v in values])
+    finally:
+        await producer.stop()
+
+
+def archived(settings: Settings, site: str) -> tuple[int, int]:
+    row = (
+        connect(settings)
+        .query(
+            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
+            parameters={"site": site},
+        )
+        .result_rows[0]
+    )
+    return int(row[0]), int(row[1])
+
+
+async def archive_until(settings: Settings, site: str, expected: int, timeout_s: float = 60) -> Archiver:
+    archiver = Archiver(settings, connect(settings))
+    task = asyncio.create_task(archiver.run())
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while archived(settings, site)[0] < expected and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2)  # let a late duplicate, if any, land before we look
+    archiver.stop()
+    await task
+    return archiver
+
+
+async def dead_letters(settings: Settings) -> list[dict]:
+    consumer = AIOKafkaConsumer(
+        settings.deadletter_topic, bootstrap_servers=settings.kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        batch = await consumer.getmany(timeout_ms=5000)
+    finally:
+        await consumer.stop()
+    return [orjson.loads(r.value) for records in batch.values() for r in records]
+
+
+async def test_events_archived_once_and_malformed_ones_dead_lettered(settings: Settings) -> None:
+    site = "archive.example.com"
+    events = make_events(site, 2_500)
+    malformed = [(b"k1", b"{not json"), (b"k2", orjson.dumps({"site": site, "url": "https://x/"}))]
+    await produce(settings, [(e.key, e.to_json()) for e in events[:1000]] + malformed)
+    await produce(settings, [(e.key, e.to_json()) for e in events[1000:]])
+
+    await archive_until(settings, site, expected=2_500)
+
+    assert archived(settings, site) == (2_500, 2_500)
+    row = (
+        connect(settings)
+        .query(
+            "SELECT props, path FROM events WHERE event_id = {id:UUID}", parameters={"id": events[1].event_id}
+        )
+        .result_rows[0]
+    )
+    assert row == ({"plan": "pro"}, "/p1")
+    reasons = {letter["value"]: letter["reason"] for letter in await dead_letters(settings)}
+    assert "{not json" in reasons
+    assert any("event_id" in reason for reason in reasons.values())
+
+
+async def test_restart_after_lost_offset_commit_archives_nothing_twice(settings: Settings) -> None:
+    """The insert landed but the commit did not (a crash in between): the archive wins."""
+    site = "recommit.example.com"
+    events = make_events(site, 500)
+    await produce(settings, [(e.key, e.to_json()) for e in events])
+    await archive_until(settings, site, expected=500)
+
+    # Rewind the group's committed offsets to the beginning, as if no commit had happened.
+    rewind = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap, group_id=GROUP_ID, enable_auto_commit=False
+    )
+    await rewind.start()
+    partitions = [TopicPartition(settings.pageviews_topic, p) for p in range(settings.pageviews_partitions)]
+    rewind.assign(partitions)
+    await rewind.commit({tp: 0 for tp in partitions})
+    await rewind.stop()
+
+    more = make_events(site, 100)
+    await produce(settings, [(e.key, e.to_json()) for e in more])
+    await archive_until(settings, site, expected=600)
+
+    assert archived(settings, site) == (600, 600)
