@@ -6,4 +6,7 @@ each other's way by using their own site names.
 
 pytest_plugins = [
     "tests.fixtures.kafka",
+    "tests.fixtures.clickhouse",
+    "tests.fixtures.spark",
+    "tests.fixtures.stack_settings",
 ]

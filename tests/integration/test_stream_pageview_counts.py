@@ -11,9 +11,10 @@ import asyncio
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 from uuid import uuid4
 
 import pytest
@@ -24,7 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
 from storage.migrations import apply_migrations
-from stream_jobs.app import start_queries
+from stream_jobs.app import start_queries, stop_gracefully
 from stream_jobs.pageview_counts import QUERY_NAME
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
@@ -35,6 +36,8 @@ pytestmark = pytest.mark.integration
 DEADLINE_S = 180
 
 Counts = dict[tuple[str, datetime], tuple[int, int]]  # (site, minute) → (pageviews, visitors)
+Message = tuple[bytes | None, bytes]  # Kafka key, value
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -59,7 +62,7 @@ def running_queries() -> Iterator[list[StreamingQuery]]:
     queries: list[StreamingQuery] = []
     yield queries
     for query in queries:
-        query.stop()
+        stop_gracefully(query)
 
 
 def test_pageviews_and_visitors_per_minute_match_the_events_produced(
@@ -68,7 +71,7 @@ def test_pageviews_and_visitors_per_minute_match_the_events_produced(
     sites = site_names(3)
     events = pageview_events(sites, first_minute=minutes_ago(10), minutes=4, per_minute=25)
     noise = custom_events(sites, first_minute=minutes_ago(10))
-    asyncio.run(produce(stream_settings, [e.to_json() for e in events + noise] + malformed_values()))
+    asyncio.run(produce(stream_settings, [*messages(events + noise), *malformed_messages()]))
 
     running_queries.extend(start_queries(spark, stream_settings))
 
@@ -83,14 +86,13 @@ def test_restart_from_checkpoint_and_redelivered_batch_do_not_double_count(
     sites = site_names(2)
     first_minute = minutes_ago(10)
     before = pageview_events(sites, first_minute=first_minute, minutes=4, per_minute=20)
-    asyncio.run(produce(stream_settings, [e.to_json() for e in before]))
+    asyncio.run(produce(stream_settings, messages(before)))
 
     [query] = start_queries(spark, stream_settings)
     running_queries.append(query)
-    assert wait_for(lambda: stored_counts(stream_settings, sites), expected_counts(before)) == (
-        expected_counts(before)
-    )
-    query.stop()
+    expected = expected_counts(before)
+    assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
+    stop_gracefully(query)
 
     # Forget that the last batch with rows was committed, as if the driver had died right
     # after the sink wrote it: on restart Spark runs that batch again.
@@ -99,12 +101,12 @@ def test_restart_from_checkpoint_and_redelivered_batch_do_not_double_count(
     [query] = start_queries(spark, stream_settings)
     running_queries.append(query)
     assert wait_for(lambda: times_written(stream_settings, redelivered), 2) == 2
-    assert stored_counts(stream_settings, sites) == expected_counts(before)
+    assert stored_counts(stream_settings, sites) == expected
 
     # Later events, some in minutes already counted: the restored state carries on from the
     # totals before the restart. Event times stay within the watermark of those seen.
     after = pageview_events(sites, first_minute=first_minute + timedelta(minutes=3), minutes=2, per_minute=15)
-    asyncio.run(produce(stream_settings, [e.to_json() for e in after]))
+    asyncio.run(produce(stream_settings, messages(after)))
     expected = expected_counts(before + after)
     assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
 
@@ -155,8 +157,14 @@ def event(site: str, visitor_id: str, ts: datetime, name: str = "pageview") -> P
     )
 
 
-def malformed_values() -> list[bytes]:
-    return [b"not json", b"{}", b'{"site": "x.example", "ts": "yesterday", "visitor_id": "v"}', b"[1, 2]"]
+def messages(events: Iterable[PageViewEvent]) -> list[Message]:
+    return [(e.key, e.to_json()) for e in events]
+
+
+def malformed_messages() -> list[Message]:
+    """Values the query must skip without stopping (the collector never writes them)."""
+    values = [b"not json", b"{}", b"[1, 2]", b'{"site": "x.example", "ts": "yesterday", "visitor_id": "v"}']
+    return [(None, value) for value in values]
 
 
 def expected_counts(events: list[PageViewEvent]) -> Counts:
@@ -176,17 +184,20 @@ async def create_topic(settings: Settings) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(settings.pageviews_topic, num_partitions=3, replication_factor=1)])
+        await admin.create_topics(
+            [NewTopic(settings.pageviews_topic, num_partitions=3, replication_factor=1)]
+        )
     finally:
         await admin.close()
 
 
-async def produce(settings: Settings, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all", enable_idempotence=True)
+async def produce(settings: Settings, messages: list[Message]) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, acks="all", enable_idempotence=True
+    )
     await producer.start()
     try:
-        for value in values:
-            key = PageViewEvent.from_json(value).key if value.startswith(b'{"event_id"') else None
+        for key, value in messages:
             await producer.send(settings.pageviews_topic, value, key=key)
         await producer.flush()
     finally:
@@ -238,7 +249,8 @@ def times_written(settings: Settings, batch_id: int) -> int:
     rows = (
         connect(settings)
         .query(
-            "SELECT count() FROM stream_batches WHERE query_name = {query:String} AND batch_id = {batch:UInt64}",
+            "SELECT count() FROM stream_batches "
+            "WHERE query_name = {query:String} AND batch_id = {batch:UInt64}",
             parameters={"query": QUERY_NAME, "batch": batch_id},
         )
         .result_rows
@@ -246,7 +258,7 @@ def times_written(settings: Settings, batch_id: int) -> int:
     return int(rows[0][0])
 
 
-def wait_for[T](observe: Callable[[], T], expected: T, deadline_s: float = DEADLINE_S) -> T:
+def wait_for(observe: Callable[[], T], expected: T, deadline_s: float = DEADLINE_S) -> T:
     """Poll until `observe()` returns `expected` or the deadline passes; returns the last value."""
     deadline = time.monotonic() + deadline_s
     while True:
