@@ -9,7 +9,9 @@ MVN     := mvn -q -B -s deps/maven-settings.xml
 # Spark's Kafka connector and what pyspark does not already bundle.
 SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
-.PHONY: run test install lint constraints clean-deps check-tools
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test install lint constraints clean-deps check-tools browser
 
 run: install
 	$(BIN)/tally up --demo
@@ -17,7 +19,14 @@ run: install
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-install: check-tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved
+install: check-tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved browser
+
+# Browser tests drive Debian's Chromium (never a browser downloaded by a test tool).
+browser:
+	@command -v chromium >/dev/null || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
+	  || { echo "error: could not install chromium (apt-get install chromium)"; exit 1; }
 
 check-tools:
 	@command -v java >/dev/null || { echo "error: Java 17+ is required (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }

@@ -1,19 +1,90 @@
 """The query layer: the one module the dashboard and the stats API read through.
 
 Parameterised SQL only: user values travel as `{name:Type}` parameters, never spliced
-into the SQL text. Each metric is defined once per source: `raw` (the archive, `events`)
-and `agg` (the tables the Spark jobs derive from the same log).
+into the SQL text; dimension names are looked up in a fixed table of columns.
+
+Each metric is answered from one of two sources (DESIGN.md):
+- `raw`: the archive (`events`), computed at query time;
+- `agg`: the tables the Spark jobs derive from the same log (a cache of it).
+For closed windows both give the same numbers. The definitions, for both sources:
+
+- page view: an event with name = 'pageview'. Page views and visitors count the page views
+  whose event time `ts` is in [start, end).
+- visitor: distinct visitor_id (visitor_id rotates with the daily salt, so a visitor — and
+  therefore a session — never spans two UTC days).
+- session: one visitor's page views of one site whose consecutive gaps are all ≤
+  session_gap_s (a gap of exactly session_gap_s continues the session). A session belongs
+  to the range its first page view falls in.
+- bounce: a session with exactly one page view; bounce_rate = bounces / sessions (0 if none).
+- session duration: last page view time - first page view time, in seconds.
+- entry / exit page: path of the first / last page view of the session.
+- breakdowns: path, country, browser, os, device count page views (event level);
+  entry_path, exit_path, referrer_domain, utm_source are properties of a session (those of
+  its first / last page view) and count the page views and visitors of those sessions.
+- live visitors: distinct visitors with a page view in the last 5 minutes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
 Source = Literal["raw", "agg"]
+Interval = Literal["minute", "hour", "day"]
+
+SESSION_GAP_S = 1800
+LIVE_WINDOW = timedelta(minutes=5)
+
+# Dimension name → column (event level) or session property. Never a user string in SQL.
+EVENT_DIMENSIONS = {
+    "path": "path",
+    "country": "country",
+    "browser": "browser",
+    "os": "os",
+    "device": "device",
+}
+SESSION_DIMENSIONS = {
+    "entry_path": "entry_path",
+    "exit_path": "exit_path",
+    "referrer_domain": "referrer_domain",
+    "utm_source": "utm_source",
+}
+DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
+INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
+INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+
+
+@dataclass(frozen=True)
+class StatsQuery:
+    """What a report asks about: one site, the half-open UTC range [start, end), and
+    optional filters (event-level dimension → value) that restrict the page views counted."""
+
+    site: str
+    start: datetime
+    end: datetime
+    filters: dict[str, str] = field(default_factory=dict)
+    session_gap_s: int = SESSION_GAP_S
+
+    def parameters(self) -> dict[str, object]:
+        parameters: dict[str, object] = {
+            "site": self.site,
+            "start": self.start,
+            "end": self.end,
+            "gap_ms": self.session_gap_s * 1000,
+        }
+        for index, value in enumerate(self.filters.values()):
+            parameters[f"filter_{index}"] = value
+        return parameters
+
+    def filter_sql(self) -> str:
+        """`AND column = {filter_i:String}` for each filter; columns come from EVENT_DIMENSIONS only."""
+        return "".join(
+            f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
+            for index, name in enumerate(self.filters)
+        )
 
 
 @dataclass(frozen=True)
@@ -23,15 +94,247 @@ class Point:
     visitors: int
 
 
+@dataclass(frozen=True)
+class BreakdownRow:
+    value: str
+    pageviews: int
+    visitors: int
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    visitor_id: str
+    start: datetime
+    end: datetime
+    duration_s: float
+    pageviews: int
+    entry_path: str
+    exit_path: str
+    is_bounce: bool
+    referrer_domain: str
+    utm_source: str
+    country: str
+    device: str
+    browser: str
+    os: str
+
+
+class UnsupportedQuery(ValueError):
+    """A parameter outside the fixed vocabulary (dimension, interval, filter)."""
+
+
+def validate(q: StatsQuery) -> None:
+    unknown = set(q.filters) - set(EVENT_DIMENSIONS)
+    if unknown:
+        raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {sorted(EVENT_DIMENSIONS)}")
+    if q.end <= q.start:
+        raise UnsupportedQuery("`to` must be after `from`")
+
+
+# --- raw: the archive ----------------------------------------------------------------------
+
+_RAW_PAGEVIEWS = """
+FROM events
+WHERE site = {{site:String}} AND name = 'pageview'
+  AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}{filters}
+"""
+
+# Sessions from page views: a new session starts where the gap to the visitor's previous
+# page view exceeds the session gap. Visitor ids live one UTC day, so reading the whole
+# days around the range is enough to see every session that starts in it.
+_RAW_SESSIONS = """
+SELECT
+    visitor_id,
+    min(ts) AS start,
+    max(ts) AS end,
+    dateDiff('millisecond', min(ts), max(ts)) / 1000 AS duration_s,
+    count() AS pageviews,
+    argMin(path, ts) AS entry_path,
+    argMax(path, ts) AS exit_path,
+    count() = 1 AS is_bounce,
+    argMin(referrer_domain, ts) AS referrer_domain,
+    argMin(utm_source, ts) AS utm_source,
+    argMin(country, ts) AS country,
+    argMin(device, ts) AS device,
+    argMin(browser, ts) AS browser,
+    argMin(os, ts) AS os
+FROM
+(
+    SELECT *,
+           sum(starts_session) OVER (PARTITION BY visitor_id ORDER BY ts, event_id ROWS UNBOUNDED PRECEDING)
+             AS session_number
+    FROM
+    (
+        SELECT
+            visitor_id, ts, event_id, path, referrer_domain, utm_source, country, device, browser, os,
+            row_number() OVER by_visitor = 1
+              OR dateDiff('millisecond', lagInFrame(ts) OVER by_visitor, ts) > {{gap_ms:UInt64}}
+              AS starts_session
+        FROM events
+        WHERE site = {{site:String}} AND name = 'pageview'
+          AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}})
+          AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}}) + INTERVAL 1 DAY{filters}
+        WINDOW by_visitor AS (PARTITION BY visitor_id ORDER BY ts, event_id
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+    )
+)
+GROUP BY visitor_id, session_number
+HAVING start >= {{start:DateTime64(3, 'UTC')}} AND start < {{end:DateTime64(3, 'UTC')}}
+"""
+
+
+def raw_sessions_sql(q: StatsQuery) -> str:
+    return _RAW_SESSIONS.format(filters=q.filter_sql())
+
+
+def _raw_aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+    pageviews, visitors = client.query(
+        "SELECT count(), uniqExact(visitor_id) " + _RAW_PAGEVIEWS.format(filters=q.filter_sql()),
+        parameters=q.parameters(),
+    ).result_rows[0]
+    sessions, bounces, duration_s = client.query(
+        f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({raw_sessions_sql(q)})",
+        parameters=q.parameters(),
+    ).result_rows[0]
+    return _metrics(pageviews, visitors, sessions, bounces, duration_s)
+
+
+def _raw_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+    bucket = INTERVAL_SQL[interval]
+    rows = client.query(
+        f"SELECT {bucket}(ts) AS t, count(), uniqExact(visitor_id) "
+        + _RAW_PAGEVIEWS.format(filters=q.filter_sql())
+        + " GROUP BY t ORDER BY t",
+        parameters=q.parameters(),
+    ).result_rows
+    return _fill(q, interval, rows)
+
+
+def _raw_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[BreakdownRow]:
+    if by in EVENT_DIMENSIONS:
+        sql = (
+            f"SELECT {EVENT_DIMENSIONS[by]} AS value, count() AS pageviews, "
+            "uniqExact(visitor_id) AS visitors " + _RAW_PAGEVIEWS.format(filters=q.filter_sql())
+        )
+    else:
+        sql = (
+            f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
+            f"uniqExact(visitor_id) AS visitors FROM ({raw_sessions_sql(q)})"
+        )
+    rows = client.query(
+        f"{sql} GROUP BY value ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "limit": limit},
+    ).result_rows
+    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def _raw_sessions(client: Client, q: StatsQuery, limit: int) -> list[SessionRow]:
+    rows = client.query(
+        f"SELECT * FROM ({raw_sessions_sql(q)}) ORDER BY start DESC, visitor_id LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "limit": limit},
+    ).named_results()
+    return [_session_row(row) for row in rows]
+
+
+def _raw_realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
+    visitors, pageviews = client.query(
+        "SELECT uniqExact(visitor_id), count() FROM events "
+        "WHERE site = {site:String} AND name = 'pageview' "
+        "AND ts >= {since:DateTime64(3, 'UTC')} AND ts <= {now:DateTime64(3, 'UTC')}",
+        parameters={"site": site, "since": now - LIVE_WINDOW, "now": now},
+    ).result_rows[0]
+    return {"visitors": int(visitors), "pageviews": int(pageviews)}
+
+
+# --- shared --------------------------------------------------------------------------------
+
+
+def _metrics(
+    pageviews: int, visitors: int, sessions: int, bounces: int, duration_s: float
+) -> dict[str, float]:
+    return {
+        "pageviews": int(pageviews),
+        "visitors": int(visitors),
+        "sessions": int(sessions),
+        "bounce_rate": round(bounces / sessions, 4) if sessions else 0.0,
+        "avg_session_duration_s": round(float(duration_s), 1) if sessions else 0.0,
+    }
+
+
+def _session_row(row: dict[str, object]) -> SessionRow:
+    return SessionRow(**{name: row[name] for name in SessionRow.__dataclass_fields__})
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def buckets(q: StatsQuery, interval: Interval) -> list[datetime]:
+    """Every bucket start in [start, end), so empty buckets show as zero."""
+    step = INTERVAL_STEP[interval]
+    first = _as_utc(q.start)
+    if interval == "minute":
+        first = first.replace(second=0, microsecond=0)
+    elif interval == "hour":
+        first = first.replace(minute=0, second=0, microsecond=0)
+    else:
+        first = first.replace(hour=0, minute=0, second=0, microsecond=0)
+    result, moment = [], first
+    while moment < _as_utc(q.end):
+        result.append(moment)
+        moment += step
+    return result
+
+
+def _fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
+    counted = {_as_utc(t): (int(pageviews), int(visitors)) for t, pageviews, visitors in rows}
+    return [Point(t, *counted.get(t, (0, 0))) for t in buckets(q, interval)]
+
+
+# --- public API: one function per report, dispatching on the source ------------------------
+
+
+def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
+    validate(q)
+    return _raw_aggregate(client, q)
+
+
+def timeseries(
+    client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
+) -> list[Point]:
+    validate(q)
+    if interval not in INTERVAL_SQL:
+        raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    return _raw_timeseries(client, q, interval)
+
+
+def breakdown(
+    client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
+) -> list[BreakdownRow]:
+    validate(q)
+    if by not in DIMENSIONS:
+        raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
+    return _raw_breakdown(client, q, by, limit)
+
+
+def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
+    validate(q)
+    return _raw_sessions(client, q, limit)
+
+
+def realtime(
+    client: Client, site: str, now: datetime | None = None, source: Source = "raw"
+) -> dict[str, int]:
+    return _raw_realtime(client, site, now or datetime.now(UTC))
+
+
 def sites(client: Client) -> list[str]:
     """Sites that have events in the archive, busiest first."""
     rows = client.query("SELECT site FROM events GROUP BY site ORDER BY count() DESC LIMIT 1000").result_rows
     return [row[0] for row in rows]
 
 
-def total_pageviews(client: Client, site: str | None = None) -> int:
-    if site is None:
-        return int(client.query("SELECT count() FROM events WHERE name = 'pageview'").result_rows[0][0])
+def total_pageviews(client: Client, site: str) -> int:
     return int(
         client.query(
             "SELECT count() FROM events WHERE site = {site:String} AND name = 'pageview'",
@@ -40,17 +343,11 @@ def total_pageviews(client: Client, site: str | None = None) -> int:
     )
 
 
-_RAW_PER_MINUTE = """
-SELECT toStartOfMinute(ts) AS t, count() AS pageviews, uniqExact(visitor_id) AS visitors
-FROM events
-WHERE site = {site:String} AND name = 'pageview' AND ts >= {from:DateTime64(3)} AND ts < {to:DateTime64(3)}
-GROUP BY t ORDER BY t
-"""
-
 _AGG_PER_MINUTE = """
 SELECT window_start AS t, sum(pageviews) AS pageviews, uniqExact(visitor_id) AS visitors
 FROM pageviews_per_minute FINAL
-WHERE site = {site:String} AND window_start >= {from:DateTime64(3)} AND window_start < {to:DateTime64(3)}
+WHERE site = {site:String}
+  AND window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
 GROUP BY t ORDER BY t
 """
 
@@ -58,6 +355,9 @@ GROUP BY t ORDER BY t
 def pageviews_per_minute(
     client: Client, site: str, start: datetime, end: datetime, source: Source
 ) -> list[Point]:
-    sql = _RAW_PER_MINUTE if source == "raw" else _AGG_PER_MINUTE
-    rows = client.query(sql, parameters={"site": site, "from": start, "to": end}).result_rows
-    return [Point(t, int(pageviews), int(visitors)) for t, pageviews, visitors in rows]
+    """Per-minute page views and visitors (the dashboard's live chart)."""
+    q = StatsQuery(site, start, end)
+    if source == "raw":
+        return _raw_timeseries(client, q, "minute")
+    rows = client.query(_AGG_PER_MINUTE, parameters=q.parameters()).result_rows
+    return _fill(q, "minute", rows)

@@ -1,0 +1,153 @@
+"""The query layer's `raw` source over a hand-built archive, checked against numbers
+computed here independently from the same events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+from clickhouse_connect.driver.client import Client
+
+from storage import queries
+from storage.archiver import ARCHIVE_COLUMNS
+from storage.client import connect
+from storage.queries import StatsQuery
+from tally.event import PageViewEvent
+from tally.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SITE = "queries.example.com"
+DAY = datetime(2026, 11, 10, tzinfo=UTC)
+T0 = DAY + timedelta(hours=9)
+
+
+def pageview(visitor: str, at: datetime, path: str, **fields: str) -> PageViewEvent:
+    return PageViewEvent(
+        event_id=uuid4(),
+        site=SITE,
+        ts=at,
+        received_at=at,
+        url=f"https://{SITE}{path}",
+        path=path,
+        visitor_id=visitor,
+        ip_hash="ip-" + visitor,
+        **fields,
+    )
+
+
+# Visitor a: a 3-page session (gaps of 10 and exactly 30 minutes), then a bounce 2 h later.
+# Visitor b: a bounce from Google on a phone. Visitor c: a custom event (not a page view).
+EVENTS = [
+    pageview("a", T0, "/", referrer_domain="news.ycombinator.com", country="CH", device="desktop"),
+    pageview("a", T0 + timedelta(minutes=10), "/pricing", country="CH", device="desktop"),
+    pageview("a", T0 + timedelta(minutes=40), "/signup", country="CH", device="desktop"),
+    pageview("a", T0 + timedelta(hours=3), "/blog", country="CH", device="desktop"),
+    pageview(
+        "b",
+        T0 + timedelta(minutes=5),
+        "/pricing",
+        referrer_domain="google.com",
+        country="DE",
+        device="mobile",
+    ),
+    PageViewEvent(
+        event_id=uuid4(),
+        site=SITE,
+        name="signup",
+        ts=T0,
+        received_at=T0,
+        url=f"https://{SITE}/signup",
+        path="/signup",
+        visitor_id="c",
+        ip_hash="ip-c",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def archive(settings: Settings) -> Client:
+    client = connect(settings)
+    rows = [[getattr(e, c) for c in PageViewEvent.model_fields] + [0, i] for i, e in enumerate(EVENTS)]
+    client.insert("events", rows, column_names=ARCHIVE_COLUMNS)
+    return client
+
+
+def day_query(**filters: str) -> StatsQuery:
+    return StatsQuery(SITE, DAY, DAY + timedelta(days=1), filters=filters)
+
+
+def test_aggregate_follows_the_metric_definitions(archive: Client) -> None:
+    assert queries.aggregate(archive, day_query()) == {
+        "pageviews": 5,
+        "visitors": 2,
+        "sessions": 3,  # a's 3-page session, a's later bounce, b's bounce
+        "bounce_rate": round(2 / 3, 4),
+        "avg_session_duration_s": round((40 * 60 + 0 + 0) / 3, 1),
+    }
+
+
+def test_session_belongs_to_the_range_where_it_starts(archive: Client) -> None:
+    # From 09:20: a's first session started before, so only a's 12:00 bounce starts inside.
+    q = StatsQuery(SITE, T0 + timedelta(minutes=20), DAY + timedelta(days=1))
+    metrics = queries.aggregate(archive, q)
+    assert (metrics["pageviews"], metrics["sessions"]) == (2, 1)
+
+
+def test_sessions_list_entry_exit_and_bounce(archive: Client) -> None:
+    listed = queries.sessions(archive, day_query())
+    first = next(s for s in listed if s.visitor_id == "a" and s.pageviews == 3)
+    assert (first.entry_path, first.exit_path, first.is_bounce, first.duration_s) == (
+        "/",
+        "/signup",
+        False,
+        2400,
+    )
+    assert first.referrer_domain == "news.ycombinator.com"
+    assert sorted((s.visitor_id, s.pageviews) for s in listed) == [("a", 1), ("a", 3), ("b", 1)]
+
+
+def test_hourly_timeseries_fills_empty_hours(archive: Client) -> None:
+    points = queries.timeseries(archive, day_query(), "hour")
+    assert len(points) == 24
+    by_hour = {p.t.hour: (p.pageviews, p.visitors) for p in points if p.pageviews}
+    assert by_hour == {9: (4, 2), 12: (1, 1)}
+
+
+@pytest.mark.parametrize(
+    ("by", "expected"),
+    [
+        ("path", [("/pricing", 2, 2), ("/", 1, 1), ("/blog", 1, 1), ("/signup", 1, 1)]),
+        ("device", [("desktop", 4, 1), ("mobile", 1, 1)]),
+        ("entry_path", [("/", 3, 1), ("/blog", 1, 1), ("/pricing", 1, 1)]),
+        ("exit_path", [("/blog", 1, 1), ("/pricing", 1, 1), ("/signup", 3, 1)]),
+        ("referrer_domain", [("", 1, 1), ("google.com", 1, 1), ("news.ycombinator.com", 3, 1)]),
+    ],
+)
+def test_breakdown_counts_pageviews_and_visitors(archive: Client, by: str, expected: list[tuple]) -> None:
+    rows = queries.breakdown(archive, day_query(), by, limit=10)
+    assert sorted((r.value, r.pageviews, r.visitors) for r in rows) == sorted(expected)
+
+
+def test_filter_restricts_the_page_views_counted(archive: Client) -> None:
+    metrics = queries.aggregate(archive, day_query(country="DE"))
+    assert (metrics["pageviews"], metrics["visitors"], metrics["sessions"]) == (1, 1, 1)
+
+
+def test_unknown_dimension_and_filter_are_refused(archive: Client) -> None:
+    with pytest.raises(queries.UnsupportedQuery):
+        queries.breakdown(archive, day_query(), "ip_hash")
+    with pytest.raises(queries.UnsupportedQuery):
+        queries.aggregate(archive, day_query(**{"path; DROP TABLE events": "x"}))
+
+
+def test_site_value_cannot_inject_sql(archive: Client) -> None:
+    q = StatsQuery("x' OR '1'='1", DAY, DAY + timedelta(days=1))
+    assert queries.aggregate(archive, q)["pageviews"] == 0
+
+
+def test_realtime_counts_the_last_five_minutes(archive: Client) -> None:
+    # [09:05, 09:10]: b's bounce and a's second page view; a's later page views are not yet.
+    now = T0 + timedelta(minutes=10)
+    assert queries.realtime(archive, SITE, now=now) == {"visitors": 2, "pageviews": 2}
