@@ -1,164 +1,347 @@
 """The collector: validate, enrich, append to the log; 202 only once Kafka has the event.
 
-Built from explicit parts (`build_app(settings, event_log, salts)`); nothing connects at
-import time. Run with `python -m collector.app`.
+Built from explicit parts (`build_app(settings, parts)`); nothing connects at import time.
+Run with `python -m collector.app`. The hot path never queries the store: sites, salts
+and the blocklist are in memory, refreshed in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import hashlib
+import hmac
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
 import structlog
 import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from collector.blocklist import Blocklist
 from collector.client_ip import client_ip, parse_networks
-from collector.enrichment import Draft, RequestContext, enrich
+from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.event_log import EventLog, KafkaEventLog, LogUnavailable
-from collector.payload import BrowserEvent
+from collector.geo import CountryLookup
+from collector.known_sites import KnownSites
+from collector.metrics import CollectorMetrics
+from collector.payload import BrowserEvent, ServerEvent
 from collector.salts import DailySalts
 from storage.client import connect
-from tally.event import utc_now
+from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 
 log = structlog.get_logger()
 
-MAX_BODY_BYTES = 64 * 1024
+MAX_EVENT_BYTES = 64 * 1024
+MAX_BATCH_BYTES = 1024 * 1024
+MAX_BATCH_EVENTS = 1000
+# Batch senders may backfill, but not from the future (clock skew allowance).
+MAX_FUTURE_SKEW = timedelta(minutes=5)
 TRACKER_JS = Path(__file__).with_name("tracker.js")
+# Beacons come from every site's pages: the beacon endpoint alone allows any origin.
+BEACON_CORS = {"Access-Control-Allow-Origin": "*"}
+PREFLIGHT_CORS = {
+    **BEACON_CORS,
+    "Access-Control-Allow-Methods": "POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Content-Type",
+    "Access-Control-Max-Age": "86400",
+}
+STATUS_OF_DROP = {DropReason.UNKNOWN_SITE: 400, DropReason.BLOCKED_CLIENT: 429}
 
 
 class RejectedEvent(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason
+
+
+@dataclass
+class CollectorParts:
+    """The stateful pieces the collector is built from (tests pass their own)."""
+
+    event_log: EventLog
+    salts: DailySalts
+    sites: KnownSites
+    blocklist: Blocklist
+    countries: CountryLookup
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def describe_validation_error(exc: ValidationError) -> str:
+def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
     first = exc.errors()[0]
     location = ".".join(str(part) for part in first["loc"]) or "body"
-    return f"{location}: {first['msg']}"
+    return f"{prefix}{location}: {first['msg']}"
 
 
-async def read_json(request: Request) -> object:
+async def read_json(request: Request, limit: int) -> object:
     """The body as JSON, whatever the content type (beacons send text/plain)."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise RejectedEvent(413, f"body over {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise RejectedEvent(413, f"body over {MAX_BODY_BYTES} bytes")
+        if len(body) > limit:
+            raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise RejectedEvent(400, "body: not valid UTF-8 JSON") from None
+        raise RejectedEvent(400, "body: not valid UTF-8 JSON", "invalid") from None
 
 
-def parse(model: type[BaseModel], value: object) -> BaseModel:
+def parse(model: type[BaseModel], value: object, prefix: str = "") -> BaseModel:
     if not isinstance(value, dict):
-        raise RejectedEvent(400, "body: must be a JSON object")
+        raise RejectedEvent(400, f"{prefix or 'body'}: must be a JSON object", "invalid")
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise RejectedEvent(400, describe_validation_error(exc)) from None
+        raise RejectedEvent(400, describe_validation_error(exc, prefix), "invalid") from None
 
 
 class Collector:
-    def __init__(self, settings: Settings, event_log: EventLog, salts: DailySalts) -> None:
+    def __init__(self, settings: Settings, parts: CollectorParts) -> None:
         self.settings = settings
-        self.event_log = event_log
-        self.salts = salts
+        self.parts = parts
+        self.metrics = CollectorMetrics()
         self.trusted_proxies = parse_networks(settings.trusted_proxies)
+        self.pipeline = build_pipeline(
+            is_known_site=parts.sites.__contains__,
+            is_blocked=parts.blocklist.is_blocked,
+            countries=parts.countries,
+        )
+        self.ingest_key = settings.resolved_ingest_key().encode()
+        self.tracker_js = TRACKER_JS.read_bytes()
+        self.tracker_etag = '"' + hashlib.sha256(self.tracker_js).hexdigest()[:20] + '"'
 
-    def context(self, request: Request) -> RequestContext:
+    def context(self, request: Request, sent: ServerEvent | None = None) -> RequestContext:
+        """Who sent the event: the request itself, or — for a batch — what the sender says."""
         peer = request.client.host if request.client else "0.0.0.0"
         received_at = utc_now()
+        if sent is None:
+            ip = client_ip(peer, request.headers.get("x-forwarded-for"), self.trusted_proxies)
+            user_agent = request.headers.get("user-agent", "")
+        else:
+            ip, user_agent = sent.ip or peer, sent.user_agent
         return RequestContext(
-            client_ip=client_ip(peer, request.headers.get("x-forwarded-for"), self.trusted_proxies),
-            user_agent=request.headers.get("user-agent", "")[:1000],
+            client_ip=ip,
+            user_agent=user_agent[:1000],
             accept_language=request.headers.get("accept-language", ""),
             received_at=received_at,
-            salt=self.salts.for_time(received_at),
+            salt=self.parts.salts.for_time(received_at),
+            server_side=sent is not None,
         )
 
-    async def post_event(self, request: Request) -> Response:
-        try:
-            payload = parse(BrowserEvent, await read_json(request))
-        except RejectedEvent as rejected:
-            return error(rejected.status, rejected.message)
-        context = self.context(request)
-        draft = Draft(
-            site=payload.site,
+    def draft(self, payload: BrowserEvent, ts: datetime) -> Draft:
+        return Draft(
+            site=payload.site.lower().removeprefix("www."),
             name=payload.name,
             url=payload.url,
             referrer=payload.referrer,
             props=payload.props,
             screen_width=payload.screen_width,
-            ts=context.received_at,
+            ts=ts,
         )
-        event = enrich(draft, context)
+
+    async def append(self, events: list[PageViewEvent]) -> Response | None:
+        """Append to the log; a 503 response if it cannot take the write, else None."""
         try:
-            await self.event_log.append([event])
+            await self.parts.event_log.append(events)
         except LogUnavailable as unavailable:
-            log.warning("log_unavailable", error=str(unavailable))
+            self.metrics.kafka_errors.inc()
+            self.metrics.rejected.labels("log_unavailable").inc(len(events))
+            log.warning("log_unavailable", error=str(unavailable)[:200])
             return error(503, "the event log is unavailable, retry later", {"Retry-After": "5"})
-        return Response(status_code=202)
+        self.metrics.accepted.inc(len(events))
+        return None
+
+    # -- POST /api/event: one browser event ----------------------------------------------
+
+    async def post_event(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            response = await self._one_event(request)
+        except RejectedEvent as rejected:
+            self.metrics.rejected.labels(rejected.reason).inc()
+            response = error(rejected.status, rejected.message)
+        response.headers.update(BEACON_CORS)
+        self.metrics.latency.labels("event").observe(time.perf_counter() - started)
+        return response
+
+    async def _one_event(self, request: Request) -> Response:
+        payload = parse(BrowserEvent, await read_json(request, MAX_EVENT_BYTES))
+        context = self.context(request)
+        try:
+            event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
+        except Dropped as dropped:
+            return self._dropped_response(dropped.reason, payload.site)
+        return await self.append([event]) or Response(status_code=202)
+
+    def _dropped_response(self, reason: DropReason, site: str) -> Response:
+        if reason is DropReason.BOT:
+            # Bots are told nothing: an error would invite them to adapt.
+            self.metrics.bots.inc()
+            return Response(status_code=202)
+        self.metrics.rejected.labels(reason.value).inc()
+        if reason is DropReason.UNKNOWN_SITE:
+            return error(400, f"site: {site!r} is not registered (tally sites add {site})")
+        return error(429, "too many requests from this client", {"Retry-After": "60"})
+
+    async def preflight(self, request: Request) -> Response:
+        return Response(status_code=204, headers=PREFLIGHT_CORS)
+
+    # -- POST /api/events: a batch from a server-side sender -----------------------------
+
+    async def post_events(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            self._authorise(request)
+            response = await self._batch(request)
+        except RejectedEvent as rejected:
+            self.metrics.rejected.labels(rejected.reason).inc()
+            response = error(rejected.status, rejected.message)
+        self.metrics.latency.labels("events").observe(time.perf_counter() - started)
+        return response
+
+    def _authorise(self, request: Request) -> None:
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip().encode(), self.ingest_key):
+            raise RejectedEvent(401, "authorization: a valid Bearer ingest key is required", "unauthorized")
+
+    async def _batch(self, request: Request) -> Response:
+        body = await read_json(request, MAX_BATCH_BYTES)
+        if not isinstance(body, list):
+            raise RejectedEvent(400, "body: must be a JSON array of events", "invalid")
+        if not 1 <= len(body) <= MAX_BATCH_EVENTS:
+            raise RejectedEvent(400, f"body: 1 to {MAX_BATCH_EVENTS} events per batch", "invalid")
+        # Validate everything first: a batch is taken whole or refused whole.
+        payloads = [parse(ServerEvent, item, prefix=f"[{index}].") for index, item in enumerate(body)]
+        events, dropped = self._enrich_batch(request, payloads)
+        if events and (unavailable := await self.append(events)):
+            return unavailable
+        return JSONResponse({"accepted": len(events), "dropped": dict(dropped)}, status_code=202)
+
+    def _enrich_batch(
+        self, request: Request, payloads: list[ServerEvent]
+    ) -> tuple[list[PageViewEvent], Counter]:
+        events: list[PageViewEvent] = []
+        dropped: Counter[str] = Counter()
+        for index, payload in enumerate(payloads):
+            context = self.context(request, sent=payload)
+            ts = payload.ts or context.received_at
+            if ts > context.received_at + MAX_FUTURE_SKEW:
+                raise RejectedEvent(400, f"[{index}].ts: in the future", "invalid")
+            try:
+                events.append(enrich(self.draft(payload, ts), context, self.pipeline))
+            except Dropped as drop:
+                if drop.reason is DropReason.UNKNOWN_SITE:
+                    message = f"[{index}].site: {payload.site!r} is not registered"
+                    raise RejectedEvent(400, message, drop.reason) from None
+                self._count_drop(drop.reason)
+                dropped[drop.reason.value] += 1
+        return events, dropped
+
+    def _count_drop(self, reason: DropReason) -> None:
+        if reason is DropReason.BOT:
+            self.metrics.bots.inc()
+        else:
+            self.metrics.rejected.labels(reason.value).inc()
+
+    # -- the rest ------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        connected = getattr(self.parts.event_log, "connected", True)
+        return JSONResponse({"status": "ok", "kafka": "connected" if connected else "reconnecting"})
+
+    async def metrics_text(self, request: Request) -> Response:
+        self.metrics.blocked_clients.set(self.parts.blocklist.size)
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def tracker(self, request: Request) -> Response:
-        return Response(TRACKER_JS.read_bytes(), media_type="application/javascript")
+        headers = {
+            "ETag": self.tracker_etag,
+            # A day fresh, then revalidated cheaply with the ETag (site owners never re-embed).
+            "Cache-Control": "public, max-age=86400, stale-while-revalidate=604800",
+            **BEACON_CORS,
+        }
+        if request.headers.get("if-none-match") == self.tracker_etag:
+            return Response(status_code=304, headers=headers)
+        return Response(self.tracker_js, media_type="application/javascript", headers=headers)
 
 
-def build_app(settings: Settings, event_log: EventLog, salts: DailySalts) -> Starlette:
-    collector = Collector(settings, event_log, salts)
+def _background(*refreshers: Callable[[], Awaitable[None]]) -> list[asyncio.Task[None]]:
+    return [asyncio.create_task(refresh()) for refresh in refreshers]
+
+
+def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
+    collector = Collector(settings, parts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await asyncio.to_thread(salts.refresh)
-        await event_log.start()
-        refresher = asyncio.create_task(salts.refresh_forever())
+        await asyncio.to_thread(parts.salts.refresh)
+        await asyncio.to_thread(parts.sites.refresh)
+        await parts.event_log.start()
+        await parts.blocklist.start()
+        tasks = _background(parts.salts.refresh_forever, parts.sites.refresh_forever)
         try:
             yield
         finally:
-            refresher.cancel()
-            await event_log.stop()
+            for task in tasks:
+                task.cancel()
+            await parts.blocklist.stop()
+            await parts.event_log.stop()  # flushes in-flight sends
 
     return Starlette(
         routes=[
             Route("/api/event", collector.post_event, methods=["POST"]),
+            Route("/api/event", collector.preflight, methods=["OPTIONS"]),
+            Route("/api/events", collector.post_events, methods=["POST"]),
             Route("/healthz", collector.healthz, methods=["GET"]),
+            Route("/metrics", collector.metrics_text, methods=["GET"]),
             Route("/tracker.js", collector.tracker, methods=["GET"]),
         ],
         lifespan=lifespan,
     )
 
 
+def production_parts(settings: Settings) -> CollectorParts:
+    return CollectorParts(
+        event_log=KafkaEventLog(settings),
+        salts=DailySalts(connect(settings)),
+        sites=KnownSites(connect(settings)),
+        blocklist=Blocklist(settings),
+        countries=CountryLookup(),
+    )
+
+
 def main() -> None:
     settings = Settings()
-    app = build_app(settings, KafkaEventLog(settings), DailySalts(connect(settings)))
     uvicorn.run(
-        app,
+        build_app(settings, production_parts(settings)),
         host=settings.collector_host,
         port=settings.collector_port,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
+        # Bounds on slow or abusive clients.
+        limit_concurrency=4096,
+        h11_max_incomplete_event_size=16 * 1024,
+        timeout_keep_alive=20,
     )
 
 

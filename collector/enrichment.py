@@ -1,8 +1,9 @@
 """Request → PageViewEvent, as a named pipeline of small steps (after Plausible's ingestion).
 
-Each step takes the draft event and the request context and fills in fields; reading
-`PIPELINE` tells the whole enrichment path. Steps never see or store the raw IP beyond
-hashing it.
+Each step takes the draft event and the request context and fills in fields, or raises
+`Dropped` with a reason from a closed set; the runner stops at the first drop. Reading
+`build_pipeline` tells the whole enrichment path. The raw IP is used only to hash it and
+to look up the country; it is never copied into the event.
 """
 
 from __future__ import annotations
@@ -12,10 +13,25 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from urllib.parse import parse_qs, urlsplit
 from uuid import uuid4
 
+from collector.geo import CountryLookup
+from collector.user_agent import classify, is_bot
 from tally.event import PageViewEvent
+
+
+class DropReason(StrEnum):
+    BOT = "bot"
+    UNKNOWN_SITE = "unknown_site"
+    BLOCKED_CLIENT = "blocked_client"
+
+
+class Dropped(Exception):
+    def __init__(self, reason: DropReason) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,8 @@ class RequestContext:
     received_at: datetime
     salt: bytes
     accept_language: str = ""
+    # A batch from an authenticated server-side sender (it may carry no user agent).
+    server_side: bool = False
 
 
 @dataclass
@@ -48,6 +66,13 @@ Step = Callable[[Draft, RequestContext], None]
 UTM_FIELDS = ("utm_source", "utm_medium", "utm_campaign", "utm_content", "utm_term")
 
 
+def drop_bots(draft: Draft, context: RequestContext) -> None:
+    # Every browser sends a user agent; only a trusted server-side sender may omit it.
+    missing = not context.user_agent.strip() and not context.server_side
+    if missing or (context.user_agent and is_bot(context.user_agent)):
+        raise Dropped(DropReason.BOT)
+
+
 def put_url_parts(draft: Draft, context: RequestContext) -> None:
     parts = urlsplit(draft.url)
     draft.fields["hostname"] = (parts.hostname or "").removeprefix("www.")
@@ -62,10 +87,15 @@ def put_url_parts(draft: Draft, context: RequestContext) -> None:
 
 def put_referrer(draft: Draft, context: RequestContext) -> None:
     referrer_host = (urlsplit(draft.referrer).hostname or "").removeprefix("www.") if draft.referrer else ""
-    if referrer_host and referrer_host == draft.fields.get("hostname"):
+    if referrer_host and referrer_host in (draft.fields.get("hostname"), draft.site):
         # A self-referral (navigation within the site) is not a traffic source.
         draft.referrer, referrer_host = "", ""
     draft.fields["referrer_domain"] = referrer_host
+
+
+def put_user_agent(draft: Draft, context: RequestContext) -> None:
+    client = classify(context.user_agent)
+    draft.fields.update(browser=client.browser, os=client.os, device=client.device)
 
 
 def put_language(draft: Draft, context: RequestContext) -> None:
@@ -82,17 +112,37 @@ def keyed_hash(salt: bytes, *parts: str) -> str:
     return hmac.new(salt, "\x1f".join(parts).encode(), hashlib.blake2b).hexdigest()[:16]
 
 
-PIPELINE: list[tuple[str, Step]] = [
-    ("url_parts", put_url_parts),
-    ("referrer", put_referrer),
-    ("language", put_language),
-    ("visitor_identity", put_visitor_identity),
-]
+def build_pipeline(
+    is_known_site: Callable[[str], bool], is_blocked: Callable[[str], bool], countries: CountryLookup
+) -> list[tuple[str, Step]]:
+    """The collector's steps, in order; the parts that need state come in as functions."""
+
+    def drop_unknown_sites(draft: Draft, context: RequestContext) -> None:
+        if not is_known_site(draft.site):
+            raise Dropped(DropReason.UNKNOWN_SITE)
+
+    def drop_blocked_clients(draft: Draft, context: RequestContext) -> None:
+        if is_blocked(str(draft.fields["ip_hash"])):
+            raise Dropped(DropReason.BLOCKED_CLIENT)
+
+    def put_country(draft: Draft, context: RequestContext) -> None:
+        draft.fields["country"] = countries.country(context.client_ip)
+
+    return [
+        ("unknown_site", drop_unknown_sites),
+        ("bot", drop_bots),
+        ("visitor_identity", put_visitor_identity),
+        ("blocked_client", drop_blocked_clients),
+        ("url_parts", put_url_parts),
+        ("referrer", put_referrer),
+        ("user_agent", put_user_agent),
+        ("country", put_country),
+        ("language", put_language),
+    ]
 
 
-def enrich(
-    draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step]] = PIPELINE
-) -> PageViewEvent:
+def enrich(draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step]]) -> PageViewEvent:
+    """Run the steps; raises Dropped at the first step that drops the event."""
     for _name, step in pipeline:
         step(draft, context)
     return PageViewEvent(

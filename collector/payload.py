@@ -6,6 +6,7 @@ Native field names and the Plausible Events API's short names are both accepted.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from ipaddress import ip_address
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
@@ -74,7 +75,17 @@ class ServerEvent(BrowserEvent):
 
     ts: datetime | None = None
     ip: str | None = None
-    user_agent: str = ""
+    user_agent: Annotated[str, Field(max_length=1000)] = ""
+
+    @field_validator("ip")
+    @classmethod
+    def _ip_address(cls, ip: str | None) -> str | None:
+        if ip is not None:
+            try:
+                ip_address(ip)
+            except ValueError:
+                raise ValueError("must be an IPv4 or IPv6 address") from None
+        return ip
 
     @field_validator("ts", mode="before")
     @classmethod

@@ -1,67 +1,17 @@
-(function () {
-  "use strict";
-  var w = window, d = document, l = w.location, s = d.currentScript;
-  if (!s) return;
-  var site = s.getAttribute("data-site") || l.hostname;
-  var api = s.getAttribute("data-api") || new URL("/api/event", s.src).href;
-  var local = s.hasAttribute("data-allow-local");
-  var hash = s.hasAttribute("data-hash");
-  var last;
-
-  function skip() {
-    if (!local && (/^localhost$|^127(\.\d+){3}$|^\[::1\]$/.test(l.hostname) || l.protocol === "file:")) return 1;
-    if (!local && (w._phantom || w.__nightmare || w.navigator.webdriver || w.Cypress)) return 1;
-    try { if (w.localStorage.tally_ignore === "true") return 1; } catch (e) {}
-    return 0;
-  }
-
-  function send(name, opts) {
-    if (skip()) return;
-    var body = JSON.stringify({
-      n: name, u: l.href, d: site, r: d.referrer || null, w: w.innerWidth,
-      p: opts && opts.props ? opts.props : undefined
-    });
-    if (!(navigator.sendBeacon && navigator.sendBeacon(api, new Blob([body], { type: "text/plain" })))) {
-      fetch(api, { method: "POST", body: body, keepalive: true, headers: { "Content-Type": "text/plain" } })
-        .catch(function () {});
-    }
-    if (opts && opts.callback) opts.callback();
-  }
-
-  function pageview() {
-    var here = l.pathname + (hash ? l.hash : "");
-    if (here === last) return;
-    last = here;
-    send("pageview");
-  }
-
-  var queued = (w.tally && w.tally.q) || [];
-  w.tally = function (name, opts) { send(name, opts); };
-  for (var i = 0; i < queued.length; i++) w.tally.apply(this, queued[i]);
-
-  var h = w.history;
-  if (h.pushState) {
-    var push = h.pushState;
-    h.pushState = function () { push.apply(this, arguments); pageview(); };
-    var replace = h.replaceState;
-    h.replaceState = function () { replace.apply(this, arguments); pageview(); };
-    w.addEventListener("popstate", pageview);
-  }
-  if (hash) w.addEventListener("hashchange", pageview);
-
-  function link(event) {
-    var a = event.target.closest && event.target.closest("a[href]");
-    if (!a) return;
-    if (s.hasAttribute("data-outbound") && a.host && a.host !== l.host) send("Outbound Link: Click", { props: { url: a.href } });
-    else if (s.hasAttribute("data-downloads") && /\.(pdf|zip|dmg|exe|docx?|xlsx?|pptx?|csv|mp[34]|tar|gz)$/i.test(a.pathname))
-      send("File Download", { props: { url: a.href } });
-  }
-  d.addEventListener("click", link);
-  d.addEventListener("auxclick", link);
-
-  if (d.visibilityState === "prerender") {
-    d.addEventListener("visibilitychange", function once() {
-      if (d.visibilityState === "visible") { d.removeEventListener("visibilitychange", once); pageview(); }
-    });
-  } else pageview();
-})();
+/* Tally tracker. Attributes: data-site, data-api (default: src origin/api/event), data-hash, data-outbound,
+ data-downloads, data-allow-local (localhost, automation). tally(name,{props,callback}); calls before load
+ queue with window.tally=window.tally||function(){(tally.q=tally.q||[]).push(arguments)}. Opt-out: localStorage.tally_ignore="true" */
+((w,d,l,s)=>{let D=s.dataset,q=w.tally?.q||[],a=D.api||new URL("/api/event",s.src).href,z,
+t=(n,o={})=>{let p=o.props,b,i
+try{i=localStorage.tally_ignore=="true"}catch{}
+if(!i&&("allowLocal"in D||!(/^(localhost|127[\d.]+|\[::1\]|)$/.test(l.hostname)||navigator.webdriver))){
+b=JSON.stringify({n,u:l.href,d:D.site||l.hostname,r:d.referrer,w:w.innerWidth,p},function(k,v){return this==p?""+v:v})
+navigator.sendBeacon(a,b)||fetch(a,{method:"POST",body:b,keepalive:!0}).catch(()=>{})}
+o.callback?.()},
+v=()=>{let h=l.pathname+("hash"in D?l.hash:"");h!=z&&(z=h,t("pageview"))},
+c=e=>{let k=e.target.closest("a"),n=k&&e.button<2&&("outbound"in D&&k.host&&k.host!=l.host?"Outbound Link: Click":"downloads"in D&&/\.(pdf|(doc|xls|ppt)x?|csv|zip|gz|dmg|pkg|exe|msi|apk|mp[34])$/i.test(k.pathname)&&"File Download")
+n&&t(n,{props:{url:k.href}})}
+for(let m of["pushState","replaceState"]){let f=history[m];history[m]=function(){f.apply(this,arguments);v()}}
+w.addEventListener("popstate",v);w.addEventListener("hashchange",v);d.addEventListener("click",c);d.addEventListener("auxclick",c)
+d.prerendering?d.addEventListener("prerenderingchange",v):v()
+w.tally=t;for(let x of q)t(...x)})(window,document,location,document.currentScript)

@@ -9,15 +9,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 from loadgen.runner import RunSummary, run
-from loadgen.traffic import TrafficModel
+from loadgen.traffic import TrafficModel, site_names
 from tally.settings import Settings
 
 console = Console()
-
-
-def site_names(count: int, demo: bool) -> list[str]:
-    prefix = "demo" if demo else "site"
-    return [f"{prefix}{index}.example.com" for index in range(1, count + 1)]
 
 
 def print_summary(summary: RunSummary) -> None:

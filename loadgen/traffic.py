@@ -72,6 +72,11 @@ COUNTRY_PREFIXES = [
 SCREEN_WIDTHS = [(1920, 0.35), (390, 0.3), (1440, 0.15), (412, 0.1), (820, 0.1)]
 
 
+def site_names(count: int, demo: bool = False) -> list[str]:
+    prefix = "demo" if demo else "site"
+    return [f"{prefix}{index}.example.com" for index in range(1, count + 1)]
+
+
 def _weighted(rng: random.Random, choices: list[tuple[object, float]]) -> object:
     values, weights = zip(*choices, strict=True)
     return rng.choices(values, weights)[0]

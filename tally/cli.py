@@ -94,6 +94,49 @@ def init() -> None:
     console.print(f"topics created: {created or 'none'}; migrations applied: {applied or 'none'}")
 
 
+@main.group()
+def sites() -> None:
+    """The sites Tally accepts events for."""
+
+
+@sites.command("add")
+@click.argument("domain")
+def sites_add(domain: str) -> None:
+    """Accept events for DOMAIN (as in data-site="DOMAIN")."""
+    from storage import sites as registry
+    from storage.client import connect
+
+    try:
+        added = registry.add_site(connect(Settings()), domain)
+    except registry.InvalidDomain as error:
+        console.print(f"[red]error:[/red] {error}", highlight=False)
+        sys.exit(2)
+    console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
+
+
+@sites.command("list")
+def sites_list() -> None:
+    """The registered sites."""
+    from storage import sites as registry
+    from storage.client import connect
+
+    for domain in registry.list_sites(connect(Settings())):
+        click.echo(domain)
+
+
+@sites.command("remove")
+@click.argument("domain")
+def sites_remove(domain: str) -> None:
+    """Stop accepting events for DOMAIN (its data stays)."""
+    from storage import sites as registry
+    from storage.client import connect
+
+    if not registry.remove_site(connect(Settings()), domain):
+        console.print(f"[red]error:[/red] {domain} is not registered", highlight=False)
+        sys.exit(1)
+    console.print(f"removed {domain}")
+
+
 @main.command()
 @click.argument("sql")
 @click.option("--format", "output_format", type=click.Choice(["table", "csv", "json"]), default="table")

@@ -6,7 +6,10 @@ import sys
 import time
 from collections.abc import Callable
 
+from loadgen.traffic import site_names
+from storage.client import connect
 from storage.migrations import apply_migrations
+from storage.sites import add_site
 from tally.local import kafka, supervisor
 from tally.local.components import Component, components
 from tally.local.supervisor import ComponentStatus, StackError
@@ -16,23 +19,41 @@ from tally.topics import ensure_topics_sync
 __all__ = ["StackError", "demo_traffic", "down", "status", "up"]
 
 
+DEMO_SITES = 2
+
+
 def demo_traffic(settings: Settings) -> Component:
     """Steady, realistic demo traffic from the load generator (only with `tally up --demo`)."""
     return Component(
         "demo",
-        [sys.executable, "-m", "loadgen", "--rate", "5", "--duration", "0", "--sites", "2", "--demo"],
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "--rate",
+            "5",
+            "--duration",
+            "0",
+            "--sites",
+            str(DEMO_SITES),
+            "--demo",
+        ],
         priority=40,
         port=None,
         healthy=lambda: True,
     )
 
 
-def _after_start(settings: Settings, component: Component) -> None:
+def _after_start(settings: Settings, component: Component, demo: bool) -> None:
     """What must exist before the next component starts."""
     if component.name == "kafka":
         ensure_topics_sync(settings)
     elif component.name == "clickhouse":
         apply_migrations(settings)
+        if demo:
+            client = connect(settings)
+            for domain in site_names(DEMO_SITES, demo=True):
+                add_site(client, domain)
 
 
 def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
@@ -47,7 +68,7 @@ def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
     for component in [*stack, *extra]:
         started = time.monotonic()
         supervisor.start_component(settings, component)
-        _after_start(settings, component)
+        _after_start(settings, component, demo)
         progress(f"  {component.name:<10} healthy in {time.monotonic() - started:4.1f}s")
 
 

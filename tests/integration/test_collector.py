@@ -1,19 +1,25 @@
-"""The collector against the real broker: what is accepted is on the log, what is not never is."""
+"""The collector against the real broker and store: what is accepted is on the log, what
+is not never is, and every answer has the status DESIGN.md gives it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from starlette.testclient import TestClient
 
-from collector.app import build_app
+from collector.app import CollectorParts, build_app, production_parts
+from collector.blocklist import Blocklist
+from collector.enrichment import keyed_hash
 from collector.event_log import KafkaEventLog
-from collector.salts import DailySalts
 from storage.client import connect
+from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.ports import free_port
@@ -23,12 +29,30 @@ pytestmark = pytest.mark.integration
 BROWSER_UA = (
     "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 Version/18.1 Safari/605.1.15"
 )
+IPHONE_UA = (
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/18.1 Mobile/15E148 Safari/604.1"
+)
+SITES = [
+    "beacon.example.com",
+    "bad.example.com",
+    "batch.example.com",
+    "bots.example.com",
+    "blocked.example.com",
+]
 
 
 @pytest.fixture(scope="module")
-def collector(settings: Settings) -> Iterator[TestClient]:
-    app = build_app(settings, KafkaEventLog(settings), DailySalts(connect(settings)))
-    with TestClient(app, client=("127.0.0.1", 40000)) as client:
+def parts(settings: Settings) -> CollectorParts:
+    client = connect(settings)
+    for site in SITES:
+        add_site(client, site)
+    return production_parts(settings)
+
+
+@pytest.fixture(scope="module")
+def collector(settings: Settings, parts: CollectorParts) -> Iterator[TestClient]:
+    with TestClient(build_app(settings, parts), client=("127.0.0.1", 40000)) as client:
         yield client
 
 
@@ -40,8 +64,7 @@ def log_end_offsets(settings: Settings) -> dict[int, int]:
             partitions = [
                 TopicPartition(settings.pageviews_topic, p) for p in range(settings.pageviews_partitions)
             ]
-            ends = await consumer.end_offsets(partitions)
-            return {tp.partition: offset for tp, offset in ends.items()}
+            return {tp.partition: offset for tp, offset in (await consumer.end_offsets(partitions)).items()}
         finally:
             await consumer.stop()
 
@@ -56,7 +79,7 @@ def events_on_log_for(settings: Settings, site: str) -> list[PageViewEvent]:
         await consumer.start()
         events = []
         try:
-            while batch := await consumer.getmany(timeout_ms=2000):
+            while batch := await consumer.getmany(timeout_ms=2000, max_records=5000):
                 for records in batch.values():
                     events += [PageViewEvent.from_json(r.value) for r in records if site.encode() in r.value]
         finally:
@@ -66,48 +89,57 @@ def events_on_log_for(settings: Settings, site: str) -> list[PageViewEvent]:
     return asyncio.run(read())
 
 
+def post_beacon(collector: TestClient, body: dict, **headers: str) -> int:
+    response = collector.post(
+        "/api/event",
+        content=json.dumps(body),
+        headers={"Content-Type": "text/plain", "User-Agent": BROWSER_UA, **headers},
+    )
+    return response.status_code
+
+
 def test_beacon_pageview_is_on_the_log_enriched_and_without_the_ip(
     collector: TestClient, settings: Settings
 ) -> None:
     site = "beacon.example.com"
-    response = collector.post(
-        "/api/event",
-        content=json.dumps(
-            {
-                "d": site,
-                "u": f"https://{site}/pricing?utm_source=newsletter",
-                "r": "https://news.ycombinator.com/",
-                "w": 1440,
-            }
-        ),
-        headers={
-            "Content-Type": "text/plain",
-            "User-Agent": BROWSER_UA,
-            "X-Forwarded-For": "203.0.113.50",
-            "Accept-Language": "en-GB,en;q=0.8",
+    status = post_beacon(
+        collector,
+        {
+            "d": site,
+            "u": f"https://{site}/pricing?utm_source=newsletter",
+            "r": "https://news.ycombinator.com/",
+            "w": 390,
         },
+        **{"User-Agent": IPHONE_UA, "X-Forwarded-For": "81.2.69.142", "Accept-Language": "en-GB,en;q=0.8"},
     )
-    assert response.status_code == 202
+    assert status == 202
 
     [event] = events_on_log_for(settings, site)
     assert (event.site, event.name, event.path, event.hostname) == (site, "pageview", "/pricing", site)
     assert (event.referrer_domain, event.utm_source, event.screen_width, event.language) == (
         "news.ycombinator.com",
         "newsletter",
-        1440,
+        390,
         "en-GB",
     )
+    assert (event.browser, event.os, event.device, event.country) == ("Mobile Safari", "iOS", "mobile", "GB")
     assert len(event.visitor_id) == 16 and len(event.ip_hash) == 16
-    assert "203.0.113.50" not in event.to_json().decode()
+    assert "81.2.69.142" not in event.to_json().decode()
 
 
 @pytest.mark.parametrize(
     ("body", "status", "named"),
     [
-        (b'{"url": "https://a.example.com/"}', 400, "site"),
-        (b'{"site": "a.example.com", "url": "ftp://a.example.com/"}', 400, "url"),
+        (b'{"url": "https://bad.example.com/"}', 400, "site"),
+        (b'{"site": "unregistered.example.com", "url": "https://unregistered.example.com/"}', 400, "site"),
+        (b'{"site": "bad.example.com", "url": "ftp://bad.example.com/"}', 400, "url"),
         (
-            b'{"site": "a.example.com", "url": "https://a.example.com/", "props": {"k": {"x": "y"}}}',
+            b'{"site": "bad.example.com", "url": "https://bad.example.com/", "n": "' + b"x" * 121 + b'"}',
+            400,
+            "n",
+        ),
+        (
+            b'{"site": "bad.example.com", "url": "https://bad.example.com/", "props": {"k": {"x": "y"}}}',
             400,
             "props",
         ),
@@ -115,9 +147,7 @@ def test_beacon_pageview_is_on_the_log_enriched_and_without_the_ip(
         (b"\xff\xfe\x00garbage", 400, "body"),
         (b"[1, 2]", 400, "body"),
         (
-            b'{"site": "a.example.com", "url": "https://a.example.com/", "p": {"k": "'
-            + b"x" * 70_000
-            + b'"}}',
+            b'{"site": "bad.example.com", "url": "https://x/", "p": {"k": "' + b"x" * 70_000 + b'"}}',
             413,
             "body",
         ),
@@ -133,21 +163,157 @@ def test_bad_input_gets_a_clear_error_and_never_reaches_the_log(
     assert log_end_offsets(settings) == before
 
 
-def test_log_unreachable_gets_503_with_retry_after(settings: Settings) -> None:
-    unreachable = settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{free_port()}"})
-    event_log = KafkaEventLog(unreachable, send_timeout_s=2)
-    app = build_app(unreachable, event_log, DailySalts(connect(settings)))
-    # The producer cannot even start without a broker: the app must still answer, with 503.
-    with TestClient(app, client=("127.0.0.1", 40001)) as client:
-        response = client.post(
-            "/api/event", json={"site": "down.example.com", "url": "https://down.example.com/"}
-        )
-    assert response.status_code == 503
-    assert response.headers["Retry-After"]
+def test_bots_get_202_but_are_dropped_and_counted(collector: TestClient, settings: Settings) -> None:
+    site = "bots.example.com"
+    before = log_end_offsets(settings)
+    googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+    assert post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"User-Agent": googlebot}) == 202
+    assert post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"User-Agent": ""}) == 202
+    assert log_end_offsets(settings) == before
+    assert "tally_bots_dropped_total 2.0" in collector.get("/metrics").text
 
 
-def test_tracker_snippet_is_served(collector: TestClient) -> None:
+def test_batch_needs_the_ingest_key(collector: TestClient, settings: Settings) -> None:
+    batch = [{"site": "batch.example.com", "url": "https://batch.example.com/"}]
+    assert collector.post("/api/events", json=batch).status_code == 401
+    wrong = collector.post("/api/events", json=batch, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert "authorization" in wrong.json()["error"]
+
+
+def test_batch_honours_explicit_time_and_ip(collector: TestClient, settings: Settings) -> None:
+    site = "batch.example.com"
+    key = settings.resolved_ingest_key()
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    batch = [
+        {
+            "site": site,
+            "url": f"https://{site}/a",
+            "ts": yesterday.isoformat(),
+            "ip": "5.9.1.1",
+            "user_agent": IPHONE_UA,
+        },
+        {"site": site, "url": f"https://{site}/b", "ts": int(yesterday.timestamp() * 1000), "ip": "41.1.1.1"},
+    ]
+    response = collector.post("/api/events", json=batch, headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 202
+    assert response.json() == {"accepted": 2, "dropped": {}}
+    events = sorted(events_on_log_for(settings, site), key=lambda e: e.path)
+    assert [(e.path, e.country, e.device) for e in events] == [
+        ("/a", "DE", "mobile"),
+        ("/b", "ZA", "desktop"),
+    ]
+    assert all(abs(e.ts - yesterday) < timedelta(seconds=1) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("batch", "named"),
+    [
+        ([{"site": "batch.example.com", "url": "https://batch.example.com/", "ip": "nope"}], "[0].ip"),
+        (
+            [{"site": "batch.example.com", "url": "https://batch.example.com/"}, {"url": "https://x/"}],
+            "[1].site",
+        ),
+        ([{"site": "batch.example.com", "url": "https://b/", "ts": "2999-01-01T00:00:00Z"}], "[0].ts"),
+        ([{"site": "other.example.com", "url": "https://other.example.com/"}], "[0].site"),
+        ([{"site": "batch.example.com", "url": "https://batch.example.com/"}] * 1001, "body"),
+        ({"site": "batch.example.com"}, "body"),
+    ],
+)
+def test_bad_batch_is_refused_whole_naming_the_event_and_field(
+    collector: TestClient, settings: Settings, batch: object, named: str
+) -> None:
+    before = log_end_offsets(settings)
+    key = settings.resolved_ingest_key()
+    response = collector.post("/api/events", json=batch, headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 400
+    assert named in response.json()["error"]
+    assert log_end_offsets(settings) == before
+
+
+def test_blocklisted_client_gets_429_until_the_tombstone(
+    collector: TestClient, parts: CollectorParts, settings: Settings
+) -> None:
+    site = "blocked.example.com"
+    client_ip = "198.51.100.77"
+    ip_hash = keyed_hash(parts.salts.for_time(datetime.now(UTC)), client_ip)
+    until = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+
+    async def publish(value: bytes | None) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(settings.blocklist_topic, value, key=ip_hash.encode())
+        finally:
+            await producer.stop()
+
+    def status() -> int:
+        return post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"X-Forwarded-For": client_ip})
+
+    asyncio.run(publish(orjson.dumps({"until": until, "count": 101})))
+    assert wait_for(lambda: status() == 429), "a blocklisted client must get 429"
+    assert (
+        post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"X-Forwarded-For": "198.51.100.78"})
+        == 202
+    )
+
+    asyncio.run(publish(None))
+    assert wait_for(lambda: status() == 202), "a tombstone must lift the block"
+
+
+def wait_for(check: object, timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_cors_only_on_the_beacon_endpoint(collector: TestClient) -> None:
+    preflight = collector.options(
+        "/api/event", headers={"Origin": "https://site.example", "Access-Control-Request-Method": "POST"}
+    )
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == "*"
+    batch = collector.post("/api/events", json=[], headers={"Origin": "https://site.example"})
+    assert "access-control-allow-origin" not in batch.headers
+
+
+def test_metrics_count_accepted_and_rejected_by_reason(collector: TestClient) -> None:
+    text = collector.get("/metrics").text
+    assert "tally_events_accepted_total" in text
+    assert 'tally_events_rejected_total{reason="invalid"}' in text
+    assert 'tally_events_rejected_total{reason="unknown_site"}' in text
+    assert 'tally_request_duration_seconds_bucket{endpoint="event"' in text
+
+
+def test_tracker_snippet_is_cached_with_an_etag(collector: TestClient) -> None:
     response = collector.get("/tracker.js")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/javascript")
-    assert "sendBeacon" in response.text
+    assert "max-age=" in response.headers["cache-control"]
+    revalidated = collector.get("/tracker.js", headers={"If-None-Match": response.headers["etag"]})
+    assert revalidated.status_code == 304
+    assert revalidated.content == b""
+
+
+def test_log_unreachable_gets_503_with_retry_after(settings: Settings, parts: CollectorParts) -> None:
+    unreachable = settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{free_port()}"})
+    # The producer cannot even start without a broker: the app must still answer, with 503.
+    down = CollectorParts(
+        event_log=KafkaEventLog(unreachable, send_timeout_s=2),
+        salts=parts.salts,
+        sites=parts.sites,
+        blocklist=Blocklist(unreachable),
+        countries=parts.countries,
+    )
+    with TestClient(build_app(unreachable, down), client=("127.0.0.1", 40001)) as client:
+        response = client.post(
+            "/api/event",
+            json={"site": "beacon.example.com", "url": "https://beacon.example.com/"},
+            headers={"User-Agent": BROWSER_UA},
+        )
+        assert client.get("/healthz").json()["kafka"] == "reconnecting"
+    assert response.status_code == 503
+    assert response.headers["Retry-After"]

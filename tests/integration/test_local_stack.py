@@ -72,6 +72,15 @@ def _logs(home: Path) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in logs)
 
 
+def post(collector: str, path: str) -> int:
+    response = httpx.post(
+        f"{collector}/api/event",
+        content=json.dumps({"site": SITE, "url": f"https://{SITE}{path}"}),
+        headers={"Content-Type": "text/plain", "User-Agent": "Mozilla/5.0 (X11; Linux x86_64)"},
+    )
+    return response.status_code
+
+
 def _count_in_archive(env: dict[str, str]) -> int:
     result = tally(
         env, "query", f"SELECT count() FROM events WHERE site = '{SITE}'", "--format", "csv", timeout=60
@@ -107,13 +116,13 @@ def _dashboard_total(env: dict[str, str]) -> str:
 
 def test_event_posted_to_collector_is_archived_counted_and_shown(stack: dict[str, str]) -> None:
     collector = f"http://127.0.0.1:{stack['TALLY_COLLECTOR_PORT']}"
-    for path in ("/", "/pricing", "/"):
-        response = httpx.post(
-            f"{collector}/api/event",
-            content=json.dumps({"site": SITE, "url": f"https://{SITE}{path}"}),
-            headers={"Content-Type": "text/plain", "User-Agent": "Mozilla/5.0 (X11; Linux x86_64)"},
-        )
-        assert response.status_code == 202, response.text
+    added = tally(stack, "sites", "add", SITE)
+    assert added.returncode == 0, added.stderr
+    assert SITE in tally(stack, "sites", "list").stdout.split()
+    # The collector picks up new sites within seconds; until then it answers 400.
+    eventually(lambda: post(collector, "/") != 400, "the new site accepted", timeout_s=30)
+    for path in ("/pricing", "/"):
+        assert post(collector, path) == 202
 
     eventually(lambda: _count_in_archive(stack) == 3, "3 events in `tally query`")
     # The total comes from the raw archive, the per-minute bars from Spark's derived table.

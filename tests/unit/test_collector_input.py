@@ -8,9 +8,22 @@ import pytest
 from pydantic import ValidationError
 
 from collector.client_ip import client_ip, parse_networks
-from collector.enrichment import Draft, RequestContext, enrich
+from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
+from collector.geo import CountryLookup
 from collector.payload import BrowserEvent, ServerEvent
 
+WINDOWS_CHROME = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/130.0.0.0 Safari/537.36"
+)
+IPAD_SAFARI = (
+    "Mozilla/5.0 (iPad; CPU OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/18.1 Mobile/15E148 Safari/604.1"
+)
+ANDROID_CHROME = (
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/130.0.0.0 Mobile Safari/537.36"
+)
 LOOPBACK = parse_networks("127.0.0.1/8,::1/128")
 
 
@@ -96,8 +109,12 @@ def _draft(
     )
 
 
+def pipeline(known: set[str] = frozenset({"example.com"}), blocked: set[str] = frozenset()) -> list:
+    return build_pipeline(known.__contains__, blocked.__contains__, CountryLookup())
+
+
 def test_enrichment_splits_url_and_utm() -> None:
-    event = enrich(_draft(referrer="https://news.ycombinator.com/item?id=1"), _context())
+    event = enrich(_draft(referrer="https://news.ycombinator.com/item?id=1"), _context(), pipeline())
     assert (event.hostname, event.path, event.utm_source, event.utm_campaign) == (
         "example.com",
         "/pricing",
@@ -109,15 +126,53 @@ def test_enrichment_splits_url_and_utm() -> None:
 
 
 def test_self_referral_is_dropped() -> None:
-    event = enrich(_draft(referrer="https://example.com/"), _context())
+    event = enrich(_draft(referrer="https://example.com/"), _context(), pipeline())
     assert (event.referrer, event.referrer_domain) == ("", "")
 
 
 def test_visitor_id_is_stable_within_a_salt_and_never_the_raw_ip() -> None:
-    first = enrich(_draft(), _context())
-    second = enrich(_draft(), _context())
-    other_day = enrich(_draft(), _context(salt=b"t" * 32))
-    other_ip = enrich(_draft(), _context(ip="198.51.100.8"))
+    first = enrich(_draft(), _context(), pipeline())
+    second = enrich(_draft(), _context(), pipeline())
+    other_day = enrich(_draft(), _context(salt=b"t" * 32), pipeline())
+    other_ip = enrich(_draft(), _context(ip="198.51.100.8"), pipeline())
     assert first.visitor_id == second.visitor_id
     assert first.visitor_id not in (other_day.visitor_id, other_ip.visitor_id)
     assert "198.51.100.7" not in first.to_json().decode()
+
+
+@pytest.mark.parametrize(
+    ("known", "blocked", "user_agent", "reason"),
+    [
+        ({"other.com"}, set(), "Mozilla/5.0", DropReason.UNKNOWN_SITE),
+        (
+            {"example.com"},
+            set(),
+            "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+            DropReason.BOT,
+        ),
+        ({"example.com"}, set(), "", DropReason.BOT),
+        ({"example.com"}, {"BLOCKED"}, "Mozilla/5.0", DropReason.BLOCKED_CLIENT),
+    ],
+)
+def test_pipeline_drops_with_a_typed_reason(
+    known: set, blocked: set, user_agent: str, reason: DropReason
+) -> None:
+    context = _context(ua=user_agent)
+    if blocked:
+        blocked = {enrich(_draft(), _context(), pipeline()).ip_hash}
+    with pytest.raises(Dropped) as dropped:
+        enrich(_draft(), context, pipeline(known, blocked))
+    assert dropped.value.reason is reason
+
+
+@pytest.mark.parametrize(
+    ("user_agent", "browser", "os", "device"),
+    [
+        (WINDOWS_CHROME, "Chrome", "Windows", "desktop"),
+        (IPAD_SAFARI, "Mobile Safari", "iOS", "tablet"),
+        (ANDROID_CHROME, "Chrome Mobile", "Android", "mobile"),
+    ],
+)
+def test_user_agent_gives_browser_os_and_device(user_agent: str, browser: str, os: str, device: str) -> None:
+    event = enrich(_draft(), _context(ua=user_agent), pipeline())
+    assert (event.browser, event.os, event.device) == (browser, os, device)
