@@ -6,6 +6,7 @@ import json
 import signal
 import sys
 import threading
+from datetime import UTC, datetime
 
 import click
 from rich.console import Console
@@ -150,6 +151,29 @@ def query(sql: str, output_format: str) -> None:
         console.print(f"[red]error:[/red] {error}", highlight=False)
         sys.exit(2)
     readonly_sql.print_result(result, output_format, console)
+    if result.truncated:
+        Console(stderr=True).print(f"[yellow]note:[/yellow] result cut at {readonly_sql.MAX_ROWS} rows")
+
+
+@main.command()
+@click.option("--site", required=True, help="The site whose raw events to export.")
+@click.option("--from", "start", required=True, type=click.DateTime(), help="UTC start (inclusive).")
+@click.option("--to", "end", required=True, type=click.DateTime(), help="UTC end (exclusive).")
+@click.option("--format", "output_format", type=click.Choice(["parquet", "csv"]), default="parquet")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="File to write (default: stdout).")
+def export(site: str, start: datetime, end: datetime, output_format: str, output: str | None) -> None:
+    """Raw events of one site out of the archive, streamed (bounded memory)."""
+    from storage.export import export_events
+
+    target = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
+    try:
+        rows = export_events(
+            Settings(), site, start.replace(tzinfo=UTC), end.replace(tzinfo=UTC), output_format, target
+        )
+    finally:
+        if output:
+            target.close()
+    Console(stderr=True).print(f"exported {site}: {rows} events")
 
 
 if __name__ == "__main__":

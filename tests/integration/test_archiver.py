@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
-from uuid import uuid4
 
 import orjson
 import pytest
@@ -12,28 +10,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from storage.archiver import GROUP_ID, Archiver
 from storage.client import connect
-from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.events import make_events
 
 pytestmark = pytest.mark.integration
-
-
-def make_events(site: str, count: int) -> list[PageViewEvent]:
-    start = datetime(2026, 11, 20, 12, tzinfo=UTC)
-    return [
-        PageViewEvent(
-            event_id=uuid4(),
-            site=site,
-            ts=start + timedelta(seconds=i),
-            received_at=start + timedelta(seconds=i),
-            url=f"https://{site}/p{i % 7}",
-            path=f"/p{i % 7}",
-            visitor_id=f"v{i % 13:015d}",
-            ip_hash=f"i{i % 5:015d}",
-            props={"plan": "pro"} if i % 2 else {},
-        )
-        for i in range(count)
-    ]
 
 
 async def produce(settings: Settings, values: list[tuple[bytes, bytes]]) -> None:

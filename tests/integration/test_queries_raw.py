@@ -10,11 +10,11 @@ import pytest
 from clickhouse_connect.driver.client import Client
 
 from storage import queries
-from storage.archiver import ARCHIVE_COLUMNS
 from storage.client import connect
 from storage.queries import StatsQuery
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.events import archive_rows
 
 pytestmark = pytest.mark.integration
 
@@ -69,8 +69,8 @@ EVENTS = [
 @pytest.fixture(scope="module")
 def archive(settings: Settings) -> Client:
     client = connect(settings)
-    rows = [[getattr(e, c) for c in PageViewEvent.model_fields] + [0, i] for i, e in enumerate(EVENTS)]
-    client.insert("events", rows, column_names=ARCHIVE_COLUMNS)
+    rows, columns = archive_rows(EVENTS)
+    client.insert("events", rows, column_names=columns)
     return client
 
 
