@@ -17,7 +17,9 @@ async def accept(request: Request) -> Response:
     return Response(status_code=202)
 
 
-app = Starlette(routes=[Route("/api/event", accept, methods=["POST"]), Route("/api/events", accept, methods=["POST"])])
+app = Starlette(
+    routes=[Route("/api/event", accept, methods=["POST"]), Route("/api/events", accept, methods=["POST"])]
+)
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)

@@ -22,6 +22,7 @@ import httpx
 
 from storage.client import connect
 from storage.sites import add_site
+from tally.local.ports import free_port
 from tally.settings import Settings
 
 WRK_SCRIPTS = Path(__file__).with_name("wrk")
@@ -39,16 +40,10 @@ class WrkResult:
     errors: int
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
-def _server(command: list[str], url: str, env: dict[str, str], health_path: str) -> Iterator[subprocess.Popen]:
+def _server(
+    command: list[str], url: str, env: dict[str, str], health_path: str
+) -> Iterator[subprocess.Popen]:
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
@@ -67,12 +62,28 @@ def _server(command: list[str], url: str, env: dict[str, str], health_path: str)
 
 
 def run_wrk(
-    url: str, script: str, scenario: str, duration_s: int, connections: int, events_per_request: int = 1, **env: str
+    url: str,
+    script: str,
+    scenario: str,
+    duration_s: int,
+    connections: int,
+    events_per_request: int = 1,
+    **env: str,
 ) -> WrkResult:
     if not shutil.which("wrk"):
         raise RuntimeError("wrk is not installed (apt-get install wrk)")
     result = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{duration_s}s", "--timeout", "10s", "-s", str(WRK_SCRIPTS / script), url],
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{duration_s}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(WRK_SCRIPTS / script),
+            url,
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -94,21 +105,29 @@ def run_wrk(
     )
 
 
-def run_collector_bench(settings: Settings, duration_s: int = 10, connections: int = 64, batch: int = 100) -> dict:
+def run_collector_bench(
+    settings: Settings, duration_s: int = 10, connections: int = 64, batch: int = 100
+) -> dict:
     """Bare app ceiling, collector single events, collector batches — one run, one machine."""
     add_site(connect(settings), BENCH_SITE)
     env = {**os.environ, "TALLY_HOME": str(settings.home_dir)}
     results = []
-    bare_port = _free_port()
+    bare_port = free_port()
     bare = f"http://127.0.0.1:{bare_port}"
     with _server([sys.executable, "-m", "loadgen.bare_asgi", str(bare_port)], bare, env, "/api/event"):
         results.append(run_wrk(bare, "single_event.lua", "bare_starlette_202", duration_s, connections))
-    collector_port = _free_port()
+    collector_port = free_port()
     collector = f"http://127.0.0.1:{collector_port}"
-    collector_env = {**env, "TALLY_COLLECTOR_PORT": str(collector_port), "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap}
+    collector_env = {
+        **env,
+        "TALLY_COLLECTOR_PORT": str(collector_port),
+        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+    }
     with _server([sys.executable, "-m", "collector.app"], collector, collector_env, "/healthz"):
         time.sleep(3)  # let the collector learn the freshly added site
-        results.append(run_wrk(collector, "single_event.lua", "collector_single_event", duration_s, connections))
+        results.append(
+            run_wrk(collector, "single_event.lua", "collector_single_event", duration_s, connections)
+        )
         results.append(
             run_wrk(
                 collector,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ import httpx
 
 from tally import heartbeat
 from tally.local import kafka
+from tally.local.ports import port_open
 from tally.settings import Settings
 
 HealthCheck = Callable[[], bool]
@@ -28,12 +28,6 @@ class Component:
     start_timeout_s: float = 60
     # Seconds between SIGTERM and SIGKILL at stop.
     stop_grace_s: int = 20
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def http_ok(url: str) -> bool:

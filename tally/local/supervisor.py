@@ -18,7 +18,8 @@ from pathlib import Path
 
 from supervisor.xmlrpc import SupervisorTransport
 
-from tally.local.components import Component, components, port_open
+from tally.local.components import Component, components
+from tally.local.ports import port_open
 from tally.settings import Settings
 
 

@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from tally.local.components import port_open
+from tally.local.ports import port_open
 from tests.fixtures.ports import free_port
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,8 @@ def archive_with_one_event(settings: Settings) -> None:
     [
         "SELECT count() FROM events",
         "SELECT site, count() FROM tally.events GROUP BY site",
-        "WITH recent AS (SELECT path FROM events WHERE ts > now() - INTERVAL 1 DAY) SELECT count() FROM recent",
+        "WITH recent AS (SELECT path FROM events WHERE ts > now() - INTERVAL 1 DAY) "
+        "SELECT count() FROM recent",
         "SELECT e.path FROM events AS e WHERE e.site IN (SELECT domain FROM sites) LIMIT 5",
         "SELECT 1",
     ],
