@@ -1,49 +1,163 @@
-"""`python -m loadgen` / `tally loadgen`: realistic traffic against the collector."""
+"""`tally loadgen` / `python -m loadgen`: realistic traffic against the collector, with
+ground truth. Loopback targets only; bounded in count and time unless --duration 0."""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
 
 import click
 from rich.console import Console
 from rich.progress import Progress
 
+from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary, run
-from loadgen.traffic import TrafficModel, site_names
+from loadgen.traffic import TrafficMix, TrafficModel, site_names
 from tally.settings import Settings
 
 console = Console()
+SCRAPER_RATE = 2.0  # page views/s per scraper: far over any sensible hourly limit
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    target: str
+    rate: float
+    duration_s: float
+    sites: list[str]
+    visitors: int
+    mix: TrafficMix
+    batch_size: int
+    seed: int
+    ingest_key: str
+
+    def share(self, index: int, processes: int) -> LoadPlan:
+        """One process's part: an equal share of the rate and of the visitors, its own seed."""
+        return LoadPlan(
+            self.target,
+            self.rate / processes,
+            self.duration_s,
+            self.sites,
+            self.visitors // processes,
+            self.mix,
+            self.batch_size,
+            self.seed * 1000 + index,
+            self.ingest_key,
+        )
+
+
+def run_plan(plan: LoadPlan, progress: Progress | None = None) -> tuple[RunSummary, GroundTruth]:
+    model = TrafficModel(plan.sites, seed=plan.seed, visitors=plan.visitors, mix=plan.mix)
+    on_sent = None
+    if progress is not None:
+        task = progress.add_task("sending", total=int(plan.rate * plan.duration_s) or None)
+        on_sent = lambda count: progress.advance(task, count)  # noqa: E731
+    return asyncio.run(
+        run(plan.target, model, plan.rate, plan.duration_s, plan.ingest_key, plan.batch_size, on_sent=on_sent)
+    )
+
+
+def run_processes(plan: LoadPlan, processes: int) -> tuple[RunSummary, GroundTruth]:
+    """Several processes when one core cannot keep the rate; results merged."""
+    if processes == 1:
+        with Progress(console=console, transient=True) as progress:
+            return run_plan(plan, progress if plan.duration_s else None)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes) as pool:
+        parts = pool.map(run_plan, [plan.share(index, processes) for index in range(processes)])
+    summary, truth = RunSummary(), GroundTruth()
+    for part_summary, part_truth in parts:
+        summary.merge(part_summary)
+        truth.merge(part_truth)
+    return summary, truth
 
 
 def print_summary(summary: RunSummary) -> None:
     achieved = summary.sent / summary.elapsed_s if summary.elapsed_s else 0.0
+    rejected = {status: count for status, count in summary.statuses.items() if status != 202}
     console.print(
-        f"sent {summary.sent} · accepted {summary.accepted} · by status {dict(summary.statuses)} · "
+        f"sent {summary.sent} · accepted {summary.accepted} · rejected {rejected or 'none'} · "
         f"{achieved:.0f}/s · latency p50 {summary.percentile(0.5) * 1000:.1f} ms "
         f"p95 {summary.percentile(0.95) * 1000:.1f} ms p99 {summary.percentile(0.99) * 1000:.1f} ms"
     )
 
 
-@click.command()
+def _loopback_only(target: str) -> None:
+    host = urlparse(target).hostname or ""
+    if not (host == "localhost" or host.startswith("127.") or host == "::1"):
+        raise click.BadParameter(f"{host} is not a loopback address; load is only ever sent to this machine")
+
+
+@click.command("loadgen")
 @click.option("--rate", type=float, default=50.0, show_default=True, help="Page views per second.")
 @click.option(
     "--duration", type=float, default=10.0, show_default=True, help="Seconds; 0 runs until stopped."
 )
-@click.option("--sites", type=int, default=2, show_default=True, help="Number of sites.")
+@click.option("--sites", type=int, default=2, show_default=True, help="Number of sites (siteN.example.com).")
+@click.option(
+    "--visitors", type=int, default=0, help="Size of the visitor pool (0: a new visitor per session)."
+)
+@click.option("--bot-fraction", type=float, default=0.05, show_default=True)
+@click.option("--scrapers", type=int, default=0, help="Clients sending far over the rate limit.")
+@click.option(
+    "--late-fraction", type=float, default=0.0, help="Share of page views delivered late (batch API)."
+)
+@click.option("--late-delay", type=float, default=600.0, show_default=True, help="How late, in seconds.")
+@click.option("--batch", "batch_size", type=int, default=0, help="Send through /api/events in batches of N.")
+@click.option("--processes", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--truth", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the ground truth."
+)
 @click.option("--target", default=None, help="Collector base URL (default: the local collector).")
 @click.option("--demo", is_flag=True, help="Demo traffic: sites named demoN.example.com, runs quietly.")
-def main(rate: float, duration: float, sites: int, seed: int, target: str | None, demo: bool) -> None:
+def main(
+    rate: float,
+    duration: float,
+    sites: int,
+    visitors: int,
+    bot_fraction: float,
+    scrapers: int,
+    late_fraction: float,
+    late_delay: float,
+    batch_size: int,
+    processes: int,
+    seed: int,
+    truth: Path | None,
+    target: str | None,
+    demo: bool,
+) -> None:
+    """Realistic page views against the collector; prints a summary and writes ground truth."""
     settings = Settings()
     target = target or f"http://127.0.0.1:{settings.collector_port}"
-    model = TrafficModel(site_names(sites, demo), seed=seed)
-    if demo or not duration:
-        summary = asyncio.run(run(target, model, rate, duration))
-    else:
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("sending", total=int(rate * duration))
-            summary = asyncio.run(run(target, model, rate, duration, on_sent=lambda: progress.advance(task)))
+    _loopback_only(target)
+    mix = TrafficMix(
+        bot_fraction=bot_fraction,
+        scrapers=scrapers,
+        scraper_fraction=min(0.5, scrapers * SCRAPER_RATE / rate),
+        late_fraction=late_fraction,
+        late_delay_s=late_delay,
+    )
+    plan = LoadPlan(
+        target,
+        rate,
+        duration,
+        site_names(sites, demo),
+        visitors,
+        mix,
+        batch_size,
+        seed,
+        settings.resolved_ingest_key(),
+    )
+    summary, ground_truth = run_processes(plan, processes)
     print_summary(summary)
+    if truth or not demo:
+        path = truth or settings.home_dir / "loadgen" / f"truth-seed{seed}.jsonl"
+        ground_truth.write(path)
+        console.print(f"ground truth: {path} ({len(ground_truth.counted())} counted page views)")
 
 
 if __name__ == "__main__":

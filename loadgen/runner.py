@@ -1,4 +1,4 @@
-"""Open-loop sending: page views leave on a fixed schedule whatever the server does, and
+"""Open-loop sending: requests leave on a fixed schedule whatever the server does, and
 latency is measured from the intended send time (no coordinated omission)."""
 
 from __future__ import annotations
@@ -8,12 +8,14 @@ import heapq
 import itertools
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import httpx
 
-from loadgen.traffic import TrafficModel, Visit
+from loadgen.ground_truth import GroundTruth, late_ts
+from loadgen.traffic import Kind, TrafficModel, Visit
 
 MAX_IN_FLIGHT = 2_000
 
@@ -35,17 +37,25 @@ class RunSummary:
         ordered = sorted(self.latencies_s)
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
+    def merge(self, other: RunSummary) -> None:
+        self.sent += other.sent
+        self.statuses.update(other.statuses)
+        self.latencies_s += other.latencies_s
+        self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
+
 
 class VisitSchedule:
-    """Interleaves sessions: the next visit is a due follow-up page view, else a new visitor."""
+    """The next visit: a one-off (bot, scraper, late), a due follow-up page view of an
+    open session, or the first page view of a new session."""
 
-    def __init__(self, model: TrafficModel, time_scale: float = 1.0) -> None:
+    def __init__(self, model: TrafficModel) -> None:
         self.model = model
-        self.time_scale = time_scale
         self._pending: list[tuple[float, int, Visit, Iterator[Visit]]] = []
         self._order = itertools.count()
 
     def next_visit(self, now: float) -> Visit:
+        if one_off := self.model.one_off():
+            return one_off
         if self._pending and self._pending[0][0] <= now:
             _, _, visit, rest = heapq.heappop(self._pending)
         else:
@@ -53,55 +63,97 @@ class VisitSchedule:
             visit = next(rest)
         follow_up = next(rest, None)
         if follow_up is not None:
-            due = now + visit.think_time_s * self.time_scale
-            heapq.heappush(self._pending, (due, next(self._order), follow_up, rest))
+            heapq.heappush(self._pending, (now + visit.think_time_s, next(self._order), follow_up, rest))
         return visit
 
 
-async def send_visit(
-    client: httpx.AsyncClient, target: str, visit: Visit, intended: float, summary: RunSummary
-) -> None:
-    headers = {
-        "User-Agent": visit.user_agent,
-        "X-Forwarded-For": visit.client_ip,
-        "Content-Type": "text/plain",
-    }
-    try:
-        response = await client.post(f"{target}/api/event", json=visit.body(), headers=headers)
-        summary.statuses[response.status_code] += 1
-    except httpx.HTTPError as error:
-        summary.statuses[type(error).__name__] += 1
-    summary.latencies_s.append(time.monotonic() - intended)
+@dataclass
+class Sender:
+    client: httpx.AsyncClient
+    target: str
+    ingest_key: str
+    summary: RunSummary
+    truth: GroundTruth
+
+    async def send_group(self, visits: list[Visit], intended: float, batch: bool) -> None:
+        """In batch mode people's page views travel together; bots, scrapers and late events
+        always go one per request, so each 202 or 429 is known to be theirs."""
+        people = [visit for visit in visits if batch and visit.kind is Kind.BROWSER]
+        singles = [visit for visit in visits if not (batch and visit.kind is Kind.BROWSER)]
+        sends = [self.send([visit], intended, batch=visit.kind is Kind.LATE) for visit in singles]
+        if people:
+            sends.append(self.send(people, intended, batch=True))
+        await asyncio.gather(*sends)
+
+    async def send(self, visits: list[Visit], intended: float, batch: bool) -> None:
+        sent_at = datetime.now(UTC)
+        try:
+            if batch:
+                ts = [late_ts(sent_at, visit) if visit.kind is Kind.LATE else sent_at for visit in visits]
+                status = await self._post_batch(visits, ts)
+            else:
+                status, ts = await self._post_beacon(visits[0]), [None]
+        except httpx.HTTPError as error:
+            status, ts = type(error).__name__, []
+        acked_at = datetime.now(UTC)
+        self.summary.statuses[status] += len(visits)
+        self.summary.latencies_s.append(time.monotonic() - intended)
+        if status == 202:
+            for visit, event_ts in zip(visits, ts, strict=True):
+                self.truth.record(visit, sent_at, acked_at, event_ts)
+
+    async def _post_beacon(self, visit: Visit) -> int:
+        headers = {
+            "User-Agent": visit.user_agent,
+            "X-Forwarded-For": visit.client_ip,
+            "Content-Type": "text/plain",
+        }
+        response = await self.client.post(f"{self.target}/api/event", json=visit.body(), headers=headers)
+        return response.status_code
+
+    async def _post_batch(self, visits: list[Visit], ts: list[datetime]) -> int:
+        body = [visit.batch_item(event_ts) for visit, event_ts in zip(visits, ts, strict=True)]
+        headers = {"Authorization": f"Bearer {self.ingest_key}"}
+        response = await self.client.post(f"{self.target}/api/events", json=body, headers=headers)
+        return response.status_code
 
 
 async def run(
-    target: str, model: TrafficModel, rate: float, duration_s: float, on_sent: object = None
-) -> RunSummary:
-    """Send at `rate` page views/s for `duration_s` (0: until cancelled)."""
-    summary = RunSummary()
+    target: str,
+    model: TrafficModel,
+    rate: float,
+    duration_s: float,
+    ingest_key: str = "",
+    batch_size: int = 0,
+    truth: GroundTruth | None = None,
+    on_sent: Callable[[int], None] | None = None,
+) -> tuple[RunSummary, GroundTruth]:
+    """Send `rate` page views/s for `duration_s` (0: until cancelled); batches of
+    `batch_size` through /api/events when it is set."""
+    summary, truth = RunSummary(), truth or GroundTruth()
     schedule = VisitSchedule(model)
+    per_request = max(1, batch_size)
     in_flight: set[asyncio.Task] = set()
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     async with httpx.AsyncClient(limits=limits, timeout=10) as client:
+        sender = Sender(client, target, ingest_key, summary, truth)
         start = time.monotonic()
         for sequence in itertools.count():
-            intended = start + sequence / rate
+            intended = start + sequence * per_request / rate
             if duration_s and intended - start >= duration_s:
                 break
-            delay = intended - time.monotonic()
-            if delay > 0:
+            if (delay := intended - time.monotonic()) > 0:
                 await asyncio.sleep(delay)
             if len(in_flight) >= MAX_IN_FLIGHT:  # bounded: never an unbounded backlog of tasks
                 await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-            task = asyncio.create_task(
-                send_visit(client, target, schedule.next_visit(intended), intended, summary)
-            )
+            visits = [schedule.next_visit(intended - start) for _ in range(per_request)]
+            task = asyncio.create_task(sender.send_group(visits, intended, batch=batch_size > 0))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
-            summary.sent += 1
-            if callable(on_sent):
-                on_sent()
+            summary.sent += per_request
+            if on_sent:
+                on_sent(per_request)
         if in_flight:
             await asyncio.wait(in_flight)
         summary.elapsed_s = time.monotonic() - start
-    return summary
+    return summary, truth

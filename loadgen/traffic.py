@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
 
 PAGES = [
     "/", "/pricing", "/blog", "/docs", "/about", "/contact", "/signup", "/login", "/features",
@@ -86,17 +88,37 @@ def zipf_weights(count: int, exponent: float = 1.1) -> list[float]:
     return [1 / (rank**exponent) for rank in range(1, count + 1)]
 
 
+BOT_USER_AGENTS = [
+    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+    "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+    "Mozilla/5.0 (compatible; AhrefsBot/7.0; +http://ahrefs.com/robot/)",
+    "python-requests/2.32.3",
+]
+
+
+class Kind(StrEnum):
+    """Who sends a visit, which decides where it goes and whether it should be counted."""
+
+    BROWSER = "browser"  # a person's page view: POST /api/event, counted
+    BOT = "bot"  # a crawler: answered 202, dropped by the collector, never counted
+    SCRAPER = "scraper"  # one client far over the rate limit: counted until blocked (429)
+    LATE = "late"  # a page view delivered late through POST /api/events with its own ts
+
+
 @dataclass(frozen=True)
 class Visit:
-    """One page view as the browser would send it, plus the headers it would carry."""
+    """One page view as the sender would send it, plus the headers it would carry."""
 
+    kind: Kind
     site: str
+    path: str
     url: str
     referrer: str
     user_agent: str
     client_ip: str
     screen_width: int
     think_time_s: float  # pause before the next page view of the same session
+    delay_s: float = 0.0  # for late events: how far in the past the event happened
 
     def body(self) -> dict[str, object]:
         return {
@@ -107,35 +129,113 @@ class Visit:
             "w": self.screen_width,
         }
 
+    def batch_item(self, ts: datetime) -> dict[str, object]:
+        return {
+            "n": "pageview",
+            "site": self.site,
+            "url": self.url,
+            "r": self.referrer or None,
+            "w": self.screen_width,
+            "ts": ts.isoformat(),
+            "ip": self.client_ip,
+            "user_agent": self.user_agent,
+        }
+
+    @property
+    def visitor_key(self) -> str:
+        """What the collector hashes into visitor_id (with the site and the day's salt)."""
+        return f"{self.client_ip}|{self.user_agent}"
+
+
+@dataclass(frozen=True)
+class TrafficMix:
+    bot_fraction: float = 0.05
+    scrapers: int = 0
+    scraper_fraction: float = 0.0
+    late_fraction: float = 0.0
+    late_delay_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Visitor:
+    user_agent: str
+    client_ip: str
+    screen_width: int
+
 
 class TrafficModel:
-    def __init__(self, sites: list[str], seed: int = 1, mean_pages_per_session: float = 3.0) -> None:
+    def __init__(
+        self,
+        sites: list[str],
+        seed: int = 1,
+        visitors: int = 0,
+        mix: TrafficMix = TrafficMix(),
+        mean_pages_per_session: float = 3.0,
+    ) -> None:
         self.sites = sites
         self.rng = random.Random(seed)
+        self.mix = mix
         self.continue_probability = 1 - 1 / mean_pages_per_session
         self.page_weights = zipf_weights(len(PAGES))
+        # A bounded pool of people (0: every session a new one).
+        self.visitor_pool = [self._new_visitor() for _ in range(visitors)]
+        self.scraper_ips = [f"198.18.{index // 250}.{1 + index % 250}" for index in range(mix.scrapers)]
+
+    def _new_visitor(self) -> Visitor:
+        rng = self.rng
+        host = ".".join(str(rng.randint(1, 254)) for _ in range(3))
+        return Visitor(
+            user_agent=_weighted(rng, USER_AGENTS),
+            client_ip=f"{_weighted(rng, COUNTRY_PREFIXES)}.{host}",
+            screen_width=_weighted(rng, SCREEN_WIDTHS),
+        )
+
+    def _page(self) -> str:
+        return self.rng.choices(PAGES, self.page_weights)[0]
+
+    def one_off(self) -> Visit | None:
+        """A visit that is not part of a person's session (bot, scraper, late), or None."""
+        rng, mix = self.rng, self.mix
+        draw = rng.random()
+        if draw < mix.bot_fraction:
+            return self._single(
+                Kind.BOT, rng.choice(BOT_USER_AGENTS), f"66.249.{rng.randint(64, 95)}.{rng.randint(1, 254)}"
+            )
+        draw -= mix.bot_fraction
+        if self.scraper_ips and draw < mix.scraper_fraction:
+            return self._single(
+                Kind.SCRAPER, "Mozilla/5.0 (X11; Linux x86_64) Scraper/1.0", rng.choice(self.scraper_ips)
+            )
+        draw -= mix.scraper_fraction
+        if draw < mix.late_fraction:
+            visitor = self._new_visitor()
+            return self._single(Kind.LATE, visitor.user_agent, visitor.client_ip, delay_s=mix.late_delay_s)
+        return None
+
+    def _single(self, kind: Kind, user_agent: str, client_ip: str, delay_s: float = 0.0) -> Visit:
+        site, path = self.rng.choice(self.sites), self._page()
+        return Visit(kind, site, path, f"https://{site}{path}", "", user_agent, client_ip, 1920, 0.0, delay_s)
 
     def session(self) -> Iterator[Visit]:
-        """The page views of one visitor's session, in order."""
+        """The page views of one person's session, in order."""
         rng = self.rng
         site = rng.choice(self.sites)
-        user_agent = _weighted(rng, USER_AGENTS)
-        host = ".".join(str(rng.randint(1, 254)) for _ in range(3))
-        client_ip = f"{_weighted(rng, COUNTRY_PREFIXES)}.{host}"
-        screen_width = _weighted(rng, SCREEN_WIDTHS)
+        visitor = rng.choice(self.visitor_pool) if self.visitor_pool else self._new_visitor()
         referrer = _weighted(rng, REFERRERS)
         utm_source = _weighted(rng, UTM_SOURCES)
         first = True
         while True:
-            path = rng.choices(PAGES, self.page_weights)[0]
+            path = self._page()
             query = f"?utm_source={utm_source}" if first and utm_source else ""
             yield Visit(
+                kind=Kind.BROWSER,
                 site=site,
+                path=path,
                 url=f"https://{site}{path}{query}",
                 referrer=referrer if first else f"https://{site}/",
-                user_agent=user_agent,
-                client_ip=client_ip,
-                screen_width=screen_width,
+                user_agent=visitor.user_agent,
+                client_ip=visitor.client_ip,
+                screen_width=visitor.screen_width,
                 think_time_s=rng.expovariate(1 / 20),
             )
             first = False

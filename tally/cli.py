@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from loadgen.__main__ import main as loadgen_command
 from tally.settings import Settings
 
 console = Console()
@@ -175,6 +176,8 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
             target.close()
     Console(stderr=True).print(f"exported {site}: {rows} events")
 
+
+main.add_command(loadgen_command, "loadgen")
 
 if __name__ == "__main__":
     main()

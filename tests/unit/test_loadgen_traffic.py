@@ -1,0 +1,36 @@
+"""The traffic model: deterministic for a seed, with the mix it was asked for."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from loadgen.runner import VisitSchedule
+from loadgen.traffic import PAGES, Kind, TrafficMix, TrafficModel
+
+
+def visits(seed: int, count: int = 2000, **mix: float) -> list:
+    schedule = VisitSchedule(
+        TrafficModel(["a.example.com", "b.example.com"], seed=seed, visitors=50, mix=TrafficMix(**mix))
+    )
+    return [schedule.next_visit(now=index * 0.1) for index in range(count)]
+
+
+def test_same_seed_same_traffic_other_seed_other_traffic() -> None:
+    assert visits(seed=3) == visits(seed=3)
+    assert visits(seed=3) != visits(seed=4)
+
+
+def test_mix_of_bots_scrapers_and_late_events() -> None:
+    kinds = Counter(
+        v.kind for v in visits(seed=1, bot_fraction=0.1, scrapers=2, scraper_fraction=0.2, late_fraction=0.05)
+    )
+    assert 0.07 < kinds[Kind.BOT] / 2000 < 0.13
+    assert 0.16 < kinds[Kind.SCRAPER] / 2000 < 0.24
+    assert 0.03 < kinds[Kind.LATE] / 2000 < 0.07
+
+
+def test_visitor_pool_bounds_distinct_people_and_pages_follow_zipf() -> None:
+    browsing = [v for v in visits(seed=1, bot_fraction=0.0) if v.kind is Kind.BROWSER]
+    assert len({v.visitor_key for v in browsing}) <= 50
+    by_page = Counter(v.path for v in browsing)
+    assert by_page[PAGES[0]] > by_page[PAGES[5]] > by_page[PAGES[-1]]
