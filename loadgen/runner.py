@@ -20,6 +20,13 @@ from loadgen.traffic import Kind, TrafficModel, Visit
 MAX_IN_FLIGHT = 2_000
 
 
+def percentile(ordered: list[float], fraction: float) -> float:
+    """The value below which `fraction` of the (sorted) values lie; 0 for none."""
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
 @dataclass
 class RunSummary:
     sent: int = 0
@@ -32,10 +39,7 @@ class RunSummary:
         return self.statuses[202]
 
     def percentile(self, fraction: float) -> float:
-        if not self.latencies_s:
-            return 0.0
-        ordered = sorted(self.latencies_s)
-        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+        return percentile(sorted(self.latencies_s), fraction)
 
     def merge(self, other: RunSummary) -> None:
         self.sent += other.sent

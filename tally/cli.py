@@ -179,5 +179,16 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
 
 main.add_command(loadgen_command, "loadgen")
 
+
+@main.command()
+def bench() -> None:
+    """Benchmark the local stack (started if needed); writes bench/results/*.json and *.md."""
+    from loadgen.bench import run_bench, write_report
+
+    report = run_bench(Settings(), console)
+    json_path, md_path = write_report(report)
+    console.print(f"report: {md_path} and {json_path}")
+
+
 if __name__ == "__main__":
     main()

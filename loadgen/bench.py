@@ -1,0 +1,298 @@
+"""`tally bench`: one fixed scenario on the local stack, reported with the machine.
+
+Starts the stack if it is not running (and stops it again after), then measures in turn:
+the collector next to a bare ASGI app's ceiling, the archiver's throughput, the Spark
+application's sustained throughput, event-to-visible latency, dashboard query latency and
+every component's memory. Writes bench/results/<date>-<host>.json and .md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import uuid4
+
+import httpx
+import psutil
+from aiokafka import AIOKafkaProducer
+from rich.console import Console
+
+from loadgen.bench_collector import run_collector_bench
+from loadgen.runner import percentile
+from storage import queries
+from storage.client import connect
+from storage.sites import add_site
+from tally.event import PageViewEvent
+from tally.local import stack, supervisor
+from tally.settings import PROJECT_ROOT, Settings
+
+RESULTS_DIR = PROJECT_ROOT / "bench" / "results"
+LATENCY_SITE = "latency.bench.example.com"
+
+
+def machine() -> dict[str, object]:
+    cpu_model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in line
+        ),
+        platform.processor(),
+    )
+    java = subprocess.run(
+        ["java", "-version"], capture_output=True, text=True, check=False
+    ).stderr.splitlines()
+    return {
+        "host": socket.gethostname(),
+        "cpu": cpu_model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": java[0] if java else "",
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def component_rss(settings: Settings) -> dict[str, float]:
+    """RSS (MiB) of each component with its children (Spark's JVM is a child of its driver)."""
+    rss = {}
+    for status in stack.status(settings):
+        if not status.pid:
+            continue
+        process = psutil.Process(status.pid)
+        family = [process, *process.children(recursive=True)]
+        rss[status.name] = round(sum(p.memory_info().rss for p in family) / 2**20, 1)
+    rss["total"] = round(sum(rss.values()), 1)
+    return rss
+
+
+async def _produce(settings: Settings, events: list[PageViewEvent]) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, acks="all", linger_ms=20, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    try:
+        sends = [await producer.send(settings.pageviews_topic, e.to_json(), key=e.key) for e in events]
+        await asyncio.gather(*sends)
+    finally:
+        await producer.stop()
+
+
+def bench_events(site: str, count: int) -> list[PageViewEvent]:
+    now = datetime.now(UTC)
+    return [
+        PageViewEvent(
+            event_id=uuid4(),
+            site=site,
+            ts=now,
+            received_at=now,
+            url=f"https://{site}/p{i % 50}",
+            path=f"/p{i % 50}",
+            visitor_id=f"{i % 5000:016x}",
+            ip_hash=f"{i % 5000:016x}",
+        )
+        for i in range(count)
+    ]
+
+
+def _archived(settings: Settings, site: str) -> int:
+    return int(
+        connect(settings)
+        .query("SELECT count() FROM events WHERE site = {site:String}", parameters={"site": site})
+        .result_rows[0][0]
+    )
+
+
+def bench_archiver(settings: Settings, count: int = 200_000) -> dict[str, float]:
+    """The archiver stopped, a backlog produced, the archiver started: time to archive all."""
+    site = f"archiver-{uuid4().hex[:8]}.bench.example.com"
+    rpc = supervisor.rpc(settings)
+    rpc.supervisor.stopProcess("archiver", True)
+    try:
+        asyncio.run(_produce(settings, bench_events(site, count)))
+    finally:
+        started = time.monotonic()
+        rpc.supervisor.startProcess("archiver", False)
+    while _archived(settings, site) < count:
+        time.sleep(0.2)
+    elapsed = time.monotonic() - started
+    return {"events": count, "seconds": round(elapsed, 2), "events_per_s": round(count / elapsed)}
+
+
+async def _send_at_rate(collector: str, rate: float, duration_s: float, sent: list[float]) -> None:
+    body = json.dumps({"d": LATENCY_SITE, "u": f"https://{LATENCY_SITE}/"})
+    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
+
+        async def post(index: int) -> None:
+            headers = {
+                "User-Agent": "Mozilla/5.0 (X11; Linux x86_64)",
+                "X-Forwarded-For": f"10.9.{index // 250 % 256}.{1 + index % 250}",
+            }
+            response = await client.post(f"{collector}/api/event", content=body, headers=headers)
+            if response.status_code == 202:
+                sent.append(time.monotonic())
+
+        tasks, start = [], time.monotonic()
+        for index in range(int(rate * duration_s)):
+            if (delay := start + index / rate - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(post(index)))
+        await asyncio.gather(*tasks)
+
+
+def bench_event_to_visible(
+    settings: Settings, rate: float = 1000, duration_s: float = 30
+) -> dict[str, float]:
+    """Posted to the collector → counted in the Spark-derived table the API reads (agg).
+
+    Event k (in ack order) is visible at the first poll whose count reaches k: the latency of
+    each event is that poll's time minus its ack time.
+    """
+    add_site(connect(settings), LATENCY_SITE)
+    time.sleep(3)  # the collector refreshes its sites every 2 s
+    client = connect(settings)
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    baseline = _agg_count(client, since)
+    sent: list[float] = []
+    polls: list[tuple[float, int]] = []
+    collector = f"http://127.0.0.1:{settings.collector_port}"
+
+    async def measure() -> None:
+        sender = asyncio.create_task(_send_at_rate(collector, rate, duration_s, sent))
+        while not sender.done() or (polls and polls[-1][1] < len(sent)):
+            count = await asyncio.to_thread(_agg_count, client, since) - baseline
+            polls.append((time.monotonic(), count))
+            if sender.done() and time.monotonic() - sent[-1] > 60:
+                break
+            await asyncio.sleep(0.1)
+
+    asyncio.run(measure())
+    latencies = sorted(visibility_latencies(sorted(sent), polls))
+    return {
+        "rate": rate,
+        "events": len(sent),
+        "visible": len(latencies),
+        "p50_s": round(percentile(latencies, 0.5), 3),
+        "p95_s": round(percentile(latencies, 0.95), 3),
+    }
+
+
+def visibility_latencies(acked: list[float], polls: list[tuple[float, int]]) -> list[float]:
+    """For the k-th acknowledged event, the first poll at or after its ack that counts k."""
+    latencies, poll = [], 0
+    for index, acked_at in enumerate(acked):
+        while poll < len(polls) and (polls[poll][1] <= index or polls[poll][0] < acked_at):
+            poll += 1
+        if poll == len(polls):
+            break
+        latencies.append(polls[poll][0] - acked_at)
+    return latencies
+
+
+def _agg_count(client: object, since: datetime) -> int:
+    points = queries.pageviews_per_minute(
+        client, LATENCY_SITE, since, datetime.now(UTC) + timedelta(minutes=2), "agg"
+    )
+    return sum(point.pageviews for point in points)
+
+
+def _optional(name: str, measure: Callable[[], dict], console: Console) -> dict:
+    """Run one section; a section that fails is reported as such, not hidden."""
+    console.print(f"[bold]{name}[/bold] …")
+    started = time.monotonic()
+    try:
+        result = measure()
+    except Exception as error:  # one broken section must not lose the others' figures
+        result = {"error": f"{type(error).__name__}: {error}"[:500]}
+    console.print(f"  {json.dumps(result)[:300]}  ({time.monotonic() - started:.0f}s)")
+    return result
+
+
+def run_bench(settings: Settings, console: Console) -> dict:
+    started_stack = not supervisor.supervisor_running(settings)
+    report: dict[str, object] = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+    }
+    if started_stack:
+        stack.up(settings, demo=False, progress=console.print)
+    try:
+        report["rss_idle_mib"] = component_rss(settings)
+        report["collector"] = _optional(
+            "collector vs bare ASGI ceiling", lambda: run_collector_bench(settings), console
+        )
+        report["archiver"] = _optional("archiver throughput", lambda: bench_archiver(settings), console)
+        report["stream"] = _optional("spark sustained throughput", lambda: _stream_bench(settings), console)
+        report["event_to_visible"] = _optional(
+            "event-to-visible latency", lambda: bench_event_to_visible(settings), console
+        )
+        report["dashboard"] = _optional(
+            "dashboard query latency", lambda: _dashboard_bench(settings), console
+        )
+        report["rss_after_mib"] = component_rss(settings)
+    finally:
+        if started_stack:
+            stack.down(settings)
+    report["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return report
+
+
+def _stream_bench(settings: Settings) -> dict:
+    from loadgen.bench_stream import run_stream_bench
+
+    return run_stream_bench(settings)
+
+
+def _dashboard_bench(settings: Settings) -> dict:
+    from loadgen.bench_dashboard import run_dashboard_bench
+
+    return run_dashboard_bench(settings)
+
+
+def write_report(report: dict, directory: Path = RESULTS_DIR) -> tuple[Path, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = f"{report['started_at'][:10]}-{report['machine']['host']}"
+    json_path, md_path = directory / f"{stem}.json", directory / f"{stem}.md"
+    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    md_path.write_text(markdown(report))
+    return json_path, md_path
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        f"# Tally benchmark — {report['started_at']}",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']};",
+        f"Python {m['python']}; {m['java']}.",
+        f"Load average at start: {m['load_average_at_start']}.",
+        "",
+    ]
+    for section in (
+        "collector",
+        "archiver",
+        "stream",
+        "event_to_visible",
+        "dashboard",
+        "rss_idle_mib",
+        "rss_after_mib",
+    ):
+        lines += [
+            f"## {section}",
+            "",
+            "```json",
+            json.dumps(report.get(section), indent=2, default=str),
+            "```",
+            "",
+        ]
+    return "\n".join(lines)

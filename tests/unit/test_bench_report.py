@@ -1,0 +1,44 @@
+"""The benchmark's arithmetic and report, without a stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loadgen.bench import markdown, visibility_latencies, write_report
+from loadgen.runner import percentile
+
+
+def test_each_event_is_visible_at_the_first_poll_that_counts_it() -> None:
+    acked = [0.0, 0.1, 0.2, 1.0]
+    polls = [(0.05, 0), (0.5, 2), (0.9, 3), (1.5, 4)]
+    assert visibility_latencies(acked, polls) == [0.5, 0.4, 0.7, 0.5]
+
+
+def test_events_never_counted_have_no_latency() -> None:
+    assert visibility_latencies([0.0, 1.0], [(0.5, 1)]) == [0.5]
+
+
+def test_percentile() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 0.5), percentile(values, 0.95), percentile([], 0.5)) == (51.0, 96.0, 0.0)
+
+
+def test_report_is_written_as_json_and_markdown(tmp_path: Path) -> None:
+    report = {
+        "started_at": "2026-11-22T02:00:00+00:00",
+        "machine": {
+            "host": "h",
+            "cpu": "x",
+            "cores": 2,
+            "memory_gib": 24,
+            "os": "linux",
+            "python": "3.11",
+            "java": "17",
+        },
+        "collector": {"results": []},
+    }
+    json_path, md_path = write_report(report, tmp_path)
+    assert json_path.name == "2026-11-22-h.json"
+    text = md_path.read_text()
+    assert text == markdown(report)
+    assert "## collector" in text and "2 cores" in text
