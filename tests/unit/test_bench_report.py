@@ -34,6 +34,7 @@ def test_report_is_written_as_json_and_markdown(tmp_path: Path) -> None:
             "os": "linux",
             "python": "3.11",
             "java": "17",
+            "load_average_at_start": [0.1],
         },
         "collector": {"results": []},
     }
