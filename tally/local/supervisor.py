@@ -71,7 +71,9 @@ def render_config(settings: Settings, extra: list[Component] = ()) -> str:
             "autostart=false",
             "autorestart=true",
             "startsecs=3",
-            "startretries=5",
+            # Generous: a component whose dependency is down keeps retrying (with supervisord's
+            # growing back-off) instead of going FATAL and needing a hand.
+            "startretries=30",
             "stopsignal=TERM",
             f"stopwaitsecs={component.stop_grace_s}",
             # Signal the whole process group: Spark's JVM is a child of its Python driver.
