@@ -156,6 +156,7 @@ class Collector:
             props=payload.props,
             screen_width=payload.screen_width,
             ts=ts,
+            hash_mode=payload.hash_mode,
         )
 
     async def append(self, events: list[PageViewEvent]) -> Response | None:

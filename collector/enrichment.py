@@ -58,6 +58,7 @@ class Draft:
     props: dict[str, str]
     screen_width: int
     ts: datetime
+    hash_mode: bool = False
     fields: dict[str, object] = field(default_factory=dict)
 
 
@@ -76,7 +77,8 @@ def drop_bots(draft: Draft, context: RequestContext) -> None:
 def put_url_parts(draft: Draft, context: RequestContext) -> None:
     parts = urlsplit(draft.url)
     draft.fields["hostname"] = (parts.hostname or "").removeprefix("www.")
-    draft.fields["path"] = parts.path or "/"
+    fragment = f"#{parts.fragment}" if draft.hash_mode and parts.fragment else ""
+    draft.fields["path"] = (parts.path or "/") + fragment
     query = parse_qs(parts.query)
     for utm in UTM_FIELDS:
         draft.fields[utm] = query.get(utm, [""])[0][:500]

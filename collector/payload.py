@@ -31,6 +31,8 @@ class BrowserEvent(BaseModel):
     url: ShortString = Field(validation_alias=AliasChoices("url", "u"))
     referrer: ShortString = Field(default="", validation_alias=AliasChoices("referrer", "r"))
     props: dict[str, str] = Field(default_factory=dict, validation_alias=AliasChoices("props", "p", "m"))
+    # Hash-based routing (tracker's data-hash): the URL fragment is part of the page's path.
+    hash_mode: bool = Field(default=False, validation_alias=AliasChoices("hash_mode", "h"))
     screen_width: Annotated[int, Field(ge=0, le=100_000)] = Field(
         default=0, validation_alias=AliasChoices("screen_width", "w")
     )

@@ -5,7 +5,7 @@
 t=(n,o={})=>{let p=o.props,b,i
 try{i=localStorage.tally_ignore=="true"}catch{}
 if(!i&&("allowLocal"in D||!(/^(localhost|127[\d.]+|\[::1\]|)$/.test(l.hostname)||navigator.webdriver))){
-b=JSON.stringify({n,u:l.href,d:D.site||l.hostname,r:d.referrer,w:w.innerWidth,p},function(k,v){return this==p?""+v:v})
+b=JSON.stringify({n,u:l.href,d:D.site||l.hostname,r:d.referrer,w:w.innerWidth,p,h:"hash"in D?1:void 0},function(k,v){return this==p?""+v:v})
 navigator.sendBeacon(a,b)||fetch(a,{method:"POST",body:b,keepalive:!0}).catch(()=>{})}
 o.callback?.()},
 v=()=>{let h=l.pathname+("hash"in D?l.hash:"");h!=z&&(z=h,t("pageview"))},

@@ -9,4 +9,7 @@ pytest_plugins = [
     "tests.fixtures.clickhouse",
     "tests.fixtures.spark",
     "tests.fixtures.stack_settings",
+    "tests.fixtures.local_stack",
+    "tests.fixtures.collector_server",
+    "tests.fixtures.browser",
 ]

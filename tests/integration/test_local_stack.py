@@ -5,11 +5,7 @@ per-minute counts → `tally query` and the dashboard → `tally status` → `ta
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -17,7 +13,8 @@ import psutil
 import pytest
 
 from tally.local.ports import port_open
-from tests.fixtures.ports import free_port
+from tally.settings import Settings
+from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -25,51 +22,12 @@ SITE = "skeleton.example.com"
 
 
 def tally(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tally.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def eventually(check: Callable[[], object], what: str, timeout_s: float = 90) -> object:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not seen within {timeout_s:.0f}s")
-        time.sleep(1)
+    return LocalStack(env, Settings()).tally(*args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("stack-home")
-    env = {
-        **os.environ,
-        "TALLY_HOME": str(home),
-        "TALLY_COLLECTOR_PORT": str(free_port()),
-        "TALLY_DASHBOARD_PORT": str(free_port()),
-        "TALLY_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
-        "TALLY_KAFKA_CONTROLLER_PORT": str(free_port()),
-        "TALLY_CLICKHOUSE_URL": f"http://127.0.0.1:{free_port()}",
-        "TALLY_SPARK_TRIGGER_S": "1",
-    }
-    started = tally(env, "up", "-d")
-    try:
-        assert started.returncode == 0, f"tally up failed:\n{started.stdout}\n{started.stderr}\n{_logs(home)}"
-        yield env
-    finally:
-        tally(env, "down")
-
-
-def _logs(home: Path) -> str:
-    logs = sorted((home / "logs").glob("*.log"))
-    return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in logs)
+def stack(local_stack: LocalStack) -> dict[str, str]:
+    return local_stack.env
 
 
 def post(collector: str, path: str) -> int:
@@ -89,10 +47,23 @@ def _count_in_archive(env: dict[str, str]) -> int:
     return int(lines[-1]) if result.returncode == 0 and len(lines) == 2 else -1
 
 
+def _dashboard_session(env: dict[str, str]) -> str:
+    """Sign in as the site owner does, with the password generated into $TALLY_HOME: every
+    dashboard callback needs the session. Returned as a Cookie header, because the cookie is
+    Secure and httpx keeps Secure cookies off plain-HTTP requests (browsers allow loopback)."""
+    password = (Path(env["TALLY_HOME"]) / "dashboard_password").read_text().strip()
+    response = httpx.post(
+        f"http://127.0.0.1:{env['TALLY_DASHBOARD_PORT']}/login", data={"password": password}, timeout=30
+    )
+    assert response.status_code == 302, response.text
+    return response.headers["set-cookie"].split(";", 1)[0]
+
+
 def _dashboard_total(env: dict[str, str]) -> str:
     """What the dashboard's live callback renders for the site (as the browser would ask for it)."""
     response = httpx.post(
         f"http://127.0.0.1:{env['TALLY_DASHBOARD_PORT']}/_dash-update-component",
+        headers={"Cookie": _dashboard_session(env)},
         json={
             "output": "..total-pageviews.children...pageviews-per-minute.figure..",
             "outputs": [

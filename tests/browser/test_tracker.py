@@ -1,0 +1,330 @@
+"""tracker.js in a real browser, against the real collector: what a visit puts on the log.
+
+Each test's website is its own *.test origin, served by a local server (a different origin
+than the collector, as on a customer's site), with the snippet loaded from the collector.
+Every test ends by visiting an end-marker page of the same site from the same browser: the
+same visitor, so the same Kafka partition. Once the marker is on the log, whatever the test
+page sent before it has had its chance to arrive, so "exactly these events" (and "none")
+can be asserted without sleeping.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from playwright.async_api import Page
+
+import collector
+from tally.event import PageViewEvent
+from tally.settings import Settings
+from tests.fixtures.browser import VIEWPORT, Websites
+from tests.fixtures.collector_server import register_site
+
+pytestmark = pytest.mark.browser
+
+TRACKER_JS = Path(collector.__file__).with_name("tracker.js")
+
+# What a site owner embeds: every opt-in on, and allowed here because the browser is automated.
+EVERY_OPTION = "data-allow-local data-outbound data-downloads"
+# The queue documented in tracker.js for calls made before the snippet has loaded.
+QUEUE_SNIPPET = "window.tally=window.tally||function(){(tally.q=tally.q||[]).push(arguments)}"
+END_HOST = "end.test"
+DEADLINE_S = 60
+# Playwright's Chromium reports itself automated; this makes it look like a visitor's browser.
+HIDE_WEBDRIVER = "Object.defineProperty(Navigator.prototype, 'webdriver', {get: () => false})"
+
+# A client-side router as SPA frameworks do it: same-site links become history.pushState.
+SPA_ROUTER = """
+<script>
+  document.addEventListener('click', (event) => {
+    const link = event.target.closest('a[href^="/"]');
+    if (!link || link.hasAttribute('download')) return;
+    event.preventDefault();
+    history.pushState({}, '', link.getAttribute('href'));
+    document.querySelector('h1').textContent = link.textContent;
+  });
+</script>
+"""
+
+
+def tracked_page(snippet_url: str, site: str, *, options: str, head: str = "", body: str = "") -> str:
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{site}</title>{head}
+<script defer data-site="{site}" {options} src="{snippet_url}"></script>
+</head><body><h1>{site}</h1>{body}</body></html>"""
+
+
+@dataclass
+class TrackedSite:
+    """The test's own website, tracked by the snippet, and what reached the log for it."""
+
+    domain: str
+    page: Page
+    websites: Websites
+    collector_url: str
+    settings: Settings
+
+    def publish(self, path: str = "/", *, options: str = EVERY_OPTION, head: str = "", body: str = "") -> str:
+        html = tracked_page(self.snippet_url, self.domain, options=options, head=head, body=body)
+        return self.websites.publish(self.domain, path, html)
+
+    @property
+    def snippet_url(self) -> str:
+        return f"{self.collector_url}/tracker.js"
+
+    async def logged_events(self, expected: int) -> list[PageViewEvent]:
+        """The site's events on the log, once the end marker and at least `expected` others are in."""
+        await self._visit_end_marker()
+        return await events_before_end_marker(self.settings, self.domain, expected)
+
+    async def _visit_end_marker(self) -> None:
+        # Another origin, so nothing the test put in the page's storage (an opt-out) applies.
+        html = tracked_page(self.snippet_url, self.domain, options="data-allow-local")
+        url = self.websites.publish(END_HOST, f"/{self.domain}", html)
+        marker = await self.page.context.new_page()
+        await marker.goto(url)
+        await marker.wait_for_function("typeof tally === 'function'")
+        await marker.close()
+
+
+async def events_before_end_marker(settings: Settings, site: str, expected: int) -> list[PageViewEvent]:
+    consumer = AIOKafkaConsumer(
+        settings.pageviews_topic, bootstrap_servers=settings.kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    events: list[PageViewEvent] = []
+    ended = False
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while not (ended and len(events) >= expected) and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for event in (PageViewEvent.from_json(record.value) for record in records):
+                    if event.site != site:
+                        continue
+                    if event.hostname == END_HOST:
+                        ended = True
+                    else:
+                        events.append(event)
+    finally:
+        await consumer.stop()
+    assert ended, f"the end marker of {site} never reached the log within {DEADLINE_S}s"
+    return events
+
+
+def described(events: list[PageViewEvent]) -> list[tuple[str, str, dict[str, str]]]:
+    """Events as (name, url, props), sorted: beacons may reach the collector in any order."""
+    return sorted((event.name, event.url, event.props) for event in events)
+
+
+@pytest.fixture
+def site(
+    request: pytest.FixtureRequest, page: Page, websites: Websites, collector_url: str, settings: Settings
+) -> TrackedSite:
+    name = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_"))[:40].strip("-")
+    domain = f"{name}.test"
+    register_site(settings, collector_url, domain)
+    return TrackedSite(domain, page, websites, collector_url, settings)
+
+
+async def test_page_load_is_one_pageview_with_url_path_referrer_and_width(
+    site: TrackedSite, page: Page, websites: Websites
+) -> None:
+    landing = site.publish("/welcome")
+    referring = websites.publish("news.test", "/", f'<a href="{landing}?utm_source=news">Tally</a>')
+    await page.goto(referring)
+    await page.click("a")
+    await page.wait_for_url(f"{landing}?utm_source=news")
+
+    [pageview] = await site.logged_events(expected=1)
+    assert (pageview.name, pageview.url, pageview.hostname, pageview.path) == (
+        "pageview",
+        f"{landing}?utm_source=news",
+        site.domain,
+        "/welcome",
+    )
+    assert (pageview.referrer_domain, pageview.utm_source) == ("news.test", "news")
+    assert pageview.screen_width == VIEWPORT["width"]
+
+
+async def test_spa_navigation_is_a_pageview_per_new_path(site: TrackedSite, page: Page) -> None:
+    links = '<a href="#features">Features</a> <a href="/pricing">Pricing</a>'
+    home = site.publish("/", head=SPA_ROUTER, body=links)
+    await page.goto(home)
+    await page.click("text=Features")  # same path: not a new page
+    await page.click("text=Pricing")  # pushState
+    await page.evaluate("history.replaceState({}, '', '/pricing?plan=pro')")  # same path again
+    await page.evaluate("history.back()")  # popstate, back on /
+
+    events = await site.logged_events(expected=3)
+    assert described(events) == [
+        ("pageview", home, {}),
+        ("pageview", f"{home}#features", {}),
+        ("pageview", site.websites.url(site.domain, "/pricing"), {}),
+    ]
+
+
+async def test_hash_routes_are_pageviews_with_data_hash(site: TrackedSite, page: Page) -> None:
+    home = site.publish("/", options=f"{EVERY_OPTION} data-hash", body='<a href="#/docs">Docs</a>')
+    await page.goto(home)
+    await page.click("text=Docs")
+
+    events = await site.logged_events(expected=2)
+    assert described(events) == [("pageview", home, {}), ("pageview", f"{home}#/docs", {})]
+    assert [event.path for event in events] == ["/", "/#/docs"]
+
+
+async def test_outbound_link_click_is_an_event_with_the_link_url(
+    site: TrackedSite, page: Page, websites: Websites
+) -> None:
+    elsewhere = websites.publish("elsewhere.test", "/away", "<h1>elsewhere</h1>")
+    links = f'<a href="/about">About</a> <a href="{elsewhere}">Elsewhere</a>'
+    home = site.publish("/", head=SPA_ROUTER, body=links)
+    await page.goto(home)
+    await page.click("text=About")  # a link on the site: a pageview, not an outbound click
+    await page.click("text=Elsewhere")
+    await page.wait_for_url(elsewhere)  # the beacon outlives the page it left
+
+    events = await site.logged_events(expected=3)
+    assert described(events) == [
+        ("Outbound Link: Click", site.websites.url(site.domain, "/about"), {"url": elsewhere}),
+        ("pageview", home, {}),
+        ("pageview", site.websites.url(site.domain, "/about"), {}),
+    ]
+
+
+async def test_download_link_click_is_a_file_download_event(
+    site: TrackedSite, page: Page, websites: Websites
+) -> None:
+    report = websites.publish(
+        site.domain,
+        "/files/report.pdf",
+        b"%PDF-1.4\n%%EOF\n",
+        "application/pdf",
+        {"Content-Disposition": 'attachment; filename="report.pdf"'},
+    )
+    home = site.publish("/", body='<a href="/files/report.pdf">Annual report</a>')
+    await page.goto(home)
+    async with page.expect_download() as download:
+        await page.click("text=Annual report")
+    assert (await download.value).suggested_filename == "report.pdf"
+
+    events = await site.logged_events(expected=2)
+    assert described(events) == [("File Download", home, {"url": report}), ("pageview", home, {})]
+
+
+async def test_link_clicks_are_not_reported_without_their_opt_in(
+    site: TrackedSite, page: Page, websites: Websites
+) -> None:
+    websites.publish(site.domain, "/files/report.pdf", b"%PDF-1.4\n%%EOF\n", "application/pdf")
+    elsewhere = websites.publish("elsewhere.test", "/away", "<h1>elsewhere</h1>")
+    links = f'<a href="/files/report.pdf" download>Annual report</a> <a href="{elsewhere}">Elsewhere</a>'
+    home = site.publish("/", options="data-allow-local", body=links)
+    await page.goto(home)
+    async with page.expect_download():
+        await page.click("text=Annual report")
+    await page.click("text=Elsewhere")
+    await page.wait_for_url(elsewhere)
+
+    assert described(await site.logged_events(expected=1)) == [("pageview", home, {})]
+
+
+async def test_custom_event_carries_props_as_strings_and_calls_back(site: TrackedSite, page: Page) -> None:
+    signup = (
+        "<button onclick=\"tally('signup', {props: {plan: 'pro', seats: 3},"
+        " callback: () => document.body.dataset.signedUp = 'yes'})\">Sign up</button>"
+    )
+    home = site.publish("/", body=signup)
+    await page.goto(home)
+    await page.click("text=Sign up")
+    await page.wait_for_selector("body[data-signed-up=yes]")
+
+    events = await site.logged_events(expected=2)
+    assert described(events) == [("pageview", home, {}), ("signup", home, {"plan": "pro", "seats": "3"})]
+
+
+async def test_call_queued_before_the_snippet_loads_is_sent(site: TrackedSite, page: Page) -> None:
+    assert QUEUE_SNIPPET in TRACKER_JS.read_text(), "the queue snippet tested here is the one documented"
+    queued = f"<script>{QUEUE_SNIPPET}; tally('signup', {{props: {{plan: 'pro'}}}})</script>"
+    home = site.publish("/", head=queued)
+    await page.goto(home)
+
+    events = await site.logged_events(expected=2)
+    assert described(events) == [("pageview", home, {}), ("signup", home, {"plan": "pro"})]
+
+
+async def test_fetch_keepalive_carries_events_when_beacons_are_refused(site: TrackedSite, page: Page) -> None:
+    # sendBeacon refuses what it cannot queue (over 64 KB in flight, or disabled by the browser).
+    await page.add_init_script("Navigator.prototype.sendBeacon = () => false")
+    fetched: list[str] = []
+    page.on("request", lambda request: request.resource_type == "fetch" and fetched.append(request.url))
+    home = site.publish("/")
+    await page.goto(home)
+
+    assert described(await site.logged_events(expected=1)) == [("pageview", home, {})]
+    assert fetched == [f"{site.collector_url}/api/event"]
+
+
+async def test_self_hosted_snippet_sends_to_data_api(
+    site: TrackedSite, page: Page, websites: Websites
+) -> None:
+    # A site may serve the snippet itself (say, from its CDN) and name the collector.
+    snippet = websites.publish(site.domain, "/js/t.js", TRACKER_JS.read_bytes(), "text/javascript")
+    options = f'data-allow-local data-api="{site.collector_url}/api/event"'
+    home = websites.publish(site.domain, "/", tracked_page(snippet, site.domain, options=options))
+    await page.goto(home)
+
+    assert described(await site.logged_events(expected=1)) == [("pageview", home, {})]
+
+
+async def test_automated_browser_is_not_counted_without_allow_local(site: TrackedSite, page: Page) -> None:
+    home = site.publish("/", options="data-outbound data-downloads")
+    await page.goto(home)
+    assert await page.evaluate("navigator.webdriver") is True
+    await page.wait_for_function("typeof tally === 'function'")  # the snippet ran, and chose not to send
+    await page.evaluate("tally('signup')")
+
+    assert await site.logged_events(expected=0) == []
+
+
+async def test_localhost_page_is_not_counted_without_allow_local(
+    site: TrackedSite, page: Page, websites: Websites
+) -> None:
+    await page.add_init_script(HIDE_WEBDRIVER)
+    html = tracked_page(site.snippet_url, site.domain, options="data-outbound data-downloads")
+    await page.goto(websites.publish("127.0.0.1", f"/{site.domain}", html))
+    await page.wait_for_function("typeof tally === 'function'")
+    await page.evaluate("tally('signup')")
+
+    assert await site.logged_events(expected=0) == []
+
+
+async def test_opted_out_browser_sends_nothing_but_callbacks_still_run(site: TrackedSite, page: Page) -> None:
+    await page.add_init_script("localStorage.tally_ignore = 'true'")
+    home = site.publish("/", head=SPA_ROUTER, body='<a href="/pricing">Pricing</a>')
+    await page.goto(home)
+    await page.click("text=Pricing")
+    await page.evaluate("tally('signup', {callback: () => document.body.dataset.calledBack = 'yes'})")
+    await page.wait_for_selector("body[data-called-back=yes]")
+
+    assert await site.logged_events(expected=0) == []
+
+
+async def test_snippet_sets_no_cookie_and_stores_nothing(site: TrackedSite, page: Page) -> None:
+    await page.add_init_script("localStorage.setItem('theme', 'dark')")  # the site's own
+    home = site.publish("/", head=SPA_ROUTER, body='<a href="/pricing">Pricing</a>')
+    await page.goto(home)
+    await page.click("text=Pricing")
+    await page.evaluate("tally('signup', {props: {plan: 'pro'}})")
+
+    assert len(await site.logged_events(expected=3)) == 3  # the snippet did its work
+    assert await page.context.cookies() == []
+    assert await page.evaluate("[document.cookie, Object.keys(localStorage), sessionStorage.length]") == [
+        "",
+        ["theme"],
+        0,
+    ]

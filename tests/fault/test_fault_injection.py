@@ -1,0 +1,143 @@
+"""Break things on purpose while traffic flows: SIGKILL the collector, the archiver, the
+Spark driver and the Kafka broker in turn, and take the ClickHouse endpoint away for 30 s.
+Afterwards every event that got a 202 is in the archive exactly once, the Spark-derived
+counts equal the archive for closed windows, and every component is healthy again —
+supervisord restarted them; nobody repaired anything by hand."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+import pytest
+
+from loadgen.__main__ import LoadPlan, run_plan
+from loadgen.ground_truth import GroundTruth
+from loadgen.runner import RunSummary
+from loadgen.traffic import TrafficMix
+from storage.client import connect
+from tally.local import supervisor
+from tally.settings import Settings
+from tests.fixtures.local_stack import LocalStack, eventually
+
+pytestmark = pytest.mark.fault
+
+SITE = "fault.example.com"
+RATE = 40
+DURATION_S = 150
+
+
+def component_pid(stack: LocalStack, name: str) -> int | None:
+    statuses = {s["name"]: s for s in json.loads(stack.tally("status", "--json").stdout)}
+    return statuses[name]["pid"]
+
+
+def sigkill_tree(pid: int) -> None:
+    """A crash: the process and its children (Spark's JVM) die at once, no cleanup."""
+    process = psutil.Process(pid)
+    for victim in [*process.children(recursive=True), process]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            victim.send_signal(signal.SIGKILL)
+
+
+def healthy(stack: LocalStack) -> bool:
+    return stack.tally("status").returncode == 0
+
+
+def kill_and_wait_for_recovery(stack: LocalStack, name: str) -> None:
+    before = component_pid(stack, name)
+    sigkill_tree(before)
+    eventually(
+        lambda: component_pid(stack, name) not in (None, before) and healthy(stack), f"{name} back", 180
+    )
+
+
+def clickhouse_away(stack: LocalStack, seconds: float) -> None:
+    rpc = supervisor.rpc(stack.settings)
+    rpc.supervisor.stopProcess("clickhouse", True)
+    time.sleep(seconds)
+    rpc.supervisor.startProcess("clickhouse", True)
+    eventually(lambda: healthy(stack), "every component healthy after ClickHouse came back", 240)
+
+
+def archived(settings: Settings) -> tuple[int, int]:
+    count, unique = (
+        connect(settings)
+        .query(
+            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
+            parameters={"site": SITE},
+        )
+        .result_rows[0]
+    )
+    return int(count), int(unique)
+
+
+def closed_minutes_agree(settings: Settings) -> bool:
+    """Spark's per-minute page views equal the archive's, for minutes past the watermark."""
+    client = connect(settings)
+    parameters = {"site": SITE, "lag": settings.watermark_s + 60}
+    raw = dict(
+        client.query(
+            "SELECT toStartOfMinute(ts) AS t, count() FROM events WHERE site = {site:String} "
+            "AND name = 'pageview' AND ts < now() - INTERVAL {lag:UInt32} SECOND GROUP BY t",
+            parameters=parameters,
+        ).result_rows
+    )
+    agg = dict(
+        client.query(
+            "SELECT window_start AS t, sum(pageviews) FROM pageviews_per_minute FINAL "
+            "WHERE site = {site:String} "
+            "AND window_start < now() - INTERVAL {lag:UInt32} SECOND GROUP BY t",
+            parameters=parameters,
+        ).result_rows
+    )
+    return bool(raw) and raw == agg
+
+
+def test_accepted_events_survive_a_crash_of_each_component(local_stack: LocalStack) -> None:
+    stack, settings = local_stack, local_stack.settings
+    assert stack.tally("sites", "add", SITE).returncode == 0
+    time.sleep(3)
+    results: list[tuple[RunSummary, GroundTruth]] = []
+    plan = LoadPlan(
+        f"http://127.0.0.1:{settings.collector_port}",
+        RATE,
+        DURATION_S,
+        [SITE],
+        0,
+        TrafficMix(bot_fraction=0.0),
+        0,
+        11,
+        settings.resolved_ingest_key(),
+    )
+    traffic = threading.Thread(target=lambda: results.append(run_plan(plan)))
+    traffic.start()
+
+    faults: list[tuple[float, Callable[[], None]]] = [
+        (10, lambda: kill_and_wait_for_recovery(stack, "collector")),
+        (30, lambda: kill_and_wait_for_recovery(stack, "archiver")),
+        (50, lambda: kill_and_wait_for_recovery(stack, "spark")),
+        (75, lambda: kill_and_wait_for_recovery(stack, "kafka")),
+        (100, lambda: clickhouse_away(stack, 30)),
+    ]
+    started = time.monotonic()
+    for at_s, fault in faults:
+        time.sleep(max(0.0, started + at_s - time.monotonic()))
+        fault()
+    traffic.join()
+
+    summary, truth = results[0]
+    accepted = len(truth.counted())
+    assert accepted > RATE * DURATION_S * 0.5, (
+        summary.statuses
+    )  # the faults were survived, not the traffic stopped
+    eventually(lambda: archived(settings)[0] >= accepted, "every accepted event archived", 240)
+    time.sleep(3)
+    assert archived(settings) == (accepted, accepted)
+    eventually(lambda: closed_minutes_agree(settings), "Spark's counts equal the archive's", 300)
+    assert healthy(stack)

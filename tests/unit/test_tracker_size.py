@@ -1,0 +1,17 @@
+"""The tracking snippet stays small: every visitor of every tracked site downloads it."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import collector
+
+# The collector serves this file as it is.
+TRACKER_JS = Path(collector.__file__).with_name("tracker.js")
+BUDGET_BYTES = 1024
+
+
+def test_snippet_is_at_most_1_kb_gzipped() -> None:
+    served = TRACKER_JS.read_bytes()
+    assert len(gzip.compress(served, compresslevel=9)) <= BUDGET_BYTES
