@@ -111,7 +111,7 @@ def test_status_reports_every_component_healthy(stack: dict[str, str]) -> None:
 def test_query_refuses_writes(stack: dict[str, str]) -> None:
     result = tally(stack, "query", "INSERT INTO events (site) VALUES ('x')")
     assert result.returncode == 2
-    assert "readonly" in (result.stdout + result.stderr).lower()
+    assert "only select" in (result.stdout + result.stderr).lower()
 
 
 def test_down_leaves_no_process_or_port_behind(stack: dict[str, str]) -> None:
