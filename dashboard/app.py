@@ -1,103 +1,86 @@
-"""The dashboard: a Plotly Dash app on a Flask server (which also serves /healthz).
+"""The dashboard server: the Dash app and the stats API on one Flask server (:8050).
 
-Reads the store only through storage.queries. Run with `python -m dashboard.app`.
+Built from a Settings object; nothing connects to the store until the first request.
+Run with `python -m dashboard.app` (waitress).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-import plotly.graph_objects as go
-from clickhouse_connect.driver.client import Client
-from dash import Dash, Input, Output, dcc, html
+import structlog
+from dash import Dash
+from flask import Flask, Response
 from waitress import serve
 
-from storage import queries
-from storage.client import connect
+from dashboard.api import stats_api
+from dashboard.auth import install_login
+from dashboard.explore import register_explore
+from dashboard.layout import build_layout
+from dashboard.overview import register_overview
+from dashboard.store import ClientFactory, thread_local_clients
 from tally.settings import Settings
 
-LIVE_REFRESH_MS = 5_000
-CHART_MINUTES = 60
+log = structlog.get_logger()
+
+SERVER_THREADS = 8
 
 
-def thread_local_clients(settings: Settings) -> Callable[[], Client]:
-    """One store client per server thread: clients are not thread-safe, and connecting per
-    request would add a round trip to every callback."""
-    local = threading.local()
-
-    def client() -> Client:
-        if not hasattr(local, "client"):
-            local.client = connect(settings)
-        return local.client
-
-    return client
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
-def build_app(settings: Settings) -> Dash:
-    make_client = thread_local_clients(settings)
-    app = Dash(__name__, title="Tally", update_title=None)
-    app.layout = html.Main(
-        [
-            html.H1("Tally"),
-            dcc.Dropdown(id="site", placeholder="Site", clearable=False),
-            html.Section(
-                [
-                    html.Div("Page views", className="label"),
-                    html.Div(id="total-pageviews", className="metric"),
-                ],
-                className="card",
-            ),
-            dcc.Graph(id="pageviews-per-minute", config={"displayModeBar": False}),
-            dcc.Interval(id="refresh", interval=LIVE_REFRESH_MS),
-        ],
-        style={"maxWidth": "960px", "margin": "0 auto", "fontFamily": "system-ui, sans-serif"},
-    )
+def build_app(
+    settings: Settings, clients: ClientFactory | None = None, clock: Callable[[], datetime] = utc_now
+) -> Dash:
+    clients = clients or thread_local_clients(settings)
+    server = Flask(__name__)
+    install_login(server, settings)
+    server.register_blueprint(stats_api(settings, clients, clock))
+    harden(server)
 
-    @app.server.get("/healthz")
+    @server.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.callback(
-        Output("site", "options"),
-        Output("site", "value"),
-        Input("refresh", "n_intervals"),
-        Input("site", "value"),
-    )
-    def site_options(_: int | None, current: str | None) -> tuple[list[str], str | None]:
-        known = queries.sites(make_client())
-        return known, current if current in known else (known[0] if known else None)
-
-    @app.callback(
-        Output("total-pageviews", "children"),
-        Output("pageviews-per-minute", "figure"),
-        Input("site", "value"),
-        Input("refresh", "n_intervals"),
-    )
-    def live_numbers(site: str | None, _: int | None) -> tuple[str, go.Figure]:
-        if not site:
-            return "No page views yet", go.Figure()
-        client: Client = make_client()
-        end = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        points = queries.pageviews_per_minute(
-            client, site, end - timedelta(minutes=CHART_MINUTES), end, "agg"
-        )
-        figure = go.Figure(
-            go.Bar(x=[p.t for p in points], y=[p.pageviews for p in points], name="page views")
-        )
-        figure.update_layout(
-            title="Page views per minute (last hour)", margin={"l": 40, "r": 10, "t": 40, "b": 30}
-        )
-        return f"{queries.total_pageviews(client, site):,}", figure
-
+    app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
+    app.layout = build_layout(topojson_url=app.get_asset_url("topojson/"))
+    register_overview(app, settings, clients, clock)
+    register_explore(app, settings, clients)
     return app
+
+
+def harden(server: Flask) -> None:
+    @server.after_request
+    def security_headers(response: Response) -> Response:
+        # Not framable (clickjacking on the login form), no MIME sniffing, no referrer leaking
+        # dashboard URLs to other sites.
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
 
 
 def main() -> None:
     settings = Settings()
     app = build_app(settings)
-    serve(app.server, host=settings.dashboard_host, port=settings.dashboard_port, threads=8, _quiet=True)
+    log.info(
+        "dashboard_listening",
+        url=f"http://{settings.dashboard_host}:{settings.dashboard_port}/",
+        password_from=(
+            "TALLY_DASHBOARD_PASSWORD"
+            if settings.dashboard_password
+            else str(settings.home_dir / "dashboard_password")
+        ),
+    )
+    serve(
+        app.server,
+        host=settings.dashboard_host,
+        port=settings.dashboard_port,
+        threads=SERVER_THREADS,
+        _quiet=True,
+    )
 
 
 if __name__ == "__main__":

@@ -190,5 +190,20 @@ def bench() -> None:
     console.print(f"report: {md_path} and {json_path}")
 
 
+@main.command()
+@click.option("--force", is_flag=True, help="Go on although the log has expired its oldest events.")
+def replay(force: bool) -> None:
+    """Rebuild the derived tables from the log. Stops the stream jobs, recomputes every table
+    into <table>_replay, swaps them in, and starts the stream jobs again; the dashboard keeps
+    reading the old tables until the swap."""
+    from stream_jobs.replay import ReplayError, run_replay
+
+    try:
+        run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
+    except ReplayError as error:
+        console.print(f"[red]error:[/red] {error}", highlight=False)
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()

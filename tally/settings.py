@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import Field
@@ -58,6 +59,17 @@ class Settings(BaseSettings):
     ingest_key: str = ""
     api_key: str = ""
 
+    # The dashboard's login password; empty means: read from (or generate into)
+    # $TALLY_HOME/dashboard_password. The session cookie is signed with a secret kept likewise.
+    dashboard_password: str = ""
+    dashboard_session_secret: str = ""
+    # Browsers accept Secure cookies over plain HTTP on loopback only: turn off solely for a
+    # dashboard served over plain HTTP on another address (better: put TLS in front).
+    dashboard_cookie_secure: bool = True
+    # Where the dashboard's numbers come from: `agg`, the stream jobs' derived tables (as the
+    # stats API defaults to), or `raw`, the archive (a store without stream jobs running).
+    dashboard_source: Literal["agg", "raw"] = "agg"
+
     trusted_proxies: str = "127.0.0.1/8,::1/128"
     supervisor_port: int = 9001
 
@@ -104,6 +116,14 @@ class Settings(BaseSettings):
 
     def resolved_api_key(self) -> str:
         return self.api_key or _read_or_create_key(self.home_dir / "api_key")
+
+    def resolved_dashboard_password(self) -> str:
+        return self.dashboard_password or _read_or_create_key(self.home_dir / "dashboard_password")
+
+    def resolved_dashboard_session_secret(self) -> str:
+        return self.dashboard_session_secret or _read_or_create_key(
+            self.home_dir / "dashboard_session_secret"
+        )
 
 
 def _read_or_create_key(path: Path) -> str:

@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.local_stack",
     "tests.fixtures.collector_server",
     "tests.fixtures.browser",
+    "tests.fixtures.dashboard_server",
 ]

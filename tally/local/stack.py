@@ -64,6 +64,7 @@ def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
         kafka.prepare(settings)
         settings.resolved_api_key()
         settings.resolved_ingest_key()
+        settings.resolved_dashboard_password()
         supervisor.start_supervisord(settings, extra)
     for component in [*stack, *extra]:
         started = time.monotonic()

@@ -1,0 +1,162 @@
+"""The JSON stats API (`/api/v1/...`, DESIGN.md "Stats API"), a Flask blueprint on the
+dashboard's server. Bearer-key auth, every bad parameter a 400 naming it, numbers from
+storage.queries exactly as the dashboard shows them."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import structlog
+from flask import Blueprint, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from dashboard import api_parameters as parameters
+from dashboard.api_parameters import Arguments, BadParameter
+from dashboard.openapi import openapi_document
+from dashboard.store import ClientFactory, StoreUnavailable
+from storage import queries
+from storage.queries import Point, SessionRow
+from tally.settings import Settings
+
+log = structlog.get_logger()
+
+PREFIX = "/api/v1"
+DEFAULT_BREAKDOWN_LIMIT = 10
+DEFAULT_SESSIONS_LIMIT = 100
+
+
+def stats_api(
+    settings: Settings, clients: ClientFactory, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> Blueprint:
+    api = Blueprint("stats_api", __name__, url_prefix=PREFIX)
+    api_key = settings.resolved_api_key().encode()
+
+    @api.before_request
+    def require_api_key() -> Response | None:
+        if request.endpoint == "stats_api.openapi":
+            return None  # the description of the API is public; its numbers are not
+        if not bearer_matches(request.headers.get("Authorization", ""), api_key):
+            response = error(401, "missing or wrong API key: send Authorization: Bearer <api key>")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="tally"'
+            return response
+        return None
+
+    @api.after_request
+    def never_cached(response: Response) -> Response:
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @api.get("/openapi.json")
+    def openapi() -> Response:
+        return jsonify(openapi_document())
+
+    @api.get("/stats/aggregate")
+    def aggregate() -> Response:
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        return jsonify(queries.aggregate(clients(), q, source=parameters.source(arguments)))
+
+    @api.get("/stats/timeseries")
+    def timeseries() -> Response:
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        interval = parameters.interval(arguments, q)
+        points = queries.timeseries(clients(), q, interval, source=parameters.source(arguments))
+        return jsonify([point_json(point) for point in points])
+
+    @api.get("/stats/breakdown")
+    def breakdown() -> Response:
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        by = parameters.dimension(arguments)
+        limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
+        rows = queries.breakdown(clients(), q, by, limit, source=parameters.source(arguments))
+        return jsonify([{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows])
+
+    @api.get("/stats/realtime")
+    def realtime() -> Response:
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        site = parameters.site(arguments)
+        return jsonify(queries.realtime(clients(), site, now=clock(), source=parameters.source(arguments)))
+
+    @api.get("/sessions")
+    def sessions() -> Response:
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        limit = parameters.limit(arguments, DEFAULT_SESSIONS_LIMIT)
+        rows = queries.sessions(clients(), q, limit, source=parameters.source(arguments))
+        return jsonify([session_json(row) for row in rows])
+
+    @api.route("/<path:unknown>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    def not_found(unknown: str) -> Response:
+        # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
+        return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
+
+    @api.errorhandler(BadParameter)
+    def bad_parameter(refused: BadParameter) -> Response:
+        return error(400, str(refused))
+
+    @api.errorhandler(queries.UnsupportedQuery)
+    def unsupported(refused: queries.UnsupportedQuery) -> Response:
+        return error(400, str(refused))
+
+    @api.errorhandler(StoreUnavailable)
+    def store_unavailable(failure: StoreUnavailable) -> Response:
+        log.warning("stats_api_store_unavailable", path=request.path, error=str(failure)[:300])
+        response = error(503, "the analytics store is not answering; try again shortly")
+        response.headers["Retry-After"] = "5"
+        return response
+
+    @api.errorhandler(HTTPException)
+    def http_error(failure: HTTPException) -> Response:
+        return error(failure.code or 500, failure.description or failure.name)
+
+    @api.errorhandler(Exception)
+    def unexpected(failure: Exception) -> Response:
+        log.exception("stats_api_failed", path=request.path)
+        return error(500, "internal error; the dashboard's log has the details")
+
+    return api
+
+
+def bearer_matches(authorization: str, api_key: bytes) -> bool:
+    scheme, _, token = authorization.partition(" ")
+    # compare_digest takes as long for a near miss as for a far one: no timing oracle.
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), api_key)
+
+
+def error(status: int, message: str) -> Response:
+    response = jsonify({"error": message})
+    response.status_code = status
+    return response
+
+
+def iso(moment: datetime) -> str:
+    """ISO-8601 in UTC with a Z, as the API's parameters take it."""
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def point_json(point: Point) -> dict[str, object]:
+    return {"t": iso(point.t), "pageviews": point.pageviews, "visitors": point.visitors}
+
+
+def session_json(row: SessionRow) -> dict[str, object]:
+    return {
+        "visitor_id": row.visitor_id,
+        "start": iso(row.start),
+        "end": iso(row.end),
+        "duration_s": float(row.duration_s),
+        "pageviews": int(row.pageviews),
+        "entry_path": row.entry_path,
+        "exit_path": row.exit_path,
+        "is_bounce": bool(row.is_bounce),
+        "referrer_domain": row.referrer_domain,
+        "utm_source": row.utm_source,
+        "country": row.country,
+        "device": row.device,
+        "browser": row.browser,
+        "os": row.os,
+    }

@@ -1,0 +1,164 @@
+"""The stats API's query-string parameters: parsed into typed values or refused with the
+name of the parameter at fault (answered as 400 by dashboard.api)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from storage import queries
+from storage.queries import Interval, Source, StatsQuery
+
+PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters")
+SOURCES: tuple[Source, ...] = ("agg", "raw")
+INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day")
+DEFAULT_RANGE = timedelta(days=30)
+MAX_BUCKETS = 10_000
+MAX_LIMIT = 1000
+MAX_SITE_LENGTH = 253  # the longest domain name
+# DateTime64 holds 1900-2299; refusing dates far outside any traffic keeps the range sane.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+class BadParameter(ValueError):
+    """A parameter the API cannot use; the message starts with the parameter's name."""
+
+    def __init__(self, parameter: str, problem: str) -> None:
+        super().__init__(f"{parameter}: {problem}")
+        self.parameter = parameter
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """The query string with every parameter given at most once."""
+
+    values: dict[str, str]
+
+    @classmethod
+    def parse(cls, args: Mapping[str, Sequence[str]]) -> Arguments:
+        unknown = sorted(set(args) - set(PARAMETERS))
+        if unknown:
+            raise BadParameter(unknown[0], f"unknown parameter; known: {', '.join(PARAMETERS)}")
+        repeated = sorted(name for name, values in args.items() if len(values) > 1)
+        if repeated:
+            raise BadParameter(repeated[0], "given more than once")
+        return cls({name: values[0] for name, values in args.items()})
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
+
+
+def site(arguments: Arguments) -> str:
+    value = (arguments.get("site") or "").strip()
+    if not value:
+        raise BadParameter("site", "required, e.g. site=example.com")
+    if len(value) > MAX_SITE_LENGTH or not value.isprintable():
+        raise BadParameter("site", "not a site name")
+    return value
+
+
+def source(arguments: Arguments) -> Source:
+    value = arguments.get("source") or "agg"
+    if value not in SOURCES:
+        raise BadParameter("source", f"must be one of {', '.join(SOURCES)}")
+    return value  # type: ignore[return-value]
+
+
+def moment(text: str, parameter: str) -> datetime:
+    """An ISO-8601 date or date-time; without an offset it is UTC, with one it is converted."""
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadParameter(
+            parameter, "not an ISO-8601 date or date-time, e.g. 2026-11-10 or 2026-11-10T09:00:00Z"
+        ) from None
+    moment_utc = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    if not EARLIEST <= moment_utc < LATEST:
+        raise BadParameter(parameter, f"out of range ({EARLIEST.year}-{LATEST.year - 1})")
+    return moment_utc
+
+
+def date_range(arguments: Arguments, now: datetime) -> tuple[datetime, datetime]:
+    """[from, to): `to` defaults to now, `from` to 30 days before `to`."""
+    end = moment(arguments.get("to") or "", "to") if arguments.get("to") else now
+    start = moment(arguments.get("from") or "", "from") if arguments.get("from") else end - DEFAULT_RANGE
+    if end <= start:
+        raise BadParameter("to", "must be after from")
+    return start, end
+
+
+def filters(arguments: Arguments) -> dict[str, str]:
+    """A JSON object of dimension → value, e.g. filters={"path":"/pricing","country":"DE"}."""
+    text = arguments.get("filters")
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise BadParameter("filters", 'not JSON; expected e.g. {"path": "/pricing"}') from None
+    if not isinstance(parsed, dict) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in parsed.items()
+    ):
+        raise BadParameter("filters", 'expected a JSON object of strings, e.g. {"path": "/pricing"}')
+    return parsed
+
+
+def stats_query(arguments: Arguments, now: datetime, session_gap_s: int) -> StatsQuery:
+    start, end = date_range(arguments, now)
+    q = StatsQuery(site(arguments), start, end, filters=filters(arguments), session_gap_s=session_gap_s)
+    try:
+        queries.validate(q)  # the query layer's own vocabulary decides which filters exist
+    except queries.UnsupportedQuery as refused:
+        raise BadParameter("filters", str(refused)) from None
+    return q
+
+
+def interval(arguments: Arguments, q: StatsQuery) -> Interval:
+    """The interval asked for, or one that gives a readable chart for the range."""
+    value = arguments.get("interval") or default_interval(q.end - q.start)
+    if value not in INTERVALS:
+        raise BadParameter("interval", f"must be one of {', '.join(INTERVALS)}")
+    count = bucket_count(q, value)  # type: ignore[arg-type]
+    if count > MAX_BUCKETS:
+        raise BadParameter(
+            "interval",
+            f"the range has {count:,} {value}s, more than {MAX_BUCKETS:,}: use a longer interval",
+        )
+    return value  # type: ignore[return-value]
+
+
+def default_interval(length: timedelta) -> Interval:
+    if length <= timedelta(hours=6):
+        return "minute"
+    if length <= timedelta(days=7):
+        return "hour"
+    return "day"
+
+
+def bucket_count(q: StatsQuery, value: Interval) -> int:
+    """Counted arithmetically: listing the buckets of a century of minutes to count them
+    would itself be the denial of service the limit is there to prevent."""
+    step = queries.INTERVAL_STEP[value]
+    return math.ceil((q.end - q.start) / step) + 1
+
+
+def dimension(arguments: Arguments) -> str:
+    value = arguments.get("by")
+    if not value:
+        raise BadParameter("by", f"required, one of {', '.join(queries.DIMENSIONS)}")
+    if value not in queries.DIMENSIONS:
+        raise BadParameter("by", f"must be one of {', '.join(queries.DIMENSIONS)}")
+    return value
+
+
+def limit(arguments: Arguments, default: int) -> int:
+    text = arguments.get("limit")
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= MAX_LIMIT):
+        raise BadParameter("limit", f"must be a whole number from 1 to {MAX_LIMIT}")
+    return int(text)

@@ -1,0 +1,167 @@
+"""Signing in to the dashboard: one password (TALLY_DASHBOARD_PASSWORD, or generated into
+$TALLY_HOME/dashboard_password), a signed Flask session cookie, and a guard in front of every
+Dash route and callback. /healthz and the bearer-authenticated /api/v1 are exempt."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from flask import Flask, Response, jsonify, redirect, render_template_string, request, session
+
+from tally.settings import Settings
+
+SESSION_LIFETIME = timedelta(days=14)
+OPEN_PATHS = {"/healthz", "/login", "/logout"}
+OPEN_PREFIXES = ("/api/v1/",)
+# scrypt at n=2^14, r=8: ~16 MiB and tens of milliseconds per guess.
+SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+
+
+@dataclass(frozen=True)
+class PasswordCheck:
+    """A salted scrypt digest of the password: the plain password is not kept in memory."""
+
+    salt: bytes
+    digest: bytes
+
+    @classmethod
+    def of(cls, password: str) -> PasswordCheck:
+        salt = os.urandom(16)
+        return cls(salt, hashlib.scrypt(password.encode(), salt=salt, **SCRYPT))
+
+    def matches(self, candidate: str) -> bool:
+        attempt = hashlib.scrypt(candidate.encode(), salt=self.salt, **SCRYPT)
+        return hmac.compare_digest(attempt, self.digest)
+
+
+@dataclass
+class LoginThrottle:
+    """At most `max_failures` wrong passwords per client address per window: enough for
+    typos, far too few to guess a generated password."""
+
+    max_failures: int = 10
+    window_s: float = 15 * 60
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def blocked(self, address: str) -> bool:
+        with self._lock:
+            recent = self._recent(address)
+            return len(recent) >= self.max_failures
+
+    def failed(self, address: str) -> None:
+        with self._lock:
+            self._recent(address).append(time.monotonic())
+
+    def succeeded(self, address: str) -> None:
+        with self._lock:
+            self._failures.pop(address, None)
+
+    def _recent(self, address: str) -> deque[float]:
+        recent = self._failures.setdefault(address, deque())
+        while recent and recent[0] < time.monotonic() - self.window_s:
+            recent.popleft()
+        return recent
+
+
+def install_login(server: Flask, settings: Settings) -> None:
+    password = settings.resolved_dashboard_password()
+    check = PasswordCheck.of(password)
+    throttle = LoginThrottle()
+    # The cookie is signed with the stored secret and the password together, so changing the
+    # password signs every existing session out.
+    server.secret_key = hashlib.sha256(
+        settings.resolved_dashboard_session_secret().encode() + b"\0" + password.encode()
+    ).hexdigest()
+    server.config.update(
+        SESSION_COOKIE_NAME="tally_session",
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.dashboard_cookie_secure,
+        PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
+    )
+
+    @server.before_request
+    def require_sign_in() -> Response | None:
+        path = request.path
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
+            return None
+        if request.method == "GET" and not path.startswith(("/_dash-", "/assets/")):
+            return redirect(f"/login?next={request.full_path.rstrip('?')}")
+        response = jsonify({"error": "sign in first"})
+        response.status_code = 401
+        return response
+
+    @server.route("/login", methods=["GET", "POST"])
+    def login() -> Response | tuple[str, int]:
+        address = request.remote_addr or "unknown"
+        target = safe_next(request.args.get("next", "/"))
+        if request.method == "GET":
+            return render_template_string(LOGIN_PAGE, error=None), 200
+        if throttle.blocked(address):
+            return render_template_string(LOGIN_PAGE, error="Too many attempts. Try again later."), 429
+        if not check.matches(request.form.get("password", "")):
+            throttle.failed(address)
+            return render_template_string(LOGIN_PAGE, error="Wrong password."), 401
+        throttle.succeeded(address)
+        session.clear()
+        session["signed_in"] = True
+        session.permanent = True
+        return redirect(target)
+
+    @server.post("/logout")
+    def logout() -> Response:
+        session.clear()
+        return redirect("/login")
+
+
+def safe_next(target: str) -> str:
+    """Only a path on this server: `next=//evil.example` must not become an open redirect."""
+    if target.startswith("/") and not target.startswith(("//", "/\\")):
+        return target
+    return "/"
+
+
+LOGIN_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sign in · Tally</title>
+<style>
+  body { margin: 0; min-height: 100vh; display: grid; place-items: center;
+         font-family: system-ui, -apple-system, "Segoe UI", sans-serif; background: #f4f5f8; color: #1f2430; }
+  form { background: #fff; padding: 2rem; border-radius: 12px; width: min(22rem, 90vw);
+         box-shadow: 0 1px 3px rgba(0,0,0,.08), 0 8px 24px rgba(0,0,0,.06); }
+  h1 { margin: 0 0 1.25rem; font-size: 1.5rem; }
+  label { display: block; font-weight: 600; margin-bottom: .4rem; }
+  input { width: 100%; box-sizing: border-box; padding: .65rem .75rem; font-size: 1rem;
+          border: 1px solid #c5cad5; border-radius: 8px; }
+  input:focus { outline: 2px solid #4f46e5; border-color: #4f46e5; }
+  button { margin-top: 1rem; width: 100%; padding: .7rem; font-size: 1rem; font-weight: 600;
+           color: #fff; background: #4f46e5; border: 0; border-radius: 8px; cursor: pointer; }
+  .error { color: #b42318; background: #fef3f2; padding: .5rem .75rem; border-radius: 6px; }
+  .hint { color: #5b6275; font-size: .85rem; margin-top: 1rem; }
+</style>
+</head>
+<body>
+<form method="post">
+  <h1>Tally</h1>
+  {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
+  <input type="text" name="username" value="owner" autocomplete="username" hidden>
+  <label for="password">Password</label>
+  <input id="password" name="password" type="password" autocomplete="current-password" autofocus required>
+  <button type="submit">Sign in</button>
+  <p class="hint">The password is TALLY_DASHBOARD_PASSWORD, or the one generated in
+  $TALLY_HOME/dashboard_password.</p>
+</form>
+</body>
+</html>
+"""

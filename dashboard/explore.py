@@ -1,0 +1,186 @@
+"""The Explore tab: the raw archive through read-only SQL (storage.readonly_sql, which
+decides what may be read and runs it with ClickHouse's readonly mode and limits), a result
+table and a CSV download. The filters write a starting query; the site owner may edit it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, date, datetime
+from typing import Any
+
+from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from dashboard.components import notice
+from dashboard.friendly_errors import friendly
+from dashboard.periods import Period
+from dashboard.store import ClientFactory
+from storage import queries, readonly_sql
+from storage.queries import StatsQuery
+from tally.settings import Settings
+
+TABLE_ROWS = 500  # shown on the page; the CSV carries the whole result (up to the SQL limits)
+COLUMNS = "ts, path, referrer_domain, utm_source, country, device, browser, os, visitor_id"
+CSV_NAME = "tally-explore.csv"
+
+
+def quote(value: str) -> str:
+    """A ClickHouse string literal. The SQL is the user's to edit and runs read-only, but a
+    quote in a filter value must still not change what the query means."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def explore_filters(
+    name: str | None, path: str | None, country: str | None, device: str | None
+) -> dict[str, str]:
+    chosen = {"path": path, "country": (country or "").upper(), "device": device}
+    event_filters = {column: value.strip() for column, value in chosen.items() if value and value.strip()}
+    return {"name": name.strip(), **event_filters} if name and name.strip() else event_filters
+
+
+def starting_sql(site: str, period: Period, filters: dict[str, str], limit: int) -> str:
+    conditions = [
+        f"site = {quote(site)}",
+        f"ts >= toDateTime64({quote(_clickhouse_time(period.start))}, 3, 'UTC')",
+        f"ts < toDateTime64({quote(_clickhouse_time(period.end))}, 3, 'UTC')",
+        *(f"{column} = {quote(value)}" for column, value in filters.items()),
+    ]
+    where = "\n  AND ".join(conditions)
+    return f"SELECT {COLUMNS}\nFROM events\nWHERE {where}\nORDER BY ts DESC\nLIMIT {int(limit)}"
+
+
+def _clickhouse_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def cell(value: object) -> object:
+    """A value the table and the CSV can show: numbers and text as they are, the rest as text."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime):  # as ClickHouse prints it: UTC, to the millisecond
+        utc = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+        return utc.isoformat(sep=" ", timespec="milliseconds")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return str(value)  # UUIDs, decimals, IP addresses
+
+
+def as_csv(result: readonly_sql.QueryResult) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(result.columns)
+    writer.writerows([cell(value) for value in row] for row in result.rows)
+    return buffer.getvalue()
+
+
+def result_table(result: readonly_sql.QueryResult) -> html.Table:
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(name) for name in result.columns])),
+            html.Tbody(
+                [html.Tr([html.Td(_text(value)) for value in row]) for row in result.rows[:TABLE_ROWS]]
+            ),
+        ]
+    )
+
+
+def _text(value: object) -> str:
+    shown = cell(value)
+    return "" if shown is None else str(shown)
+
+
+def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    @app.callback(
+        Output("explore-sql", "value"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("explore-name", "value"),
+        Input("explore-path", "value"),
+        Input("explore-country", "value"),
+        Input("explore-device", "value"),
+        Input("explore-limit", "value"),
+    )
+    def write_sql(
+        site: str | None,
+        period_data: dict | None,
+        name: str | None,
+        path: str | None,
+        country: str | None,
+        device: str | None,
+        limit: int,
+    ) -> str:
+        if not site or not period_data:
+            return "SELECT site, count() AS events FROM events GROUP BY site ORDER BY events DESC"
+        filters = explore_filters(name, path, country, device)
+        return starting_sql(site, Period.from_store(period_data), filters, limit)
+
+    @app.callback(
+        Output("explore-raw-totals", "children"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("explore-path", "value"),
+        Input("explore-country", "value"),
+        Input("explore-device", "value"),
+    )
+    @friendly(lambda message: notice(message, "error"))
+    def raw_totals(
+        site: str | None, period_data: dict | None, path: str | None, country: str | None, device: str | None
+    ) -> Any:
+        if not site or not period_data:
+            raise PreventUpdate
+        period = Period.from_store(period_data)
+        filters = explore_filters(None, path, country, device)
+        q = StatsQuery(site, period.start, period.end, filters=filters, session_gap_s=settings.session_gap_s)
+        totals = queries.aggregate(clients(), q, source="raw")
+        return (
+            f"Raw archive, page views matching the filters: {totals['pageviews']:,} page views, "
+            f"{totals['visitors']:,} visitors, {totals['sessions']:,} visits."
+        )
+
+    @app.callback(
+        Output("explore-table", "children"),
+        Output("explore-status", "children"),
+        Output("explore-last-sql", "data"),
+        Input("explore-run", "n_clicks"),
+        State("explore-sql", "value"),
+        prevent_initial_call=True,
+    )
+    @friendly(lambda message: (None, notice(message, "error"), no_update))
+    def run_query(_: int, sql: str | None) -> tuple[Any, Any, str]:
+        if not sql or not sql.strip():
+            return None, notice("Write a query first, e.g. SELECT count() FROM events.", "error"), no_update
+        try:
+            result = readonly_sql.run(settings, sql)
+        except readonly_sql.QueryRefused as refused:
+            return None, notice(f"The query was refused: {refused}", "error"), no_update
+        shown = (
+            f"{len(result.rows):,} rows"
+            if len(result.rows) <= TABLE_ROWS
+            else (f"the first {TABLE_ROWS:,} of {len(result.rows):,} rows (the CSV has them all)")
+        )
+        status = notice(f"Showing {shown}." if result.rows else "The query returned no rows.")
+        return result_table(result) if result.rows else None, status, sql
+
+    @app.callback(
+        Output("explore-download", "data"),
+        Input("explore-download-button", "n_clicks"),
+        State("explore-last-sql", "data"),
+        State("explore-sql", "value"),
+        prevent_initial_call=True,
+    )
+    def download_csv(_: int, last_sql: str | None, sql: str | None) -> dict:
+        # The query last run, or the one on screen if none ran yet: a download is a run too.
+        chosen = last_sql or sql
+        if not chosen:
+            raise PreventUpdate
+        try:
+            result = readonly_sql.run(settings, chosen)
+        except readonly_sql.QueryRefused:
+            raise PreventUpdate from None
+        return dcc.send_string(as_csv(result), CSV_NAME, type="text/csv")

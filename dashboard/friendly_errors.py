@@ -1,0 +1,43 @@
+"""Callbacks fail as a sentence on the page, never as a traceback: each callback names what
+it shows instead (a notice, an empty chart) and this wrapper hands it the sentence."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import structlog
+from dash.exceptions import PreventUpdate
+
+from dashboard.store import StoreUnavailable
+from storage.queries import UnsupportedQuery
+
+log = structlog.get_logger()
+
+STORE_DOWN = "The analytics store is not answering right now; this panel retries shortly."
+UNEXPECTED = "Something went wrong loading this panel. The dashboard's log has the details."
+
+Render = TypeVar("Render", bound=Callable[..., Any])
+
+
+def friendly(fallback: Callable[[str], Any]) -> Callable[[Render], Render]:
+    def decorate(render: Render) -> Render:
+        @functools.wraps(render)
+        def guarded(*args: Any) -> Any:
+            try:
+                return render(*args)
+            except PreventUpdate:
+                raise
+            except UnsupportedQuery as refused:
+                return fallback(str(refused))
+            except StoreUnavailable as failure:
+                log.warning("dashboard_store_unavailable", callback=render.__name__, error=str(failure)[:300])
+                return fallback(STORE_DOWN)
+            except Exception:
+                log.exception("dashboard_callback_failed", callback=render.__name__)
+                return fallback(UNEXPECTED)
+
+        return guarded  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,292 @@
+"""The dashboard's page: header (site, period, live visitors), filter chips, the Overview
+(metrics, chart, breakdowns, map, realtime, rate limiting) and the Explore tab.
+
+Static structure only; dashboard.overview and dashboard.explore fill it. The ids `site`,
+`total-pageviews`, `pageviews-per-minute` and `refresh` are also read by
+tests/integration/test_local_stack.py.
+"""
+
+from __future__ import annotations
+
+from dash import dcc, html
+
+from dashboard import figures
+from dashboard.components import panel, panel_tabs
+from dashboard.periods import DEFAULT_PRESET, PRESETS
+
+LIVE_REFRESH_MS = 5_000
+# The period (and with it every panel) is recomputed once a minute: often enough for a
+# morning read, rare enough not to load the store with every open tab.
+CLOCK_MS = 60_000
+GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
+EXPLORE_LIMITS = [100, 1000, 10_000]
+
+
+def build_layout(topojson_url: str) -> html.Div:
+    return html.Div(
+        [
+            dcc.Store(id="filters", data={}),
+            dcc.Store(id="period"),
+            dcc.Interval(id="refresh", interval=LIVE_REFRESH_MS),
+            dcc.Interval(id="clock", interval=CLOCK_MS),
+            _header(),
+            html.Div(
+                [
+                    html.Div(id="period-label", className="period-label"),
+                    html.Div(id="filter-chips", className="chips"),
+                ],
+                className="subheader",
+            ),
+            # Radio buttons rather than dcc.Tabs: keyboard- and screen-reader-usable as they are.
+            dcc.RadioItems(
+                id="tabs",
+                options=[
+                    {"label": "Overview", "value": "overview"},
+                    {"label": "Explore", "value": "explore"},
+                ],
+                value="overview",
+                inline=True,
+                className="view-tabs",
+                labelClassName="view-tab",
+            ),
+            html.Main([_overview(topojson_url), _explore()]),
+        ],
+        className="page",
+    )
+
+
+def _header() -> html.Header:
+    return html.Header(
+        [
+            html.Div([html.Span("◆", className="logo-mark"), "Tally"], className="brand"),
+            html.Div(
+                dcc.Dropdown(
+                    id="site",
+                    placeholder="Pick a site",
+                    clearable=False,
+                    searchable=True,
+                    persistence=True,
+                    persistence_type="local",
+                ),
+                className="site-box",
+            ),
+            html.Div(
+                [
+                    html.Span(className="live-dot"),
+                    html.Span("\u2013", id="live-visitors"),
+                    " current visitors",
+                ],
+                className="live",
+                title="Distinct visitors in the last 5 minutes",
+            ),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id="preset",
+                        options=[{"label": label, "value": key} for key, label in PRESETS.items()],
+                        value=DEFAULT_PRESET,
+                        clearable=False,
+                        searchable=False,
+                        persistence=True,
+                        persistence_type="local",
+                        className="preset-picker",
+                    ),
+                    html.Div(
+                        dcc.DatePickerRange(
+                            id="custom-range",
+                            display_format="YYYY-MM-DD",
+                            minimum_nights=0,
+                            start_date_placeholder_text="From",
+                            end_date_placeholder_text="To",
+                        ),
+                        id="custom-range-box",
+                        style={"display": "none"},
+                    ),
+                ],
+                className="period-picker",
+            ),
+            html.Form(
+                html.Button("Log out", type="submit", id="logout", className="button-quiet"),
+                action="/logout",
+                method="POST",
+                className="logout",
+            ),
+        ],
+        className="topbar",
+    )
+
+
+def _overview(topojson_url: str) -> html.Section:
+    return html.Section(
+        [
+            loading(html.Div(id="top-metrics", className="metrics")),
+            html.Section(
+                [
+                    html.Div(
+                        [
+                            html.H2("Over time"),
+                            dcc.RadioItems(
+                                id="chart-metric",
+                                options=[
+                                    {"label": "Visitors", "value": "visitors"},
+                                    {"label": "Page views", "value": "pageviews"},
+                                ],
+                                value="visitors",
+                                inline=True,
+                                className="panel-tabs",
+                                inputClassName="panel-tab-input",
+                                labelClassName="panel-tab",
+                            ),
+                        ],
+                        className="panel-heading",
+                    ),
+                    loading(graph("main-chart", 280, className="chart")),
+                ],
+                className="card",
+            ),
+            html.Div(
+                [
+                    panel(
+                        "Pages",
+                        [loading(html.Div(id="pages-list"))],
+                        panel_tabs(
+                            "pages-by",
+                            {"path": "Top pages", "entry_path": "Entry pages", "exit_path": "Exit pages"},
+                        ),
+                    ),
+                    panel(
+                        "Sources",
+                        [loading(html.Div(id="sources-list"))],
+                        panel_tabs(
+                            "sources-by", {"referrer_domain": "Referrers", "utm_source": "UTM sources"}
+                        ),
+                    ),
+                    panel(
+                        "Countries",
+                        [
+                            loading(
+                                graph(
+                                    "country-map",
+                                    240,
+                                    className="map",
+                                    config={**GRAPH_CONFIG, "topojsonURL": topojson_url, "scrollZoom": False},
+                                )
+                            ),
+                            loading(html.Div(id="countries-list")),
+                        ],
+                    ),
+                    panel(
+                        "Devices",
+                        [loading(html.Div(id="devices-list"))],
+                        panel_tabs("devices-by", {"device": "Devices", "browser": "Browsers", "os": "OS"}),
+                    ),
+                    panel(
+                        "Realtime",
+                        [
+                            html.Div(
+                                [
+                                    html.Span(id="total-pageviews", className="big-number"),
+                                    " page views, all time",
+                                ],
+                                className="realtime-total",
+                            ),
+                            html.Div("Page views per minute, last hour", className="caption"),
+                            graph("pageviews-per-minute", 160, className="sparkline"),
+                        ],
+                    ),
+                    panel("Rate limiting", [html.Div(id="rate-limits")]),
+                ],
+                className="grid",
+            ),
+        ],
+        id="overview-section",
+    )
+
+
+def _explore() -> html.Section:
+    return html.Section(
+        [
+            html.Section(
+                [
+                    html.Div(html.H2("Raw archive"), className="panel-heading"),
+                    html.P(
+                        "Every event as it was archived, for the site and period above. Pick filters to "
+                        "start a query, or write your own (read-only SQL on table events).",
+                        className="caption",
+                    ),
+                    html.Div(
+                        [
+                            _labelled(
+                                "Event name", dcc.Input(id="explore-name", value="pageview", debounce=True)
+                            ),
+                            _labelled(
+                                "Page", dcc.Input(id="explore-path", placeholder="/pricing", debounce=True)
+                            ),
+                            _labelled(
+                                "Country", dcc.Input(id="explore-country", placeholder="DE", debounce=True)
+                            ),
+                            _labelled(
+                                "Device",
+                                dcc.Dropdown(
+                                    id="explore-device",
+                                    options=["desktop", "mobile", "tablet"],
+                                    placeholder="any",
+                                ),
+                            ),
+                            _labelled(
+                                "Rows",
+                                dcc.Dropdown(
+                                    id="explore-limit",
+                                    options=[{"label": f"{n:,}", "value": n} for n in EXPLORE_LIMITS],
+                                    value=EXPLORE_LIMITS[0],
+                                    clearable=False,
+                                ),
+                            ),
+                        ],
+                        className="explore-filters",
+                    ),
+                    html.Div(id="explore-raw-totals", className="explore-totals"),
+                    dcc.Textarea(id="explore-sql", className="sql", spellCheck=False),
+                    html.Div(
+                        [
+                            html.Button(
+                                "Run query", id="explore-run", className="button-primary", n_clicks=0
+                            ),
+                            html.Button(
+                                "Download CSV", id="explore-download-button", className="button", n_clicks=0
+                            ),
+                            dcc.Download(id="explore-download"),
+                        ],
+                        className="actions",
+                    ),
+                    html.Div(id="explore-status"),
+                    dcc.Store(id="explore-last-sql"),
+                    html.Div(id="explore-table", className="result-table"),
+                ],
+                className="card",
+            ),
+        ],
+        id="explore-section",
+        style={"display": "none"},
+    )
+
+
+def graph(component_id: str, height: int, **options: object) -> dcc.Graph:
+    """A chart of fixed height that starts as a blank with "Loading" rather than empty axes."""
+    options.setdefault("config", GRAPH_CONFIG)
+    return dcc.Graph(
+        id=component_id,
+        figure=figures.message("Loading…", height),
+        style={"height": f"{height}px"},
+        **options,
+    )
+
+
+def loading(content: object) -> dcc.Loading:
+    """A spinner over a panel whose numbers take a while (long ranges, big archives); only
+    after a moment, so that fast answers do not flicker."""
+    return dcc.Loading(content, type="dot", color="#4f46e5", delay_show=400)
+
+
+def _labelled(label: str, control: object) -> html.Label:
+    return html.Label([html.Span(label, className="field-label"), control], className="field")

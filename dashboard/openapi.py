@@ -1,0 +1,218 @@
+"""The OpenAPI 3 description of the stats API, served at /api/v1/openapi.json.
+
+Written by hand, with the vocabularies (dimensions, intervals, sources, limits) taken from
+the code that enforces them, so the document cannot drift from what the endpoints accept;
+tests/integration/test_stats_api.py calls every path listed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboard import api_parameters as parameters
+from storage import queries
+
+JSON = dict[str, Any]
+
+
+def _parameter(name: str, description: str, schema: JSON, required: bool = False) -> JSON:
+    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+
+
+PARAMETERS: dict[str, JSON] = {
+    "site": _parameter("site", "The site (domain) to report on.", {"type": "string"}, required=True),
+    "from": _parameter(
+        "from",
+        "Start of the range, inclusive: ISO-8601 date or date-time; UTC unless an offset is given. "
+        "Default: 30 days before `to`.",
+        {"type": "string", "format": "date-time", "example": "2026-11-10T00:00:00Z"},
+    ),
+    "to": _parameter(
+        "to",
+        "End of the range, exclusive; must be after `from`. Default: now.",
+        {"type": "string", "format": "date-time", "example": "2026-11-11T00:00:00Z"},
+    ),
+    "interval": _parameter(
+        "interval",
+        "Bucket size. Default: minute up to 6 h, hour up to 7 days, else day. "
+        f"At most {parameters.MAX_BUCKETS:,} buckets.",
+        {"type": "string", "enum": list(parameters.INTERVALS)},
+    ),
+    "by": _parameter(
+        "by", "The dimension to break down by.", {"type": "string", "enum": list(queries.DIMENSIONS)}, True
+    ),
+    "breakdown_limit": _parameter(
+        "limit",
+        "Rows to return.",
+        {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 10},
+    ),
+    "sessions_limit": _parameter(
+        "limit",
+        "Sessions to return, newest first.",
+        {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 100},
+    ),
+    "source": _parameter(
+        "source",
+        "agg: the Spark-derived tables (default); raw: the raw archive. "
+        "For closed windows both give the same numbers.",
+        {"type": "string", "enum": list(parameters.SOURCES), "default": "agg"},
+    ),
+    "filters": _parameter(
+        "filters",
+        "JSON object of dimension → value; only the page views matching every filter count. "
+        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)}.",
+        {"type": "string", "example": '{"path": "/pricing"}'},
+    ),
+}
+
+
+def _ref(name: str) -> JSON:
+    return {"$ref": f"#/components/parameters/{name}"}
+
+
+def _ok(schema: JSON, description: str) -> JSON:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+ERRORS: JSON = {
+    "400": {"$ref": "#/components/responses/BadParameter"},
+    "401": {"$ref": "#/components/responses/Unauthorized"},
+    "503": {"$ref": "#/components/responses/StoreUnavailable"},
+}
+RANGE = ["site", "from", "to", "filters", "source"]
+
+
+def _operation(summary: str, parameter_names: list[str], response: JSON) -> JSON:
+    return {
+        "get": {
+            "summary": summary,
+            "parameters": [_ref(name) for name in parameter_names],
+            "responses": {"200": response, **ERRORS},
+        }
+    }
+
+
+def _schema(name: str) -> JSON:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS: dict[str, JSON] = {
+    "Aggregate": {
+        "type": "object",
+        "required": ["pageviews", "visitors", "sessions", "bounce_rate", "avg_session_duration_s"],
+        "properties": {
+            "pageviews": {"type": "integer"},
+            "visitors": {"type": "integer", "description": "distinct visitor ids"},
+            "sessions": {"type": "integer", "description": "sessions starting in the range"},
+            "bounce_rate": {"type": "number", "minimum": 0, "maximum": 1},
+            "avg_session_duration_s": {"type": "number"},
+        },
+    },
+    "Point": {
+        "type": "object",
+        "required": ["t", "pageviews", "visitors"],
+        "properties": {
+            "t": {"type": "string", "format": "date-time", "description": "bucket start, UTC"},
+            "pageviews": {"type": "integer"},
+            "visitors": {"type": "integer"},
+        },
+    },
+    "BreakdownRow": {
+        "type": "object",
+        "required": ["value", "pageviews", "visitors"],
+        "properties": {
+            "value": {"type": "string"},
+            "pageviews": {"type": "integer"},
+            "visitors": {"type": "integer"},
+        },
+    },
+    "Realtime": {
+        "type": "object",
+        "required": ["visitors", "pageviews"],
+        "properties": {
+            "visitors": {"type": "integer", "description": "distinct visitors in the last 5 minutes"},
+            "pageviews": {"type": "integer", "description": "page views in the last 5 minutes"},
+        },
+    },
+    "Session": {
+        "type": "object",
+        "properties": {
+            "visitor_id": {"type": "string"},
+            "start": {"type": "string", "format": "date-time"},
+            "end": {"type": "string", "format": "date-time"},
+            "duration_s": {"type": "number"},
+            "pageviews": {"type": "integer"},
+            "entry_path": {"type": "string"},
+            "exit_path": {"type": "string"},
+            "is_bounce": {"type": "boolean"},
+            "referrer_domain": {"type": "string"},
+            "utm_source": {"type": "string"},
+            "country": {"type": "string", "description": "ISO 3166 alpha-2 or empty"},
+            "device": {"type": "string"},
+            "browser": {"type": "string"},
+            "os": {"type": "string"},
+        },
+    },
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "string", "description": "starts with the parameter at fault"}},
+    },
+}
+
+
+def openapi_document() -> JSON:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Tally stats API",
+            "version": "1",
+            "description": "Web analytics numbers for a site. Definitions: DESIGN.md, 'Definitions'.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/v1/stats/aggregate": _operation(
+                "Top-line metrics for a range", RANGE, _ok(_schema("Aggregate"), "one object keyed by metric")
+            ),
+            "/api/v1/stats/timeseries": _operation(
+                "Page views and visitors per bucket, empty buckets as zero",
+                [*RANGE, "interval"],
+                _ok({"type": "array", "items": _schema("Point")}, "one point per bucket"),
+            ),
+            "/api/v1/stats/breakdown": _operation(
+                "Page views and visitors per value of a dimension, most visitors first",
+                [*RANGE, "by", "breakdown_limit"],
+                _ok({"type": "array", "items": _schema("BreakdownRow")}, "one row per value"),
+            ),
+            "/api/v1/stats/realtime": _operation(
+                "Visitors and page views in the last 5 minutes",
+                ["site", "source"],
+                _ok(_schema("Realtime"), "live counts"),
+            ),
+            "/api/v1/sessions": _operation(
+                "Sessions that start in the range, newest first",
+                [*RANGE, "sessions_limit"],
+                _ok({"type": "array", "items": _schema("Session")}, "one object per session"),
+            ),
+            "/api/v1/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "security": [],
+                    "responses": {"200": _ok({"type": "object"}, "the OpenAPI document")},
+                }
+            },
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "the API key"}},
+            "parameters": PARAMETERS,
+            "schemas": SCHEMAS,
+            "responses": {
+                "BadParameter": _ok(
+                    _schema("Error"), "a parameter is missing or invalid; the error names it"
+                ),
+                "Unauthorized": _ok(_schema("Error"), "no or a wrong API key"),
+                "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
+            },
+        },
+    }

@@ -1,0 +1,275 @@
+"""The Overview tab's callbacks: site list, period, filters, top-line metrics, chart,
+breakdowns, map, live numbers and rate limiting. Every number comes from storage.queries,
+from the source the settings name (`agg` by default: the derived tables, where they exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import plotly.graph_objects as go
+from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
+from dash.exceptions import PreventUpdate
+
+from dashboard import components, display, figures, periods
+from dashboard.components import notice
+from dashboard.friendly_errors import friendly
+from dashboard.periods import Period
+from dashboard.rate_limits import rate_limit_status
+from dashboard.store import ClientFactory
+from storage import queries
+from storage.queries import Source, StatsQuery
+from tally.settings import Settings
+
+LIVE_CHART = timedelta(minutes=60)
+BREAKDOWN_ROWS = 10
+MAP_ROWS = 250
+# A page is a page wherever it is listed: clicking an entry or exit page filters by it.
+FILTER_FOR = {"entry_path": "path", "exit_path": "path"}
+NO_SITE = "No page views yet. Add the tracker snippet to a site and its traffic shows up here."
+EMPTY = "Nothing in this period yet."
+NOT_AVAILABLE = "\u2013"  # an en dash where a number could not be read
+
+Clock = Callable[[], datetime]
+
+
+def filterable(dimension: str) -> bool:
+    """Whether the query layer can filter by a dimension: asked of it, not assumed here."""
+    probe = StatsQuery(
+        "", datetime(2000, 1, 1, tzinfo=UTC), datetime(2000, 1, 2, tzinfo=UTC), {dimension: ""}
+    )
+    try:
+        queries.validate(probe)
+    except queries.UnsupportedQuery:
+        return False
+    return True
+
+
+def filter_dimension(dimension: str) -> str | None:
+    candidate = FILTER_FOR.get(dimension, dimension)
+    return candidate if filterable(candidate) else None
+
+
+def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clock: Clock) -> None:
+    source: Source = settings.dashboard_source
+
+    def stats_query(site: str, period: Period, filters: dict[str, str], previous: bool = False) -> StatsQuery:
+        start, end = (period.previous_start, period.previous_end) if previous else (period.start, period.end)
+        return StatsQuery(site, start, end, filters=dict(filters or {}), session_gap_s=settings.session_gap_s)
+
+    def inputs_ready(site: str | None, period_data: dict | None) -> Period | None:
+        if period_data is None:
+            raise PreventUpdate
+        return Period.from_store(period_data) if site else None
+
+    @app.callback(
+        Output("site", "options"),
+        Output("site", "value"),
+        Input("clock", "n_intervals"),
+        State("site", "value"),
+    )
+    @friendly(lambda message: (no_update, no_update))
+    def site_options(_: int | None, current: str | None) -> tuple[list[str], str | None]:
+        known = queries.sites(clients())
+        return known, current if current in known else (known[0] if known else None)
+
+    @app.callback(
+        Output("period", "data"),
+        Output("custom-range-box", "style"),
+        Output("period-label", "children"),
+        Input("preset", "value"),
+        Input("custom-range", "start_date"),
+        Input("custom-range", "end_date"),
+        Input("clock", "n_intervals"),
+        State("period", "data"),
+    )
+    def choose_period(
+        preset: str, custom_start: str | None, custom_end: str | None, _: int | None, shown: dict | None
+    ) -> tuple[Any, dict, Any]:
+        chosen = periods.period(
+            preset,
+            clock(),
+            date.fromisoformat(custom_start[:10]) if custom_start else None,
+            date.fromisoformat(custom_end[:10]) if custom_end else None,
+        )
+        data = chosen.to_store()
+        label = html.Span(
+            periods.describe(chosen),
+            id="period-range",
+            **{"data-start": chosen.start.isoformat(), "data-end": chosen.end.isoformat()},
+        )
+        custom_style = {"display": "block"} if preset == "custom" else {"display": "none"}
+        return (no_update if data == shown else data), custom_style, label
+
+    @app.callback(
+        Output("filters", "data"),
+        Input({"type": components.BREAKDOWN_ITEM, "dim": ALL, "value": ALL}, "n_clicks"),
+        Input({"type": components.CHIP_REMOVE, "dim": ALL}, "n_clicks"),
+        Input("country-map", "clickData"),
+        Input("site", "value"),
+        State("filters", "data"),
+        prevent_initial_call=True,
+    )
+    def change_filters(
+        _items: list, _removals: list, map_click: dict | None, _site: str, filters: dict
+    ) -> dict:
+        filters = dict(filters or {})
+        trigger = ctx.triggered_id
+        if trigger == "site":
+            return {} if filters else no_update  # another site's pages are not this one's
+        if trigger == "country-map":
+            points = (map_click or {}).get("points") or [{}]
+            code = points[0].get("customdata")
+            if not code or not filterable("country"):
+                raise PreventUpdate
+            return {**filters, "country": code}
+        # Buttons that (re)appear fire with 0 or None clicks: only a real click changes filters.
+        if not isinstance(trigger, dict) or not ctx.triggered[0]["value"]:
+            raise PreventUpdate
+        if trigger["type"] == components.CHIP_REMOVE:
+            filters.pop(trigger["dim"], None)
+            return filters
+        return {**filters, trigger["dim"]: components.decode_value(trigger["value"])}
+
+    @app.callback(Output("filter-chips", "children"), Input("filters", "data"))
+    def show_filters(filters: dict | None) -> list:
+        return [components.filter_chip(dimension, value) for dimension, value in (filters or {}).items()]
+
+    @app.callback(
+        Output("top-metrics", "children"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("filters", "data"),
+    )
+    @friendly(lambda message: notice(message, "error"))
+    def top_metrics(site: str | None, period_data: dict | None, filters: dict | None) -> Any:
+        period = inputs_ready(site, period_data)
+        if period is None:
+            return notice(NO_SITE)
+        client = clients()
+        current = queries.aggregate(client, stats_query(site, period, filters), source=source)
+        previous = queries.aggregate(client, stats_query(site, period, filters, previous=True), source=source)
+        compared = previous if previous["pageviews"] else {}
+        return [components.metric_card(m, current[m.key], compared.get(m.key)) for m in display.METRICS]
+
+    @app.callback(
+        Output("main-chart", "figure"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("filters", "data"),
+        Input("chart-metric", "value"),
+    )
+    @friendly(figures.message)
+    def main_chart(
+        site: str | None, period_data: dict | None, filters: dict | None, metric: str
+    ) -> go.Figure:
+        period = inputs_ready(site, period_data)
+        if period is None:
+            return figures.message(NO_SITE)
+        client = clients()
+        current = queries.timeseries(
+            client, stats_query(site, period, filters), period.interval, source=source
+        )
+        previous = queries.timeseries(
+            client, stats_query(site, period, filters, previous=True), period.interval, source=source
+        )
+        label = "Visitors" if metric == "visitors" else "Page views"
+        return figures.timeseries(current, previous, metric, label, period.interval)
+
+    for list_id, tabs_id in (
+        ("pages-list", "pages-by"),
+        ("sources-list", "sources-by"),
+        ("devices-list", "devices-by"),
+    ):
+        register_breakdown(app, list_id, tabs_id, clients, source, stats_query, inputs_ready)
+
+    @app.callback(
+        Output("country-map", "figure"),
+        Output("countries-list", "children"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("filters", "data"),
+    )
+    @friendly(lambda message: (figures.message(message, 240), None))
+    def countries(site: str | None, period_data: dict | None, filters: dict | None) -> tuple[go.Figure, Any]:
+        period = inputs_ready(site, period_data)
+        if period is None:
+            return figures.message(NO_SITE, 240), None
+        rows = queries.breakdown(
+            clients(), stats_query(site, period, filters), "country", MAP_ROWS, source=source
+        )
+        top = rows[:BREAKDOWN_ROWS]
+        return figures.countries_map(rows), components.breakdown_list(
+            top, "country", filter_dimension("country"), EMPTY
+        )
+
+    @app.callback(
+        Output("live-visitors", "children"), Input("site", "value"), Input("refresh", "n_intervals")
+    )
+    @friendly(lambda message: NOT_AVAILABLE)
+    def live_visitors(site: str | None, _: int | None) -> str:
+        if not site:
+            return "0"
+        return display.count(queries.realtime(clients(), site, now=clock(), source=source)["visitors"])
+
+    # Read by tests/integration/test_local_stack.py through /_dash-update-component: keep
+    # these two outputs and two inputs as they are.
+    @app.callback(
+        Output("total-pageviews", "children"),
+        Output("pageviews-per-minute", "figure"),
+        Input("site", "value"),
+        Input("refresh", "n_intervals"),
+    )
+    @friendly(lambda message: (NOT_AVAILABLE, figures.message(message, 160)))
+    def live_numbers(site: str | None, _: int | None) -> tuple[str, go.Figure]:
+        if not site:
+            return "0", figures.message(NO_SITE, 160)
+        client = clients()
+        end = clock().replace(second=0, microsecond=0) + timedelta(minutes=1)
+        points = queries.pageviews_per_minute(client, site, end - LIVE_CHART, end, source)
+        return f"{queries.total_pageviews(client, site):,}", figures.per_minute(points)
+
+    @app.callback(Output("rate-limits", "children"), Input("clock", "n_intervals"))
+    @friendly(lambda message: notice(message, "error"))
+    def rate_limits(_: int | None) -> Any:
+        status = rate_limit_status(clients(), clock())
+        return components.rate_limit_panel(status, settings.rate_limit, settings.rate_window_s)
+
+    @app.callback(
+        Output("overview-section", "style"),
+        Output("explore-section", "style"),
+        Input("tabs", "value"),
+    )
+    def show_tab(tab: str) -> tuple[dict, dict]:
+        hidden, shown = {"display": "none"}, {"display": "block"}
+        return (shown, hidden) if tab == "overview" else (hidden, shown)
+
+
+def register_breakdown(
+    app: Dash,
+    list_id: str,
+    tabs_id: str,
+    clients: ClientFactory,
+    source: Source,
+    stats_query: Callable[..., StatsQuery],
+    inputs_ready: Callable[[str | None, dict | None], Period | None],
+) -> None:
+    """One breakdown panel: its list follows the site, period, filters and the panel's tab."""
+
+    @app.callback(
+        Output(list_id, "children"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("filters", "data"),
+        Input(tabs_id, "value"),
+    )
+    @friendly(lambda message: notice(message, "error"))
+    def breakdown(site: str | None, period_data: dict | None, filters: dict | None, by: str) -> Any:
+        period = inputs_ready(site, period_data)
+        if period is None:
+            return notice(NO_SITE)
+        rows = queries.breakdown(
+            clients(), stats_query(site, period, filters), by, BREAKDOWN_ROWS, source=source
+        )
+        return components.breakdown_list(rows, by, filter_dimension(by), EMPTY)

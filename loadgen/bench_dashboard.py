@@ -1,0 +1,372 @@
+"""Dashboard and stats API latency over a large archive: p50/p95 of every Dash callback and
+every API endpoint, measured in-process through the Flask server (HTTP parsing and network
+excluded; everything from the request handler down, Dash serialisation and the store
+included).
+
+The archive is synthetic and made by ClickHouse itself (INSERT ... SELECT FROM numbers()),
+one site, spread over 30 days: visitors with sessions of a few page views, a Zipf-like page
+popularity, referrers, countries and clients from small lists. Rows carry a Kafka partition
+no topic has, so the archiver's resume-from-archive offsets never see them.
+
+Needs the store (`tally up -d`, or TALLY_CLICKHOUSE_URL). Re-runs reuse the rows already
+there. `python -m loadgen.bench_dashboard [--events N] [--rounds R]` prints the figures;
+`tally bench` calls run_dashboard_bench().
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from flask.testing import FlaskClient
+
+from dashboard.app import build_app
+from dashboard.periods import period
+from loadgen.runner import percentile
+from storage import queries
+from storage.archiver import ARCHIVE_COLUMNS
+from storage.client import connect
+from storage.migrations import apply_migrations
+from storage.queries import StatsQuery
+from tally.settings import Settings
+
+BENCH_SITE = "dashboard.bench.example.com"
+SYNTHETIC_PARTITION = 65535  # no topic has it: the archiver's resume offsets never read these rows
+CHUNK = 1_000_000  # rows per INSERT: bounds the engine's memory while sorting a part
+SPAN = timedelta(days=30)
+PAGEVIEWS_PER_SESSION = 3
+SESSIONS_PER_VISITOR = 3
+
+PAGES = [
+    "/", "/pricing", "/blog", "/docs", "/about", "/contact", "/signup", "/login", "/features",
+    "/blog/event-sourcing", "/blog/kafka-at-home", "/blog/spark-streaming", "/docs/install",
+    "/docs/api", "/docs/tracker", "/careers", "/changelog", "/privacy", "/terms", "/status",
+]  # fmt: skip
+REFERRERS = ["", "", "", "google.com", "news.ycombinator.com", "reddit.com", "duckduckgo.com", "github.com"]
+UTM_SOURCES = ["", "", "", "", "newsletter", "twitter", "producthunt"]
+COUNTRIES = ["US", "DE", "FR", "GB", "IN", "BR", "CA", "JP", "CH", "NL", "ES", "IT", "AU", "SE", "PL", ""]
+CLIENTS = [
+    ("desktop", "Chrome", "Windows"),
+    ("desktop", "Firefox", "Linux"),
+    ("desktop", "Safari", "Mac OS X"),
+    ("mobile", "Mobile Safari", "iOS"),
+    ("mobile", "Chrome Mobile", "Android"),
+    ("tablet", "Mobile Safari", "iOS"),
+]
+
+# Row `number` of `count`: times grow with the number, so a session's page views (consecutive
+# numbers) are seconds apart and a visitor's sessions are spread over the month.
+_SYNTHETIC_EVENTS = f"""
+INSERT INTO events ({", ".join(ARCHIVE_COLUMNS)})
+SELECT
+    generateUUIDv4(number) AS event_id, 1 AS schema_version, {{site:String}} AS site, 'pageview' AS name,
+    ts, ts AS received_at, concat('https://', {{site:String}}, path) AS url,
+    {{site:String}} AS hostname, path,
+    if(referrer_domain = '', '', concat('https://', referrer_domain, '/')) AS referrer, referrer_domain,
+    utm_source, '' AS utm_medium, '' AS utm_campaign, '' AS utm_content, '' AS utm_term,
+    visitor_id, visitor_id AS ip_hash, country, client.2 AS browser, client.3 AS os, client.1 AS device,
+    if(client.1 = 'desktop', 1920, 390) AS screen_width, 'en' AS language, map() AS props,
+    {{partition:UInt16}} AS kafka_partition, number AS kafka_offset
+FROM
+(
+    SELECT
+        number,
+        intDiv(number, {{per_session:UInt32}}) AS session,
+        {{start:DateTime64(3, 'UTC')}}
+            + toIntervalMillisecond(intDiv(number * {{span_ms:UInt64}}, {{count:UInt64}})) AS ts,
+        hex(cityHash64(session % {{visitors:UInt64}})) AS visitor_id,
+        {{pages:Array(String)}}[1 + toUInt32(floor(length({{pages:Array(String)}})
+            * pow((cityHash64(number, 1) % 10000) / 10000, 2)))] AS path,
+        {{referrers:Array(String)}}[1 + cityHash64(session, 2) % length({{referrers:Array(String)}})]
+            AS referrer_domain,
+        {{utm:Array(String)}}[1 + cityHash64(session, 3) % length({{utm:Array(String)}})] AS utm_source,
+        {{countries:Array(String)}}[1 + cityHash64(visitor_id, 4) % length({{countries:Array(String)}})]
+            AS country,
+        {{clients:Array(Tuple(String, String, String))}}[
+            1 + cityHash64(visitor_id, 5) % length({{clients:Array(Tuple(String, String, String))}})
+        ] AS client
+    FROM numbers({{first:UInt64}}, {{rows:UInt64}})
+)
+"""
+
+
+def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, float]:
+    """`count` synthetic page views of BENCH_SITE in the 30 days before `now` (kept if there)."""
+    client = connect(settings, send_receive_timeout=3600)
+    existing = int(
+        client.query(
+            "SELECT count() FROM events WHERE site = {site:String} AND kafka_partition = {p:UInt16}",
+            parameters={"site": BENCH_SITE, "p": SYNTHETIC_PARTITION},
+        ).result_rows[0][0]
+    )
+    if existing == count:
+        return {"events": count, "generated_s": 0.0, "reused": True}
+    if existing:
+        client.command(
+            "DELETE FROM events WHERE site = {site:String} AND kafka_partition = {p:UInt16}",
+            parameters={"site": BENCH_SITE, "p": SYNTHETIC_PARTITION},
+        )
+    for table in ("pageviews_per_minute", "pageviews_by_dimension", "sessions"):  # derived from the old rows
+        client.command(f"DELETE FROM {table} WHERE site = {{site:String}}", parameters={"site": BENCH_SITE})
+    started = time.monotonic()
+    parameters = {
+        "site": BENCH_SITE,
+        "partition": SYNTHETIC_PARTITION,
+        "per_session": PAGEVIEWS_PER_SESSION,
+        "start": now - SPAN,
+        "span_ms": int(SPAN.total_seconds() * 1000),
+        "count": count,
+        "visitors": max(1, count // (PAGEVIEWS_PER_SESSION * SESSIONS_PER_VISITOR)),
+        "pages": PAGES,
+        "referrers": REFERRERS,
+        "utm": UTM_SOURCES,
+        "countries": COUNTRIES,
+        "clients": CLIENTS,
+    }
+    for first in range(0, count, CHUNK):
+        client.command(
+            _SYNTHETIC_EVENTS, parameters={**parameters, "first": first, "rows": min(CHUNK, count - first)}
+        )
+    return {"events": count, "generated_s": round(time.monotonic() - started, 1), "reused": False}
+
+
+# What the stream jobs derive from the same events (stream_jobs/pageview_counts.py and the
+# sessions query), computed here by ClickHouse so that `agg` is measured over as much as `raw`.
+_DERIVED_PER_MINUTE = """
+INSERT INTO pageviews_per_minute (site, window_start, visitor_id, pageviews, first_ts, last_ts, entry_path,
+    exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device, browser, os, batch_id)
+SELECT site, toStartOfMinute(ts), visitor_id, count(), min(ts), max(ts), argMin(path, ts), argMax(path, ts),
+    argMin(referrer_domain, ts), argMin(utm_source, ts), argMin(utm_medium, ts), argMin(utm_campaign, ts),
+    argMin(country, ts), argMin(device, ts), argMin(browser, ts), argMin(os, ts), 0
+FROM events
+WHERE site = {site:String} AND kafka_partition = {partition:UInt16}
+  AND ts >= {day:DateTime64(3, 'UTC')} AND ts < {day:DateTime64(3, 'UTC')} + INTERVAL 1 DAY
+GROUP BY site, toStartOfMinute(ts), visitor_id
+"""
+_DERIVED_BY_DIMENSION = """
+INSERT INTO pageviews_by_dimension (site, window_start, dimension, value, visitor_id, pageviews, batch_id)
+SELECT site, toStartOfMinute(ts) AS minute, pair.1 AS dimension, pair.2 AS value, visitor_id, count(), 0
+FROM events
+ARRAY JOIN [{pairs}] AS pair
+WHERE site = {{site:String}} AND kafka_partition = {{partition:UInt16}}
+  AND ts >= {{day:DateTime64(3, 'UTC')}} AND ts < {{day:DateTime64(3, 'UTC')}} + INTERVAL 1 DAY
+GROUP BY site, minute, dimension, value, visitor_id
+""".format(pairs=", ".join(f"('{name}', {column})" for name, column in queries.EVENT_DIMENSIONS.items()))
+_DERIVED_SESSIONS = """
+INSERT INTO sessions (site, session_start, visitor_id, session_id, session_end, duration_s, pageviews,
+    is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, browser, os, batch_id)
+SELECT {{site:String}}, start, visitor_id, hex(cityHash64({{site:String}}, visitor_id, start)), end,
+    duration_s,
+    pageviews, is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, browser, os, 0
+FROM ({sessions})
+"""
+
+
+def ensure_derived(settings: Settings) -> dict[str, float]:
+    """The derived rows of BENCH_SITE (kept if there; `tally replay` drops them, the archive
+    keeps its synthetic rows, so they are rebuilt here when missing)."""
+    client = connect(settings, send_receive_timeout=3600)
+    site = {"site": BENCH_SITE}
+    if client.query(
+        "SELECT count() FROM pageviews_per_minute WHERE site = {site:String}", parameters=site
+    ).result_rows[0][0]:
+        return {"derived_s": 0.0, "reused": True}
+    started = time.monotonic()
+    first, last = client.query(
+        "SELECT toStartOfDay(min(ts)), max(ts) FROM events WHERE site = {site:String}", parameters=site
+    ).result_rows[0]
+    first_day = first.replace(tzinfo=UTC)
+    for offset in range((last.replace(tzinfo=UTC) - first_day).days + 1):  # a day at a time: bounded memory
+        day = {**site, "partition": SYNTHETIC_PARTITION, "day": first_day + timedelta(days=offset)}
+        client.command(_DERIVED_PER_MINUTE, parameters=day)
+        client.command(_DERIVED_BY_DIMENSION, parameters=day)
+    whole = StatsQuery(BENCH_SITE, first_day, last.replace(tzinfo=UTC) + timedelta(days=1))
+    client.command(
+        _DERIVED_SESSIONS.format(sessions=queries.raw_sessions_sql(whole)), parameters=whole.parameters()
+    )
+    return {"derived_s": round(time.monotonic() - started, 1), "reused": False}
+
+
+def _callback(
+    outputs: list[tuple[str, str]], inputs: dict[str, object], state: dict[str, object] | None = None
+) -> dict:
+    """The body Dash's renderer posts to /_dash-update-component for one callback."""
+
+    def prop(key: str, value: object) -> dict:
+        component, _, name = key.partition(".")
+        return {"id": component, "property": name, "value": value}
+
+    output_specs = [{"id": component, "property": name} for component, name in outputs]
+    return {
+        "output": (
+            f"{outputs[0][0]}.{outputs[0][1]}"
+            if len(outputs) == 1
+            else ".." + "...".join(f"{c}.{n}" for c, n in outputs) + ".."
+        ),
+        "outputs": output_specs[0] if len(outputs) == 1 else output_specs,
+        "inputs": [prop(key, value) for key, value in inputs.items()],
+        "state": [prop(key, value) for key, value in (state or {}).items()],
+        "changedPropIds": [next(iter(inputs))],
+    }
+
+
+def callback_requests(site: str, shown: dict[str, str]) -> dict[str, dict]:
+    """One request per Dash callback of the Overview and Explore tabs, as the page makes them."""
+    common = {"site.value": site, "period.data": shown, "filters.data": {}}
+    filtered = {**common, "filters.data": {"path": "/pricing"}}
+    return {
+        "site list": _callback(
+            [("site", "options"), ("site", "value")], {"clock.n_intervals": 1}, {"site.value": site}
+        ),
+        "top metrics": _callback([("top-metrics", "children")], common),
+        "top metrics, filtered": _callback([("top-metrics", "children")], filtered),
+        "chart": _callback([("main-chart", "figure")], {**common, "chart-metric.value": "visitors"}),
+        "top pages": _callback([("pages-list", "children")], {**common, "pages-by.value": "path"}),
+        "entry pages": _callback([("pages-list", "children")], {**common, "pages-by.value": "entry_path"}),
+        "referrers": _callback(
+            [("sources-list", "children")], {**common, "sources-by.value": "referrer_domain"}
+        ),
+        "devices": _callback([("devices-list", "children")], {**common, "devices-by.value": "device"}),
+        "countries + map": _callback([("country-map", "figure"), ("countries-list", "children")], common),
+        "live visitors": _callback(
+            [("live-visitors", "children")], {"site.value": site, "refresh.n_intervals": 1}
+        ),
+        "live per minute + total": _callback(
+            [("total-pageviews", "children"), ("pageviews-per-minute", "figure")],
+            {"site.value": site, "refresh.n_intervals": 1},
+        ),
+        "rate limiting": _callback([("rate-limits", "children")], {"clock.n_intervals": 1}),
+        "explore raw totals": _callback(
+            [("explore-raw-totals", "children")],
+            {
+                **{k: v for k, v in common.items() if k != "filters.data"},
+                "explore-path.value": None,
+                "explore-country.value": None,
+                "explore-device.value": None,
+            },
+        ),
+        "explore SQL (1,000 rows)": _callback(
+            [("explore-table", "children"), ("explore-status", "children"), ("explore-last-sql", "data")],
+            {"explore-run.n_clicks": 1},
+            {
+                "explore-sql.value": (
+                    f"SELECT ts, path, country, visitor_id FROM events WHERE site = '{site}' "
+                    f"AND ts >= '{shown['start'][:19].replace('T', ' ')}' ORDER BY ts DESC LIMIT 1000"
+                )
+            },
+        ),
+    }
+
+
+def api_requests(site: str, start: datetime, end: datetime) -> dict[str, dict[str, str]]:
+    window = {"site": site, "from": start.isoformat(), "to": end.isoformat()}
+    requests = {}
+    for source in ("agg", "raw"):
+        requests |= {
+            f"aggregate ({source})": {"path": "/stats/aggregate", **window, "source": source},
+            f"timeseries by day ({source})": {
+                "path": "/stats/timeseries",
+                **window,
+                "interval": "day",
+                "source": source,
+            },
+            f"timeseries by hour ({source})": {
+                "path": "/stats/timeseries",
+                **window,
+                "interval": "hour",
+                "source": source,
+            },
+            f"breakdown path ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "path",
+                "source": source,
+            },
+            f"breakdown entry_path ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "entry_path",
+                "source": source,
+            },
+            f"breakdown country ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "country",
+                "source": source,
+            },
+            f"realtime ({source})": {"path": "/stats/realtime", "site": site, "source": source},
+            f"sessions, 100 newest ({source})": {"path": "/sessions", **window, "source": source},
+        }
+    return requests
+
+
+def _latency(request: Callable[[], int], rounds: int) -> dict[str, float]:
+    request()  # warm: first-use connection and the engine's caches, as a dashboard that is in use
+    timings = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        status = request()
+        timings.append(time.perf_counter() - started)
+        if status != 200:
+            raise RuntimeError(f"answered {status}")
+    timings.sort()
+    return {
+        "p50_ms": round(percentile(timings, 0.5) * 1000, 1),
+        "p95_ms": round(percentile(timings, 0.95) * 1000, 1),
+    }
+
+
+def run_dashboard_bench(
+    settings: Settings, events: int = 10_000_000, rounds: int = 10, preset: str = "30d"
+) -> dict:
+    apply_migrations(settings)
+    now = datetime.now(UTC)
+    archive = ensure_archive(settings, events, now)
+    derived = ensure_derived(settings)
+    password = "bench"
+    app = build_app(settings.model_copy(update={"dashboard_password": password}))
+    browser: FlaskClient = app.server.test_client()
+    if browser.post("/login", data={"password": password}).status_code != 302:
+        raise RuntimeError("could not sign in to the dashboard")
+    shown = period(preset, now)
+    callbacks = {
+        name: _latency(
+            lambda body=body: browser.post("/_dash-update-component", json=body).status_code, rounds
+        )
+        for name, body in callback_requests(BENCH_SITE, shown.to_store()).items()
+    }
+    headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
+    api = {}
+    for name, query in api_requests(BENCH_SITE, shown.start, shown.end).items():
+        path = query.pop("path")
+        api[name] = _latency(
+            lambda path=path, query=query: (
+                browser.get(f"/api/v1{path}", query_string=query, headers=headers).status_code
+            ),
+            rounds,
+        )
+    return {
+        "archive": {**archive, "site": BENCH_SITE, "span_days": SPAN.days},
+        "derived_tables": derived,
+        "period": {"preset": preset, "from": shown.start.isoformat(), "to": shown.end.isoformat()},
+        "rounds": rounds,
+        "callbacks": callbacks,
+        "api": api,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--preset", default="30d", choices=["today", "24h", "7d", "30d"])
+    arguments = parser.parse_args()
+    report = run_dashboard_bench(Settings(), arguments.events, arguments.rounds, arguments.preset)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

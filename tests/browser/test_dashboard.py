@@ -1,0 +1,315 @@
+"""The dashboard in a real browser (Debian's Chromium) against the real dashboard server
+(`python -m dashboard.app`) and the real ClickHouse engine: what a site owner does every
+morning — sign in, pick a site, read the numbers, filter by a page, explore the raw
+archive, download it, sign out. Numbers on the page are checked against the stats API.
+
+Screenshots (desktop 1280 x 800, phone 390 x 844) go to test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import re
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import uuid4
+
+import httpx
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, Page, expect
+
+from storage.archiver import ARCHIVE_COLUMNS
+from storage.client import connect
+from tally.event import PageViewEvent
+from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.dashboard_server import DashboardServer
+
+pytestmark = pytest.mark.browser
+
+SITE = "browser-dashboard.example.com"
+BUSIER_SITE = "busier-dashboard.example.com"  # listed first, so picking SITE is a real choice
+SCREENSHOTS = PROJECT_ROOT / "test-artifacts" / "screenshots"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+METRICS = ["visitors", "pageviews", "sessions", "bounce_rate", "avg_session_duration_s"]
+TIMEOUT_MS = 20_000
+PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored for the other browser tests
+
+PAGES = ["/", "/pricing", "/blog", "/docs", "/about", "/signup", "/blog/kafka-at-home", "/changelog"]
+REFERRERS = ["", "", "google.com", "news.ycombinator.com", "github.com", "duckduckgo.com"]
+COUNTRIES = ["US", "DE", "FR", "GB", "CH", "BR", "JP", "IN", "CA", "AU", ""]
+CLIENTS = [
+    ("desktop", "Chrome", "Windows"),
+    ("desktop", "Firefox", "Linux"),
+    ("desktop", "Safari", "Mac OS X"),
+    ("mobile", "Mobile Safari", "iOS"),
+    ("mobile", "Chrome Mobile", "Android"),
+    ("tablet", "Mobile Safari", "iOS"),
+]
+
+
+def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageViewEvent]:
+    """Sessions of 1-5 page views spread over the last 6 hours, a few of them live now."""
+    rng = random.Random(seed)
+    events = []
+    for index in range(visitors):
+        visitor = f"{site}-v{index}"
+        start = now - timedelta(minutes=2) if index < 3 else now - timedelta(minutes=rng.uniform(10, 360))
+        device, browser, os_name = rng.choice(CLIENTS)
+        country = rng.choice(COUNTRIES)
+        referrer = rng.choice(REFERRERS)
+        utm = rng.choice(["", "", "", "newsletter", "twitter"])
+        at = start
+        for step in range(1 if index < 3 else rng.choice([1, 1, 2, 3, 5])):
+            path = PAGES[min(int(rng.paretovariate(1.2)) - 1, len(PAGES) - 1)]
+            events.append(
+                PageViewEvent(
+                    event_id=uuid4(),
+                    site=site,
+                    ts=at,
+                    received_at=at,
+                    url=f"https://{site}{path}",
+                    path=path,
+                    referrer_domain=referrer if step == 0 else "",
+                    utm_source=utm if step == 0 else "",
+                    visitor_id=visitor,
+                    ip_hash=f"ip-{visitor}",
+                    country=country,
+                    device=device,
+                    browser=browser,
+                    os=os_name,
+                )
+            )
+            at += timedelta(minutes=rng.uniform(0.5, 8))
+    return [event for event in events if event.ts <= now]
+
+
+def archive(settings: Settings, events: list[PageViewEvent]) -> None:
+    rows = [[getattr(e, c) for c in PageViewEvent.model_fields] + [0, i] for i, e in enumerate(events)]
+    connect(settings).insert("events", rows, column_names=ARCHIVE_COLUMNS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def patient_expectations() -> Iterator[None]:
+    """Callbacks answer in well under a second, but the machine is shared with Kafka and Spark."""
+    expect.set_options(timeout=TIMEOUT_MS)
+    yield
+    expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
+
+
+@pytest.fixture(scope="module")
+def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -> DashboardServer:
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    archive(dashboard_settings, traffic(BUSIER_SITE, now, visitors=120, seed=1))
+    archive(dashboard_settings, traffic(SITE, now, visitors=60, seed=2))
+    rate_limit_windows(dashboard_settings, now)
+    return dashboard_server
+
+
+def rate_limit_windows(settings: Settings, now: datetime) -> None:
+    """What the stream jobs write for one client over the limit and one under it."""
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=50)
+    end = start + timedelta(hours=1)
+    client = connect(settings)
+    client.insert(
+        "rate_limit_counters",
+        [["f00dfeed" * 8, start, end, 150, 1, 1], ["c0ffee00" * 8, start, end, 12, 0, 1]],
+        column_names=["ip_hash", "window_start", "window_end", "pageviews", "blocked", "batch_id"],
+    )
+    client.insert(
+        "rate_limit_blocks",
+        [["f00dfeed" * 8, start, end, 150, 1]],
+        column_names=["ip_hash", "window_start", "window_end", "pageviews", "batch_id"],
+    )
+
+
+def api(server: DashboardServer, path: str, **params: str) -> object:
+    """The stats API's answer, from the source the dashboard server reads (the archive)."""
+    response = httpx.get(
+        f"{server.url}/api/v1{path}",
+        params={"source": "raw", **params},
+        headers={"Authorization": f"Bearer {server.api_key}"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
+    context = await browser.new_context(viewport=DESKTOP, accept_downloads=True, locale="en-GB")
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+async def sign_in(page: Page, server: DashboardServer) -> None:
+    await page.goto(server.url + "/")
+    await expect(page).to_have_url(re.compile(r"/login"))
+    await page.fill("#password", server.password)
+    await page.click("button[type=submit]")
+    await expect(page.locator("#site")).to_be_visible()
+
+
+async def pick_site(page: Page, site: str) -> None:
+    await page.click("#site")
+    await page.get_by_role("option", name=site, exact=True).click()
+    await expect(page.locator("#site")).to_contain_text(site)
+
+
+async def period_shown(page: Page) -> dict[str, str]:
+    label = page.locator("#period-range")
+    await expect(label).to_be_visible()
+    start = await label.get_attribute("data-start")
+    end = await label.get_attribute("data-end")
+    assert start and end
+    return {"from": start, "to": end}
+
+
+async def expect_metrics(page: Page, expected: dict[str, float]) -> None:
+    """Every top-line number on the page is the API's (waits while callbacks catch up)."""
+    for metric in METRICS:
+        await expect(page.locator(f"#metric-{metric}")).to_have_attribute(
+            "data-value", _as_data_value(expected[metric])
+        )
+    await expect(page.locator("#metric-visitors")).to_have_text(f"{int(expected['visitors']):,}")
+    await expect(page.locator("#metric-pageviews")).to_have_text(f"{int(expected['pageviews']):,}")
+
+
+def _as_data_value(value: float) -> str:
+    return str(value)
+
+
+async def screenshot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.wait_for_timeout(600)  # let charts finish their transition
+    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+async def test_site_owner_reads_filters_explores_and_signs_out(
+    dashboard: DashboardServer, desktop: BrowserContext, tmp_path: Path
+) -> None:
+    page = await desktop.new_page()
+
+    # A wrong password is refused with a message; the right one opens the dashboard.
+    await page.goto(dashboard.url + "/")
+    await page.fill("#password", "not-the-password")
+    await page.click("button[type=submit]")
+    await expect(page.locator(".error")).to_have_text("Wrong password.")
+    await sign_in(page, dashboard)
+
+    await pick_site(page, SITE)
+    period = await period_shown(page)
+    expected = api(dashboard, "/stats/aggregate", site=SITE, **period)
+    assert isinstance(expected, dict) and expected["pageviews"] > 0
+    await expect_metrics(page, expected)
+    await expect(page.locator("#live-visitors")).to_have_text(
+        str(api(dashboard, "/stats/realtime", site=SITE)["visitors"])  # type: ignore[index]
+    )
+
+    # The top pages list is the breakdown API's, in its order.
+    top_pages = api(dashboard, "/stats/breakdown", site=SITE, by="path", **period)
+    assert isinstance(top_pages, list)
+    await expect(page.locator("#pages-list .breakdown-link")).to_have_text(
+        [row["value"] for row in top_pages]
+    )
+    await expect(page.locator("#country-map .choroplethlocation").first).to_be_attached()
+    await expect(page.locator("#blocked-now")).to_have_text("1")
+    await expect(page.locator("#rate-limits .breakdown-row").first).to_contain_text("f00dfeedf0 blocked")
+    await screenshot(page, "desktop-overview")
+
+    # Clicking a page filters the whole dashboard; the chip says so, and removing it restores.
+    await page.locator("#pages-list .breakdown-link", has_text=re.compile(r"^/pricing$")).click()
+    chip = page.locator("#filter-chips .chip")
+    await expect(chip).to_have_count(1)
+    await expect(chip).to_contain_text("Page is /pricing")
+    filtered = api(
+        dashboard, "/stats/aggregate", site=SITE, filters=json.dumps({"path": "/pricing"}), **period
+    )
+    assert isinstance(filtered, dict) and 0 < filtered["pageviews"] < expected["pageviews"]
+    await expect_metrics(page, filtered)
+    await expect(page.locator("#pages-list .breakdown-link")).to_have_text(["/pricing"])
+    await screenshot(page, "desktop-filtered")
+    await chip.locator(".chip-remove").click()
+    await expect(chip).to_have_count(0)
+    await expect_metrics(page, expected)
+
+    # Explore: the starting query for the site and period, run read-only, shown and downloaded.
+    await page.get_by_role("option", name="Explore").click()
+    await expect(page.locator("#explore-sql")).to_contain_text(f"site = '{SITE}'")
+    await page.locator("#explore-limit").click()
+    await page.get_by_role("option", name="1,000").click()
+    await expect(page.locator("#explore-sql")).to_contain_text("LIMIT 1000")
+    await page.click("#explore-run")
+    rows = page.locator("#explore-table tbody tr")
+    await expect(rows).to_have_count(int(expected["pageviews"]))
+    await expect(page.locator("#explore-status")).to_contain_text(f"{int(expected['pageviews']):,} rows")
+    await expect(page.locator("#explore-raw-totals")).to_contain_text(
+        f"{int(expected['pageviews']):,} page views"
+    )
+    await screenshot(page, "desktop-explore")
+    async with page.expect_download() as download_info:
+        await page.click("#explore-download-button")
+    download = await download_info.value
+    assert download.suggested_filename == "tally-explore.csv"
+    saved = tmp_path / "explore.csv"
+    await download.save_as(saved)
+    table = list(csv.reader(io.StringIO(saved.read_text())))
+    assert table[0] == [
+        "ts",
+        "path",
+        "referrer_domain",
+        "utm_source",
+        "country",
+        "device",
+        "browser",
+        "os",
+        "visitor_id",
+    ]
+    assert len(table) - 1 == expected["pageviews"]
+    assert {row[-1] for row in table[1:]} <= {f"{SITE}-v{i}" for i in range(60)}
+    assert sorted(row[1] for row in table[1:]) == sorted(
+        value
+        for row in api(dashboard, "/stats/breakdown", site=SITE, by="path", limit="100", **period)  # type: ignore[union-attr]
+        for value in [row["value"]] * row["pageviews"]
+    )
+
+    # A query that writes is refused with ClickHouse's reason, not a traceback.
+    await page.fill("#explore-sql", "DROP TABLE events")
+    await page.click("#explore-run")
+    await expect(page.locator("#explore-status .notice-error")).to_contain_text("refused")
+
+    # Signing out ends the session: the dashboard asks for the password again.
+    await page.click("#logout")
+    await expect(page).to_have_url(re.compile(r"/login"))
+    await page.goto(dashboard.url + "/")
+    await expect(page).to_have_url(re.compile(r"/login"))
+    assert (await page.request.post(dashboard.url + "/_dash-update-component", data="{}")).status == 401
+
+
+async def test_dashboard_reads_on_a_phone(dashboard: DashboardServer, browser: Browser) -> None:
+    context = await browser.new_context(
+        viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True, locale="en-GB"
+    )
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = await context.new_page()
+        await sign_in(page, dashboard)
+        await pick_site(page, SITE)
+        period = await period_shown(page)
+        await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
+        # Nothing wider than the screen: no sideways scrolling on a phone.
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], width
+        await screenshot(page, "phone-overview")
+        await page.get_by_role("option", name="Explore").click()
+        await screenshot(page, "phone-explore")
+    finally:
+        await context.close()

@@ -1,0 +1,131 @@
+"""Signing in to the dashboard, and what it shows when the store does not answer — built
+in-process, no store needed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import OperationalError
+from flask.testing import FlaskClient
+
+from dashboard.app import build_app
+from dashboard.auth import LoginThrottle, PasswordCheck, safe_next
+from dashboard.periods import DEFAULT_PRESET, period
+from tally.settings import Settings
+
+PASSWORD = "correct horse battery staple"
+
+
+def store_down() -> Client:
+    raise OperationalError("Error HTTPConnectionPool(host='127.0.0.1', port=8123): Connection refused")
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path, dashboard_password=PASSWORD, api_key="test-key")
+
+
+@pytest.fixture
+def browser(settings: Settings) -> Iterator[FlaskClient]:
+    yield build_app(settings, clients=store_down).server.test_client()
+
+
+def sign_in(browser: FlaskClient, password: str = PASSWORD) -> int:
+    return browser.post("/login", data={"password": password}).status_code
+
+
+def test_every_dashboard_route_asks_to_sign_in_first(browser: FlaskClient) -> None:
+    page = browser.get("/")
+    assert page.status_code == 302 and page.headers["Location"] == "/login?next=/"
+    for path in ("/_dash-layout", "/_dash-dependencies", "/assets/tally.css"):
+        assert browser.get(path).status_code == 401, path
+    assert browser.post("/_dash-update-component", json={}).status_code == 401
+    assert browser.get("/healthz").status_code == 200
+    assert browser.get("/login").status_code == 200
+
+
+def test_right_password_opens_the_dashboard_with_a_protected_cookie(browser: FlaskClient) -> None:
+    assert sign_in(browser, "wrong") == 401
+    response = browser.post("/login?next=/%3Fsite%3Dx", data={"password": PASSWORD})
+    assert response.status_code == 302 and response.headers["Location"] == "/?site=x"
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie
+    assert browser.get("/_dash-layout").status_code == 200
+
+
+def test_logout_ends_the_session(browser: FlaskClient) -> None:
+    assert sign_in(browser) == 302
+    assert browser.post("/logout").headers["Location"] == "/login"
+    assert browser.get("/_dash-layout").status_code == 401
+
+
+def test_password_is_generated_into_tally_home_when_not_set(tmp_path: Path) -> None:
+    client = build_app(Settings(home=tmp_path)).server.test_client()
+    generated = (tmp_path / "dashboard_password").read_text().strip()
+    assert len(generated) >= 32 and (tmp_path / "dashboard_password").stat().st_mode & 0o077 == 0
+    assert sign_in(client, generated) == 302
+
+
+def test_changing_the_password_signs_existing_sessions_out(tmp_path: Path) -> None:
+    before = build_app(Settings(home=tmp_path, dashboard_password="one")).server.test_client()
+    assert sign_in(before, "one") == 302
+    cookie = before.get_cookie("tally_session")
+    assert cookie is not None
+    after = build_app(Settings(home=tmp_path, dashboard_password="two")).server.test_client()
+    after.set_cookie("tally_session", cookie.value)
+    assert after.get("/_dash-layout").status_code == 401
+
+
+def test_guessing_is_throttled() -> None:
+    throttle = LoginThrottle(max_failures=3)
+    for _ in range(3):
+        throttle.failed("10.0.0.1")
+    assert throttle.blocked("10.0.0.1") and not throttle.blocked("10.0.0.2")
+    throttle.succeeded("10.0.0.1")
+    assert not throttle.blocked("10.0.0.1")
+
+
+def test_password_check_keeps_only_a_salted_digest() -> None:
+    check = PasswordCheck.of(PASSWORD)
+    assert PASSWORD.encode() not in check.digest + check.salt
+    assert check.matches(PASSWORD) and not check.matches(PASSWORD + " ")
+
+
+@pytest.mark.parametrize(
+    ("target", "safe"), [("/?site=a", "/?site=a"), ("//evil.example/", "/"), ("https://evil.example", "/")]
+)
+def test_login_redirects_only_within_the_dashboard(target: str, safe: str) -> None:
+    assert safe_next(target) == safe
+
+
+def test_store_outage_is_a_sentence_on_the_page_and_a_503_from_the_api(browser: FlaskClient) -> None:
+    assert sign_in(browser) == 302
+    shown = period(DEFAULT_PRESET, datetime.now(UTC)).to_store()
+    response = browser.post(
+        "/_dash-update-component",
+        json={
+            "output": "top-metrics.children",
+            "outputs": {"id": "top-metrics", "property": "children"},
+            "inputs": [
+                {"id": "site", "property": "value", "value": "example.com"},
+                {"id": "period", "property": "data", "value": shown},
+                {"id": "filters", "property": "data", "value": {}},
+            ],
+            "changedPropIds": ["site.value"],
+        },
+    )
+    assert response.status_code == 200
+    text = str(response.get_json())
+    assert "not answering" in text and "Traceback" not in text
+
+    api = browser.get(
+        "/api/v1/stats/aggregate",
+        query_string={"site": "example.com"},
+        headers={"Authorization": "Bearer test-key"},
+    )
+    assert api.status_code == 503 and api.headers["Retry-After"] == "5"
+    assert api.get_json() == {"error": "the analytics store is not answering; try again shortly"}

@@ -1,0 +1,93 @@
+"""What the dashboard's header and cards say, without a store: periods and their comparison,
+changes against the previous period, countries on the map."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import dashboard
+from dashboard import display, periods
+from dashboard.countries import alpha2, alpha3, country_name
+
+NOW = datetime(2026, 11, 22, 10, 37, 20, tzinfo=UTC)
+MIDNIGHT = datetime(2026, 11, 22, tzinfo=UTC)
+
+
+def test_today_is_compared_with_yesterday_up_to_the_same_time() -> None:
+    p = periods.period("today", NOW)
+    assert (p.start, p.end) == (MIDNIGHT, NOW.replace(second=0) + timedelta(minutes=1))
+    assert (p.previous_start, p.previous_end) == (p.start - timedelta(days=1), p.end - timedelta(days=1))
+    assert p.interval == "hour"
+
+
+def test_last_24_hours_is_24_whole_hours_ending_with_the_current_one() -> None:
+    p = periods.period("24h", NOW)
+    assert p.end == datetime(2026, 11, 22, 11, tzinfo=UTC)
+    assert p.end - p.start == timedelta(hours=24) == p.start - p.previous_start
+
+
+@pytest.mark.parametrize(("preset", "days"), [("7d", 7), ("30d", 30)])
+def test_last_n_days_include_today_and_compare_with_the_n_days_before(preset: str, days: int) -> None:
+    p = periods.period(preset, NOW)
+    assert p.start == MIDNIGHT - timedelta(days=days - 1)
+    assert p.previous_start == p.start - timedelta(days=days)
+    assert p.previous_end == p.end - timedelta(days=days)
+    assert p.interval == "day"
+
+
+def test_custom_range_covers_whole_days_in_either_order() -> None:
+    p = periods.period("custom", NOW, date(2026, 11, 12), date(2026, 11, 10))
+    assert (p.start, p.end) == (datetime(2026, 11, 10, tzinfo=UTC), datetime(2026, 11, 13, tzinfo=UTC))
+    assert p.previous_end == p.start
+    one_day = periods.period("custom", NOW, date(2026, 11, 10), date(2026, 11, 10))
+    assert one_day.interval == "hour"
+
+
+def test_custom_without_dates_falls_back_to_the_default() -> None:
+    assert periods.period("custom", NOW) == periods.period(periods.DEFAULT_PRESET, NOW)
+
+
+def test_period_survives_the_browser_store() -> None:
+    p = periods.period("7d", NOW)
+    assert periods.Period.from_store(json.loads(json.dumps(p.to_store()))) == p
+
+
+@pytest.mark.parametrize(
+    ("key", "current", "previous", "text", "tone"),
+    [
+        ("visitors", 120, 100, "↑ 20%", "good"),
+        ("visitors", 80, 100, "↓ 20%", "bad"),
+        ("visitors", 5, 0, "new", "good"),
+        ("visitors", 0, 0, "no change", "flat"),
+        ("bounce_rate", 0.44, 0.40, "↑ 4 pts", "bad"),  # more bounces is worse
+        ("bounce_rate", 0.30, 0.40, "↓ 10 pts", "good"),
+    ],
+)
+def test_change_against_the_previous_period(
+    key: str, current: float, previous: float, text: str, tone: str
+) -> None:
+    metric = next(m for m in display.METRICS if m.key == key)
+    assert display.change(metric, current, previous) == display.Change(text, tone)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(999, "999"), (99_999, "99,999"), (123_456, "123k"), (12_345_678, "12.3M")]
+)
+def test_counts_are_exact_until_they_are_large(value: int, shown: str) -> None:
+    assert display.count(value) == shown
+
+
+def test_durations_read_as_minutes_and_seconds() -> None:
+    assert [display.duration(s) for s in (42, 125.4, 3725)] == ["42s", "2m 05s", "1h 02m"]
+
+
+def test_every_country_shape_on_the_map_has_a_code_events_carry() -> None:
+    shapes = Path(dashboard.__file__).parent / "assets" / "topojson" / "world_110m.json"
+    ids = {g.get("id") for g in json.loads(shapes.read_text())["objects"]["countries"]["geometries"]}
+    assert {shape for shape in ids if shape and alpha2(shape) is None} == set()
+    assert (alpha3("ch"), alpha3("GB"), alpha3("XX")) == ("CHE", "GBR", None)
+    assert (country_name("DE"), country_name(""), country_name("XX")) == ("Germany", "Unknown", "XX")
