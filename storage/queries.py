@@ -246,6 +246,188 @@ def _raw_realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
     return {"visitors": int(visitors), "pageviews": int(pageviews)}
 
 
+# --- agg: the tables the stream jobs derive (stream_jobs/) ---------------------------------
+#
+# Same definitions, read from the derived tables (all ReplacingMergeTree, read with FINAL):
+# - pageviews_per_minute: per (site, minute, visitor) page views → page views, visitors,
+#   timeseries; event time is bucketed by minute, so ranges are exact when minute-aligned.
+# - pageviews_by_dimension: the same per (dimension, value) → event-level breakdowns.
+# - sessions: closed sessions (Spark's session_window, written once the sessions query's
+#   watermark has passed last page view + gap); the sessions still open are stitched here
+#   from the per-visitor minutes (their first/last page view), by the raw side's gap rule.
+# For closed windows these equal the raw side's numbers, except for events that arrived
+# behind a query's watermark: those are counted in `late_events` instead (late_pageviews()).
+# Filters restrict the page views sessions are built from; the derived tables hold one
+# dimension at a time, so a filtered report is answered from the archive.
+
+_AGG_PAGEVIEWS = """
+FROM pageviews_per_minute FINAL
+WHERE site = {site:String}
+  AND window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
+"""
+
+_AGG_CLOSED_SESSIONS = """
+SELECT visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, entry_path,
+       exit_path, is_bounce, referrer_domain, utm_source, country, device, browser, os
+FROM sessions FINAL
+WHERE site = {site:String}
+  AND session_start >= {start:DateTime64(3, 'UTC')} AND session_start < {end:DateTime64(3, 'UTC')}
+"""
+
+# Open sessions: a visitor's minutes after its last closed session, stitched where the gap
+# from one minute's last page view to the next minute's first exceeds the session gap (gaps
+# inside a minute are < 60 s, below any session gap). Kept only while the sessions query
+# could still extend them (last page view + gap > its watermark); one it has closed is in
+# `sessions`, one it dropped as late is not a session there either.
+_AGG_OPEN_SESSIONS = """
+SELECT
+    visitor_id,
+    min(first_ts) AS start,
+    max(last_ts) AS end,
+    dateDiff('millisecond', min(first_ts), max(last_ts)) / 1000 AS duration_s,
+    sum(minute_pageviews) AS pageviews,
+    argMin(first_path, first_ts) AS entry_path,
+    argMax(last_path, last_ts) AS exit_path,
+    sum(minute_pageviews) = 1 AS is_bounce,
+    argMin(referrer_domain, first_ts) AS referrer_domain,
+    argMin(utm_source, first_ts) AS utm_source,
+    argMin(country, first_ts) AS country,
+    argMin(device, first_ts) AS device,
+    argMin(browser, first_ts) AS browser,
+    argMin(os, first_ts) AS os
+FROM
+(
+    SELECT *,
+           sum(starts_session) OVER (PARTITION BY visitor_id ORDER BY first_ts ROWS UNBOUNDED PRECEDING)
+             AS session_number
+    FROM
+    (
+        SELECT
+            m.visitor_id AS visitor_id, first_ts, last_ts, pageviews AS minute_pageviews,
+            entry_path AS first_path, exit_path AS last_path,
+            referrer_domain, utm_source, country, device, browser, os,
+            row_number() OVER by_visitor = 1
+              OR dateDiff('millisecond', lagInFrame(last_ts) OVER by_visitor, first_ts) > {gap_ms:UInt64}
+              AS starts_session
+        FROM pageviews_per_minute AS m FINAL
+        LEFT JOIN
+        (
+            SELECT visitor_id, max(session_end) AS closed_until
+            FROM sessions FINAL
+            WHERE site = {site:String}
+              AND session_start >= toStartOfDay({start:DateTime64(3, 'UTC')}) - INTERVAL 1 DAY
+              AND session_start < toStartOfDay({end:DateTime64(3, 'UTC')}) + INTERVAL 1 DAY
+            GROUP BY visitor_id
+        ) AS closed ON closed.visitor_id = m.visitor_id
+        WHERE m.site = {site:String}
+          AND m.window_start >= toStartOfDay({start:DateTime64(3, 'UTC')})
+          AND m.window_start < toStartOfDay({end:DateTime64(3, 'UTC')}) + INTERVAL 1 DAY
+          AND m.first_ts > closed.closed_until
+        WINDOW by_visitor AS (PARTITION BY visitor_id ORDER BY first_ts
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+    )
+)
+GROUP BY visitor_id, session_number
+HAVING start >= {start:DateTime64(3, 'UTC')} AND start < {end:DateTime64(3, 'UTC')}
+   AND addMilliseconds(end, {gap_ms:UInt64}) > (
+       SELECT max(watermark) FROM stream_watermarks FINAL WHERE query_name = 'sessions')
+"""
+
+
+def agg_sessions_sql() -> str:
+    """Every session starting in the range: the closed ones and those still open."""
+    return f"{_AGG_CLOSED_SESSIONS} UNION ALL {_AGG_OPEN_SESSIONS}"
+
+
+def _agg_aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+    pageviews, visitors = client.query(
+        "SELECT sum(pageviews), uniqExact(visitor_id) " + _AGG_PAGEVIEWS, parameters=q.parameters()
+    ).result_rows[0]
+    sessions, bounces, duration_s = client.query(
+        f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({agg_sessions_sql()})",
+        parameters=q.parameters(),
+    ).result_rows[0]
+    return _metrics(pageviews, visitors, sessions, bounces, duration_s)
+
+
+def _agg_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+    bucket = INTERVAL_SQL[interval]
+    rows = client.query(
+        f"SELECT {bucket}(window_start) AS t, sum(pageviews), uniqExact(visitor_id) "
+        + _AGG_PAGEVIEWS
+        + " GROUP BY t ORDER BY t",
+        parameters=q.parameters(),
+    ).result_rows
+    return _fill(q, interval, rows)
+
+
+def _agg_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[BreakdownRow]:
+    if by in EVENT_DIMENSIONS:
+        sql = (
+            "SELECT value, sum(pageviews) AS pageviews, uniqExact(visitor_id) AS visitors "
+            "FROM pageviews_by_dimension FINAL "
+            "WHERE site = {site:String} AND dimension = {dimension:String} "
+            "AND window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}"
+        )
+    else:
+        sql = (
+            f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
+            f"uniqExact(visitor_id) AS visitors FROM ({agg_sessions_sql()})"
+        )
+    rows = client.query(
+        f"{sql} GROUP BY value ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "dimension": EVENT_DIMENSIONS.get(by, ""), "limit": limit},
+    ).result_rows
+    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def _agg_sessions(client: Client, q: StatsQuery, limit: int) -> list[SessionRow]:
+    rows = client.query(
+        f"SELECT * FROM ({agg_sessions_sql()}) ORDER BY start DESC, visitor_id LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "limit": limit},
+    ).named_results()
+    return [_session_row(row) for row in rows]
+
+
+def _agg_realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
+    """Visitors exact (a visitor-minute's last page view is in the window); page views are
+    those of the minutes the window touches, so up to a minute's worth more than raw."""
+    since = now - LIVE_WINDOW
+    visitors, pageviews = client.query(
+        "SELECT uniqExactIf(visitor_id, last_ts >= {since:DateTime64(3, 'UTC')}), sum(pageviews) "
+        "FROM pageviews_per_minute FINAL WHERE site = {site:String} "
+        "AND window_start >= toStartOfMinute({since:DateTime64(3, 'UTC')}) "
+        "AND window_start <= {now:DateTime64(3, 'UTC')}",
+        parameters={"site": site, "since": since, "now": now},
+    ).result_rows[0]
+    return {"visitors": int(visitors), "pageviews": int(pageviews)}
+
+
+def late_pageviews(client: Client, q: StatsQuery) -> int:
+    """Page views in the range that the agg tables miss: they came behind the watermark."""
+    return int(
+        client.query(
+            "SELECT sum(events) FROM late_events FINAL "
+            "WHERE query_name = 'pageview_counts' AND site = {site:String} "
+            "AND window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}",
+            parameters=q.parameters(),
+        ).result_rows[0][0]
+    )
+
+
+def closed_until(client: Client, query_name: str = "pageview_counts") -> datetime | None:
+    """The stream query's watermark: its windows ending at or before it are final."""
+    rows = client.query(
+        "SELECT max(watermark), count() FROM stream_watermarks FINAL WHERE query_name = {query:String}",
+        parameters={"query": query_name},
+    ).result_rows
+    return _as_utc(rows[0][0]) if rows[0][1] else None
+
+
+def _use_agg(q: StatsQuery, source: Source) -> bool:
+    return source == "agg" and not q.filters
+
+
 # --- shared --------------------------------------------------------------------------------
 
 
@@ -296,6 +478,8 @@ def _fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
     validate(q)
+    if _use_agg(q, source):
+        return _agg_aggregate(client, q)
     return _raw_aggregate(client, q)
 
 
@@ -305,6 +489,8 @@ def timeseries(
     validate(q)
     if interval not in INTERVAL_SQL:
         raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    if _use_agg(q, source):
+        return _agg_timeseries(client, q, interval)
     return _raw_timeseries(client, q, interval)
 
 
@@ -314,17 +500,23 @@ def breakdown(
     validate(q)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
+    if _use_agg(q, source):
+        return _agg_breakdown(client, q, by, limit)
     return _raw_breakdown(client, q, by, limit)
 
 
 def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
     validate(q)
+    if _use_agg(q, source):
+        return _agg_sessions(client, q, limit)
     return _raw_sessions(client, q, limit)
 
 
 def realtime(
     client: Client, site: str, now: datetime | None = None, source: Source = "raw"
 ) -> dict[str, int]:
+    if source == "agg":
+        return _agg_realtime(client, site, now or datetime.now(UTC))
     return _raw_realtime(client, site, now or datetime.now(UTC))
 
 

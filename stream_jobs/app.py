@@ -1,11 +1,18 @@
 """The Spark application: every streaming query of Tally in one driver.
 
+Queries (one module each, each with its own Kafka reader, checkpoint and watermark):
+pageview_counts (per-minute page views/visitors, in total and per dimension), sessions
+(session_window, closed sessions), rate_limits (per-client minute panes, windows over the
+limit, the blocklist topic). Their sinks also record late events and publish watermarks
+(clickhouse_sink.py, late_events.py); `tally replay` rebuilds them all (replay.py).
+
 `python -m stream_jobs.app` (local, `tally up`), or on a cluster
 `spark-submit --jars <.deps/spark/*.jar, comma-separated> stream_jobs/app.py` with
 TALLY_SPARK_MASTER=spark://… (spark.jars set in the session only reaches a JVM this process
 launches itself). The queries run no Python on executors (no UDFs; the sinks run on the
-driver). On a cluster TALLY_HOME must be storage that survives the driver, since the
-checkpoints live under it.
+driver; the blocklist goes through Spark's Kafka writer). On a cluster TALLY_HOME must be
+storage that survives the driver and that the driver can read as a local path: the
+checkpoints live under it and the sinks read each batch's offsets and watermark there.
 
 Crash-only: if a query fails, the application stops all queries and exits non-zero; the
 supervisor restarts it, and each query resumes from its checkpoint (the sinks are
@@ -19,6 +26,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
@@ -31,53 +40,48 @@ from pyspark.sql.streaming.listener import (
 )
 
 from storage.migrations import apply_migrations
-from stream_jobs.pageview_counts import start_pageview_counts
+from stream_jobs import pageview_counts, rate_limits, sessions
+from stream_jobs.context import StreamContext
 from stream_jobs.schema import parse_pageviews
 from stream_jobs.session import build_spark_session
+from stream_jobs.source import read_pageview_log
 from tally import heartbeat
 from tally.settings import Settings
 
 log = logging.getLogger("stream_jobs")
 
-# Caps one micro-batch when catching up on a backlog (first start, replay, after downtime):
-# the sink collects a batch's aggregate rows on the driver, at most one per event.
-MAX_EVENTS_PER_BATCH = 100_000
-KAFKA_FETCH_MAX_WAIT_MS = 10
 # The component name `tally status` checks (tally/local/components.py).
 HEARTBEAT = "spark"
 # Within supervisord's 30 s between SIGTERM and SIGKILL.
 STOP_GRACE_S = 15.0
 
 
-def read_pageview_log(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The `pageviews` topic as a stream of Kafka rows, from the earliest retained offset.
-
-    Each query keeps its own offsets in its checkpoint; `startingOffsets` only applies to a
-    query starting without one. failOnDataLoss=false: offsets expired by retention (7 days)
-    are skipped rather than stopping the query; the raw archive still has those events.
-    """
-    return (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-        .option("subscribe", settings.pageviews_topic)
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", "false")
-        .option("maxOffsetsPerTrigger", MAX_EVENTS_PER_BATCH)
-        # A task reads an offset range already on the broker, yet each task was seen
-        # waiting out the broker's fetch.max.wait.ms (500 ms) once: a 200-event batch took
-        # 1.1-1.5 s here, 0.5 s with 10 ms. A short wait costs nothing when the records
-        # are there, and tasks never read past them.
-        .option("kafka.fetch.max.wait.ms", KAFKA_FETCH_MAX_WAIT_MS)
-        .load()
-    )
+@dataclass(frozen=True)
+class Query:
+    start: Callable[[DataFrame, StreamContext], StreamingQuery]
+    event_fields: tuple[str, ...]  # what it reads of each PageViewEvent
 
 
-def start_queries(spark: SparkSession, settings: Settings) -> list[StreamingQuery]:
-    """Start every streaming query, each on its own checkpoint under settings.checkpoints_dir."""
-    pageviews = parse_pageviews(read_pageview_log(spark, settings))
-    return [
-        start_pageview_counts(pageviews, settings, settings.spark_trigger_s),
-    ]
+# Every streaming query of Tally, by name: one module each.
+QUERIES: dict[str, Query] = {
+    "pageview_counts": Query(pageview_counts.start_pageview_counts, pageview_counts.EVENT_FIELDS),
+    "sessions": Query(sessions.start_sessions, sessions.EVENT_FIELDS),
+    "rate_limits": Query(rate_limits.start_rate_limits, rate_limits.EVENT_FIELDS),
+}
+
+
+def start_queries(
+    spark: SparkSession, context: StreamContext | Settings, names: Iterable[str] | None = None
+) -> list[StreamingQuery]:
+    """Start the queries (all, or those named), each on its own checkpoint and Kafka reader."""
+    if isinstance(context, Settings):
+        context = StreamContext.live(context)
+    queries = []
+    for name in names or QUERIES:
+        query = QUERIES[name]
+        pageviews = parse_pageviews(read_pageview_log(spark, context.settings), fields=query.event_fields)
+        queries.append(query.start(pageviews, context))
+    return queries
 
 
 class ProgressListener(StreamingQueryListener):

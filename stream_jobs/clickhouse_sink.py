@@ -1,4 +1,4 @@
-"""A foreachBatch sink: each micro-batch of a streaming aggregate → one ClickHouse table.
+"""A foreachBatch sink: each micro-batch of a streaming query → ClickHouse tables.
 
 Idempotent per (query name, batch_id). Spark's Kafka source and checkpoint make a batch
 deterministic: after a crash between "batch written" and "batch committed", the restarted
@@ -9,76 +9,158 @@ visitor_id): a re-delivered batch only adds copies that collapse into one, and a
 from a later batch supersedes the earlier value of the same key. Readers use FINAL (or
 argMax(…, batch_id)) so they never see the not-yet-merged copies.
 
-Each written batch is also appended to `stream_batches`, a plain log: a re-delivered batch
-appears there twice, which is how one sees it happened.
+After the rows, a batch may run further steps (record its late events, publish blocks), each
+idempotent in the same way; then the query's watermark is published (`stream_watermarks`:
+windows ending at or before it are closed, their rows final) and the batch is appended to
+`stream_batches`, a plain log: a re-delivered batch appears there twice, which is how one
+sees it happened.
 
 batch_id is only monotonic within one checkpoint: rebuilding a query from a fresh
-checkpoint (replay) must empty its table first, or the old rows' higher versions win.
+checkpoint must write fresh tables (replay writes `<table>_replay`, then swaps them in).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from clickhouse_connect.driver.client import Client
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from storage.client import connect
+from stream_jobs.context import StreamContext
+from stream_jobs.offset_log import BatchProgress, batch_progress
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
 
 VERSION_COLUMN = "batch_id"
 BATCH_LOG_TABLE = "stream_batches"
+WATERMARK_TABLE = "stream_watermarks"
+
+RowFilter = Callable[[pa.Table], pa.Table]
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    """Rows of the batch that go to one table: `select` picks them, `columns` are written."""
+
+    table: str
+    columns: tuple[str, ...]
+    select: RowFilter | None = None
+
+    def rows(self, batch_rows: pa.Table) -> pa.Table:
+        rows = self.select(batch_rows) if self.select else batch_rows
+        return rows.select(list(self.columns))
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One micro-batch as the sink's steps see it, after its rows were written."""
+
+    query_name: str
+    batch_id: int
+    rows: pa.Table
+    spark: SparkSession
+    client: Client
+    progress: BatchProgress
+    context: StreamContext
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+
+BatchStep = Callable[[MicroBatch], None]
 
 
 class ClickHouseSink:
-    """`writeStream.foreachBatch(ClickHouseSink(settings, query_name, table, columns))`."""
+    """`writeStream.foreachBatch(ClickHouseSink(context, query_name, outputs, steps))`."""
 
     def __init__(
         self,
-        settings: Settings,
+        context: StreamContext,
         query_name: str,
-        table: str,
-        columns: Sequence[str],
+        outputs: Sequence[TableOutput],
+        steps: Sequence[BatchStep] = (),
         connect: Callable[[Settings], Client] = connect,
     ) -> None:
-        self.settings = settings
+        self.context = context
         self.query_name = query_name
-        self.table = table
-        self.columns = tuple(columns)
+        self.outputs = tuple(outputs)
+        self.steps = tuple(steps)
         self._connect = connect
         self._client: Client | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        # Batches are small aggregates (bounded by maxOffsetsPerTrigger and the key space),
-        # so the driver can hold one; Arrow avoids a row-by-row Python conversion.
-        table = batch.select(*self.columns).toArrow()
-        data: list[list[Any]] = [table.column(name).to_pylist() for name in self.columns]
-        data.append([batch_id] * table.num_rows)
+        # Batches are aggregates bounded by maxOffsetsPerTrigger and the key space, so the
+        # driver can hold one; Arrow keeps it columnar all the way into ClickHouse.
+        started = time.monotonic()
+        rows = batch.toArrow()
+        collected = time.monotonic()
         client = self.client()
-        if table.num_rows:
-            client.insert(
-                self.table,
-                data,
-                column_names=[*self.columns, VERSION_COLUMN],
-                column_oriented=True,
-            )
-        # After the rows: an entry here means the batch's rows are in the table.
+        written = 0
+        for output in self.outputs:
+            written += insert_rows(client, self.context.table(output.table), output.rows(rows), batch_id)
+        micro_batch = MicroBatch(
+            query_name=self.query_name,
+            batch_id=batch_id,
+            rows=rows,
+            spark=batch.sparkSession,
+            client=client,
+            progress=batch_progress(self.context.checkpoint(self.query_name), batch_id),
+            context=self.context,
+        )
+        inserted = time.monotonic()
+        for step in self.steps:
+            step(micro_batch)
+        stepped = time.monotonic()
+        publish_watermark(micro_batch)
+        # Last: an entry here means everything of the batch above is in the store.
         client.insert(
             BATCH_LOG_TABLE,
-            [[self.query_name, batch_id, table.num_rows]],
+            [[self.context.query_name(self.query_name), batch_id, written]],
             column_names=["query_name", "batch_id", "rows"],
         )
-        log.debug("%s: batch %d wrote %d rows to %s", self.query_name, batch_id, table.num_rows, self.table)
+        log.debug(
+            "%s: batch %d: %d rows, computed+collected %.2f s, inserted %.2f s, steps %.2f s",
+            self.query_name,
+            batch_id,
+            written,
+            collected - started,
+            inserted - collected,
+            stepped - inserted,
+        )
 
     def client(self) -> Client:
         # Made on first use, in the process that runs the batch (the driver), not pickled.
         if self._client is None:
-            self._client = self._connect(self.settings)
+            self._client = self._connect(self.context.settings)
         return self._client
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
+
+
+def insert_rows(client: Client, table: str, rows: pa.Table, batch_id: int) -> int:
+    """Insert `rows` with their version column; returns the number of rows."""
+    if rows.num_rows == 0:
+        return 0
+    versioned = rows.append_column(VERSION_COLUMN, pa.array([batch_id] * rows.num_rows, pa.uint64()))
+    client.insert_arrow(table, versioned)
+    return rows.num_rows
+
+
+def publish_watermark(batch: MicroBatch) -> None:
+    """Record the watermark after this batch: windows ending at or before it are closed."""
+    watermark = datetime.fromtimestamp(batch.progress.watermark_ms / 1000, tz=UTC)
+    batch.client.insert(
+        batch.context.table(WATERMARK_TABLE),
+        [[batch.query_name, watermark, batch.batch_id]],
+        column_names=["query_name", "watermark", VERSION_COLUMN],
+    )

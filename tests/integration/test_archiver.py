@@ -39,7 +39,7 @@ def archived(settings: Settings, site: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-async def archive_until(settings: Settings, site: str, expected: int, timeout_s: float = 60) -> Archiver:
+async def archive_until(settings: Settings, site: str, expected: int, timeout_s: float = 240) -> Archiver:
     archiver = Archiver(settings, connect(settings))
     task = asyncio.create_task(archiver.run())
     deadline = asyncio.get_running_loop().time() + timeout_s

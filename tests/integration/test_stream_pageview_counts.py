@@ -7,76 +7,51 @@ expected numbers are computed here, independently, from the events the test prod
 
 from __future__ import annotations
 
-import asyncio
-import random
-import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
-from uuid import uuid4
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
-from storage.migrations import apply_migrations
 from stream_jobs.app import start_queries, stop_gracefully
-from stream_jobs.pageview_counts import QUERY_NAME
-from tally.event import PageViewEvent, utc_now
+from stream_jobs.pageview_counts import DIMENSIONS, QUERY_NAME
+from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.spark import (
+    event,
+    malformed_messages,
+    messages,
+    minutes_ago,
+    pageview_events,
+    produce,
+    site_names,
+    wait_for,
+    wait_for_watermark,
+)
 
 pytestmark = pytest.mark.integration
 
-# Generous: a cold micro-batch on the shared 2-core machine can take many seconds.
-DEADLINE_S = 180
-
 Counts = dict[tuple[str, datetime], tuple[int, int]]  # (site, minute) → (pageviews, visitors)
-Message = tuple[bytes | None, bytes]  # Kafka key, value
-T = TypeVar("T")
+Breakdown = dict[tuple[str, str, str], tuple[int, int]]  # (site, dimension, value) → (pv, visitors)
 
 
-@pytest.fixture
-def stream_settings(tmp_path: Path, kafka_bootstrap: str, clickhouse_url: str) -> Settings:
-    run = uuid4().hex[:10]
-    settings = Settings(
-        home=tmp_path / "home",
-        kafka_bootstrap=kafka_bootstrap,
-        clickhouse_url=clickhouse_url,
-        clickhouse_database=f"tally_stream_{run}",
-        pageviews_topic=f"pageviews-{run}",
-        spark_trigger_s=1.0,
-    )
-    asyncio.run(create_topic(settings))
-    apply_migrations(settings)
-    return settings
-
-
-@pytest.fixture
-def running_queries() -> Iterator[list[StreamingQuery]]:
-    """Queries a test starts are appended here and stopped whatever the test's outcome."""
-    queries: list[StreamingQuery] = []
-    yield queries
-    for query in queries:
-        stop_gracefully(query)
-
-
-def test_pageviews_and_visitors_per_minute_match_the_events_produced(
+def test_pageviews_and_visitors_per_minute_and_per_dimension_match_the_events_produced(
     spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
 ) -> None:
     sites = site_names(3)
     events = pageview_events(sites, first_minute=minutes_ago(10), minutes=4, per_minute=25)
     noise = custom_events(sites, first_minute=minutes_ago(10))
-    asyncio.run(produce(stream_settings, [*messages(events + noise), *malformed_messages()]))
+    produce(stream_settings, [*messages(events + noise), *malformed_messages()])
 
-    running_queries.extend(start_queries(spark, stream_settings))
+    running_queries.extend(start_queries(spark, stream_settings, [QUERY_NAME]))
 
     expected = expected_counts(events)
     assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
+    assert stored_breakdown(stream_settings, sites) == expected_breakdown(events)
+    assert stored_visitor_minutes(stream_settings, sites) == expected_visitor_minutes(events)
     assert all(query.isActive for query in running_queries), "malformed values must not stop the query"
 
 
@@ -86,9 +61,9 @@ def test_restart_from_checkpoint_and_redelivered_batch_do_not_double_count(
     sites = site_names(2)
     first_minute = minutes_ago(10)
     before = pageview_events(sites, first_minute=first_minute, minutes=4, per_minute=20)
-    asyncio.run(produce(stream_settings, messages(before)))
+    produce(stream_settings, before)
 
-    [query] = start_queries(spark, stream_settings)
+    [query] = start_queries(spark, stream_settings, [QUERY_NAME])
     running_queries.append(query)
     expected = expected_counts(before)
     assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
@@ -98,45 +73,59 @@ def test_restart_from_checkpoint_and_redelivered_batch_do_not_double_count(
     # after the sink wrote it: on restart Spark runs that batch again.
     redelivered = last_batch_with_rows(stream_settings)
     uncommit_from(stream_settings.checkpoints_dir / QUERY_NAME, redelivered)
-    [query] = start_queries(spark, stream_settings)
+    [query] = start_queries(spark, stream_settings, [QUERY_NAME])
     running_queries.append(query)
     assert wait_for(lambda: times_written(stream_settings, redelivered), 2) == 2
     assert stored_counts(stream_settings, sites) == expected
+    assert stored_breakdown(stream_settings, sites) == expected_breakdown(before)
 
     # Later events, some in minutes already counted: the restored state carries on from the
     # totals before the restart. Event times stay within the watermark of those seen.
     after = pageview_events(sites, first_minute=first_minute + timedelta(minutes=3), minutes=2, per_minute=15)
-    asyncio.run(produce(stream_settings, messages(after)))
+    produce(stream_settings, after)
     expected = expected_counts(before + after)
     assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
+    assert stored_breakdown(stream_settings, sites) == expected_breakdown(before + after)
 
 
-# --- events -------------------------------------------------------------------------------
+def test_events_behind_the_watermark_are_counted_as_late_not_in_their_closed_minute(
+    spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
+) -> None:
+    sites = site_names(2)
+    first_minute = minutes_ago(20)
+    on_time = pageview_events(sites, first_minute=first_minute, minutes=6, per_minute=10)
+    produce(stream_settings, on_time)
+    [query] = start_queries(spark, stream_settings, [QUERY_NAME])
+    running_queries.append(query)
+    watermark = _ms(max(e.ts for e in on_time)) - timedelta(seconds=stream_settings.watermark_s)
+    assert wait_for(
+        lambda: stored_counts(stream_settings, sites), expected_counts(on_time)
+    ) == expected_counts(on_time)
+    wait_for_watermark(stream_settings, QUERY_NAME, watermark)
+
+    # Minutes 0-1 ended well before the watermark: closed. The last minute is still open.
+    late = [event(sites[0], "late-visitor", first_minute + timedelta(seconds=s)) for s in (5, 30, 65)]
+    late += [event(sites[1], "late-visitor", first_minute + timedelta(seconds=100))]
+    still_open = [event(sites[1], "on-time-visitor", max(e.ts for e in on_time) - timedelta(seconds=1))]
+    produce(stream_settings, late + still_open)
+
+    expected = expected_counts(on_time + still_open)
+    assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
+    assert wait_for(lambda: stored_late(stream_settings, sites), expected_late(late)) == expected_late(late)
+
+    # Cross-check with Spark's own count of rows it dropped: it counts them after the partial
+    # aggregation, so one row per late (site, minute, visitor) and facet.
+    def dropped() -> int:
+        progress = query.recentProgress
+        return sum(
+            operator["numRowsDroppedByWatermark"] for p in progress for operator in p["stateOperators"]
+        )
+
+    late_keys = {(e.site, minute(e.ts), e.visitor_id) for e in late}
+    assert wait_for(dropped, len(late_keys) * (len(DIMENSIONS) + 1)) == len(late_keys) * (len(DIMENSIONS) + 1)
 
 
-def site_names(count: int) -> list[str]:
-    run = uuid4().hex[:8]
-    return [f"site{i}-{run}.example" for i in range(count)]
-
-
-def minutes_ago(minutes: int) -> datetime:
-    return utc_now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-
-
-def pageview_events(
-    sites: list[str], *, first_minute: datetime, minutes: int, per_minute: int
-) -> list[PageViewEvent]:
-    """Page views spread over `minutes` of event time; a few visitors come back often."""
-    rng = random.Random(first_minute.timestamp())
-    events = []
-    for minute in range(minutes):
-        for site in sites:
-            visitors = [f"visitor-{site}-{n}" for n in range(8)]
-            for _ in range(per_minute):
-                ts = first_minute + timedelta(minutes=minute, seconds=rng.uniform(0, 59.999))
-                events.append(event(site, rng.choice(visitors), ts))
-    # In event-time order, as a collector stamping receive time writes them.
-    return sorted(events, key=lambda e: e.ts)
+# --- expectations, computed from the events -----------------------------------------------
 
 
 def custom_events(sites: list[str], *, first_minute: datetime) -> list[PageViewEvent]:
@@ -144,64 +133,50 @@ def custom_events(sites: list[str], *, first_minute: datetime) -> list[PageViewE
     return [event(site, "visitor-custom", first_minute, name="signup") for site in sites]
 
 
-def event(site: str, visitor_id: str, ts: datetime, name: str = "pageview") -> PageViewEvent:
-    return PageViewEvent(
-        event_id=uuid4(),
-        site=site,
-        name=name,
-        ts=ts,
-        received_at=utc_now(),
-        url=f"https://{site}/",
-        visitor_id=visitor_id,
-        ip_hash="ip-" + visitor_id,
-    )
-
-
-def messages(events: Iterable[PageViewEvent]) -> list[Message]:
-    return [(e.key, e.to_json()) for e in events]
-
-
-def malformed_messages() -> list[Message]:
-    """Values the query must skip without stopping (the collector never writes them)."""
-    values = [b"not json", b"{}", b"[1, 2]", b'{"site": "x.example", "ts": "yesterday", "visitor_id": "v"}']
-    return [(None, value) for value in values]
+def minute(ts: datetime) -> datetime:
+    return ts.replace(second=0, microsecond=0)
 
 
 def expected_counts(events: list[PageViewEvent]) -> Counts:
     pageviews: Counter[tuple[str, datetime]] = Counter()
     visitors: defaultdict[tuple[str, datetime], set[str]] = defaultdict(set)
     for e in events:
-        minute = (e.site, e.ts.replace(second=0, microsecond=0))
-        pageviews[minute] += 1
-        visitors[minute].add(e.visitor_id)
-    return {minute: (pageviews[minute], len(visitors[minute])) for minute in pageviews}
+        key = (e.site, minute(e.ts))
+        pageviews[key] += 1
+        visitors[key].add(e.visitor_id)
+    return {key: (pageviews[key], len(visitors[key])) for key in pageviews}
 
 
-# --- Kafka --------------------------------------------------------------------------------
+def expected_breakdown(events: list[PageViewEvent]) -> Breakdown:
+    pageviews: Counter[tuple[str, str, str]] = Counter()
+    visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for e in events:
+        for dimension in DIMENSIONS:
+            key = (e.site, dimension, getattr(e, dimension))
+            pageviews[key] += 1
+            visitors[key].add(e.visitor_id)
+    return {key: (pageviews[key], len(visitors[key])) for key in pageviews}
 
 
-async def create_topic(settings: Settings) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics(
-            [NewTopic(settings.pageviews_topic, num_partitions=3, replication_factor=1)]
-        )
-    finally:
-        await admin.close()
+def expected_visitor_minutes(events: list[PageViewEvent]) -> dict[tuple[str, datetime, str], tuple]:
+    """Per visitor-minute: (first ts, last ts, entry path, exit path, first referrer)."""
+    grouped: defaultdict[tuple[str, datetime, str], list[PageViewEvent]] = defaultdict(list)
+    for e in events:
+        grouped[(e.site, minute(e.ts), e.visitor_id)].append(e)
+    found = {}
+    for key, group in grouped.items():
+        ordered = sorted(group, key=lambda e: (e.ts, str(e.event_id)))
+        first, last = ordered[0], ordered[-1]
+        found[key] = (_ms(first.ts), _ms(last.ts), first.path, last.path, first.referrer_domain)
+    return found
 
 
-async def produce(settings: Settings, messages: list[Message]) -> None:
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap, acks="all", enable_idempotence=True
-    )
-    await producer.start()
-    try:
-        for key, value in messages:
-            await producer.send(settings.pageviews_topic, value, key=key)
-        await producer.flush()
-    finally:
-        await producer.stop()
+def expected_late(events: list[PageViewEvent]) -> dict[tuple[str, datetime], int]:
+    return dict(Counter((e.site, minute(e.ts)) for e in events))
+
+
+def _ms(ts: datetime) -> datetime:
+    return ts.replace(microsecond=ts.microsecond // 1000 * 1000)
 
 
 # --- Spark checkpoint ---------------------------------------------------------------------
@@ -233,6 +208,55 @@ def stored_counts(settings: Settings, sites: list[str]) -> Counts:
     return {(site, minute.replace(tzinfo=UTC)): (int(pv), int(v)) for site, minute, pv, v in rows}
 
 
+def stored_breakdown(settings: Settings, sites: list[str]) -> Breakdown:
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT site, dimension, value, sum(pageviews), uniqExact(visitor_id) "
+            "FROM pageviews_by_dimension FINAL WHERE site IN {sites:Array(String)} "
+            "GROUP BY site, dimension, value",
+            parameters={"sites": sites},
+        )
+        .result_rows
+    )
+    return {(site, dimension, value): (int(pv), int(v)) for site, dimension, value, pv, v in rows}
+
+
+def stored_visitor_minutes(settings: Settings, sites: list[str]) -> dict[tuple[str, datetime, str], tuple]:
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT site, window_start, visitor_id, first_ts, last_ts, entry_path, exit_path, "
+            "referrer_domain FROM pageviews_per_minute FINAL WHERE site IN {sites:Array(String)}",
+            parameters={"sites": sites},
+        )
+        .result_rows
+    )
+    return {
+        (site, start.replace(tzinfo=UTC), visitor): (
+            first.replace(tzinfo=UTC),
+            last.replace(tzinfo=UTC),
+            entry,
+            exit_path,
+            referrer,
+        )
+        for site, start, visitor, first, last, entry, exit_path, referrer in rows
+    }
+
+
+def stored_late(settings: Settings, sites: list[str]) -> dict[tuple[str, datetime], int]:
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT site, window_start, sum(events) FROM late_events FINAL "
+            "WHERE query_name = {query:String} AND site IN {sites:Array(String)} GROUP BY site, window_start",
+            parameters={"query": QUERY_NAME, "sites": sites},
+        )
+        .result_rows
+    )
+    return {(site, start.replace(tzinfo=UTC)): int(count) for site, start, count in rows}
+
+
 def last_batch_with_rows(settings: Settings) -> int:
     rows = (
         connect(settings)
@@ -256,13 +280,3 @@ def times_written(settings: Settings, batch_id: int) -> int:
         .result_rows
     )
     return int(rows[0][0])
-
-
-def wait_for(observe: Callable[[], T], expected: T, deadline_s: float = DEADLINE_S) -> T:
-    """Poll until `observe()` returns `expected` or the deadline passes; returns the last value."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        seen = observe()
-        if seen == expected or time.monotonic() > deadline:
-            return seen
-        time.sleep(0.5)

@@ -1,0 +1,83 @@
+"""What a streaming query's checkpoint says about one micro-batch: its offsets and watermark.
+
+Spark writes `<checkpoint>/offsets/<batch_id>` before it runs a batch (the "v1" offset log:
+a version line, a JSON line of batch metadata with `batchWatermarkMs`, then one line per
+source with that source's end offsets, here `{"topic": {"partition": offset}}`). A batch
+covers, per partition, from the previous batch's end offsets to its own.
+
+Two watermarks matter for batch N (Spark's WatermarkPropagator, multiple stateful operators
+allowed, the default since 3.4):
+* rows of batch N are dropped as late against the watermark of batch N-1;
+* state is evicted, and windows become final, against the watermark of batch N.
+So after batch N is written, a window ending at or before watermark(N) is closed.
+
+The sinks read this on the driver, which is the process that wrote it; the checkpoint is a
+local (or locally mounted) directory under TALLY_HOME.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+PartitionOffsets = dict[str, dict[str, int]]  # topic → partition → offset
+
+
+@dataclass(frozen=True)
+class OffsetLogEntry:
+    batch_id: int
+    watermark_ms: int
+    end_offsets: PartitionOffsets  # of the (single) Kafka source
+
+
+def read_entry(checkpoint: Path, batch_id: int) -> OffsetLogEntry | None:
+    """The offset log entry of `batch_id`, or None if there is none (before batch 0)."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if batch_id < 0 or not path.exists():
+        return None
+    lines = path.read_text().splitlines()
+    if not lines or lines[0] != "v1":
+        raise ValueError(f"{path}: unknown offset log version {lines[:1]}")
+    metadata = json.loads(lines[1])
+    source = lines[2] if len(lines) > 2 else "-"
+    offsets = json.loads(source) if source != "-" else {}
+    return OffsetLogEntry(batch_id, int(metadata.get("batchWatermarkMs", 0)), offsets)
+
+
+@dataclass(frozen=True)
+class BatchOffsets:
+    """The Kafka offsets one batch read: [start, end) per partition; start None = earliest."""
+
+    start: PartitionOffsets
+    end: PartitionOffsets
+
+    def is_empty(self) -> bool:
+        return all(
+            self.start.get(topic, {}).get(partition) == offset
+            for topic, partitions in self.end.items()
+            for partition, offset in partitions.items()
+        )
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """Watermarks and offsets of one micro-batch, as its checkpoint records them."""
+
+    batch_id: int
+    late_watermark_ms: int  # events behind this were dropped in this batch
+    watermark_ms: int  # windows ending at or before this are closed once the batch is written
+    offsets: BatchOffsets
+
+
+def batch_progress(checkpoint: Path, batch_id: int) -> BatchProgress:
+    current = read_entry(checkpoint, batch_id)
+    if current is None:
+        raise FileNotFoundError(f"no offset log entry for batch {batch_id} in {checkpoint}")
+    previous = read_entry(checkpoint, batch_id - 1)
+    return BatchProgress(
+        batch_id=batch_id,
+        late_watermark_ms=previous.watermark_ms if previous else 0,
+        watermark_ms=current.watermark_ms,
+        offsets=BatchOffsets(start=previous.end_offsets if previous else {}, end=current.end_offsets),
+    )

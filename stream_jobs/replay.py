@@ -1,0 +1,199 @@
+"""`tally replay`: rebuild every derived table from the log, then swap the rebuilt tables in.
+
+The derived tables are caches of computations over the `pageviews` topic; a replay computes
+them again from the earliest retained offset (after a bug fix, a change of definition, or a
+lost table) without stopping the dashboard:
+
+1. The live queries stop: `tally replay` stops the `spark` component of the local stack
+   (and starts it again at the end). A live run's checkpoints and batch_id versions belong to
+   the old tables, so the live queries must not run during the swap; stream jobs running
+   outside `tally up` are refused (stop them first).
+2. Every query runs from fresh checkpoints (`$TALLY_HOME/checkpoints-replay`) with
+   Trigger.AvailableNow — the log up to its end as it is at the start, in micro-batches of at
+   most 100k events, then stop — into fresh `<table>_replay` tables. The dashboard keeps
+   reading the old tables meanwhile.
+3. `EXCHANGE TABLES t AND t_replay` for each derived table (each exchange is atomic; the
+   old tables, now `<table>_replay`, are dropped), then the replay's checkpoints replace the
+   live ones. The live queries resume from them: from the offsets, state and batch_ids the
+   replay reached, i.e. consistent with the tables they now write to.
+If it fails before step 3 nothing live has changed; if it fails during step 3, run it again
+before starting the stream jobs.
+
+What it equals: for windows the log holds entirely and in order, the live tables exactly
+(tests/integration/test_stream_replay.py). A watermark depends on how events were batched, so
+an event the live run dropped as late may be counted by the replay, whose batches are larger.
+The log keeps 7 days (topic retention): derived rows for older event times cannot be rebuilt
+and the swap drops them, so a replay over a log that has expired its beginning needs --force.
+The blocklist topic receives the history again (blocks whose `until` has passed mean nothing;
+the last message per client is the live one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import xmlrpc.client
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pyspark.sql import SparkSession
+
+from storage.client import connect
+from storage.migrations import apply_migrations
+from stream_jobs.app import QUERIES, start_queries
+from stream_jobs.context import StreamContext
+from tally import heartbeat
+from tally.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Every table the stream jobs derive (stream_batches is a log of runs, not derived).
+DERIVED_TABLES = (
+    "pageviews_per_minute",
+    "pageviews_by_dimension",
+    "sessions",
+    "rate_limit_counters",
+    "rate_limit_blocks",
+    "late_events",
+    "stream_watermarks",
+)
+SPARK_COMPONENT = "spark"
+
+
+class ReplayError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    batches: dict[str, int]  # query → micro-batches run
+    events: int  # events read by pageview_counts
+
+
+def prepare(settings: Settings, context: StreamContext) -> None:
+    """Empty `<table>_replay` tables (same schema and engine) and no replay checkpoints."""
+    client = connect(settings)
+    for table in DERIVED_TABLES:
+        client.command(f"DROP TABLE IF EXISTS {context.table(table)} SYNC")
+        client.command(f"CREATE TABLE {context.table(table)} AS {table}")
+    shutil.rmtree(context.checkpoints_dir, ignore_errors=True)
+
+
+def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
+    """Run every query over the whole retained log into `<table>_replay`; wait until done."""
+    context = StreamContext.replay(settings)
+    prepare(settings, context)
+    queries = start_queries(spark, context, QUERIES)
+    try:
+        for query in queries:
+            query.awaitTermination()
+            if query.exception():
+                raise ReplayError(f"{query.name} failed: {query.exception()}")
+        batches = {query.name: len(query.recentProgress) for query in queries}
+        counts = [q for q in queries if q.name == context.query_name("pageview_counts")]
+        events = sum(p["numInputRows"] for q in counts for p in q.recentProgress)
+        return ReplaySummary(batches, events)
+    finally:
+        for query in queries:
+            query.stop()
+
+
+def swap(settings: Settings) -> None:
+    """Exchange each `<table>_replay` with its live table, drop the old ones, and make the
+    replay's checkpoints the live ones. The live queries must be stopped."""
+    context = StreamContext.replay(settings)
+    client = connect(settings)
+    for table in DERIVED_TABLES:
+        client.command(f"EXCHANGE TABLES {table} AND {context.table(table)}")
+    for table in DERIVED_TABLES:
+        client.command(f"DROP TABLE IF EXISTS {context.table(table)} SYNC")
+    live = settings.checkpoints_dir
+    retired = live.with_name(live.name + "-retired")
+    shutil.rmtree(retired, ignore_errors=True)
+    if live.exists():
+        live.rename(retired)
+    context.checkpoints_dir.rename(live)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def expired_partitions(settings: Settings) -> dict[int, int]:
+    """Partitions of `pageviews` whose first retained offset is not 0: events lost to retention."""
+    return asyncio.run(_expired_partitions(settings))
+
+
+async def _expired_partitions(settings: Settings) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        await consumer.topics()  # loads the cluster metadata partitions_for_topic reads
+        partitions = consumer.partitions_for_topic(settings.pageviews_topic) or set()
+        offsets = await consumer.beginning_offsets(
+            [TopicPartition(settings.pageviews_topic, p) for p in partitions]
+        )
+        return {tp.partition: offset for tp, offset in offsets.items() if offset > 0}
+    finally:
+        await consumer.stop()
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def run_replay(settings: Settings, progress: Callable[[str], None], force: bool = False) -> ReplaySummary:
+    """`tally replay`: stop the live stream jobs, rebuild, swap, start them again."""
+    expired = expired_partitions(settings)
+    if expired and not force:
+        raise ReplayError(
+            f"the log no longer starts at offset 0 (partition → first offset: {expired}): the derived "
+            "rows of expired events cannot be rebuilt and the swap would drop them; --force to go on"
+        )
+    restart = _stop_live_stream_jobs(settings, progress)
+    from stream_jobs.session import build_spark_session
+
+    apply_migrations(settings)
+    progress("replay: starting Spark")
+    spark = build_spark_session(settings, app_name="tally-replay")
+    try:
+        progress("replay: recomputing every derived table from the log into <table>_replay")
+        summary = rebuild(spark, settings)
+    finally:
+        spark.stop()
+    progress(f"replay: {summary.events} events, micro-batches per query {summary.batches}")
+    swap(settings)
+    progress(f"replay: swapped in {', '.join(DERIVED_TABLES)}; checkpoints replaced")
+    if restart:
+        _rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
+        progress("replay: stream jobs started again")
+    else:
+        progress("replay: done; the stream jobs were not running (start them with `tally up`)")
+    return summary
+
+
+def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
+    """Stop the `spark` component under the local stack; True if it was running."""
+    from tally.local.supervisor import supervisor_running
+
+    if supervisor_running(settings):
+        state = _rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]
+        if state in ("RUNNING", "STARTING", "BACKOFF"):
+            progress("replay: stopping the stream jobs (spark) for the swap")
+            try:
+                _rpc(settings).supervisor.stopProcess(SPARK_COMPONENT, True)
+            except xmlrpc.client.Fault as fault:
+                if "NOT_RUNNING" not in fault.faultString:
+                    raise
+            return True
+        return False
+    if heartbeat.is_fresh(settings, SPARK_COMPONENT):
+        raise ReplayError(
+            "stream jobs are running outside `tally up` (fresh spark heartbeat): stop them first, "
+            "a live run must not write while its tables are swapped"
+        )
+    return False
+
+
+def _rpc(settings: Settings) -> xmlrpc.client.ServerProxy:
+    from tally.local.supervisor import rpc
+
+    return rpc(settings)

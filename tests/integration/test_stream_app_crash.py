@@ -1,0 +1,131 @@
+"""The Spark application killed with SIGKILL mid-stream and restarted leaves the same tables
+as an uninterrupted run over the same log.
+
+The application runs as under `tally up`: `python -m stream_jobs.app` in its own process
+group (the Python driver and the JVM it launched); the whole group is killed at once, as a
+container's OOM kill or a power cut would. The uninterrupted run to compare with is a run of
+the same queries from fresh checkpoints over the whole log (stream_jobs.replay.rebuild), in
+this test session's Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from storage.client import connect
+from stream_jobs.app import QUERIES
+from stream_jobs.context import REPLAY_SUFFIX
+from stream_jobs.replay import DERIVED_TABLES, rebuild
+from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.spark import (
+    event,
+    isolated_settings,
+    minutes_ago,
+    mixed_traffic,
+    produce,
+    published_watermark,
+    site_names,
+    table_contents,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_sigkill_of_the_driver_mid_stream_leaves_the_tables_of_an_uninterrupted_run(
+    spark: SparkSession, tmp_path: Path, kafka_bootstrap: str, clickhouse_url: str
+) -> None:
+    settings = isolated_settings(
+        tmp_path / "home", kafka_bootstrap, clickhouse_url, rate_limit=5, rate_window_s=600
+    )
+    sites = site_names(3)
+    t = minutes_ago(120)
+    produce(settings, mixed_traffic(sites, t, minutes=3))
+    with running_app(settings, tmp_path / "app-1.log") as app:
+        assert wait_until(lambda: queries_with_batches(settings), lambda n: n == len(QUERIES)) == len(QUERIES)
+        before = rows_written(settings)
+        # A bigger round; the three queries work on it side by side. Once the first has
+        # written its batch, the others are still in theirs: the driver dies then.
+        produce(settings, mixed_traffic(sites, t + timedelta(minutes=3), minutes=30, seed=1))
+        assert wait_until(lambda: rows_written(settings), lambda n: n > before) > before
+        os.killpg(app.pid, signal.SIGKILL)
+        app.wait()
+    in_flight = [name for name in QUERIES if uncommitted_batches(settings.checkpoints_dir / name)]
+    assert in_flight, "the kill should land while a micro-batch is running"
+
+    last = t + timedelta(minutes=90)
+    with running_app(settings, tmp_path / "app-2.log"):
+        produce(settings, mixed_traffic(sites, t + timedelta(minutes=33), minutes=2, seed=2))
+        produce(settings, [event(sites[0], "clock", last)])
+        watermark = last - timedelta(seconds=settings.watermark_s)
+        for name in QUERIES:
+            seen = wait_until(lambda name=name: published_watermark(settings, name), lambda w: w >= watermark)
+            assert seen >= watermark, name
+
+    rebuild(spark, settings)
+    for table in DERIVED_TABLES:
+        assert table_contents(settings, table) == table_contents(settings, table, REPLAY_SUFFIX), table
+    assert table_contents(settings, "sessions") and table_contents(settings, "rate_limit_blocks")
+
+
+@contextmanager
+def running_app(settings: Settings, log_path: Path) -> Iterator[subprocess.Popen]:
+    """`python -m stream_jobs.app` configured by environment, in a process group of its own;
+    stopped with SIGTERM on the way out (unless the test killed it)."""
+    environment = os.environ | {
+        "TALLY_HOME": str(settings.home),
+        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
+        "TALLY_CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "TALLY_PAGEVIEWS_TOPIC": settings.pageviews_topic,
+        "TALLY_BLOCKLIST_TOPIC": settings.blocklist_topic,
+        "TALLY_SPARK_TRIGGER_S": str(settings.spark_trigger_s),
+        "TALLY_RATE_LIMIT": str(settings.rate_limit),
+        "TALLY_RATE_WINDOW_S": str(settings.rate_window_s),
+    }
+    with log_path.open("wb") as log:
+        app = subprocess.Popen(
+            [sys.executable, "-m", "stream_jobs.app"],
+            cwd=PROJECT_ROOT,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield app
+        finally:
+            if app.poll() is None:
+                # The driver only: it stops its queries and its JVM. (TERM to the group would
+                # take the JVM down under it; harmless, as every stop is, but noisy.)
+                os.kill(app.pid, signal.SIGTERM)
+                try:
+                    app.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(app.pid, signal.SIGKILL)
+                    app.wait()
+
+
+def rows_written(settings: Settings) -> int:
+    return int(connect(settings).query("SELECT sum(rows) FROM stream_batches").result_rows[0][0])
+
+
+def uncommitted_batches(checkpoint: Path) -> set[int]:
+    """Batches Spark planned (offsets written) but did not commit: they run again on restart."""
+    planned = {int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()}
+    committed = {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
+    return planned - committed
+
+
+def queries_with_batches(settings: Settings) -> int:
+    return int(connect(settings).query("SELECT uniqExact(query_name) FROM stream_batches").result_rows[0][0])

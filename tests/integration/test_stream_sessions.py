@@ -1,0 +1,202 @@
+"""The sessions streaming query: gaps, bounces, entry/exit pages, durations, attribution,
+a late page view that bridges two sessions, open sessions visible before they close.
+
+One run of the pageview_counts and sessions queries over one topic; the expected sessions
+are computed here from the events produced, by the definition (gaps <= session gap).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from storage import queries
+from storage.client import connect
+from stream_jobs.app import start_queries
+from stream_jobs.sessions import QUERY_NAME
+from tally.event import PageViewEvent
+from tally.settings import Settings
+from tests.fixtures.spark import event, minutes_ago, produce, site_names, wait_for, wait_for_watermark
+
+pytestmark = pytest.mark.integration
+
+GAP = timedelta(seconds=1800)
+SessionKey = tuple[str, str, datetime]  # site, visitor, start
+Session = dict[str, object]
+
+
+def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
+    spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
+) -> None:
+    site, other_site, clock_site = site_names(3)
+    t = minutes_ago(6 * 60)
+    at = lambda minutes, ms=0: t + timedelta(minutes=minutes, milliseconds=ms)  # noqa: E731
+    first_round = [
+        # one page view: a bounce, duration 0
+        event(site, "bounce", at(0), path="/landing", referrer_domain="google.com", country="FR"),
+        # three page views, gaps of 10 and 29 min: one session; attribution of the first
+        event(site, "reader", at(1), path="/", referrer_domain="news.ycombinator.com", utm_source="hn"),
+        event(site, "reader", at(11), path="/blog", referrer_domain="google.com", utm_source="x"),
+        # a gap of exactly the session gap continues the session; 1 ms more starts a new one
+        event(site, "exact-gap", at(1), path="/a"),
+        event(site, "exact-gap", at(31), path="/b"),
+        event(site, "just-over", at(1), path="/a"),
+        event(site, "just-over", at(31, 1), path="/b"),
+        # 31 min apart: two sessions, until a late page view in between arrives (below)
+        event(site, "bridged", at(0), path="/first"),
+        event(site, "bridged", at(31), path="/last"),
+        # the same visitor id on another site is another visitor
+        event(other_site, "reader", at(3), path="/elsewhere", device="mobile"),
+    ]
+    produce(stream_settings, first_round)
+    running_queries.extend(start_queries(spark, stream_settings, ["pageview_counts", QUERY_NAME]))
+    # Newest event time 31:00.001: the watermark (2 min behind) leaves the first "bridged"
+    # session (window until 30:00) open.
+    wait_for_watermark(
+        stream_settings, QUERY_NAME, at(31, 1) - timedelta(seconds=stream_settings.watermark_s)
+    )
+
+    # Behind the newest event time, but not behind the watermark: it is merged.
+    second_round = [
+        event(site, "bridged", at(15), path="/middle"),
+        event(site, "reader", at(40), path="/pricing"),
+        event(site, "returning", at(100), path="/"),
+        event(site, "returning", at(105), path="/docs"),
+        event(site, "returning", at(200), path="/again"),
+    ]
+    produce(stream_settings, second_round)
+    events = first_round + second_round
+    expected = expected_sessions(events)
+
+    # Spark has closed the sessions that ended more than a gap before its watermark (200 min
+    # - 2); the open one ("returning" at 200) is stitched from the per-visitor minutes.
+    q = queries.StatsQuery(site, t - timedelta(hours=1), t + timedelta(hours=5))
+    site_expected = [s for s in expected.values() if s["site"] == site]
+    assert wait_for(lambda: agg_sessions(stream_settings, q), sorted_rows(site_expected)) == sorted_rows(
+        site_expected
+    )
+
+    # A page view far later closes them all; then they are in the table, final.
+    produce(stream_settings, [event(clock_site, "clock", at(300))])
+    closed = stored_sessions(stream_settings, [site, other_site])
+    assert wait_for(lambda: stored_sessions(stream_settings, [site, other_site]), expected) == expected, (
+        closed
+    )
+    assert agg_sessions(stream_settings, q) == sorted_rows(site_expected)
+
+    # Now a page view behind the watermark for a closed session: counted late, not merged.
+    late = event(site, "reader", at(20), path="/late")
+    produce(stream_settings, [late])
+    assert wait_for(lambda: late_sessions_events(stream_settings, site), 1) == 1
+    assert stored_sessions(stream_settings, [site, other_site]) == expected
+
+
+# --- the definition, independently --------------------------------------------------------
+
+
+def expected_sessions(events: list[PageViewEvent]) -> dict[SessionKey, Session]:
+    by_visitor: defaultdict[tuple[str, str], list[PageViewEvent]] = defaultdict(list)
+    for e in events:
+        by_visitor[(e.site, e.visitor_id)].append(e)
+    sessions: dict[SessionKey, Session] = {}
+    for (site, visitor), page_views in by_visitor.items():
+        ordered = sorted(page_views, key=lambda e: (e.ts, str(e.event_id)))
+        current = [ordered[0]]
+        for page_view in ordered[1:]:
+            if page_view.ts - current[-1].ts > GAP:
+                sessions.update(_session(site, visitor, current))
+                current = []
+            current.append(page_view)
+        sessions.update(_session(site, visitor, current))
+    return sessions
+
+
+def _session(site: str, visitor: str, page_views: list[PageViewEvent]) -> dict[SessionKey, Session]:
+    first, last = page_views[0], page_views[-1]
+    return {
+        (site, visitor, first.ts): {
+            "site": site,
+            "visitor_id": visitor,
+            "start": first.ts,
+            "end": last.ts,
+            "duration_s": (last.ts - first.ts).total_seconds(),
+            "pageviews": len(page_views),
+            "is_bounce": len(page_views) == 1,
+            "entry_path": first.path,
+            "exit_path": last.path,
+            "referrer_domain": first.referrer_domain,
+            "utm_source": first.utm_source,
+            "country": first.country,
+            "device": first.device,
+        }
+    }
+
+
+def sorted_rows(sessions: list[Session]) -> list[tuple]:
+    return sorted(
+        (
+            s["visitor_id"],
+            s["start"],
+            s["end"],
+            s["pageviews"],
+            s["entry_path"],
+            s["exit_path"],
+            s["is_bounce"],
+        )
+        for s in sessions
+    )
+
+
+# --- reading back -------------------------------------------------------------------------
+
+
+def stored_sessions(settings: Settings, sites: list[str]) -> dict[SessionKey, Session]:
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT site, visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, "
+            "is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device "
+            "FROM sessions FINAL WHERE site IN {sites:Array(String)}",
+            parameters={"sites": sites},
+        )
+        .named_results()
+    )
+    found = {}
+    for row in rows:
+        row["start"], row["end"] = row["start"].replace(tzinfo=UTC), row["end"].replace(tzinfo=UTC)
+        row["is_bounce"] = bool(row["is_bounce"])
+        found[(row["site"], row["visitor_id"], row["start"])] = row
+    return found
+
+
+def agg_sessions(settings: Settings, q: queries.StatsQuery) -> list[tuple]:
+    rows = queries.sessions(connect(settings), q, limit=1000, source="agg")
+    return sorted(
+        (
+            r.visitor_id,
+            r.start.replace(tzinfo=UTC),
+            r.end.replace(tzinfo=UTC),
+            r.pageviews,
+            r.entry_path,
+            r.exit_path,
+            bool(r.is_bounce),
+        )
+        for r in rows
+    )
+
+
+def late_sessions_events(settings: Settings, site: str) -> int:
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT sum(events) FROM late_events FINAL "
+            "WHERE query_name = {query:String} AND site = {site:String}",
+            parameters={"query": QUERY_NAME, "site": site},
+        )
+        .result_rows
+    )
+    return int(rows[0][0])
