@@ -233,7 +233,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     @app.callback(Output("rate-limits", "children"), Input("clock", "n_intervals"))
     @friendly(lambda message: notice(message, "error"))
     def rate_limits(_: int | None) -> Any:
-        status = rate_limit_status(clients(), clock())
+        status = rate_limit_status(clients(), clock(), settings.rate_window_s)
         return components.rate_limit_panel(status, settings.rate_limit, settings.rate_window_s)
 
     @app.callback(

@@ -24,14 +24,16 @@ CLIENT_PREFIX = 10  # characters of the salted ip_hash shown: enough to tell cli
 _BLOCKED_NOW = f"""
 SELECT uniqExact(ip_hash) FROM {BLOCKS} FINAL WHERE window_end > {{now:DateTime64(3, 'UTC')}}
 """
-# The windows still running now; per client, the fullest of them.
+# Counters are per client and minute (panes); a client's count in the sliding window that
+# ends now is the sum of its panes over the last rate window.
 _BUSIEST_CLIENTS = f"""
-SELECT ip_hash, max(pageviews) AS pageviews,
+SELECT ip_hash, sum(pageviews) AS pageviews,
        ip_hash IN (
            SELECT ip_hash FROM {BLOCKS} FINAL WHERE window_end > {{now:DateTime64(3, 'UTC')}}
        ) AS blocked
 FROM {COUNTERS} FINAL
-WHERE window_start <= {{now:DateTime64(3, 'UTC')}} AND window_end > {{now:DateTime64(3, 'UTC')}}
+WHERE window_start > {{now:DateTime64(3, 'UTC')}} - INTERVAL {{window_s:UInt32}} SECOND
+  AND window_start <= {{now:DateTime64(3, 'UTC')}}
 GROUP BY ip_hash
 ORDER BY pageviews DESC, ip_hash
 LIMIT {{limit:UInt32}}
@@ -53,11 +55,13 @@ class RateLimitStatus:
     note: str = ""
 
 
-def rate_limit_status(client: Client, now: datetime) -> RateLimitStatus:
+def rate_limit_status(client: Client, now: datetime, window_s: int = 3600) -> RateLimitStatus:
     if not all(client.command(f"EXISTS TABLE {table}") for table in (COUNTERS, BLOCKS)):
         return RateLimitStatus(False, note="Rate-limit counters are not being recorded in this store yet.")
     blocked = client.query(_BLOCKED_NOW, parameters={"now": now}).result_rows[0][0]
-    busiest = client.query(_BUSIEST_CLIENTS, parameters={"now": now, "limit": TOP_OFFENDERS}).result_rows
+    busiest = client.query(
+        _BUSIEST_CLIENTS, parameters={"now": now, "limit": TOP_OFFENDERS, "window_s": window_s}
+    ).result_rows
     return RateLimitStatus(
         True,
         blocked_now=int(blocked),

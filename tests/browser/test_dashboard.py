@@ -116,10 +116,12 @@ def rate_limit_windows(settings: Settings, now: datetime) -> None:
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=50)
     end = start + timedelta(hours=1)
     client = connect(settings)
+    # Counters are per client and minute of event time (the stream jobs' panes).
+    pane_end = start + timedelta(minutes=1)
     client.insert(
         "rate_limit_counters",
-        [["f00dfeed" * 8, start, end, 150, 1, 1], ["c0ffee00" * 8, start, end, 12, 0, 1]],
-        column_names=["ip_hash", "window_start", "window_end", "pageviews", "blocked", "batch_id"],
+        [["f00dfeed" * 8, start, pane_end, 150, 1], ["c0ffee00" * 8, start, pane_end, 12, 1]],
+        column_names=["ip_hash", "window_start", "window_end", "pageviews", "batch_id"],
     )
     client.insert(
         "rate_limit_blocks",
