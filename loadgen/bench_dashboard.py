@@ -27,14 +27,13 @@ from dashboard.app import build_app
 from dashboard.periods import period
 from loadgen.runner import percentile
 from storage import queries
-from storage.archiver import ARCHIVE_COLUMNS
+from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.migrations import apply_migrations
 from storage.queries import StatsQuery
 from tally.settings import Settings
 
 BENCH_SITE = "dashboard.bench.example.com"
-SYNTHETIC_PARTITION = 65535  # no topic has it: the archiver's resume offsets never read these rows
 CHUNK = 1_000_000  # rows per INSERT: bounds the engine's memory while sorting a part
 SPAN = timedelta(days=30)
 PAGEVIEWS_PER_SESSION = 3

@@ -23,11 +23,11 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
-from storage.archiver import ARCHIVE_COLUMNS
 from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.events import archive_rows
 
 pytestmark = pytest.mark.browser
 
@@ -90,8 +90,8 @@ def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageView
 
 
 def archive(settings: Settings, events: list[PageViewEvent]) -> None:
-    rows = [[getattr(e, c) for c in PageViewEvent.model_fields] + [0, i] for i, e in enumerate(events)]
-    connect(settings).insert("events", rows, column_names=ARCHIVE_COLUMNS)
+    rows, columns = archive_rows(events)
+    connect(settings).insert("events", rows, column_names=columns)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage import readonly_sql
+from storage.archiver import SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
@@ -20,8 +21,9 @@ def archive_with_one_event(settings: Settings) -> None:
     client = connect(settings)
     add_site(client, SITE)
     client.command(
-        "INSERT INTO events (event_id, site, ts, received_at, url, path, visitor_id, ip_hash) "
-        f"VALUES (generateUUIDv4(), '{SITE}', now64(3), now64(3), 'https://{SITE}/', '/', 'v', 'i')"
+        "INSERT INTO events (event_id, site, ts, received_at, url, path, visitor_id, ip_hash, kafka_partition) "
+        f"VALUES (generateUUIDv4(), '{SITE}', now64(3), now64(3), 'https://{SITE}/', '/', 'v', 'i', "
+        f"{SYNTHETIC_PARTITION})"
     )
 
 

@@ -20,11 +20,11 @@ from flask.testing import FlaskClient
 
 from dashboard.app import build_app
 from storage import queries
-from storage.archiver import ARCHIVE_COLUMNS
 from storage.client import connect
 from storage.queries import StatsQuery
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.events import archive_rows
 
 pytestmark = pytest.mark.integration
 
@@ -91,8 +91,8 @@ EVENTS = [
 @pytest.fixture(scope="module")
 def archive(dashboard_settings: Settings) -> Client:
     client = connect(dashboard_settings)
-    rows = [[getattr(e, c) for c in PageViewEvent.model_fields] + [0, i] for i, e in enumerate(EVENTS)]
-    client.insert("events", rows, column_names=ARCHIVE_COLUMNS)
+    rows, columns = archive_rows(EVENTS)
+    client.insert("events", rows, column_names=columns)
     return client
 
 
