@@ -21,7 +21,8 @@ def archive_with_one_event(settings: Settings) -> None:
     client = connect(settings)
     add_site(client, SITE)
     client.command(
-        "INSERT INTO events (event_id, site, ts, received_at, url, path, visitor_id, ip_hash, kafka_partition) "
+        "INSERT INTO events "
+        "(event_id, site, ts, received_at, url, path, visitor_id, ip_hash, kafka_partition) "
         f"VALUES (generateUUIDv4(), '{SITE}', now64(3), now64(3), 'https://{SITE}/', '/', 'v', 'i', "
         f"{SYNTHETIC_PARTITION})"
     )
