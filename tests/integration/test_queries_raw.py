@@ -151,3 +151,54 @@ def test_realtime_counts_the_last_five_minutes(archive: Client) -> None:
     # [09:05, 09:10]: b's bounce and a's second page view; a's later page views are not yet.
     now = T0 + timedelta(minutes=10)
     assert queries.realtime(archive, SITE, now=now) == {"visitors": 2, "pageviews": 2}
+
+
+def test_page_views_in_the_same_millisecond_are_ordered_by_event_id(settings: Settings) -> None:
+    # The sessions stream query orders ties on ts by event_id (as a string); raw must agree,
+    # whatever order the rows were archived in.
+    site, at = "ties.queries.example.com", T0 + timedelta(hours=1)
+    ids = sorted(str(uuid4()) for _ in range(3))
+    views = [
+        PageViewEvent(
+            event_id=event_id, site=site, ts=at, received_at=at, url=f"https://{site}{path}",
+            path=path, visitor_id="t", ip_hash="ip-t",
+        )
+        for event_id, path in zip(ids, ["/first", "/middle", "/last"], strict=True)
+    ]  # fmt: skip
+    client = connect(settings)
+    rows, columns = archive_rows(list(reversed(views)))
+    client.insert("events", rows, column_names=columns)
+    q = StatsQuery(site, DAY, DAY + timedelta(days=1))
+    [session] = queries.sessions(client, q)
+    assert (session.entry_path, session.exit_path, session.pageviews) == ("/first", "/last", 3)
+    assert [row.value for row in queries.breakdown(client, q, "entry_path")] == ["/first"]
+
+
+def test_newest_sessions_of_a_long_range(settings: Settings) -> None:
+    # The list is looked for in the range's last day first, then widened: both ways must
+    # give the newest sessions of the whole range.
+    site, end = "newest.queries.example.com", DAY + timedelta(days=1)
+    starts = {
+        "old": DAY - timedelta(days=8),
+        "week": DAY - timedelta(days=3),
+        "day-1": T0,
+        "day-2": T0 + timedelta(hours=1),
+    }
+    views = [
+        PageViewEvent(
+            event_id=uuid4(), site=site, ts=at, received_at=at, url=f"https://{site}/",
+            path="/", visitor_id=visitor, ip_hash="ip-" + visitor,
+        )
+        for visitor, at in starts.items()
+    ]  # fmt: skip
+    client = connect(settings)
+    rows, columns = archive_rows(views)
+    client.insert("events", rows, column_names=columns)
+    month = StatsQuery(site, end - timedelta(days=30), end)
+
+    def newest(limit: int) -> list[str]:
+        return [s.visitor_id for s in queries.sessions(client, month, limit=limit)]
+
+    assert newest(2) == ["day-2", "day-1"]
+    assert newest(3) == ["day-2", "day-1", "week"]
+    assert newest(10) == ["day-2", "day-1", "week", "old"]
