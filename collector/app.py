@@ -38,6 +38,7 @@ from collector.metrics import CollectorMetrics
 from collector.payload import BrowserEvent, ServerEvent
 from collector.salts import DailySalts
 from storage.client import connect
+from tally import structured_logging
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 
@@ -331,6 +332,7 @@ def production_parts(settings: Settings) -> CollectorParts:
 
 
 def main() -> None:
+    structured_logging.configure()
     settings = Settings()
     uvicorn.run(
         build_app(settings, production_parts(settings)),

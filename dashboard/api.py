@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import structlog
 from flask import Blueprint, Response, jsonify, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
 from dashboard.api_parameters import Arguments, BadParameter
@@ -89,10 +89,25 @@ def stats_api(
         rows = queries.sessions(clients(), q, limit, source=parameters.source(arguments))
         return jsonify([session_json(row) for row in rows])
 
-    @api.route("/<path:unknown>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
+
+    @api.app_errorhandler(MethodNotAllowed)
+    def method_not_allowed(refused: MethodNotAllowed) -> Response:
+        # Raised while routing, before a blueprint is chosen, hence an app-wide handler: the
+        # API's paths answer JSON (a 404 for a path that is no endpoint, whatever the method),
+        # every other path Werkzeug's own answer.
+        if not request.path.startswith(f"{PREFIX}/"):
+            return refused.get_response()
+        if request.path not in openapi_document()["paths"]:
+            return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")
+        allowed = ", ".join(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+        response = error(405, f"method {request.method} not allowed; allowed: {allowed}")
+        response.headers["Allow"] = allowed
+        response.headers["Cache-Control"] = "no-store"
+        return response
 
     @api.errorhandler(BadParameter)
     def bad_parameter(refused: BadParameter) -> Response:

@@ -62,7 +62,9 @@ def site(arguments: Arguments) -> str:
 
 
 def source(arguments: Arguments) -> Source:
-    value = arguments.get("source") or "agg"
+    value = arguments.get("source")
+    if value is None:
+        return "agg"
     if value not in SOURCES:
         raise BadParameter("source", f"must be one of {', '.join(SOURCES)}")
     return value  # type: ignore[return-value]
@@ -84,8 +86,10 @@ def moment(text: str, parameter: str) -> datetime:
 
 def date_range(arguments: Arguments, now: datetime) -> tuple[datetime, datetime]:
     """[from, to): `to` defaults to now, `from` to 30 days before `to`."""
-    end = moment(arguments.get("to") or "", "to") if arguments.get("to") else now
-    start = moment(arguments.get("from") or "", "from") if arguments.get("from") else end - DEFAULT_RANGE
+    # A parameter given empty is refused, not taken as absent: `from=` is no date.
+    given_to, given_from = arguments.get("to"), arguments.get("from")
+    end = now if given_to is None else moment(given_to, "to")
+    start = end - DEFAULT_RANGE if given_from is None else moment(given_from, "from")
     if end <= start:
         raise BadParameter("to", "must be after from")
     return start, end
@@ -119,7 +123,9 @@ def stats_query(arguments: Arguments, now: datetime, session_gap_s: int) -> Stat
 
 def interval(arguments: Arguments, q: StatsQuery) -> Interval:
     """The interval asked for, or one that gives a readable chart for the range."""
-    value = arguments.get("interval") or default_interval(q.end - q.start)
+    value = arguments.get("interval")
+    if value is None:
+        value = default_interval(q.end - q.start)
     if value not in INTERVALS:
         raise BadParameter("interval", f"must be one of {', '.join(INTERVALS)}")
     count = bucket_count(q, value)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from dashboard.explore import register_explore
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.store import ClientFactory, thread_local_clients
+from tally import structured_logging
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -63,6 +64,7 @@ def harden(server: Flask) -> None:
 
 
 def main() -> None:
+    structured_logging.configure()
     settings = Settings()
     app = build_app(settings)
     log.info(

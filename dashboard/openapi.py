@@ -20,7 +20,12 @@ def _parameter(name: str, description: str, schema: JSON, required: bool = False
 
 
 PARAMETERS: dict[str, JSON] = {
-    "site": _parameter("site", "The site (domain) to report on.", {"type": "string"}, required=True),
+    "site": _parameter(
+        "site",
+        "The site (domain) to report on.",
+        {"type": "string", "minLength": 1, "maxLength": parameters.MAX_SITE_LENGTH},
+        required=True,
+    ),
     "from": _parameter(
         "from",
         "Start of the range, inclusive: ISO-8601 date or date-time; UTC unless an offset is given. "

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from storage.client import connect
 from storage.migrations import apply_migrations
-from tally import heartbeat
+from tally import heartbeat, structured_logging
 from tally.event import PageViewEvent
 from tally.settings import Settings
 
@@ -222,6 +222,7 @@ async def run_archiver(settings: Settings) -> None:
 
 
 def main() -> None:
+    structured_logging.configure()
     settings = Settings()
     apply_migrations(settings)
     asyncio.run(run_archiver(settings))

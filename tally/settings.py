@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     clickhouse_database: str = "tally"
     # The one account the local endpoint accepts (and clients send); ClickHouse's own default.
     clickhouse_user: str = "default"
-    clickhouse_password: str = ""
+    clickhouse_password: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
 
     spark_master: str = "local[2]"
     spark_driver_memory: str = "768m"
@@ -56,13 +56,13 @@ class Settings(BaseSettings):
     watermark_s: int = 120
 
     # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.
-    ingest_key: str = ""
-    api_key: str = ""
+    ingest_key: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
+    api_key: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
 
     # The dashboard's login password; empty means: read from (or generate into)
     # $TALLY_HOME/dashboard_password. The session cookie is signed with a secret kept likewise.
-    dashboard_password: str = ""
-    dashboard_session_secret: str = ""
+    dashboard_password: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
+    dashboard_session_secret: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
     # Browsers accept Secure cookies over plain HTTP on loopback only: turn off solely for a
     # dashboard served over plain HTTP on another address (better: put TLS in front).
     dashboard_cookie_secure: bool = True
