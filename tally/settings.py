@@ -7,7 +7,6 @@ describe the single-machine local stack.
 from __future__ import annotations
 
 import secrets
-from functools import cached_property
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
@@ -75,8 +74,10 @@ class Settings(BaseSettings):
 
     jars_dir: Path = Field(default=PROJECT_ROOT / ".deps")
 
-    @cached_property
+    @property
     def home_dir(self) -> Path:
+        # Not cached: model_copy(update={"home": …}) copies a cached value along, and the
+        # copy would keep using the original home (its checkpoints, its keys).
         return self.home.expanduser().resolve()
 
     @property
