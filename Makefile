@@ -11,13 +11,17 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test install lint constraints clean-deps check-tools browser
+.PHONY: run test bench install lint constraints clean-deps check-tools browser wrk
 
 run: install
 	$(BIN)/tally up --demo
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# One fixed scenario on the local stack (about 10 minutes); report under bench/results/.
+bench: install wrk
+	$(BIN)/tally bench
 
 install: check-tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved browser
 
@@ -27,6 +31,13 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
 	  || { echo "error: could not install chromium (apt-get install chromium)"; exit 1; }
+
+# The benchmark drives the collector with Debian's wrk (an independent HTTP load generator).
+wrk:
+	@command -v wrk >/dev/null || { \
+	  echo "installing Debian's wrk for the collector benchmark"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk >/dev/null; } \
+	  || { echo "error: could not install wrk (apt-get install wrk)"; exit 1; }
 
 check-tools:
 	@command -v java >/dev/null || { echo "error: Java 17+ is required (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.bench import markdown, visibility_latencies, write_report
+from loadgen.bench import headline, markdown, visibility_latencies, write_report
 from loadgen.runner import percentile
 
 
@@ -43,3 +43,24 @@ def test_report_is_written_as_json_and_markdown(tmp_path: Path) -> None:
     text = md_path.read_text()
     assert text == markdown(report)
     assert "## collector" in text and "2 cores" in text
+
+
+def test_headline_gives_each_target_its_figure_or_why_not() -> None:
+    report = {
+        "collector": {
+            "results": [
+                {"scenario": "bare_starlette_202", "events_per_s": 20000.0, "p50_ms": 2, "p99_ms": 5},
+                {"scenario": "collector_single_event", "events_per_s": 5000.0, "p50_ms": 9, "p99_ms": 40},
+                {"scenario": "collector_batch_100", "events_per_s": 30000.0, "p50_ms": 20, "p99_ms": 90},
+            ]
+        },
+        "archiver": {"error": "StackError: archiver did not start"},
+        "rss_idle_mib": {"total": 1700.4},
+    }
+    figures = {measure: figure for measure, figure, _ in headline(report)}
+    assert figures["collector throughput"].startswith("5,000 events/s single")
+    assert "25% of bare Starlette's 20,000/s" in figures["collector throughput"]
+    assert figures["collector throughput"].endswith("batches 30,000 events/s")
+    assert figures["archiver throughput"] == "failed: StackError: archiver did not start"
+    assert figures["Spark sustained throughput"] == "not measured"
+    assert figures["RSS, idle"] == "1,700 MiB total"
