@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from storage.archiver import GROUP_ID, Archiver
+from storage.archiver import EVENT_COLUMNS, GROUP_ID, Archiver
 from storage.client import connect
+from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import make_events
 
@@ -108,3 +111,28 @@ async def test_restart_after_lost_offset_commit_archives_nothing_twice(settings:
     await archive_until(settings, site, expected=600)
 
     assert archived(settings, site) == (600, 600)
+
+
+async def test_every_field_is_archived_as_it_was_on_the_log(settings: Settings) -> None:
+    # Rows travel as JSON that ClickHouse parses: times keep their milliseconds, text its
+    # quotes, backslashes, newlines and non-ASCII, maps their keys; nothing is defaulted.
+    site = "fidelity.example.com"
+    at = datetime(2026, 11, 21, 23, 59, 59, 987000, tzinfo=UTC)
+    event = PageViewEvent(
+        event_id=uuid4(), site=site, name="signup", ts=at, received_at=at + timedelta(milliseconds=5),
+        url=f'https://{site}/caf\u00e9?q="x"\\y', hostname=site, path="/caf\u00e9/\u6f22\u5b57",
+        referrer="https://news.ycombinator.com/item?id=1", referrer_domain="news.ycombinator.com",
+        utm_source="newsletter", utm_medium="email", utm_campaign="launch\nday", utm_content="a\tb",
+        utm_term="\u00fcber", visitor_id="00ff00ff00ff00ff", ip_hash="ff00ff00ff00ff00", country="CH",
+        browser="Firefox", os="Linux", device="desktop", screen_width=2560, language="de-CH",
+        props={"plan": "pro", 'quote"key': "line\nbreak", "\u00e9": ""},
+    )  # fmt: skip
+    await produce(settings, [(event.key, event.to_json())])
+    await archive_until(settings, site, expected=1)
+    client = connect(settings)
+    [row] = client.query(
+        f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE site = {{site:String}}",
+        parameters={"site": site},
+    ).named_results()
+    row |= {"ts": row["ts"].replace(tzinfo=UTC), "received_at": row["received_at"].replace(tzinfo=UTC)}
+    assert PageViewEvent.model_validate(row) == event
