@@ -15,7 +15,8 @@ import platform
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -245,7 +246,7 @@ def run_bench(settings: Settings, console: Console) -> dict:
         report["collector"] = _optional(
             "collector vs bare ASGI ceiling", lambda: run_collector_bench(settings), console
         )
-        report["archiver"] = _optional("archiver throughput", lambda: bench_archiver(settings), console)
+        report["archiver"] = _optional("archiver throughput", lambda: _archiver_bench(settings), console)
         report["stream"] = _optional("spark sustained throughput", lambda: _stream_bench(settings), console)
         report["rss_after_mib"] = component_rss(settings)
     finally:
@@ -255,17 +256,29 @@ def run_bench(settings: Settings, console: Console) -> dict:
     return report
 
 
-def _stream_bench(settings: Settings) -> dict:
-    """The Spark application on a backlog, with the stack's own stream jobs stopped meanwhile:
-    two Spark drivers on the same cores would measure each other."""
-    from loadgen.bench_stream import run_stream_bench
-
-    rpc = supervisor.rpc(settings)
-    rpc.supervisor.stopProcess("spark", True)
+@contextmanager
+def stream_jobs_paused(settings: Settings) -> Iterator[None]:
+    """The stack's stream jobs stopped for a throughput section, started again after: on two
+    cores, Spark catching up on the previous section's events would measure itself too."""
+    supervisor.rpc(settings).supervisor.stopProcess("spark", True)
     try:
-        return asdict(run_stream_bench(settings))
+        yield
     finally:
         supervisor.start_component(settings, next(c for c in components(settings) if c.name == "spark"))
+
+
+def _archiver_bench(settings: Settings) -> dict:
+    with stream_jobs_paused(settings):
+        return bench_archiver(settings)
+
+
+def _stream_bench(settings: Settings) -> dict:
+    """The Spark application on a backlog of its own topic (two Spark drivers would share
+    the cores)."""
+    from loadgen.bench_stream import run_stream_bench
+
+    with stream_jobs_paused(settings):
+        return asdict(run_stream_bench(settings))
 
 
 def _dashboard_bench(settings: Settings) -> dict:

@@ -167,7 +167,15 @@ def stop_stack(settings: Settings, timeout_s: float = 120) -> None:
     server = rpc(settings)
     pids = [info["pid"] for info in server.supervisor.getAllProcessInfo() if info["pid"]]
     supervisord_pid = server.supervisor.getPID()
-    server.supervisor.stopAllProcesses(True)
+    # One at a time, last started first: stopAllProcesses signals all at once, and the
+    # archiver then lost ClickHouse and Kafka under it while it was still finishing a batch.
+    configs = sorted(server.supervisor.getAllConfigInfo(), key=lambda c: c["process_prio"], reverse=True)
+    for config in configs:
+        try:
+            server.supervisor.stopProcess(config["name"], True)
+        except xmlrpc.client.Fault as fault:
+            if "NOT_RUNNING" not in fault.faultString:
+                raise
     server.supervisor.shutdown()
     deadline = time.monotonic() + timeout_s
     while any(_alive(pid) for pid in [*pids, supervisord_pid]):

@@ -73,38 +73,15 @@ def without_tally_settings(environment: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextmanager
-def collector_process(
-    settings: Settings, home: Path, environment: dict[str, str], blocklist_topic: str
-) -> Iterator[Service]:
+def service_process(name: str, home: Path, environment: dict[str, str]) -> Iterator[Service]:
+    """`python -m <name>.app` on a free port, its output in home/<name>.log; `environment`
+    holds the settings (without the port) and the secrets, if they come from there."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log_path = home / "collector.log"
+    log_path = home / f"{name}.log"
     env = without_tally_settings(os.environ) | environment
-    env |= {
-        "TALLY_HOME": str(home),
-        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
-        "TALLY_COLLECTOR_HOST": "127.0.0.1",
-        "TALLY_COLLECTOR_PORT": str(port),
-        "TALLY_BLOCKLIST_TOPIC": blocklist_topic,
-    }
-    with running_module("collector.app", env, log_path, f"{url}/healthz"):
-        yield Service(url, log_path)
-
-
-@contextmanager
-def dashboard_process(settings: Settings, home: Path, environment: dict[str, str]) -> Iterator[Service]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_path = home / "dashboard.log"
-    env = without_tally_settings(os.environ) | environment
-    env |= {
-        "TALLY_HOME": str(home),
-        "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
-        "TALLY_DASHBOARD_PORT": str(port),
-        "TALLY_DASHBOARD_SOURCE": "raw",
-    }
-    with running_module("dashboard.app", env, log_path, f"{url}/healthz"):
+    env |= {"TALLY_HOME": str(home), f"TALLY_{name.upper()}_PORT": str(port)}
+    with running_module(f"{name}.app", env, log_path, f"{url}/healthz"):
         yield Service(url, log_path)
 
 
@@ -218,8 +195,22 @@ def test_no_key_or_password_reaches_a_log(settings: Settings, tmp_path: Path, pr
     blocklist_topic, probe = blocklist_with_a_malformed_record(settings, tmp_path)
 
     with (
-        collector_process(settings, home, environment, blocklist_topic) as collector,
-        dashboard_process(settings, home, environment) as dashboard,
+        service_process(
+            "collector",
+            home,
+            environment
+            | {
+                "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+                "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
+                "TALLY_COLLECTOR_HOST": "127.0.0.1",
+                "TALLY_BLOCKLIST_TOPIC": blocklist_topic,
+            },
+        ) as collector,
+        service_process(
+            "dashboard",
+            home,
+            environment | {"TALLY_CLICKHOUSE_URL": settings.clickhouse_url, "TALLY_DASHBOARD_SOURCE": "raw"},
+        ) as dashboard,
     ):
         right = given if provided_by == "environment" else Secrets.read_from(home)
         exercise_collector(collector, settings, right.ingest_key, wrong.ingest_key)
