@@ -122,15 +122,7 @@ def _measure(
     live_s: float,
 ) -> StreamBenchReport:
     log_path = settings.home_dir / "stream_jobs.log"
-    environment = os.environ | {
-        "TALLY_HOME": str(settings.home_dir),
-        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
-        "TALLY_CLICKHOUSE_DATABASE": settings.clickhouse_database,
-        "TALLY_PAGEVIEWS_TOPIC": settings.pageviews_topic,
-        "TALLY_BLOCKLIST_TOPIC": settings.blocklist_topic,
-        "TALLY_SPARK_TRIGGER_S": str(settings.spark_trigger_s),
-    }
+    environment = os.environ | settings.environment()
     with log_path.open("wb") as log:
         started = time.monotonic()
         wall_started = datetime.now()

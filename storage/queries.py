@@ -212,15 +212,8 @@ def raw_sessions_sql(q: StatsQuery, properties: tuple[str, ...] = tuple(SESSION_
 
 
 def _raw_aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
-    pageviews, visitors = client.query(
-        f"SELECT count(), {RAW_VISITORS} " + _RAW_PAGEVIEWS.format(filters=q.filter_sql()),
-        parameters=q.parameters(),
-    ).result_rows[0]
-    sessions, bounces, duration_s = client.query(
-        f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({raw_sessions_sql(q, ())})",
-        parameters=q.parameters(),
-    ).result_rows[0]
-    return _metrics(pageviews, visitors, sessions, bounces, duration_s)
+    totals = f"SELECT count(), {RAW_VISITORS} " + _RAW_PAGEVIEWS.format(filters=q.filter_sql())
+    return _aggregate(client, q, totals, raw_sessions_sql(q, ()))
 
 
 def _raw_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
@@ -245,11 +238,7 @@ def _raw_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[B
             f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
             f"{VISITORS} AS visitors FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))})"
         )
-    rows = client.query(
-        f"{sql} GROUP BY value ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}",
-        parameters={**q.parameters(), "limit": limit},
-    ).result_rows
-    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+    return _ranked(client, sql, q.parameters(), limit)
 
 
 # The newest sessions are looked for in the range's last day, then its last week, then all of
@@ -261,12 +250,7 @@ RECENT_TAILS = (timedelta(days=1), timedelta(days=7))
 def _raw_sessions(client: Client, q: StatsQuery, limit: int) -> list[SessionRow]:
     tails = [replace(q, start=q.end - tail) for tail in RECENT_TAILS if q.end - tail > q.start]
     for tail in [*tails, q]:
-        rows = client.query(
-            f"SELECT * FROM ({raw_sessions_sql(tail)}) "
-            "ORDER BY start DESC, visitor_id LIMIT {limit:UInt32}",
-            parameters={**tail.parameters(), "limit": limit},
-        ).named_results()
-        newest = [_session_row(row) for row in rows]
+        newest = _newest_sessions(client, raw_sessions_sql(tail), tail.parameters(), limit)
         if len(newest) >= limit:
             break
     return newest
@@ -381,15 +365,7 @@ def agg_sessions_sql() -> str:
 
 
 def _agg_aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
-    pageviews, visitors = client.query(
-        f"SELECT sum(pageviews), {VISITORS} " + _AGG_PAGEVIEWS,
-        parameters=q.parameters(),
-    ).result_rows[0]
-    sessions, bounces, duration_s = client.query(
-        f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({agg_sessions_sql()})",
-        parameters=q.parameters(),
-    ).result_rows[0]
-    return _metrics(pageviews, visitors, sessions, bounces, duration_s)
+    return _aggregate(client, q, f"SELECT sum(pageviews), {VISITORS} " + _AGG_PAGEVIEWS, agg_sessions_sql())
 
 
 def _agg_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
@@ -416,19 +392,11 @@ def _agg_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[B
             f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
             f"{VISITORS} AS visitors FROM ({agg_sessions_sql()})"
         )
-    rows = client.query(
-        f"{sql} GROUP BY value ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}",
-        parameters={**q.parameters(), "dimension": EVENT_DIMENSIONS.get(by, ""), "limit": limit},
-    ).result_rows
-    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+    return _ranked(client, sql, {**q.parameters(), "dimension": EVENT_DIMENSIONS.get(by, "")}, limit)
 
 
 def _agg_sessions(client: Client, q: StatsQuery, limit: int) -> list[SessionRow]:
-    rows = client.query(
-        f"SELECT * FROM ({agg_sessions_sql()}) ORDER BY start DESC, visitor_id LIMIT {{limit:UInt32}}",
-        parameters={**q.parameters(), "limit": limit},
-    ).named_results()
-    return [_session_row(row) for row in rows]
+    return _newest_sessions(client, agg_sessions_sql(), q.parameters(), limit)
 
 
 def _agg_realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
@@ -471,6 +439,36 @@ def _use_agg(q: StatsQuery, source: Source) -> bool:
 
 
 # --- shared --------------------------------------------------------------------------------
+# Each source supplies its SQL; what is computed from it is stated once, here.
+
+
+def _aggregate(client: Client, q: StatsQuery, totals_sql: str, sessions_sql: str) -> dict[str, float]:
+    """The aggregate report from `totals_sql` (page views, visitors) and the sessions."""
+    pageviews, visitors = client.query(totals_sql, parameters=q.parameters()).result_rows[0]
+    sessions, bounces, duration_s = client.query(
+        f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({sessions_sql})",
+        parameters=q.parameters(),
+    ).result_rows[0]
+    return _metrics(pageviews, visitors, sessions, bounces, duration_s)
+
+
+def _ranked(client: Client, sql: str, parameters: dict[str, object], limit: int) -> list[BreakdownRow]:
+    """A breakdown: `sql` selects value, pageviews and visitors; the top `limit` values."""
+    rows = client.query(
+        f"{sql} GROUP BY value ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}",
+        parameters={**parameters, "limit": limit},
+    ).result_rows
+    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def _newest_sessions(
+    client: Client, sessions_sql: str, parameters: dict[str, object], limit: int
+) -> list[SessionRow]:
+    rows = client.query(
+        f"SELECT * FROM ({sessions_sql}) ORDER BY start DESC, visitor_id LIMIT {{limit:UInt32}}",
+        parameters={**parameters, "limit": limit},
+    ).named_results()
+    return [_session_row(row) for row in rows]
 
 
 def _metrics(

@@ -41,7 +41,8 @@ class Settings(BaseSettings):
     clickhouse_database: str = "tally"
     # The one account the local endpoint accepts (and clients send); ClickHouse's own default.
     clickhouse_user: str = "default"
-    clickhouse_password: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
+    # Secrets (here and below) are left out of the repr: never in a log or a traceback.
+    clickhouse_password: str = Field(default="", repr=False)
 
     spark_master: str = "local[2]"
     spark_driver_memory: str = "768m"
@@ -55,13 +56,13 @@ class Settings(BaseSettings):
     watermark_s: int = 120
 
     # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.
-    ingest_key: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
-    api_key: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
+    ingest_key: str = Field(default="", repr=False)
+    api_key: str = Field(default="", repr=False)
 
     # The dashboard's login password; empty means: read from (or generate into)
     # $TALLY_HOME/dashboard_password. The session cookie is signed with a secret kept likewise.
-    dashboard_password: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
-    dashboard_session_secret: str = Field(default="", repr=False)  # never in a repr, a log or a traceback
+    dashboard_password: str = Field(default="", repr=False)
+    dashboard_session_secret: str = Field(default="", repr=False)
     # Browsers accept Secure cookies over plain HTTP on loopback only: turn off solely for a
     # dashboard served over plain HTTP on another address (better: put TLS in front).
     dashboard_cookie_secure: bool = True
@@ -73,6 +74,13 @@ class Settings(BaseSettings):
     supervisor_port: int = 9001
 
     jars_dir: Path = Field(default=PROJECT_ROOT / ".deps")
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the TALLY_* variables a child process reads them back from."""
+        values = {name: str(value) for name, value in self}
+        return {f"TALLY_{name.upper()}": value for name, value in values.items()} | {
+            "TALLY_HOME": str(self.home_dir)
+        }
 
     @property
     def home_dir(self) -> Path:

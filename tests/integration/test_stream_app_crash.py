@@ -82,17 +82,7 @@ def test_sigkill_of_the_driver_mid_stream_leaves_the_tables_of_an_uninterrupted_
 def running_app(settings: Settings, log_path: Path) -> Iterator[subprocess.Popen]:
     """`python -m stream_jobs.app` configured by environment, in a process group of its own;
     stopped with SIGTERM on the way out (unless the test killed it)."""
-    environment = os.environ | {
-        "TALLY_HOME": str(settings.home),
-        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
-        "TALLY_CLICKHOUSE_DATABASE": settings.clickhouse_database,
-        "TALLY_PAGEVIEWS_TOPIC": settings.pageviews_topic,
-        "TALLY_BLOCKLIST_TOPIC": settings.blocklist_topic,
-        "TALLY_SPARK_TRIGGER_S": str(settings.spark_trigger_s),
-        "TALLY_RATE_LIMIT": str(settings.rate_limit),
-        "TALLY_RATE_WINDOW_S": str(settings.rate_window_s),
-    }
+    environment = os.environ | settings.environment()
     with log_path.open("wb") as log:
         app = subprocess.Popen(
             [sys.executable, "-m", "stream_jobs.app"],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tally.settings import Settings
 
 
@@ -22,3 +24,21 @@ def test_secrets_stay_out_of_the_repr() -> None:
     settings = Settings(api_key="api-key-value-1234", dashboard_password="password-value-5678")
     assert "api-key-value-1234" not in repr(settings)
     assert "password-value-5678" not in repr(settings)
+
+
+def test_a_child_process_reads_the_same_settings_back_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = Settings(
+        home=tmp_path / "child",
+        kafka_bootstrap="127.0.0.1:19092",
+        spark_trigger_s=0.5,
+        rate_limit=5,
+        dashboard_cookie_secure=False,
+        dashboard_source="raw",
+    )
+    for name, value in given.environment().items():
+        monkeypatch.setenv(name, value)
+    read_back = Settings()
+    assert read_back.home_dir == given.home_dir
+    assert read_back.model_dump(exclude={"home"}) == given.model_dump(exclude={"home"})
