@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from loadgen.__main__ import main as loadgen_command
@@ -149,7 +150,9 @@ def query(sql: str, output_format: str) -> None:
     try:
         result = readonly_sql.run(Settings(), sql)
     except readonly_sql.QueryRefused as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False)
+        # The message may quote the user's SQL: escaped, so that brackets in it are not read as
+        # markup, and on one line however wide, so that it stays one line in a log or a pipe.
+        console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     readonly_sql.print_result(result, output_format, console)
     if result.truncated:
