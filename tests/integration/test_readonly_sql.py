@@ -9,12 +9,14 @@ import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
+from dashboard import explore
+from dashboard.periods import period
 from storage import readonly_sql
 from storage.archiver import SYNTHETIC_PARTITION
 from storage.client import connect
@@ -51,9 +53,9 @@ def archive_with_one_event(settings: Settings) -> None:
     add_site(client, SITE)
     client.command(
         "INSERT INTO events "
-        "(event_id, site, ts, received_at, url, path, visitor_id, ip_hash, kafka_partition) "
-        f"VALUES (generateUUIDv4(), '{SITE}', now64(3), now64(3), 'https://{SITE}/', '/', 'v', 'i', "
-        f"{SYNTHETIC_PARTITION})"
+        "(event_id, site, name, ts, received_at, url, path, visitor_id, ip_hash, kafka_partition) "
+        f"VALUES (generateUUIDv4(), '{SITE}', 'pageview', now64(3), now64(3), 'https://{SITE}/', '/', "
+        f"'v', 'i', {SYNTHETIC_PARTITION})"
     )
 
 
@@ -211,6 +213,13 @@ def test_escape_targets_are_real(settings: Settings, reachable: Secrets) -> None
     salted = client.query(f"SELECT salt FROM salts WHERE day = '{SALT_DAY}'").result_rows
     assert read == [(reachable.file_content,)]
     assert salted == [(reachable.salt,)]
+
+
+def test_explores_starting_query_passes_the_guard_and_finds_the_event(settings: Settings) -> None:
+    filters = explore.explore_filters("pageview", "/", None, None)
+    sql = explore.starting_sql(SITE, period("today", datetime.now(UTC)), filters, 1000)
+    result = readonly_sql.run(settings, sql)
+    assert [row[result.columns.index("path")] for row in result.rows] == ["/"]
 
 
 def test_results_are_capped(settings: Settings) -> None:
