@@ -19,11 +19,10 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import DatabaseError
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from rich.console import Console
 from rich.table import Table
 
@@ -54,20 +53,20 @@ LIMITS = {
 #: The EXPLAIN runs read-only too; readonly=2 so that a SETTINGS clause reaches the check
 #: (and is refused there, by name) instead of failing as a setting change.
 EXPLAIN_LIMITS = {"readonly": 2, "max_execution_time": 10}
+_PRODUCT_CHOOSES = "Tally picks the output format and sets the query's limits itself"
 #: What each error code of a user query means to the user (ClickHouse's own wording is long
 #: and names internals).
-_LIMIT_MESSAGES = {
+_MESSAGES_BY_CODE = {
     241: f"the query needs more than {MAX_MEMORY_BYTES >> 30} GiB of memory; narrow it (WHERE, LIMIT)",
     159: f"the query ran longer than {LIMITS['max_execution_time']} s; narrow it (WHERE, LIMIT)",
     191: f"an IN (subquery) set holds more than {LIMITS['max_rows_in_set']:,} rows; narrow the subquery",
     456: "query parameters ({name:Type}) are not supported; write the value into the query",
     # Only a SETTINGS clause changes a setting in a SELECT; readonly=1 refuses it.
-    164: "SETTINGS is not allowed (readonly): Tally sets the query's limits itself",
+    164: f"SETTINGS is not allowed (readonly): {_PRODUCT_CHOOSES}",
 }
-_PRODUCT_CHOOSES = "Tally picks the output format and sets the query's limits itself"
 _AST_LINE = re.compile(r"^(?P<indent> *)(?P<kind>[\w:]+) ?(?P<rest>.*)$")
 _CHILDREN = re.compile(r" ?\(children \d+\)$")
-_ALIAS = re.compile(r" ?\(alias (?P<alias>.*)\)$")
+_ALIAS = re.compile(r" ?\(alias .*\)$")
 #: What a clause after a SELECT is, by the node ClickHouse hangs it on the query.
 _OUTPUT_CLAUSES = {
     "Literal": "INTO OUTFILE",
@@ -94,11 +93,6 @@ class AstNode:
     kind: str
     name: str
     children: list[AstNode] = field(default_factory=list)
-
-    def walk(self) -> Iterator[AstNode]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
 
 
 @dataclass(frozen=True)
@@ -137,7 +131,7 @@ def run(settings: Settings, sql: str, client: Client | None = None) -> QueryResu
         check_reads(client, sql, settings.clickhouse_database)
         result = client.query(sql, settings=LIMITS)
     except DatabaseError as error:
-        raise QueryRefused(_LIMIT_MESSAGES.get(error.code or 0) or _clickhouse_message(str(error))) from None
+        raise QueryRefused(_refusal(error, settings)) from None
     rows = [tuple(row) for row in result.result_rows[: MAX_ROWS + 1]]
     return QueryResult(list(result.column_names), rows[:MAX_ROWS], truncated=len(rows) > MAX_ROWS)
 
@@ -198,11 +192,10 @@ class _SelectGuard:
     def _check_output_clauses(self, node: AstNode) -> None:
         # A SELECT's own children are its list of selects; anything after it is an output
         # clause: INTO OUTFILE (a Literal, then COMPRESSION's), FORMAT (an Identifier), SETTINGS.
-        for clause in node.children[1:]:
+        if len(node.children) > 1:
+            clause = node.children[1]
             named = _OUTPUT_CLAUSES.get(clause.kind, f"the {clause.kind} clause")
-            raise QueryRefused(
-                f"{named} is not allowed: Tally picks the output and the query's limits itself"
-            )
+            raise QueryRefused(f"{named} is not allowed: {_PRODUCT_CHOOSES}")
 
     def _check_table_expression(self, node: AstNode) -> None:
         source = node.children[0] if node.children else None
@@ -253,6 +246,14 @@ def _unknown_node_message(node: AstNode) -> str:
     if node.kind in ("Explain", "SelectWithUnionQuery"):
         return "only SELECT queries are allowed"
     return f"{node.kind} is not allowed in raw SQL"
+
+
+def _refusal(error: DatabaseError, settings: Settings) -> str:
+    if error.code in _MESSAGES_BY_CODE:
+        return _MESSAGES_BY_CODE[error.code]
+    if isinstance(error, OperationalError) and error.code is None:
+        return f"cannot reach ClickHouse at {settings.clickhouse_url}; is it running (tally status)?"
+    return _clickhouse_message(str(error))
 
 
 def _clickhouse_message(text: str) -> str:

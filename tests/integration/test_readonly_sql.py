@@ -122,6 +122,13 @@ ESCAPES = [
     ("SELECT * FROM events INTO OUTFILE '{outfile}' APPEND COMPRESSION 'gzip' LEVEL 3", "into outfile"),
     ("SELECT 1 INTO OUTFILE '{outfile}' AND STDOUT", "into outfile"),
     ("SELECT 1 /* hidden */ INTO /* hidden */ OUTFILE '{outfile}'", "into outfile"),
+    ("SELECT 1 UNION ALL SELECT 2 INTO OUTFILE '{outfile}'", "into outfile"),
+    ("WITH x AS (SELECT 1) SELECT * FROM x INTO OUTFILE '{outfile}'", "into outfile"),
+    ("SELECT * FROM events LIMIT 1 FORMAT Null", "format"),
+    (
+        "SELECT count() FROM events WHERE site IN (SELECT domain FROM sites SETTINGS max_threads = 1)",
+        "settings",
+    ),
     ("SELECT * FROM events FORMAT CSV", "format"),
     ("SELECT * FROM events FORMAT CSV SETTINGS max_threads = 1", "settings"),
     ("SELECT 1 SETTINGS readonly = 0", "readonly"),
@@ -172,6 +179,7 @@ ESCAPES = [
     ("WITH s AS (SELECT salt FROM salts) SELECT * FROM s", "private"),
     ("WITH salts AS (SELECT 1) SELECT * FROM salts", "private"),
     ("SELECT site FROM events UNION ALL SELECT salt FROM salts", "private"),
+    ("SELECT site FROM events INTERSECT SELECT salt FROM salts", "private"),
     ("SELECT site FROM events WHERE EXISTS (SELECT 1 FROM salts)", "private"),
     ("SELECT has(salts, 1) FROM events", "private"),
     # other databases, in any position
