@@ -20,6 +20,7 @@ import io
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
@@ -27,7 +28,13 @@ from rich.console import Console
 from rich.table import Table
 
 from storage.client import connect
-from storage.sql_allowlist import IN_FUNCTIONS, NODE_KINDS, READABLE_TABLES, function_allowed
+from storage.sql_allowlist import (
+    IN_FUNCTIONS,
+    NODE_KINDS,
+    PRIVATE_TABLES,
+    READABLE_TABLES,
+    function_allowed,
+)
 from tally.settings import Settings
 
 MAX_ROWS = 10_000
@@ -116,13 +123,10 @@ class Catalog:
             other_databases=frozenset(row[0].lower() for row in databases.result_rows) - {database.lower()},
         )
 
-    @property
+    @cached_property
     def private_tables(self) -> frozenset[str]:
         """Tally's tables that raw SQL may not read, lowercased (a refused look-alike costs nothing)."""
-        return frozenset(name.lower() for name in self.tables - READABLE_TABLES) | {
-            "salts",
-            "schema_migrations",
-        }
+        return frozenset(name.lower() for name in (self.tables - READABLE_TABLES) | PRIVATE_TABLES)
 
 
 def run(settings: Settings, sql: str, client: Client | None = None) -> QueryResult:
@@ -241,10 +245,8 @@ class _SelectGuard:
 
 
 def _unknown_node_message(node: AstNode) -> str:
-    if node.kind == "Set":
+    if node.kind == "Set":  # SETTINGS inside a subquery
         return f"SETTINGS is not allowed: {_PRODUCT_CHOOSES}"
-    if node.kind in ("Explain", "SelectWithUnionQuery"):
-        return "only SELECT queries are allowed"
     return f"{node.kind} is not allowed in raw SQL"
 
 
