@@ -249,6 +249,13 @@ def test_query_needing_8_gib_fails_on_the_memory_limit_and_the_store_stays_up(se
     assert readonly_sql.run(settings, f"SELECT count() FROM events WHERE site = '{SITE}'").rows == [(1,)]
 
 
+def test_in_set_over_the_row_limit_is_refused_in_one_line(settings: Settings) -> None:
+    over = readonly_sql.LIMITS["max_rows_in_set"] + 1_000_000
+    with pytest.raises(readonly_sql.QueryRefused) as refused:
+        readonly_sql.run(settings, f"SELECT count() FROM events WHERE 1 IN (SELECT arrayJoin(range({over})))")
+    assert "IN (subquery) set holds more than 10,000,000 rows" in str(refused.value)
+
+
 def test_cli_prints_a_refusal_as_one_line_and_exits_non_zero(settings: Settings, reachable: Secrets) -> None:
     cli = subprocess.run(
         [sys.executable, "-m", "tally.cli", "query", f"SELECT file('{reachable.file}')"],
