@@ -51,7 +51,7 @@ def render_config(settings: Settings, extra: list[Component] = ()) -> str:
     sections = [
         "[unix_http_server]",
         f"file={_socket_path(settings)}",
-        "chmod=0700",
+        "chmod=0600",
         "",
         "[supervisord]",
         f"logfile={settings.logs_dir / 'supervisord.log'}",
