@@ -343,7 +343,7 @@ class _ZlibFrame:
     def decompress(self, data: bytes, max_length: int = -1) -> bytes:
         # zlib hands back the input it did not get to instead of keeping it.
         decoded = self._inflate.decompress(self._inflate.unconsumed_tail + data, max(max_length, 0))
-        self.needs_input = not self._inflate.unconsumed_tail and len(decoded) < max_length
+        self.needs_input = not self._inflate.unconsumed_tail and (max_length < 0 or len(decoded) < max_length)
         return decoded
 
 
