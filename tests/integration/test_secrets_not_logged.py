@@ -230,6 +230,8 @@ def test_no_key_or_password_reaches_a_log(settings: Settings, tmp_path: Path, pr
         "dashboard password": right.password,
         "session secret": right.session_secret,
         "session cookie signature": cookie.rsplit(".", 1)[1],
+        # Both processes connect to ClickHouse with it (collector: sites and salts; dashboard: queries).
+        "ClickHouse password": settings.resolved_clickhouse_password(),
         "wrong ingest key": wrong.ingest_key,
         "wrong API key": wrong.api_key,
         "wrong password": wrong.password,
