@@ -154,6 +154,21 @@ def test_get_never_writes_however_readonly_is_spelled(
     assert clickhouse.command(f"SELECT count() FROM {visits}.visits") == 0
 
 
+@pytest.mark.parametrize("readonly", ["0", "00", "'00'"])
+def test_get_cannot_turn_readonly_off_inside_the_statement(
+    clickhouse_endpoint: Endpoint, clickhouse: Client, visits: str, readonly: str
+) -> None:
+    answer = httpx.get(
+        clickhouse_endpoint.url,
+        params={"query": f"INSERT INTO {visits}.visits SETTINGS readonly = {readonly} VALUES (1)"},
+        auth=clickhouse_endpoint.auth,
+    )
+
+    assert answer.headers.get("X-ClickHouse-Exception-Code") == "164", answer.text
+    assert "Cannot modify 'readonly' setting in readonly mode" in answer.text
+    assert clickhouse.command(f"SELECT count() FROM {visits}.visits") == 0
+
+
 @pytest.mark.parametrize("readonly", READONLY_SPELLINGS_THAT_DO_NOT_PARSE)
 def test_readonly_the_engine_cannot_parse_is_refused(
     clickhouse_endpoint: Endpoint, clickhouse: Client, visits: str, readonly: str
