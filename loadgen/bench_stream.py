@@ -91,6 +91,8 @@ def run_stream_bench(
             "pageviews_topic": f"pageviews-{run}",
             "blocklist_topic": f"blocklist-{run}",
             "clickhouse_database": f"tally_{run}",
+            # The stack's store, whose password is in the stack's home, not in this one.
+            "clickhouse_password": settings.resolved_clickhouse_password(),
         }
     )
     try:

@@ -30,8 +30,10 @@ import binascii
 import hmac
 import json
 import logging
+import os
 import re
 import socket
+import sys
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -47,15 +49,16 @@ from typing import Any, Protocol
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+import backports.zstd
 import lz4.frame
 import uvicorn
-import zstandard
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from tally.private_files import PRIVATE_UMASK, make_private_dir
 from tally.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -68,6 +71,8 @@ MAX_CONCURRENT_QUERIES = 8
 #: How far into a request to look for the end of an `INSERT … FORMAT` statement
 #: (ClickHouse's max_query_size).
 MAX_STATEMENT_BYTES = 256 * 1024
+#: The most a compressed body yields per decompression step; what the size limit is checked against.
+DECODED_PIECE_BYTES = 1024 * 1024
 
 
 class ErrorCode(IntEnum):
@@ -262,6 +267,8 @@ class HttpQuery:
     settings: dict[str, str]
     #: Values for the statement's {name:Type} placeholders.
     placeholders: dict[str, str]
+    #: A GET: ClickHouse runs those read-only whatever their settings say (see _enforce_read_only).
+    read_only: bool = False
 
     @classmethod
     def from_request(
@@ -288,15 +295,13 @@ class HttpQuery:
                 if not _NAME.fullmatch(name):
                     raise ClickHouseError.of(ErrorCode.UNKNOWN_SETTING, f"Unknown setting '{name}'")
                 settings[name] = value
-        if method == "GET" and settings.get("readonly", "0") == "0":
-            # ClickHouse runs GET requests read-only; readonly=2 still lets them change settings.
-            settings["readonly"] = "2"
         return cls(
             text=url_parameters.get("query", ""),
             database=url_parameters.get("database") or headers.get("x-clickhouse-database") or None,
             output_format=output_format,
             settings=settings,
             placeholders=placeholders,
+            read_only=method == "GET",
         )
 
 
@@ -304,34 +309,42 @@ class HttpQuery:
 
 
 class _Frame(Protocol):
-    """One compressed frame being decoded; zlib, lz4.frame and zstandard decompressors all fit."""
+    """One compressed frame being decoded, with the bz2-style API: at most `max_length` bytes
+    out per call, input kept until asked for (`needs_input`). lz4.frame's and backports.zstd's
+    decompressors have it; zlib's gets it from `_ZlibFrame`."""
 
     @property
     def eof(self) -> bool: ...
 
     @property
+    def needs_input(self) -> bool: ...
+
+    @property
     def unused_data(self) -> bytes: ...
 
-    def decompress(self, data: bytes) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int = -1) -> bytes: ...
 
 
-class _BrotliFrame:
-    def __init__(self) -> None:
-        try:
-            import brotli  # type: ignore[import-not-found]  # optional: clickhouse-connect only sends br if installed
-        except ImportError:
-            raise ClickHouseError.of(
-                ErrorCode.UNKNOWN_COMPRESSION_METHOD, "Content-Encoding br needs the brotli package"
-            ) from None
-        self._decompressor = brotli.Decompressor()
-        self.unused_data = b""
+class _ZlibFrame:
+    """A zlib (deflate or gzip) stream behind the `_Frame` API."""
+
+    def __init__(self, wbits: int) -> None:
+        self._inflate = zlib.decompressobj(wbits=wbits)
+        self.needs_input = True
 
     @property
     def eof(self) -> bool:
-        return bool(self._decompressor.is_finished())
+        return self._inflate.eof
 
-    def decompress(self, data: bytes) -> bytes:
-        return bytes(self._decompressor.process(data))
+    @property
+    def unused_data(self) -> bytes:
+        return self._inflate.unused_data
+
+    def decompress(self, data: bytes, max_length: int = -1) -> bytes:
+        # zlib hands back the input it did not get to instead of keeping it.
+        decoded = self._inflate.decompress(self._inflate.unconsumed_tail + data, max(max_length, 0))
+        self.needs_input = not self._inflate.unconsumed_tail and (max_length < 0 or len(decoded) < max_length)
+        return decoded
 
 
 def _frame_factory(encoding: str) -> Callable[[], _Frame] | None:
@@ -339,47 +352,56 @@ def _frame_factory(encoding: str) -> Callable[[], _Frame] | None:
         case "" | "identity":
             return None
         case "gzip" | "x-gzip":
-            return lambda: zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+            return lambda: _ZlibFrame(zlib.MAX_WBITS | 16)
         case "deflate":
-            return zlib.decompressobj
+            return lambda: _ZlibFrame(zlib.MAX_WBITS)
         case "lz4":
             return lz4.frame.LZ4FrameDecompressor
         case "zstd":
-            return zstandard.ZstdDecompressor().decompressobj
-        case "br":
-            return _BrotliFrame
+            return backports.zstd.ZstdDecompressor
+    # br is not taken: brotli's decoder has no bound on what one call may produce.
     raise ClickHouseError.of(ErrorCode.UNKNOWN_COMPRESSION_METHOD, f"Unknown Content-Encoding '{encoding}'")
 
 
 class BodyDecoder:
     """Undoes a Content-Encoding. A body may hold several frames one after the other:
-    clickhouse-connect compresses each block of an insert as a frame of its own."""
+    clickhouse-connect compresses each block of an insert as a frame of its own.
+
+    Output comes in pieces of at most DECODED_PIECE_BYTES, each produced only when the one
+    before was taken: a small body that expands enormously (a compression bomb) is stopped by
+    RequestBody's limit after one piece too many, never decompressed whole into memory.
+    """
 
     def __init__(self, encoding: str) -> None:
         self._encoding = encoding
         self._new_frame = _frame_factory(encoding)
         self._frame: _Frame | None = None
 
-    def decode(self, data: bytes) -> bytes:
+    def decode(self, data: bytes) -> Iterator[bytes]:
         if self._new_frame is None:
-            return data
-        decoded: list[bytes] = []
+            if data:
+                yield data
+            return
         try:
-            while data:
+            while True:
                 if self._frame is None:
+                    if not data:
+                        return
                     self._frame = self._new_frame()
-                decoded.append(self._frame.decompress(data))
+                piece = self._frame.decompress(data, DECODED_PIECE_BYTES)
+                data = b""
+                if piece:
+                    yield piece
                 if self._frame.eof:
                     data, self._frame = self._frame.unused_data, None
-                else:
-                    data = b""
+                elif self._frame.needs_input:
+                    return
         except ClickHouseError:
             raise
         except Exception as exc:
             raise ClickHouseError.of(
                 ErrorCode.CANNOT_DECOMPRESS, f"Cannot decode the {self._encoding} body: {exc}"
             ) from exc
-        return b"".join(decoded)
 
     def finish(self) -> None:
         if self._frame is not None:
@@ -389,7 +411,8 @@ class BodyDecoder:
 
 
 class RequestBody:
-    """The body as the engine's thread reads it: decoded, and refused past the size limit."""
+    """The body as the engine's thread reads it: decoded, and refused past the size limit,
+    counted piece by piece while decoding (see BodyDecoder)."""
 
     def __init__(self, receive: Callable[[], bytes | None], decoder: BodyDecoder, limit: int) -> None:
         self._receive = receive
@@ -400,12 +423,13 @@ class RequestBody:
         received = decoded = 0
         while (chunk := self._receive()) is not None:
             received += len(chunk)
-            data = self._decoder.decode(chunk)
-            decoded += len(data)
-            if max(received, decoded) > self._limit:
+            if received > self._limit:
                 raise _body_too_large(self._limit)
-            if data:
-                yield data
+            for piece in self._decoder.decode(chunk):
+                decoded += len(piece)
+                if decoded > self._limit:
+                    raise _body_too_large(self._limit)
+                yield piece
         self._decoder.finish()
 
 
@@ -534,7 +558,7 @@ class Engine:
         # Imported here, not at module import: importing chdb already boots an engine.
         from chdb.session import Session
 
-        self._data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self._data_dir)
         self._session = Session(str(self._data_dir))
         answer = self._session.query("SELECT version(), timezone()", "TabSeparated").bytes().decode()
         self.version, self.timezone = answer.rstrip("\n").split("\t")
@@ -571,9 +595,24 @@ class Engine:
                     f"{name} = {_quote_string(value)}" for name, value in query.settings.items()
                 )
                 connection.query(f"SET {assignments}", "TabSeparated")
+            if query.read_only:
+                _enforce_read_only(connection)
             yield connection
         finally:
             connection.close()
+
+
+def _enforce_read_only(connection: Any) -> None:
+    """What ClickHouse's HTTP handler does for a GET: if readonly is 0 once the request's settings
+    are applied, make it 2 (no writes, settings may still change).
+
+    The engine itself says what the request's readonly came to, so it is parsed exactly as
+    ClickHouse parses it: `00` is 0, `01`, `+1` and `1k` are not, and what it cannot parse
+    (` 1`, `true`) already failed the SET above.
+    """
+    readonly = connection.query("SELECT getSetting('readonly')", "TabSeparated").bytes().strip()
+    if readonly == b"0":
+        connection.query("SET readonly = 2", "TabSeparated")
 
 
 def _run(connection: Any, sql: str, query: HttpQuery) -> Outcome:
@@ -643,9 +682,12 @@ def _content_type(output_format: str | None) -> str:
 class HttpInterface:
     """ClickHouse's HTTP interface (`/` and `/ping`) in front of the engine."""
 
-    def __init__(self, engine: Engine, account: Credentials, max_body_bytes: int) -> None:
+    def __init__(self, engine: Engine, account: Credentials, port: int, max_body_bytes: int) -> None:
         self._engine = engine
         self._account = account
+        # The names this endpoint is reached by: its loopback address and port. A browser sends
+        # any other (a DNS-rebinding attacker's domain resolving to 127.0.0.1, say).
+        self._own_hosts = frozenset(f"{address}:{port}" for address in ("127.0.0.1", "localhost", "[::1]"))
         self._max_body_bytes = max_body_bytes
         self._limiter: anyio.CapacityLimiter | None = None
         self._display_name = socket.gethostname()
@@ -660,13 +702,18 @@ class HttpInterface:
             await anyio.to_thread.run_sync(self._engine.close)
 
     async def ping(self, request: Request) -> Response:
+        try:
+            self._check_caller(request.headers)
+        except ClickHouseError as error:
+            return self._error_response(error, str(uuid.uuid4()))
         return PlainTextResponse("Ok.\n")
 
     async def query(self, request: Request) -> Response:
-        if request.method == "GET" and not request.query_params:
-            return PlainTextResponse("Ok.\n")  # ClickHouse's answer to a bare GET /
         query_id = request.query_params.get("query_id") or str(uuid.uuid4())
         try:
+            self._check_caller(request.headers)
+            if request.method == "GET" and not request.query_params:
+                return PlainTextResponse("Ok.\n")  # ClickHouse's answer to a bare GET /
             url_parameters = dict(request.query_params)
             self._authenticate(request.headers, url_parameters)
             self._check_declared_length(request.headers)
@@ -690,6 +737,24 @@ class HttpInterface:
         if outcome.output_format is not None:
             headers["X-ClickHouse-Format"] = outcome.output_format
         return Response(outcome.body, headers=headers, media_type=_content_type(outcome.output_format))
+
+    def _check_caller(self, headers: Headers) -> None:
+        """Refuse what web pages can send: a page's no-cors POST needs no preflight, and once
+        DNS rebinding points the page's own domain at 127.0.0.1 it is even same-origin."""
+        if "origin" in headers:
+            # clickhouse-connect and every other ClickHouse client never send one; browsers do.
+            raise ClickHouseError.of(
+                ErrorCode.ACCESS_DENIED,
+                "Requests from web pages (with an Origin header) are refused: "
+                "this endpoint serves Tally's own components only",
+            )
+        host = headers.get("host", "")
+        if host.lower() not in self._own_hosts:
+            raise ClickHouseError.of(
+                ErrorCode.ACCESS_DENIED,
+                f"Host '{host[:100]}' is not this endpoint's address "
+                f"(one of {', '.join(sorted(self._own_hosts))})",
+            )
 
     def _authenticate(self, headers: Headers, url_parameters: Mapping[str, str]) -> None:
         presented = Credentials.presented(headers, url_parameters)
@@ -752,10 +817,14 @@ def _nothing() -> None:
 
 
 def build_app(
-    data_dir: Path, user: str = "default", password: str = "", *, max_body_bytes: int = MAX_BODY_BYTES
+    data_dir: Path, user: str, password: str, *, port: int, max_body_bytes: int = MAX_BODY_BYTES
 ) -> Starlette:
-    """The endpoint as an ASGI app; the engine on `data_dir` is open while the app runs."""
-    interface = HttpInterface(Engine(data_dir), Credentials(user, password), max_body_bytes)
+    """The endpoint as an ASGI app, served on loopback at `port`; the engine on `data_dir` is
+    open while the app runs."""
+    if not password:
+        # An empty password is what an anonymous request presents.
+        raise ValueError("the ClickHouse endpoint needs a password")
+    interface = HttpInterface(Engine(data_dir), Credentials(user, password), port, max_body_bytes)
     return Starlette(
         routes=[
             Route("/ping", interface.ping, methods=["GET"]),
@@ -767,9 +836,19 @@ def build_app(
 
 def main() -> None:
     """Serve $TALLY_HOME/clickhouse on 127.0.0.1 at the port of TALLY_CLICKHOUSE_URL until stopped."""
+    # What the engine writes (data, metadata, logs) is the operator's alone (tally/private_files.py).
+    os.umask(PRIVATE_UMASK)
     settings = Settings()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = build_app(settings.clickhouse_dir, settings.clickhouse_user, settings.clickhouse_password)
+    try:
+        app = build_app(
+            settings.clickhouse_dir,
+            settings.clickhouse_user,
+            settings.resolved_clickhouse_password(),
+            port=settings.clickhouse_port,
+        )
+    except ValueError as error:
+        sys.exit(f"error: {error} (empty {settings.home_dir / 'clickhouse_password'}?)")
     uvicorn.run(
         app,
         host="127.0.0.1",

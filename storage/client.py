@@ -22,7 +22,8 @@ def connect(settings: Settings, *, with_database: bool = True, **options: object
         port=url.port or 8123,
         secure=url.scheme == "https",
         username=url.username or settings.clickhouse_user,
-        password=url.password or settings.clickhouse_password,
+        # Credentials in the URL (production) win; locally the password generated into $TALLY_HOME.
+        password=url.password or settings.resolved_clickhouse_password(),
         database=settings.clickhouse_database if with_database else "",
         **options,
     )

@@ -51,6 +51,9 @@ def build_spark_session(settings: Settings, app_name: str = "tally-stream-jobs")
         .config("spark.sql.debug.maxToStringFields", "100")
         # A console progress bar is noise in a service log.
         .config("spark.ui.showConsoleProgress", "false")
+        # Hadoop's file system sets each checkpoint file's mode itself from its own umask
+        # (022 by default), not the process's: keep checkpoints (they hold visitor ids) private.
+        .config("spark.hadoop.fs.permissions.umask-mode", "077")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -7,12 +7,15 @@ describe the single-machine local stack.
 from __future__ import annotations
 
 import secrets
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tally.private_files import create_private_file
 
 # Where the checked-out project lives: poms, migrations and the resolved jars hang off it.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +45,7 @@ class Settings(BaseSettings):
     # The one account the local endpoint accepts (and clients send); ClickHouse's own default.
     clickhouse_user: str = "default"
     # Secrets (here and below) are left out of the repr: never in a log or a traceback.
+    # Empty means: read from (or generate into) $TALLY_HOME/clickhouse_password.
     clickhouse_password: str = Field(default="", repr=False)
 
     spark_master: str = "local[2]"
@@ -120,6 +124,9 @@ class Settings(BaseSettings):
     def clickhouse_port(self) -> int:
         return urlparse(self.clickhouse_url).port or 8123
 
+    def resolved_clickhouse_password(self) -> str:
+        return self.clickhouse_password or _read_or_create_key(self.home_dir / "clickhouse_password")
+
     def resolved_ingest_key(self) -> str:
         return self.ingest_key or _read_or_create_key(self.home_dir / "ingest_key")
 
@@ -136,11 +143,9 @@ class Settings(BaseSettings):
 
 
 def _read_or_create_key(path: Path) -> str:
-    """A secret kept in $TALLY_HOME, generated on first use."""
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(32)
-    path.write_text(key + "\n")
-    path.chmod(0o600)
-    return key
+    """A secret kept in $TALLY_HOME, generated on first use (created 0600, never chmod-ed after)."""
+    if not path.exists():
+        # If another process generated it first, everyone uses that one.
+        with suppress(FileExistsError):
+            create_private_file(path, secrets.token_urlsafe(32) + "\n")
+    return path.read_text().strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from storage.sites import add_site
 from tally.local import kafka, supervisor
 from tally.local.components import Component, components
 from tally.local.supervisor import ComponentStatus, StackError
+from tally.private_files import PRIVATE_UMASK
 from tally.settings import Settings
 from tally.topics import ensure_topics_sync
 
@@ -57,6 +59,9 @@ def _after_start(settings: Settings, component: Component, demo: bool) -> None:
 
 
 def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
+    # Everything `up` creates under $TALLY_HOME (the home itself, Kafka's formatted storage,
+    # supervisord.conf) is created private, not made private afterwards.
+    os.umask(PRIVATE_UMASK)
     stack = components(settings)
     extra = [demo_traffic(settings)] if demo else []
     if not supervisor.supervisor_running(settings):
@@ -65,6 +70,8 @@ def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
         settings.resolved_api_key()
         settings.resolved_ingest_key()
         settings.resolved_dashboard_password()
+        # Generated before any component starts: the endpoint and its clients read the same file.
+        settings.resolved_clickhouse_password()
         supervisor.start_supervisord(settings, extra)
     for component in [*stack, *extra]:
         started = time.monotonic()

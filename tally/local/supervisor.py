@@ -20,6 +20,7 @@ from supervisor.xmlrpc import SupervisorTransport
 
 from tally.local.components import Component, components
 from tally.local.ports import port_open
+from tally.private_files import make_private_dir
 from tally.settings import Settings
 
 
@@ -50,7 +51,7 @@ def render_config(settings: Settings, extra: list[Component] = ()) -> str:
     sections = [
         "[unix_http_server]",
         f"file={_socket_path(settings)}",
-        "chmod=0700",
+        "chmod=0600",
         "",
         "[supervisord]",
         f"logfile={settings.logs_dir / 'supervisord.log'}",
@@ -58,6 +59,9 @@ def render_config(settings: Settings, extra: list[Component] = ()) -> str:
         f"directory={home}",
         "logfile_maxbytes=10MB",
         "logfile_backups=2",
+        # supervisord sets its own umask (022 unless told): its logs, its socket and every
+        # component it starts (and all they write under $TALLY_HOME) stay the operator's alone.
+        "umask=077",
         "",
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
@@ -120,7 +124,7 @@ def check_prerequisites(settings: Settings, stack: list[Component]) -> None:
 
 def start_supervisord(settings: Settings, extra: list[Component] = ()) -> None:
     for folder in (settings.logs_dir, settings.home_dir / "run"):
-        folder.mkdir(parents=True, exist_ok=True)
+        make_private_dir(folder)
     config = settings.home_dir / "supervisord.conf"
     config.write_text(render_config(settings, list(extra)))
     env = {

@@ -44,6 +44,7 @@ def archiver_process(settings: Settings) -> Iterator[subprocess.Popen]:
         "TALLY_HOME": str(settings.home_dir),
         "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
+        "TALLY_CLICKHOUSE_PASSWORD": settings.resolved_clickhouse_password(),
     }
     log = (settings.home_dir / "archiver-crash.log").open("ab")
     process = subprocess.Popen(

@@ -26,7 +26,7 @@ import zstandard
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError
 
-from tests.fixtures.clickhouse import connect, running_endpoint
+from tests.fixtures.clickhouse import Endpoint, connect, running_endpoint
 from tests.fixtures.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -69,13 +69,15 @@ def database(clickhouse: Client) -> Iterator[str]:
     clickhouse.command(f"DROP DATABASE IF EXISTS {name}")
 
 
-def post(url: str, sql: str, body: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.post(url, params={"query": sql}, content=body, headers=headers)
+def post(
+    endpoint: Endpoint, sql: str, body: bytes = b"", headers: dict[str, str] | None = None
+) -> httpx.Response:
+    return httpx.post(endpoint.url, params={"query": sql}, content=body, headers=headers, auth=endpoint.auth)
 
 
-def test_ping_and_bare_root_answer_ok(clickhouse_url: str) -> None:
-    assert httpx.get(f"{clickhouse_url}/ping").text == "Ok.\n"
-    assert httpx.get(f"{clickhouse_url}/").text == "Ok.\n"
+def test_ping_and_bare_root_answer_ok(clickhouse_endpoint: Endpoint) -> None:
+    assert httpx.get(f"{clickhouse_endpoint.url}/ping").text == "Ok.\n"
+    assert httpx.get(f"{clickhouse_endpoint.url}/").text == "Ok.\n"
 
 
 def test_client_connect_probes_see_a_server(clickhouse: Client) -> None:
@@ -86,9 +88,9 @@ def test_client_connect_probes_see_a_server(clickhouse: Client) -> None:
 
 @pytest.mark.parametrize("compression", ["lz4", "zstd"])
 def test_compressed_insert_reads_back_through_every_query_api(
-    clickhouse_url: str, database: str, compression: str
+    clickhouse_endpoint: Endpoint, database: str, compression: str
 ) -> None:
-    client = connect(clickhouse_url, compress=compression, database=database, tz_mode="aware")
+    client = connect(clickhouse_endpoint, compress=compression, database=database, tz_mode="aware")
     client.command(PAGEVIEWS_DDL.format(database=database))
     rows = pageview_rows(5000)
 
@@ -106,8 +108,8 @@ def test_compressed_insert_reads_back_through_every_query_api(
     client.close()
 
 
-def test_inserts_in_the_body_and_as_values(clickhouse_url: str, database: str) -> None:
-    client = connect(clickhouse_url, compress=False, database=database)
+def test_inserts_in_the_body_and_as_values(clickhouse_endpoint: Endpoint, database: str) -> None:
+    client = connect(clickhouse_endpoint, compress=False, database=database)
     client.command("CREATE TABLE visits (n UInt32, path String) ENGINE = MergeTree ORDER BY n")
 
     client.insert(
@@ -136,13 +138,13 @@ COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
 
 @pytest.mark.parametrize("encoding", sorted(COMPRESSORS))
 def test_body_of_several_compressed_frames(
-    clickhouse_url: str, clickhouse: Client, database: str, encoding: str
+    clickhouse_endpoint: Endpoint, clickhouse: Client, database: str, encoding: str
 ) -> None:
     clickhouse.command(f"CREATE TABLE {database}.frames (n UInt32) ENGINE = MergeTree ORDER BY n")
     compress = COMPRESSORS[encoding]
 
     answer = post(
-        clickhouse_url,
+        clickhouse_endpoint,
         f"INSERT INTO {database}.frames FORMAT CSV",
         compress(b"1\n2\n") + compress(b"3\n"),
         headers={"Content-Encoding": encoding},
@@ -153,14 +155,20 @@ def test_body_of_several_compressed_frames(
     assert clickhouse.query(f"SELECT n FROM {database}.frames ORDER BY n").result_columns == [[1, 2, 3]]
 
 
-def test_results_come_in_the_format_asked_for(clickhouse_url: str, clickhouse: Client, database: str) -> None:
+def test_results_come_in_the_format_asked_for(
+    clickhouse_endpoint: Endpoint, clickhouse: Client, database: str
+) -> None:
     clickhouse.command(f"CREATE TABLE {database}.pages (n UInt8, path String) ENGINE = MergeTree ORDER BY n")
     clickhouse.insert(f"{database}.pages", [[1, "/a"], [2, "/b"]])
     select = f"SELECT n, path FROM {database}.pages ORDER BY n"
 
-    default = post(clickhouse_url, select)
+    default = post(clickhouse_endpoint, select)
     assert (default.text, default.headers["X-ClickHouse-Format"]) == ("1\t/a\n2\t/b\n", "TabSeparated")
-    asked = httpx.get(clickhouse_url, params={"query": select, "default_format": "JSONCompact"})
+    asked = httpx.get(
+        clickhouse_endpoint.url,
+        params={"query": select, "default_format": "JSONCompact"},
+        auth=clickhouse_endpoint.auth,
+    )
     assert asked.json()["data"] == [[1, "/a"], [2, "/b"]]
     assert asked.headers["X-ClickHouse-Format"] == "JSONCompact"
     lines = clickhouse.raw_query(select, fmt="JSONEachRow").decode().splitlines()
@@ -192,7 +200,7 @@ def test_parameters_are_bound_not_spliced(clickhouse: Client, database: str) -> 
     assert clickhouse.command(f"SELECT count() FROM {database}.pages") == 2
 
 
-def test_errors_carry_the_clickhouse_exception(clickhouse_url: str, clickhouse: Client) -> None:
+def test_errors_carry_the_clickhouse_exception(clickhouse_endpoint: Endpoint, clickhouse: Client) -> None:
     with pytest.raises(DatabaseError) as bad_sql:
         clickhouse.query("SELEC 1")
     with pytest.raises(DatabaseError) as unknown_table:
@@ -206,15 +214,15 @@ def test_errors_carry_the_clickhouse_exception(clickhouse_url: str, clickhouse: 
     assert "no_such_table" in str(unknown_table.value)
     assert "UNKNOWN_TABLE" in str(unknown_table.value)
     assert "Multi-statements are not allowed" in str(two_statements.value)
-    on_the_wire = post(clickhouse_url, "SELECT * FROM default.no_such_table")
+    on_the_wire = post(clickhouse_endpoint, "SELECT * FROM default.no_such_table")
     assert on_the_wire.status_code == 404
     assert on_the_wire.headers["X-ClickHouse-Exception-Code"] == "60"
     assert on_the_wire.text.startswith("Code: 60. DB::Exception: ")
-    assert post(clickhouse_url, "SELEC 1").status_code == 400
+    assert post(clickhouse_endpoint, "SELEC 1").status_code == 400
 
 
 def test_readonly_refuses_writes_for_that_query_only(
-    clickhouse_url: str, clickhouse: Client, database: str
+    clickhouse_endpoint: Endpoint, clickhouse: Client, database: str
 ) -> None:
     clickhouse.command(f"CREATE TABLE {database}.visits (n UInt32) ENGINE = MergeTree ORDER BY n")
 
@@ -225,7 +233,11 @@ def test_readonly_refuses_writes_for_that_query_only(
     read_while_readonly = clickhouse.command(
         f"SELECT count() FROM {database}.visits", settings={"readonly": 1}
     )
-    refused_get = httpx.get(clickhouse_url, params={"query": f"INSERT INTO {database}.visits VALUES (3)"})
+    refused_get = httpx.get(
+        clickhouse_endpoint.url,
+        params={"query": f"INSERT INTO {database}.visits VALUES (3)"},
+        auth=clickhouse_endpoint.auth,
+    )
     clickhouse.insert(f"{database}.visits", [[4]])
 
     assert (refused_insert.value.code, refused_command.value.code) == (164, 164)
@@ -248,10 +260,11 @@ def test_settings_apply_to_their_own_query(clickhouse: Client) -> None:
     assert len(clickhouse.query("SELECT number FROM numbers(10)").result_rows) == 10
 
 
-def test_body_over_the_limit_is_refused(clickhouse_url: str) -> None:
-    address = urlparse(clickhouse_url)
+def test_body_over_the_limit_is_refused(clickhouse_endpoint: Endpoint) -> None:
+    address = urlparse(clickhouse_endpoint.url)
     connection = http.client.HTTPConnection(address.hostname or "", address.port)
     connection.putrequest("POST", "/?" + urlencode({"query": "INSERT INTO default.t FORMAT CSV"}))
+    connection.putheader("X-ClickHouse-Key", clickhouse_endpoint.password)
     connection.putheader("Content-Length", str(300 * 1024 * 1024))
     connection.endheaders(b"1\n")
 
@@ -263,17 +276,17 @@ def test_body_over_the_limit_is_refused(clickhouse_url: str) -> None:
 
 
 def test_wrong_credentials_are_refused(tmp_path: Path) -> None:
-    with running_endpoint(tmp_path, free_port(), password="s3cret") as url:
+    with running_endpoint(tmp_path, free_port(), password="s3cret") as endpoint:
         with pytest.raises(DatabaseError) as wrong_password:
-            connect(url, password="wrong")
+            connect(endpoint, password="wrong")
         with pytest.raises(DatabaseError) as wrong_user:
-            connect(url, username="nobody", password="s3cret")
-        client = connect(url, password="s3cret")
+            connect(endpoint, username="nobody", password="s3cret")
+        client = connect(endpoint)
         answered = client.command("SELECT 1")
         client.close()
 
         def answer(**request: Any) -> httpx.Response:
-            return httpx.post(url, content="SELECT 1", **request)
+            return httpx.post(endpoint.url, content="SELECT 1", **request)
 
         assert (wrong_password.value.code, wrong_user.value.code) == (516, 516)
         assert "AUTHENTICATION_FAILED" in str(wrong_password.value)
@@ -285,21 +298,21 @@ def test_wrong_credentials_are_refused(tmp_path: Path) -> None:
 
 
 def test_data_survives_an_endpoint_restart(tmp_path: Path) -> None:
-    with running_endpoint(tmp_path, free_port()) as url:
-        client = connect(url)
+    with running_endpoint(tmp_path, free_port()) as endpoint:
+        client = connect(endpoint)
         client.command("CREATE DATABASE kept")
         client.command("CREATE TABLE kept.visits (n UInt32) ENGINE = MergeTree ORDER BY n")
         client.insert("kept.visits", [[n] for n in range(1000)])
         client.close()
 
-    with running_endpoint(tmp_path, free_port()) as url:
-        client = connect(url)
+    with running_endpoint(tmp_path, free_port()) as endpoint:
+        client = connect(endpoint)
         assert client.query("SELECT count(), sum(n) FROM kept.visits").first_row == (1000, sum(range(1000)))
         client.close()
 
 
 def test_concurrent_clients_see_their_own_writes(
-    clickhouse_url: str, clickhouse: Client, database: str
+    clickhouse_endpoint: Endpoint, clickhouse: Client, database: str
 ) -> None:
     clickhouse.command(
         f"CREATE TABLE {database}.visits (worker UInt8, n UInt32) ENGINE = MergeTree ORDER BY n"
@@ -307,7 +320,7 @@ def test_concurrent_clients_see_their_own_writes(
     workers, batches, batch_rows = 8, 5, 500
 
     def insert_and_read(worker: int) -> list[tuple[int, int]]:
-        client = connect(clickhouse_url, database=database)
+        client = connect(clickhouse_endpoint, database=database)
         seen = []
         for batch in range(batches):
             numbers = range(batch * batch_rows, (batch + 1) * batch_rows)

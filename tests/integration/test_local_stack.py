@@ -5,6 +5,8 @@ per-minute counts → `tally query` and the dashboard → `tally status` → `ta
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -112,6 +114,63 @@ def test_query_refuses_writes(stack: dict[str, str]) -> None:
     result = tally(stack, "query", "INSERT INTO events (site) VALUES ('x')")
     assert result.returncode == 2
     assert "only select" in (result.stdout + result.stderr).lower()
+
+
+def _expected_mode(path: Path, mode: int) -> int:
+    if stat.S_ISDIR(mode):
+        return 0o700
+    if path.suffix == ".jar" and path.parent.name.startswith("userFiles-"):
+        # Spark copies each of spark.jars here and chmods the copy a+x itself (Utils.fetchFile):
+        # Maven Central's jars, and execute alone lets no other account read them.
+        return 0o711
+    return 0o600
+
+
+def _modes_not_private(home: Path) -> list[str]:
+    """Paths under `home` (itself included) that are not 0700 folders or 0600 files."""
+    found = []
+    # os.walk, not Path.rglob: a folder Spark deletes mid-walk is skipped instead of raising.
+    walked = [Path(root) / name for root, folders, files in os.walk(home) for name in folders + files]
+    for path in [home, *walked]:
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            continue  # a temporary file the running stack has renamed or deleted meanwhile
+        if stat.S_ISLNK(mode):
+            continue
+        expected = _expected_mode(path, mode)
+        if stat.S_IMODE(mode) != expected:
+            found.append(f"{oct(stat.S_IMODE(mode))} {path.relative_to(home)}")
+    return found
+
+
+def test_everything_under_the_home_is_the_operators_alone(stack: dict[str, str]) -> None:
+    # After an event went all the way through: Kafka's log, chDB's parts, Spark's checkpoints,
+    # every component's and supervisord's logs, the keys and the ClickHouse password all exist.
+    home = Path(stack["TALLY_HOME"])
+    expected = ["clickhouse_password", "logs/supervisord.log", "logs/clickhouse.log", "logs/spark.log"]
+    assert [name for name in expected if not (home / name).is_file()] == []
+    assert any((home / "clickhouse").rglob("*.bin")), "chDB has written no data part"
+    assert any(home.glob("checkpoints/*/offsets/*")), "Spark has written no checkpoint"
+
+    assert _modes_not_private(home) == []
+
+
+def test_the_stacks_clickhouse_takes_only_its_generated_password(stack: dict[str, str]) -> None:
+    url = stack["TALLY_CLICKHOUSE_URL"]
+    password = (Path(stack["TALLY_HOME"]) / "clickhouse_password").read_text().strip()
+    statuses = json.loads(tally(stack, "status", "--json").stdout)
+    processes = [psutil.Process(s["pid"]) for s in statuses if s["pid"]]
+    processes += [child for process in processes for child in process.children(recursive=True)]
+    command_lines = [" ".join(process.cmdline()) for process in processes]
+
+    anonymous = httpx.post(url, content="SELECT 1")
+    with_password = httpx.post(url, content="SELECT 1", auth=("default", password))
+
+    assert (anonymous.status_code, with_password.text) == (403, "1\n")
+    # Children get it from $TALLY_HOME, never on a command line (visible to every local user).
+    assert [line for line in command_lines if password in line] == []
+    assert password not in (Path(stack["TALLY_HOME"]) / "supervisord.conf").read_text()
 
 
 def test_down_leaves_no_process_or_port_behind(stack: dict[str, str]) -> None:

@@ -202,6 +202,7 @@ def test_no_key_or_password_reaches_a_log(settings: Settings, tmp_path: Path, pr
             | {
                 "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
                 "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
+                "TALLY_CLICKHOUSE_PASSWORD": settings.resolved_clickhouse_password(),
                 "TALLY_COLLECTOR_HOST": "127.0.0.1",
                 "TALLY_BLOCKLIST_TOPIC": blocklist_topic,
             },
@@ -209,7 +210,12 @@ def test_no_key_or_password_reaches_a_log(settings: Settings, tmp_path: Path, pr
         service_process(
             "dashboard",
             home,
-            environment | {"TALLY_CLICKHOUSE_URL": settings.clickhouse_url, "TALLY_DASHBOARD_SOURCE": "raw"},
+            environment
+            | {
+                "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
+                "TALLY_CLICKHOUSE_PASSWORD": settings.resolved_clickhouse_password(),
+                "TALLY_DASHBOARD_SOURCE": "raw",
+            },
         ) as dashboard,
     ):
         right = given if provided_by == "environment" else Secrets.read_from(home)
@@ -224,6 +230,8 @@ def test_no_key_or_password_reaches_a_log(settings: Settings, tmp_path: Path, pr
         "dashboard password": right.password,
         "session secret": right.session_secret,
         "session cookie signature": cookie.rsplit(".", 1)[1],
+        # Both processes connect to ClickHouse with it (collector: sites and salts; dashboard: queries).
+        "ClickHouse password": settings.resolved_clickhouse_password(),
         "wrong ingest key": wrong.ingest_key,
         "wrong API key": wrong.api_key,
         "wrong password": wrong.password,

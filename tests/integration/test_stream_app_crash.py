@@ -27,6 +27,7 @@ from stream_jobs.app import QUERIES
 from stream_jobs.context import REPLAY_SUFFIX
 from stream_jobs.replay import DERIVED_TABLES, rebuild
 from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.spark import (
     event,
     isolated_settings,
@@ -43,10 +44,10 @@ pytestmark = pytest.mark.integration
 
 
 def test_sigkill_of_the_driver_mid_stream_leaves_the_tables_of_an_uninterrupted_run(
-    spark: SparkSession, tmp_path: Path, kafka_bootstrap: str, clickhouse_url: str
+    spark: SparkSession, tmp_path: Path, kafka_bootstrap: str, clickhouse_endpoint: Endpoint
 ) -> None:
     settings = isolated_settings(
-        tmp_path / "home", kafka_bootstrap, clickhouse_url, rate_limit=5, rate_window_s=600
+        tmp_path / "home", kafka_bootstrap, clickhouse_endpoint, rate_limit=5, rate_window_s=600
     )
     sites = site_names(3)
     t = minutes_ago(120)

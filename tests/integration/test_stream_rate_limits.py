@@ -21,6 +21,7 @@ from stream_jobs.app import start_queries
 from stream_jobs.rate_limits import QUERY_NAME
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.spark import (
     event,
     isolated_settings,
@@ -39,9 +40,9 @@ WINDOW_S = 600
 
 
 @pytest.fixture
-def rate_settings(tmp_path: Path, kafka_bootstrap: str, clickhouse_url: str) -> Settings:
+def rate_settings(tmp_path: Path, kafka_bootstrap: str, clickhouse_endpoint: Endpoint) -> Settings:
     return isolated_settings(
-        tmp_path / "home", kafka_bootstrap, clickhouse_url, rate_limit=LIMIT, rate_window_s=WINDOW_S
+        tmp_path / "home", kafka_bootstrap, clickhouse_endpoint, rate_limit=LIMIT, rate_window_s=WINDOW_S
     )
 
 

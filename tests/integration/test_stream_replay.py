@@ -18,6 +18,7 @@ from stream_jobs.context import REPLAY_SUFFIX
 from stream_jobs.replay import DERIVED_TABLES, rebuild, swap
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.spark import (
     event,
     isolated_settings,
@@ -34,9 +35,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def replay_settings(tmp_path: Path, kafka_bootstrap: str, clickhouse_url: str) -> Settings:
+def replay_settings(tmp_path: Path, kafka_bootstrap: str, clickhouse_endpoint: Endpoint) -> Settings:
     return isolated_settings(
-        tmp_path / "home", kafka_bootstrap, clickhouse_url, rate_limit=5, rate_window_s=600
+        tmp_path / "home", kafka_bootstrap, clickhouse_endpoint, rate_limit=5, rate_window_s=600
     )
 
 
