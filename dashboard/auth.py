@@ -12,6 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
+from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, redirect, render_template_string, request, session
 
@@ -20,6 +21,10 @@ from tally.settings import Settings
 SESSION_LIFETIME = timedelta(days=14)
 OPEN_PATHS = {"/healthz", "/login", "/logout"}
 OPEN_PREFIXES = ("/api/v1/",)
+# Where a sign-in may send the browser on: printable ASCII without spaces or backslashes.
+# Browsers drop tabs and newlines from a URL and read a backslash as `/`, so any of those could turn
+# a path into `//other.host`; a newline would also break the Location header.
+PATH_CHARACTERS = frozenset(chr(code) for code in range(0x21, 0x7F)) - {"\\"}
 # scrypt at n=2^14, r=8: ~16 MiB and tens of milliseconds per guess.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 
@@ -94,7 +99,8 @@ def install_login(server: Flask, settings: Settings) -> None:
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
             return None
         if request.method == "GET" and not path.startswith(("/_dash-", "/assets/")):
-            return redirect(f"/login?next={request.full_path.rstrip('?')}")
+            # Encoded whole, so the page's own query string comes back intact.
+            return redirect(f"/login?next={quote(request.full_path.rstrip('?'), safe='/')}")
         response = jsonify({"error": "sign in first"})
         response.status_code = 401
         return response
@@ -123,8 +129,9 @@ def install_login(server: Flask, settings: Settings) -> None:
 
 
 def safe_next(target: str) -> str:
-    """Only a path on this server: `next=//evil.example` must not become an open redirect."""
-    if target.startswith("/") and not target.startswith(("//", "/\\")):
+    """Only an absolute path on this server, else `/`: `next=//evil.example`,
+    `next=/%09/evil.example` or `next=/%5c/evil.example` must not become an open redirect."""
+    if target.startswith("/") and not target.startswith("//") and PATH_CHARACTERS.issuperset(target):
         return target
     return "/"
 
