@@ -33,6 +33,7 @@ from collector.client_ip import client_ip, parse_networks
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.event_log import EventLog, KafkaEventLog, LogUnavailable
 from collector.geo import CountryLookup
+from collector.http_protocol import bounded_httptools
 from collector.known_sites import KnownSites
 from collector.metrics import CollectorMetrics
 from collector.payload import BrowserEvent, ServerEvent
@@ -47,6 +48,8 @@ log = structlog.get_logger()
 MAX_EVENT_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024
 MAX_BATCH_EVENTS = 1000
+# A beacon's headers are a few hundred bytes; cookies for the stats domain add little.
+MAX_HEADER_BYTES = 16 * 1024
 # Batch senders may backfill, but not from the future (clock skew allowance).
 MAX_FUTURE_SKEW = timedelta(minutes=5)
 TRACKER_JS = Path(__file__).with_name("tracker.js")
@@ -358,11 +361,11 @@ def main() -> None:
         # every X-Forwarded-For line): uvicorn's own rewrite would trust 127.0.0.1 and read
         # only the last header line, a second policy the settings do not describe.
         proxy_headers=False,
-        # Bounds on slow or abusive clients (a slow body: `read_json`'s timeout). An idle
-        # keep-alive connection counts against limit_concurrency, so it is let go after 5 s;
-        # beacons are one request per page view and seldom reuse a connection.
+        # Bounds on slow or abusive clients: headers (size and time) in collector/http_protocol.py,
+        # the body in `read_json`. An idle keep-alive connection counts against
+        # limit_concurrency, so it is let go after 5 s; beacons seldom reuse a connection.
+        http=bounded_httptools(settings.collector_header_timeout_s, MAX_HEADER_BYTES),
         limit_concurrency=4096,
-        h11_max_incomplete_event_size=16 * 1024,
         timeout_keep_alive=5,
     )
 

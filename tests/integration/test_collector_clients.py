@@ -1,10 +1,11 @@
 """Who the client is, and how long it may take to say something — against the real collector
 process (`python -m collector.app` on the session's Kafka and ClickHouse endpoint): a proxy
 that adds its own X-Forwarded-For line, IPv6 clients keyed on their /64, and clients that
-send their body slowly or never."""
+send their headers or body slowly, or never, or far too much of them."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.integration
 PROXIED_SITE = "proxied.example.com"
 IPV6_SITE = "ipv6.example.com"
 SLOW_SITE = "slow.example.com"
-# The collector process under test gives up on a body after this long.
-BODY_TIMEOUT_S = 1
+# The collector process under test gives up on headers, and on a body, after this long.
+CLIENT_TIMEOUT_S = 1
 # How long a test waits for an answer before calling the connection held: a bound on a hang,
 # far beyond the body timeout, not a measurement.
 HANG_S = 30
@@ -38,7 +39,10 @@ PROXY_ADDRESS = "127.0.0.2"
 
 @pytest.fixture(scope="module")
 def collector(settings: Settings) -> Iterator[str]:
-    overrides = {"TALLY_COLLECTOR_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S)}
+    overrides = {
+        "TALLY_COLLECTOR_HEADER_TIMEOUT_S": str(CLIENT_TIMEOUT_S),
+        "TALLY_COLLECTOR_BODY_TIMEOUT_S": str(CLIENT_TIMEOUT_S),
+    }
     with running_collector(settings, free_port(), overrides) as url:
         for site in (PROXIED_SITE, IPV6_SITE, SLOW_SITE):
             register_site(settings, url, site)
@@ -103,20 +107,25 @@ def test_ipv6_clients_of_one_64_share_a_rate_limit_key_and_a_block(
         publish_block(settings, events["/a"].ip_hash, None)
 
 
-def start_request(collector: str, body_length: int, first_bytes: bytes) -> socket.socket:
-    """Headers promising `body_length` bytes of body, then only `first_bytes` of it."""
+def start_request(collector: str, first_bytes: bytes) -> socket.socket:
+    """A raw connection to the collector that has sent `first_bytes` of a request so far."""
     address = urlsplit(collector)
     connection = socket.create_connection((address.hostname, address.port), timeout=HANG_S)
-    headers = (
-        f"POST /api/event HTTP/1.1\r\nHost: {address.netloc}\r\nUser-Agent: {BROWSER_UA}\r\n"
-        f"Content-Type: text/plain\r\nContent-Length: {body_length}\r\n\r\n"
-    )
-    connection.sendall(headers.encode() + first_bytes)
+    # The server may hang up before it has read everything; its answer tells why.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        connection.sendall(first_bytes)
     return connection
 
 
+def request_head(collector: str, body_length: int) -> bytes:
+    return (
+        f"POST /api/event HTTP/1.1\r\nHost: {urlsplit(collector).netloc}\r\nUser-Agent: {BROWSER_UA}\r\n"
+        f"Content-Type: text/plain\r\nContent-Length: {body_length}\r\n\r\n"
+    ).encode()
+
+
 def dribble(connection: socket.socket, stop: threading.Event, bytes_to_send: int) -> None:
-    """One byte every 0.2 s, never the whole body, until the server hangs up or the test ends."""
+    """One byte every 0.2 s, never the whole request, until the server hangs up or the test ends."""
     for _ in range(bytes_to_send):
         if stop.wait(0.2):
             return
@@ -133,7 +142,7 @@ def answer_then_close(connection: socket.socket) -> bytes:
         while chunk := connection.recv(4096):
             received += chunk
     except ConnectionResetError:
-        pass
+        pass  # closed with our unread bytes still in its buffer: the kernel answers with a reset
     finally:
         connection.close()
     return received
@@ -141,8 +150,8 @@ def answer_then_close(connection: socket.socket) -> bytes:
 
 def test_slow_body_is_cut_off_while_other_clients_are_served(collector: str, settings: Settings) -> None:
     body_length = 200
-    stalled = start_request(collector, body_length, b'{"d": "')
-    dribbling = start_request(collector, body_length, b"{")
+    stalled = start_request(collector, request_head(collector, body_length) + b'{"d": "')
+    dribbling = start_request(collector, request_head(collector, body_length) + b"{")
     stop = threading.Event()
     dribbler = threading.Thread(target=dribble, args=(dribbling, stop, body_length - 2), daemon=True)
     dribbler.start()
@@ -158,4 +167,23 @@ def test_slow_body_is_cut_off_while_other_clients_are_served(collector: str, set
         dribbler.join()
 
     assert 'tally_events_rejected_total{reason="slow_body"} 2.0' in httpx.get(f"{collector}/metrics").text
-    assert [e.path for e in events_on_log_for(settings, SLOW_SITE)] == ["/meanwhile"]
+    archived = {e.path for e in events_on_log_for(settings, SLOW_SITE)}
+    assert "/meanwhile" in archived and archived <= {"/meanwhile", "/meanwhile-headers"}
+
+
+def test_slow_silent_or_huge_headers_are_cut_off_while_other_clients_are_served(collector: str) -> None:
+    request_line = f"POST /api/event HTTP/1.1\r\nHost: {urlsplit(collector).netloc}\r\n".encode()
+    silent = start_request(collector, b"")
+    dribbling = start_request(collector, request_line + b"X-Padding: ")
+    huge = start_request(collector, request_line + b"X-Padding: " + b"a" * 1024 * 1024 + b"\r\n\r\n")
+    stop = threading.Event()
+    dribbler = threading.Thread(target=dribble, args=(dribbling, stop, 1000), daemon=True)
+    dribbler.start()
+    try:
+        assert post_pageview(collector, SLOW_SITE, "/meanwhile-headers", ["198.51.100.11"]) == 202
+        for connection, status in ((silent, b"408"), (dribbling, b"408"), (huge, b"431")):
+            answer = answer_then_close(connection)
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 " + status), answer[:200]
+    finally:
+        stop.set()
+        dribbler.join()
