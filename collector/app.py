@@ -29,7 +29,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from collector.blocklist import Blocklist
-from collector.client_ip import client_ip, parse_networks
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.event_log import EventLog, KafkaEventLog, LogUnavailable
 from collector.geo import CountryLookup
@@ -40,6 +39,7 @@ from collector.payload import BrowserEvent, ServerEvent
 from collector.salts import DailySalts
 from storage.client import connect
 from tally import structured_logging
+from tally.client_ip import client_ip, parse_networks
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 
@@ -357,7 +357,7 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
-        # The client's address is collector/client_ip.py's to decide (TALLY_TRUSTED_PROXIES,
+        # The client's address is tally/client_ip.py's to decide (TALLY_TRUSTED_PROXIES,
         # every X-Forwarded-For line): uvicorn's own rewrite would trust 127.0.0.1 and read
         # only the last header line, a second policy the settings do not describe.
         proxy_headers=False,

@@ -17,9 +17,9 @@ from enum import StrEnum
 from urllib.parse import parse_qs, urlsplit
 from uuid import uuid4
 
-from collector.client_ip import network_key
 from collector.geo import CountryLookup
 from collector.user_agent import classify, is_bot
+from tally.client_ip import network_key
 from tally.event import PageViewEvent
 
 

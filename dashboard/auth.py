@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, redirect, render_template_string, request, session
 
+from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 SESSION_LIFETIME = timedelta(days=14)
@@ -80,6 +81,7 @@ def install_login(server: Flask, settings: Settings) -> None:
     password = settings.resolved_dashboard_password()
     check = PasswordCheck.of(password)
     throttle = LoginThrottle()
+    trusted_proxies = parse_networks(settings.trusted_proxies)
     # The cookie is signed with the stored secret and the password together, so changing the
     # password signs every existing session out.
     server.secret_key = hashlib.sha256(
@@ -107,7 +109,10 @@ def install_login(server: Flask, settings: Settings) -> None:
 
     @server.route("/login", methods=["GET", "POST"])
     def login() -> Response | tuple[str, int]:
-        address = request.remote_addr or "unknown"
+        # Behind the TLS proxy every peer is the proxy: throttle the client it forwards for
+        # (its /64 for IPv6), or one guesser would lock everyone out.
+        forwarded_for = request.headers.getlist("X-Forwarded-For")
+        address = network_key(client_ip(request.remote_addr or "unknown", forwarded_for, trusted_proxies))
         target = safe_next(request.args.get("next", "/"))
         if request.method == "GET":
             return render_template_string(LOGIN_PAGE, error=None), 200

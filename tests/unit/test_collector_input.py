@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from collector.client_ip import client_ip, network_key, parse_networks
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.geo import CountryLookup
 from collector.payload import BrowserEvent, ServerEvent
+from tally.client_ip import client_ip, network_key, parse_networks
 from tally.event import PageViewEvent
 
 WINDOWS_CHROME = (

@@ -89,6 +89,22 @@ def test_guessing_is_throttled() -> None:
     assert not throttle.blocked("10.0.0.1")
 
 
+def test_guessing_behind_the_proxy_throttles_the_guesser_not_everyone(tmp_path: Path) -> None:
+    # The test client's peer, 127.0.0.1, stands for the TLS proxy.
+    behind_proxy = Settings(home=tmp_path, dashboard_password=PASSWORD, trusted_proxies="127.0.0.1/32")
+    client = build_app(behind_proxy, clients=store_down).server.test_client()
+
+    def attempt(password: str, forwarded_for: str) -> int:
+        headers = {"X-Forwarded-For": forwarded_for}
+        return client.post("/login", data={"password": password}, headers=headers).status_code
+
+    guesser = "203.0.113.5"
+    for _ in range(LoginThrottle().max_failures):
+        assert attempt("guess", guesser) == 401
+    assert attempt(PASSWORD, guesser) == 429
+    assert attempt(PASSWORD, "198.51.100.20") == 302
+
+
 def test_password_check_keeps_only_a_salted_digest() -> None:
     check = PasswordCheck.of(PASSWORD)
     assert PASSWORD.encode() not in check.digest + check.salt

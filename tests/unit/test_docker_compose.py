@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector.client_ip import parse_networks
+from tally.client_ip import parse_networks
 from tally.settings import PROJECT_ROOT, Settings
 
 COMPOSE = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())

@@ -2,7 +2,8 @@
 address in X-Forwarded-For, read right to left, so a client cannot spoof its way past
 the rate limit by sending its own header.
 
-And the network a client answers for: rate limits and blocks apply to it, not to one address.
+And the network a client answers for: rate limits, blocks and sign-in throttling apply to
+it, not to one address. Used by the collector and by the dashboard's sign-in.
 """
 
 from __future__ import annotations
