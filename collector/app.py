@@ -50,6 +50,10 @@ MAX_BATCH_BYTES = 1024 * 1024
 MAX_BATCH_EVENTS = 1000
 # A beacon's headers are a few hundred bytes; cookies for the stats domain add little.
 MAX_HEADER_BYTES = 16 * 1024
+# How long an idle connection is kept open. Longer than the TLS proxy keeps idle connections
+# to the collector (deploy/Caddyfile): a server that closes first races the proxy's next
+# request on that connection, and a POST lost that way is not retried.
+KEEP_ALIVE_S = 20
 # Batch senders may backfill, but not from the future (clock skew allowance).
 MAX_FUTURE_SKEW = timedelta(minutes=5)
 TRACKER_JS = Path(__file__).with_name("tracker.js")
@@ -362,11 +366,10 @@ def main() -> None:
         # only the last header line, a second policy the settings do not describe.
         proxy_headers=False,
         # Bounds on slow or abusive clients: headers (size and time) in collector/http_protocol.py,
-        # the body in `read_json`. An idle keep-alive connection counts against
-        # limit_concurrency, so it is let go after 5 s; beacons seldom reuse a connection.
+        # the body in `read_json`.
         http=bounded_httptools(settings.collector_header_timeout_s, MAX_HEADER_BYTES),
         limit_concurrency=4096,
-        timeout_keep_alive=5,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 

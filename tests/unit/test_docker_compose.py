@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collector.app import KEEP_ALIVE_S
 from tally.client_ip import parse_networks
 from tally.settings import PROJECT_ROOT, Settings
 
@@ -100,6 +101,13 @@ def test_public_services_listen_on_their_settings_port_behind_the_proxy(service:
         f"the proxy does not forward to {service}"
     )
     assert SERVICES["proxy"]["depends_on"][service]["condition"] == "service_healthy"
+
+
+def test_proxy_lets_idle_connections_go_before_the_services_do() -> None:
+    # Otherwise the proxy can reuse a connection the service is closing, and lose a POST.
+    keepalives = [int(seconds) for seconds in re.findall(r"keepalive (\d+)s", CADDYFILE)]
+    assert len(keepalives) == len(PUBLIC_SERVICES)
+    assert max(keepalives) < min(KEEP_ALIVE_S, Settings().dashboard_channel_timeout_s)
 
 
 def test_only_the_tls_proxy_publishes_host_ports() -> None:
