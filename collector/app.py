@@ -29,16 +29,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from collector.blocklist import Blocklist
-from collector.client_ip import client_ip, parse_networks
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.event_log import EventLog, KafkaEventLog, LogUnavailable
 from collector.geo import CountryLookup
+from collector.http_protocol import bounded_httptools
 from collector.known_sites import KnownSites
 from collector.metrics import CollectorMetrics
 from collector.payload import BrowserEvent, ServerEvent
 from collector.salts import DailySalts
 from storage.client import connect
 from tally import structured_logging
+from tally.client_ip import client_ip, parse_networks
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 
@@ -47,6 +48,12 @@ log = structlog.get_logger()
 MAX_EVENT_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024
 MAX_BATCH_EVENTS = 1000
+# A beacon's headers are a few hundred bytes; cookies for the stats domain add little.
+MAX_HEADER_BYTES = 16 * 1024
+# How long an idle connection is kept open. Longer than the TLS proxy keeps idle connections
+# to the collector (deploy/Caddyfile): a server that closes first races the proxy's next
+# request on that connection, and a POST lost that way is not retried.
+KEEP_ALIVE_S = 20
 # Batch senders may backfill, but not from the future (clock skew allowance).
 MAX_FUTURE_SKEW = timedelta(minutes=5)
 TRACKER_JS = Path(__file__).with_name("tracker.js")
@@ -62,11 +69,12 @@ STATUS_OF_DROP = {DropReason.UNKNOWN_SITE: 400, DropReason.BLOCKED_CLIENT: 429}
 
 
 class RejectedEvent(Exception):
-    def __init__(self, status: int, message: str, reason: str) -> None:
+    def __init__(self, status: int, message: str, reason: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.reason = reason
+        self.headers = headers
 
 
 @dataclass
@@ -90,16 +98,26 @@ def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return f"{prefix}{location}: {first['msg']}"
 
 
-async def read_json(request: Request, limit: int) -> object:
-    """The body as JSON, whatever the content type (beacons send text/plain)."""
+async def read_json(request: Request, limit: int, timeout_s: float) -> object:
+    """The body as JSON, whatever the content type (beacons send text/plain).
+
+    The whole body must arrive within `timeout_s`: uvicorn has no body timeout, and a client
+    that sends headers and then dribbles or stalls would hold its connection and request
+    slot for as long as it likes. It gets a 408 and the connection is closed (the rest of
+    its body is never read)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
+    except TimeoutError:
+        message = f"body: not received within {timeout_s:g} s"
+        raise RejectedEvent(408, message, "slow_body", {"Connection": "close"}) from None
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -135,7 +153,8 @@ class Collector:
         peer = request.client.host if request.client else "0.0.0.0"
         received_at = utc_now()
         if sent is None:
-            ip = client_ip(peer, request.headers.get("x-forwarded-for"), self.trusted_proxies)
+            forwarded_for = request.headers.getlist("x-forwarded-for")
+            ip = client_ip(peer, forwarded_for, self.trusted_proxies)
             user_agent = request.headers.get("user-agent", "")
         else:
             ip, user_agent = sent.ip or peer, sent.user_agent
@@ -180,13 +199,14 @@ class Collector:
             response = await self._one_event(request)
         except RejectedEvent as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
-            response = error(rejected.status, rejected.message)
+            response = error(rejected.status, rejected.message, rejected.headers)
         response.headers.update(BEACON_CORS)
         self.metrics.latency.labels("event").observe(time.perf_counter() - started)
         return response
 
     async def _one_event(self, request: Request) -> Response:
-        payload = parse(BrowserEvent, await read_json(request, MAX_EVENT_BYTES))
+        body = await read_json(request, MAX_EVENT_BYTES, self.settings.collector_body_timeout_s)
+        payload = parse(BrowserEvent, body)
         context = self.context(request)
         try:
             event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
@@ -216,7 +236,7 @@ class Collector:
             response = await self._batch(request)
         except RejectedEvent as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
-            response = error(rejected.status, rejected.message)
+            response = error(rejected.status, rejected.message, rejected.headers)
         self.metrics.latency.labels("events").observe(time.perf_counter() - started)
         return response
 
@@ -226,7 +246,7 @@ class Collector:
             raise RejectedEvent(401, "authorization: a valid Bearer ingest key is required", "unauthorized")
 
     async def _batch(self, request: Request) -> Response:
-        body = await read_json(request, MAX_BATCH_BYTES)
+        body = await read_json(request, MAX_BATCH_BYTES, self.settings.collector_body_timeout_s)
         if not isinstance(body, list):
             raise RejectedEvent(400, "body: must be a JSON array of events", "invalid")
         if not 1 <= len(body) <= MAX_BATCH_EVENTS:
@@ -341,10 +361,15 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
-        # Bounds on slow or abusive clients.
+        # The client's address is tally/client_ip.py's to decide (TALLY_TRUSTED_PROXIES,
+        # every X-Forwarded-For line): uvicorn's own rewrite would trust 127.0.0.1 and read
+        # only the last header line, a second policy the settings do not describe.
+        proxy_headers=False,
+        # Bounds on slow or abusive clients: headers (size and time) in collector/http_protocol.py,
+        # the body in `read_json`.
+        http=bounded_httptools(settings.collector_header_timeout_s, MAX_HEADER_BYTES),
         limit_concurrency=4096,
-        h11_max_incomplete_event_size=16 * 1024,
-        timeout_keep_alive=20,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 

@@ -19,6 +19,7 @@ from uuid import uuid4
 
 from collector.geo import CountryLookup
 from collector.user_agent import classify, is_bot
+from tally.client_ip import network_key
 from tally.event import PageViewEvent
 
 
@@ -105,9 +106,16 @@ def put_language(draft: Draft, context: RequestContext) -> None:
 
 
 def put_visitor_identity(draft: Draft, context: RequestContext) -> None:
-    """visitor_id and ip_hash: keyed hashes with the day's salt, so no cookie and no raw IP."""
+    """visitor_id and ip_hash: keyed hashes with the day's salt, so no cookie and no raw IP.
+
+    ip_hash keys rate limits and blocks, so it hashes the client's network (an IPv6 /64):
+    a client that may use any address of its /64 must not get a fresh limit per address.
+    visitor_id keeps the full address: a /64 is a whole home or office, and hashing it would
+    merge everyone there with the same browser into one visitor (temporary IPv6 addresses
+    change about daily, as the salt does, so they split few visitors).
+    """
     draft.fields["visitor_id"] = keyed_hash(context.salt, draft.site, context.client_ip, context.user_agent)
-    draft.fields["ip_hash"] = keyed_hash(context.salt, context.client_ip)
+    draft.fields["ip_hash"] = keyed_hash(context.salt, network_key(context.client_ip))
 
 
 def keyed_hash(salt: bytes, *parts: str) -> str:

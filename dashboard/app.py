@@ -81,6 +81,9 @@ def main() -> None:
         host=settings.dashboard_host,
         port=settings.dashboard_port,
         threads=SERVER_THREADS,
+        # waitress reads whole requests before a thread sees them, so a slow client holds
+        # only its connection, and this closes one that stays silent.
+        channel_timeout=settings.dashboard_channel_timeout_s,
         _quiet=True,
     )
 

@@ -12,14 +12,20 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
+from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, redirect, render_template_string, request, session
 
+from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 SESSION_LIFETIME = timedelta(days=14)
 OPEN_PATHS = {"/healthz", "/login", "/logout"}
 OPEN_PREFIXES = ("/api/v1/",)
+# Where a sign-in may send the browser on: printable ASCII without spaces or backslashes.
+# Browsers drop tabs and newlines from a URL and read a backslash as `/`, so any of those could turn
+# a path into `//other.host`; a newline would also break the Location header.
+PATH_CHARACTERS = frozenset(chr(code) for code in range(0x21, 0x7F)) - {"\\"}
 # scrypt at n=2^14, r=8: ~16 MiB and tens of milliseconds per guess.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 
@@ -75,6 +81,7 @@ def install_login(server: Flask, settings: Settings) -> None:
     password = settings.resolved_dashboard_password()
     check = PasswordCheck.of(password)
     throttle = LoginThrottle()
+    trusted_proxies = parse_networks(settings.trusted_proxies)
     # The cookie is signed with the stored secret and the password together, so changing the
     # password signs every existing session out.
     server.secret_key = hashlib.sha256(
@@ -94,14 +101,18 @@ def install_login(server: Flask, settings: Settings) -> None:
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
             return None
         if request.method == "GET" and not path.startswith(("/_dash-", "/assets/")):
-            return redirect(f"/login?next={request.full_path.rstrip('?')}")
+            # Encoded whole, so the page's own query string comes back intact.
+            return redirect(f"/login?next={quote(request.full_path.rstrip('?'), safe='/')}")
         response = jsonify({"error": "sign in first"})
         response.status_code = 401
         return response
 
     @server.route("/login", methods=["GET", "POST"])
     def login() -> Response | tuple[str, int]:
-        address = request.remote_addr or "unknown"
+        # Behind the TLS proxy every peer is the proxy: throttle the client it forwards for
+        # (its /64 for IPv6), or one guesser would lock everyone out.
+        forwarded_for = request.headers.getlist("X-Forwarded-For")
+        address = network_key(client_ip(request.remote_addr or "unknown", forwarded_for, trusted_proxies))
         target = safe_next(request.args.get("next", "/"))
         if request.method == "GET":
             return render_template_string(LOGIN_PAGE, error=None), 200
@@ -123,8 +134,9 @@ def install_login(server: Flask, settings: Settings) -> None:
 
 
 def safe_next(target: str) -> str:
-    """Only a path on this server: `next=//evil.example` must not become an open redirect."""
-    if target.startswith("/") and not target.startswith(("//", "/\\")):
+    """Only an absolute path on this server, else `/`: `next=//evil.example`,
+    `next=/%09/evil.example` or `next=/%5c/evil.example` must not become an open redirect."""
+    if target.startswith("/") and not target.startswith("//") and PATH_CHARACTERS.issuperset(target):
         return target
     return "/"
 

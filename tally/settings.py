@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     collector_port: int = 8080
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
+    # Slow clients: the collector answers 408 to request headers not complete this long after
+    # the request began, and to a body not complete this long after its headers; the
+    # dashboard's server (waitress) closes a connection idle this long.
+    collector_header_timeout_s: float = 10.0
+    collector_body_timeout_s: float = 10.0
+    dashboard_channel_timeout_s: int = 30
 
     kafka_bootstrap: str = "127.0.0.1:9092"
     # The local broker's KRaft controller listener (only used by `tally up` / test fixtures).

@@ -239,7 +239,24 @@ def test_blocklisted_client_gets_429_until_the_tombstone(
     ip_hash = keyed_hash(parts.salts.for_time(datetime.now(UTC)), client_ip)
     until = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
 
-    async def publish(value: bytes | None) -> None:
+    def status() -> int:
+        return post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"X-Forwarded-For": client_ip})
+
+    publish_block(settings, ip_hash, orjson.dumps({"until": until, "count": 101}))
+    assert wait_for(lambda: status() == 429), "a blocklisted client must get 429"
+    assert (
+        post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"X-Forwarded-For": "198.51.100.78"})
+        == 202
+    )
+
+    publish_block(settings, ip_hash, None)
+    assert wait_for(lambda: status() == 202), "a tombstone must lift the block"
+
+
+def publish_block(settings: Settings, ip_hash: str, value: bytes | None) -> None:
+    """What the rate-limit job publishes: a block for `ip_hash`, or (None) the tombstone."""
+
+    async def publish() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
         await producer.start()
         try:
@@ -247,18 +264,7 @@ def test_blocklisted_client_gets_429_until_the_tombstone(
         finally:
             await producer.stop()
 
-    def status() -> int:
-        return post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"X-Forwarded-For": client_ip})
-
-    asyncio.run(publish(orjson.dumps({"until": until, "count": 101})))
-    assert wait_for(lambda: status() == 429), "a blocklisted client must get 429"
-    assert (
-        post_beacon(collector, {"d": site, "u": f"https://{site}/"}, **{"X-Forwarded-For": "198.51.100.78"})
-        == 202
-    )
-
-    asyncio.run(publish(None))
-    assert wait_for(lambda: status() == 202), "a tombstone must lift the block"
+    asyncio.run(publish())
 
 
 def wait_for(check: object, timeout_s: float = 30) -> bool:

@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from collector.client_ip import client_ip, parse_networks
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.geo import CountryLookup
 from collector.payload import BrowserEvent, ServerEvent
+from tally.client_ip import client_ip, network_key, parse_networks
+from tally.event import PageViewEvent
 
 WINDOWS_CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -73,16 +74,38 @@ def test_server_event_takes_epoch_millis() -> None:
 
 
 def test_forwarded_for_is_ignored_from_untrusted_peer() -> None:
-    assert client_ip("203.0.113.9", "1.2.3.4", LOOPBACK) == "203.0.113.9"
+    assert client_ip("203.0.113.9", ["1.2.3.4"], LOOPBACK) == "203.0.113.9"
 
 
 def test_forwarded_for_read_right_to_left_from_trusted_proxy() -> None:
     # The client prepended a spoofed address; the proxy appended the real one.
-    assert client_ip("127.0.0.1", "6.6.6.6, 198.51.100.7", LOOPBACK) == "198.51.100.7"
+    assert client_ip("127.0.0.1", ["6.6.6.6, 198.51.100.7"], LOOPBACK) == "198.51.100.7"
+
+
+def test_proxy_line_appended_after_the_clients_forged_line_wins() -> None:
+    # HAProxy's `option forwardfor` adds its own header line rather than extending the client's.
+    lines = ["6.6.6.6, 127.0.0.5", "198.51.100.7"]
+    assert client_ip("127.0.0.1", lines, LOOPBACK) == "198.51.100.7"
+    assert client_ip("127.0.0.1", ["not-an-ip", "2001:db8::7"], LOOPBACK) == "2001:db8::7"
 
 
 def test_garbage_forwarded_for_falls_back_to_peer() -> None:
-    assert client_ip("127.0.0.1", "not-an-ip", LOOPBACK) == "127.0.0.1"
+    assert client_ip("127.0.0.1", ["not-an-ip"], LOOPBACK) == "127.0.0.1"
+    assert client_ip("127.0.0.1", [], LOOPBACK) == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("198.51.100.7", "198.51.100.7"),
+        ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2::1", "2001:db8:1:2::/64"),
+        ("::ffff:198.51.100.7", "198.51.100.7"),
+        ("testclient", "testclient"),
+    ],
+)
+def test_clients_are_keyed_on_the_address_or_the_ipv6_64(address: str, key: str) -> None:
+    assert network_key(address) == key
 
 
 def _context(ip: str = "198.51.100.7", ua: str = "Mozilla/5.0", salt: bytes = b"s" * 32) -> RequestContext:
@@ -138,6 +161,17 @@ def test_visitor_id_is_stable_within_a_salt_and_never_the_raw_ip() -> None:
     assert first.visitor_id == second.visitor_id
     assert first.visitor_id not in (other_day.visitor_id, other_ip.visitor_id)
     assert "198.51.100.7" not in first.to_json().decode()
+
+
+def test_ipv6_clients_of_one_64_share_the_ip_hash_but_not_the_visitor_id() -> None:
+    def event(ip: str) -> PageViewEvent:
+        return enrich(_draft(), _context(ip=ip), pipeline())
+
+    first, neighbour = event("2001:db8:1:2::a"), event("2001:db8:1:2:ffff::b")
+    other_network = event("2001:db8:1:3::a")
+    assert first.ip_hash == neighbour.ip_hash != other_network.ip_hash
+    assert first.visitor_id != neighbour.visitor_id
+    assert event("198.51.100.7").ip_hash != event("198.51.100.8").ip_hash
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from clickhouse_connect.driver.exceptions import OperationalError
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
-from dashboard.auth import LoginThrottle, PasswordCheck, safe_next
+from dashboard.auth import LoginThrottle, PasswordCheck
 from dashboard.periods import DEFAULT_PRESET, period
 from tally.settings import Settings
 
@@ -89,6 +89,22 @@ def test_guessing_is_throttled() -> None:
     assert not throttle.blocked("10.0.0.1")
 
 
+def test_guessing_behind_the_proxy_throttles_the_guesser_not_everyone(tmp_path: Path) -> None:
+    # The test client's peer, 127.0.0.1, stands for the TLS proxy.
+    behind_proxy = Settings(home=tmp_path, dashboard_password=PASSWORD, trusted_proxies="127.0.0.1/32")
+    client = build_app(behind_proxy, clients=store_down).server.test_client()
+
+    def attempt(password: str, forwarded_for: str) -> int:
+        headers = {"X-Forwarded-For": forwarded_for}
+        return client.post("/login", data={"password": password}, headers=headers).status_code
+
+    guesser = "203.0.113.5"
+    for _ in range(LoginThrottle().max_failures):
+        assert attempt("guess", guesser) == 401
+    assert attempt(PASSWORD, guesser) == 429
+    assert attempt(PASSWORD, "198.51.100.20") == 302
+
+
 def test_password_check_keeps_only_a_salted_digest() -> None:
     check = PasswordCheck.of(PASSWORD)
     assert PASSWORD.encode() not in check.digest + check.salt
@@ -96,10 +112,43 @@ def test_password_check_keeps_only_a_salted_digest() -> None:
 
 
 @pytest.mark.parametrize(
-    ("target", "safe"), [("/?site=a", "/?site=a"), ("//evil.example/", "/"), ("https://evil.example", "/")]
+    "next_query",
+    [
+        "/%09/evil.example/x",  # a tab: browsers drop it and read //evil.example/x
+        "/%0a/x",  # a newline: was a 500 (header injection refused by Werkzeug)
+        "/%0d%0aSet-Cookie:x=1",
+        "//evil.example",
+        "/%5c/evil.example",  # `/\/evil.example`: browsers read the backslash as a slash
+        "/%5cevil.example",
+        "%5c%5cevil.example",
+        "https://evil.example",
+        "javascript:alert(1)",
+        "/%EF%BC%8Fevil.example",  # U+FF0F FULLWIDTH SOLIDUS
+        "/%E2%88%95evil.example",  # U+2215 DIVISION SLASH
+        "/%20/evil.example",
+        "",
+    ],
 )
-def test_login_redirects_only_within_the_dashboard(target: str, safe: str) -> None:
-    assert safe_next(target) == safe
+def test_sign_in_never_sends_the_browser_off_site(browser: FlaskClient, next_query: str) -> None:
+    response = browser.post(f"/login?next={next_query}", data={"password": PASSWORD})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/"
+
+
+def test_sign_in_with_a_raw_tab_in_next_stays_on_site(browser: FlaskClient) -> None:
+    # The query string as a hand-written link carries it: `next=/\t/evil.example/x`.
+    next_page = {"next": "/\t/evil.example/x"}
+    response = browser.post("/login", query_string=next_page, data={"password": PASSWORD})
+    assert response.headers["Location"] == "/"
+
+
+def test_sign_in_returns_to_the_page_asked_for_with_its_query(browser: FlaskClient) -> None:
+    asked = browser.get("/explore?x=1&site=a.example")
+    assert asked.status_code == 302
+    signed_in = browser.post(asked.headers["Location"], data={"password": PASSWORD})
+    assert signed_in.headers["Location"] == "/explore?x=1&site=a.example"
+    kept = browser.post("/login?next=/explore%3Fx%3D1", data={"password": PASSWORD})
+    assert kept.headers["Location"] == "/explore?x=1"
 
 
 def test_store_outage_is_a_sentence_on_the_page_and_a_503_from_the_api(browser: FlaskClient) -> None:

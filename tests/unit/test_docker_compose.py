@@ -4,17 +4,43 @@ every service's image, command, settings and ports must agree with what Tally re
 from __future__ import annotations
 
 import importlib.util
+import re
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 
 import pytest
 import yaml
 
+from collector.app import KEEP_ALIVE_S
+from tally.client_ip import parse_networks
 from tally.settings import PROJECT_ROOT, Settings
 
 COMPOSE = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 TALLY_SERVICES = ["init", "collector", "archiver", "stream-jobs", "dashboard"]
 SETTING_NAMES = {f"TALLY_{name.upper()}" for name in Settings.model_fields}
+CADDYFILE = (PROJECT_ROOT / "deploy/Caddyfile").read_text()
+PUBLIC_SERVICES = [("collector", Settings().collector_port), ("dashboard", Settings().dashboard_port)]
+# Compose's interpolation: `${NAME:-default}` or `${NAME:?message}` (a required variable).
+VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?::(?P<kind>[-?])(?P<rest>[^}]*))?\}")
+
+
+def with_defaults(value: str) -> str:
+    """`value` as compose resolves it with no variables set; a required one fails."""
+
+    def resolve(match: re.Match[str]) -> str:
+        if match["kind"] == "-":
+            return match["rest"]
+        raise LookupError(f"{match['name']} is required: {match['rest']}")
+
+    return VARIABLE.sub(resolve, value)
+
+
+def required_variable(value: str) -> str:
+    """The variable `value` requires (fails if it has a default or none)."""
+    match = VARIABLE.fullmatch(value)
+    assert match and match["kind"] == "?", f"{value!r} is not a required variable"
+    return match["name"]
 
 
 def test_every_component_of_the_design_is_a_service() -> None:
@@ -61,25 +87,74 @@ def test_tally_service_settings_are_real_settings(service: str) -> None:
     tally_names = {name for name in environment if name.startswith("TALLY_")}
     assert tally_names - SETTING_NAMES == set()
     assert environment["TALLY_KAFKA_BOOTSTRAP"] == "kafka:9092"
-    assert environment["TALLY_CLICKHOUSE_URL"].endswith("@clickhouse:8123")
+    assert environment["TALLY_CLICKHOUSE_URL"] == "http://clickhouse:8123"
     assert environment["TALLY_SPARK_MASTER"] == "spark://spark-master:7077"
 
 
-@pytest.mark.parametrize(
-    ("service", "port"), [("collector", Settings().collector_port), ("dashboard", Settings().dashboard_port)]
-)
-def test_public_services_listen_on_their_settings_port(service: str, port: int) -> None:
+@pytest.mark.parametrize(("service", "port"), PUBLIC_SERVICES)
+def test_public_services_listen_on_their_settings_port_behind_the_proxy(service: str, port: int) -> None:
     environment = SERVICES[service]["environment"]
     assert int(environment[f"TALLY_{service.upper()}_PORT"]) == port
     assert environment[f"TALLY_{service.upper()}_HOST"] == "0.0.0.0"
-    assert f"{port}:{port}" in SERVICES[service]["ports"]
     assert str(port) in " ".join(SERVICES[service]["healthcheck"]["test"])
+    assert re.search(rf"reverse_proxy {service}:{port}\b", CADDYFILE), (
+        f"the proxy does not forward to {service}"
+    )
+    assert SERVICES["proxy"]["depends_on"][service]["condition"] == "service_healthy"
+
+
+def test_proxy_lets_idle_connections_go_before_the_services_do() -> None:
+    # Otherwise the proxy can reuse a connection the service is closing, and lose a POST.
+    keepalives = [int(seconds) for seconds in re.findall(r"keepalive (\d+)s", CADDYFILE)]
+    assert len(keepalives) == len(PUBLIC_SERVICES)
+    assert max(keepalives) < min(KEEP_ALIVE_S, Settings().dashboard_channel_timeout_s)
+
+
+def test_only_the_tls_proxy_publishes_host_ports() -> None:
+    published = {name for name, service in SERVICES.items() if service.get("ports")}
+    assert published == {"proxy"}
+    assert {"80:80", "443:443"} <= set(SERVICES["proxy"]["ports"])
+    assert SERVICES["proxy"]["image"].startswith("caddy:2.")
+    assert "./deploy/Caddyfile:/etc/caddy/Caddyfile:ro" in SERVICES["proxy"]["volumes"]
+    # Caddy takes certificates for the names it serves: both are required, never a default.
+    for name in ("COLLECTOR_DOMAIN", "DASHBOARD_DOMAIN"):
+        assert "{$" + name + "}" in CADDYFILE
+        assert required_variable(SERVICES["proxy"]["environment"][name]) == f"TALLY_{name}"
 
 
 def test_kafka_and_clickhouse_listen_where_the_services_look() -> None:
-    assert "9092:9092" in SERVICES["kafka"]["ports"]
     assert SERVICES["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
-    assert "8123:8123" in SERVICES["clickhouse"]["ports"]
+    assert "PLAINTEXT://:9092" in SERVICES["kafka"]["environment"]["KAFKA_LISTENERS"]
+
+
+@pytest.mark.parametrize("service", ["clickhouse", *TALLY_SERVICES])
+def test_clickhouse_password_is_a_required_variable_with_no_default(service: str) -> None:
+    environment = SERVICES[service]["environment"]
+    name = "CLICKHOUSE_PASSWORD" if service == "clickhouse" else "TALLY_CLICKHOUSE_PASSWORD"
+    assert required_variable(environment[name]) == "TALLY_CLICKHOUSE_PASSWORD"
+    with pytest.raises(LookupError, match="TALLY_CLICKHOUSE_PASSWORD"):
+        with_defaults(environment[name])
+    if service != "clickhouse":
+        assert (
+            environment["TALLY_CLICKHOUSE_USER"] == SERVICES["clickhouse"]["environment"]["CLICKHOUSE_USER"]
+        )
+
+
+def test_dashboard_session_cookie_is_secure() -> None:
+    environment = SERVICES["dashboard"]["environment"]
+    configured = Settings(dashboard_cookie_secure=with_defaults(environment["TALLY_DASHBOARD_COOKIE_SECURE"]))
+    assert configured.dashboard_cookie_secure is True
+
+
+def test_collector_trusts_only_the_proxy_at_its_fixed_address() -> None:
+    [network] = COMPOSE["networks"]["default"]["ipam"]["config"]
+    subnet, dynamic = ip_network(network["subnet"]), ip_network(network["ip_range"])
+    proxy = ip_address(SERVICES["proxy"]["networks"]["default"]["ipv4_address"])
+    # In the network, outside the range other containers are given addresses from.
+    assert proxy in subnet and proxy not in dynamic and dynamic.subnet_of(subnet)
+    for service in TALLY_SERVICES:
+        trusted = parse_networks(with_defaults(SERVICES[service]["environment"]["TALLY_TRUSTED_PROXIES"]))
+        assert trusted == [ip_network(f"{proxy}/32")], service
 
 
 @pytest.mark.parametrize("service", ["kafka", "clickhouse", "spark-master", "collector", "dashboard"])
