@@ -30,6 +30,7 @@ from tally.settings import Settings
 START_THE_STACK = "start the stack with 'tally up -d'"
 # ClickHouse wraps its message in the HTTP client's; the part after DB::Exception is the news.
 _CLICKHOUSE_MESSAGE = re.compile(r"DB::Exception: (?P<message>.+?)(?: \(version [\d.]+|\(for url|$)")
+_HTTP_STATUS = re.compile(r"received HTTP status (\d+)")
 
 
 class UserError(click.ClickException):
@@ -135,8 +136,11 @@ def _refused(error: Exception) -> bool:
 
 def _clickhouse_message(error: Exception) -> str:
     text = one_line(str(error))
-    found = _CLICKHOUSE_MESSAGE.search(text)
-    return (found["message"] if found else text)[:300]
+    if found := _CLICKHOUSE_MESSAGE.search(text):
+        return found["message"][:300]
+    if found := _HTTP_STATUS.search(text):  # something answered, but not as ClickHouse does
+        return f"HTTP {found[1]} — is TALLY_CLICKHOUSE_URL a ClickHouse server?"
+    return text[:300]
 
 
 def _service_down(error: httpx.TransportError, settings: Settings) -> str:
