@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -165,6 +166,11 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
         rows = export_events(
             Settings(), site, start.replace(tzinfo=UTC), end.replace(tzinfo=UTC), output_format, target
         )
+    except BaseException:
+        if output:  # a failed export leaves no file that looks like a (short) export
+            target.close()
+            Path(output).unlink(missing_ok=True)
+        raise
     finally:
         if output:
             target.close()

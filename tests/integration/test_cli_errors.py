@@ -95,6 +95,14 @@ def test_typo_gets_one_line_naming_it(nothing_running: dict[str, str], args: lis
     assert named in one_line_error(run_tally(nothing_running, *args, timeout=120))
 
 
+def test_export_with_the_store_down_leaves_no_file(nothing_running: dict[str, str], tmp_path: Path) -> None:
+    target = tmp_path / "events.parquet"
+    dates = ("--from", "2026-01-01", "--to", "2026-01-02")
+    answer = run_tally(nothing_running, "export", "--site", "example.com", *dates, "-o", str(target))
+    assert "the store is not running" in one_line_error(answer)
+    assert not target.exists()
+
+
 def test_bad_setting_is_named_with_its_variable(nothing_running: dict[str, str]) -> None:
     env = nothing_running | {"TALLY_COLLECTOR_PORT": "eighty"}
     assert "TALLY_COLLECTOR_PORT='eighty'" in one_line_error(run_tally(env, "sites", "list"))
