@@ -4,7 +4,8 @@ Commands let their libraries' errors propagate; `TallyGroup`, the CLI's top-leve
 the failures a user can cause — a component that is not running, a typo on the command line,
 a bad setting, a file that cannot be written — into one line on stderr and a non-zero exit.
 Anything else is a bug: one line naming the log file that holds its traceback
-(`TALLY_DEBUG=1` shows the traceback on the terminal instead).
+(`TALLY_DEBUG=1` shows the traceback on the terminal instead). `TallyCommand` does the same
+for a command that also runs on its own (`python -m loadgen`).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ class UserError(click.ClickException):
         click.echo(f"tally: {self.format_message()}", err=True)
 
 
-class TallyGroup(click.Group):
-    """The CLI's group: the one place where errors become what a user reads."""
+class OneLineErrors:
+    """Mixed into a click group or command: the one place where errors become what a user reads."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:
@@ -61,6 +62,14 @@ class TallyGroup(click.Group):
             raise UserError(error.format_message()) from None
         except Exception as error:
             raise user_error(error) from None
+
+
+class TallyGroup(OneLineErrors, click.Group):
+    """The `tally` CLI's group."""
+
+
+class TallyCommand(OneLineErrors, click.Command):
+    """A command that also runs on its own (`python -m loadgen`), failing the same way."""
 
 
 def usage_error(error: click.UsageError) -> UserError:
