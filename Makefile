@@ -11,7 +11,7 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench install lint constraints clean-deps check-tools browser wrk
+.PHONY: run test bench install lint constraints clean-deps tools java maven browser wrk
 
 run: install
 	$(BIN)/tally up --demo
@@ -23,7 +23,7 @@ test: install
 bench: install wrk
 	$(BIN)/tally bench
 
-install: check-tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved browser
+install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved browser
 
 # Browser tests drive Debian's Chromium (never a browser downloaded by a test tool).
 browser:
@@ -39,22 +39,37 @@ wrk:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wrk >/dev/null; } \
 	  || { echo "error: could not install wrk (apt-get install wrk)"; exit 1; }
 
-check-tools:
-	@command -v java >/dev/null || { echo "error: Java 17+ is required (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
-	@command -v mvn >/dev/null || { echo "error: Maven is required to fetch the Kafka and Spark jars (Debian: apt-get install maven)"; exit 1; }
+# Kafka 4.x and Spark need Java 17+; Maven resolves their jars. Both come from Debian when
+# missing, like chromium and wrk.
+tools: java maven
+
+JAVA_17 := java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); ok = v[1] >= 17 } END { exit !ok }'
+
+java:
+	@$(JAVA_17) || { \
+	  echo "installing Debian's openjdk-17-jdk-headless (Kafka and Spark need Java 17+)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; } \
+	  || { echo "error: could not install Java 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@$(JAVA_17) || { echo "error: Java 17+ is installed but \`java\` on PATH is older: update-alternatives --config java"; exit 1; }
+
+maven:
+	@command -v mvn >/dev/null || { \
+	  echo "installing Debian's maven (it fetches the Kafka and Spark jars)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq maven >/dev/null; } \
+	  || { echo "error: could not install Maven (apt-get install maven)"; exit 1; }
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
 
-.deps/kafka/.resolved: deps/kafka/pom.xml deps/maven-settings.xml
+.deps/kafka/.resolved: deps/kafka/pom.xml deps/maven-settings.xml | tools
 	rm -rf .deps/kafka
 	$(MVN) -f deps/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/.deps/kafka \
 		|| { echo "error: could not resolve the Kafka broker jars from Maven Central"; exit 1; }
 	touch $@
 
-.deps/spark/.resolved: deps/spark/pom.xml deps/maven-settings.xml
+.deps/spark/.resolved: deps/spark/pom.xml deps/maven-settings.xml | tools
 	rm -rf .deps/spark
 	$(MVN) -f deps/spark/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/.deps/spark \
 		-DincludeArtifactIds=$(SPARK_KAFKA_JARS) \

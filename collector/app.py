@@ -2,7 +2,8 @@
 
 Built from explicit parts (`build_app(settings, parts)`); nothing connects at import time.
 Run with `python -m collector.app`. The hot path never queries the store: sites, salts
-and the blocklist are in memory, refreshed in the background.
+and the blocklist are in memory, refreshed in the background (an event for a site not known
+yet waits for a shared, rate-limited re-read of the registry: collector/known_sites.py).
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ class Collector:
     async def _one_event(self, request: Request) -> Response:
         body = await read_json(request, MAX_EVENT_BYTES, self.settings.collector_body_timeout_s)
         payload = parse(BrowserEvent, body)
+        await self.parts.sites.confirm(payload.site)
         context = self.context(request)
         try:
             event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
@@ -253,6 +255,7 @@ class Collector:
             raise RejectedEvent(400, f"body: 1 to {MAX_BATCH_EVENTS} events per batch", "invalid")
         # Validate everything first: a batch is taken whole or refused whole.
         payloads = [parse(ServerEvent, item, prefix=f"[{index}].") for index, item in enumerate(body)]
+        await asyncio.gather(*(self.parts.sites.confirm(site) for site in {p.site for p in payloads}))
         events, dropped = self._enrich_batch(request, payloads)
         if events and (unavailable := await self.append(events)):
             return unavailable
@@ -292,6 +295,7 @@ class Collector:
 
     async def metrics_text(self, request: Request) -> Response:
         self.metrics.blocked_clients.set(self.parts.blocklist.size)
+        self.metrics.site_rereads.set(self.parts.sites.rereads)
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def tracker(self, request: Request) -> Response:

@@ -38,3 +38,8 @@ class CollectorMetrics:
         self.blocked_clients = Gauge(
             "tally_blocked_clients", "Clients on the blocklist", registry=self.registry
         )
+        self.site_rereads = Gauge(
+            "tally_site_registry_rereads",
+            "Re-reads of the site registry for events naming a site not known yet (total)",
+            registry=self.registry,
+        )

@@ -10,12 +10,16 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import click
+import httpx
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary, run
 from loadgen.traffic import TrafficMix, TrafficModel, site_names
+from storage.client import connect
+from storage.sites import add_site
+from tally.cli_errors import TallyCommand
 from tally.settings import Settings
 
 console = Console()
@@ -51,20 +55,50 @@ class LoadPlan:
 
 def run_plan(plan: LoadPlan, progress: Progress | None = None) -> tuple[RunSummary, GroundTruth]:
     model = TrafficModel(plan.sites, seed=plan.seed, visitors=plan.visitors, mix=plan.mix)
-    on_sent = None
+    on_progress = None
     if progress is not None:
-        task = progress.add_task("sending", total=int(plan.rate * plan.duration_s) or None)
-        on_sent = lambda count: progress.advance(task, count)  # noqa: E731
+        task = progress.add_task(
+            "sending", total=int(plan.rate * plan.duration_s) or None, accepted=0, rejected=0
+        )
+
+        def on_progress(summary: RunSummary) -> None:
+            progress.update(
+                task, completed=summary.sent, accepted=summary.accepted, rejected=summary.rejected
+            )
+
     return asyncio.run(
-        run(plan.target, model, plan.rate, plan.duration_s, plan.ingest_key, plan.batch_size, on_sent=on_sent)
+        run(
+            plan.target,
+            model,
+            plan.rate,
+            plan.duration_s,
+            plan.ingest_key,
+            plan.batch_size,
+            on_progress=on_progress,
+        )
     )
 
 
-def run_processes(plan: LoadPlan, processes: int) -> tuple[RunSummary, GroundTruth]:
+def live_progress() -> Progress:
+    """One line, redrawn while the run goes: sent (of planned), accepted, rejected."""
+    return Progress(
+        TextColumn("sent"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("accepted {task.fields[accepted]} · rejected {task.fields[rejected]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def run_processes(plan: LoadPlan, processes: int, quiet: bool = False) -> tuple[RunSummary, GroundTruth]:
     """Several processes when one core cannot keep the rate; results merged."""
+    if processes == 1 and quiet:
+        return run_plan(plan)
     if processes == 1:
-        with Progress(console=console, transient=True) as progress:
-            return run_plan(plan, progress if plan.duration_s else None)
+        with live_progress() as progress:
+            return run_plan(plan, progress)
     context = multiprocessing.get_context("spawn")
     with context.Pool(processes) as pool:
         parts = pool.map(run_plan, [plan.share(index, processes) for index in range(processes)])
@@ -85,13 +119,33 @@ def print_summary(summary: RunSummary) -> None:
     )
 
 
+def register_sites(settings: Settings, sites: list[str]) -> None:
+    """Register the traffic's sites in the store, so the collector takes their events (it
+    accepts a site from the moment it is registered)."""
+    client = connect(settings)
+    try:
+        for domain in sites:
+            add_site(client, domain)
+    finally:
+        client.close()
+
+
+def check_collector(target: str) -> None:
+    """Fail before sending when nothing answers at the target (one line, not a count of errors)."""
+    answer = httpx.get(f"{target}/healthz", timeout=5)
+    if answer.status_code != 200:
+        raise click.ClickException(
+            f"{target} does not answer like a Tally collector (/healthz: {answer.status_code})"
+        )
+
+
 def _loopback_only(target: str) -> None:
     host = urlparse(target).hostname or ""
     if not (host == "localhost" or host.startswith("127.") or host == "::1"):
         raise click.BadParameter(f"{host} is not a loopback address; load is only ever sent to this machine")
 
 
-@click.command("loadgen")
+@click.command("loadgen", cls=TallyCommand)
 @click.option("--rate", type=float, default=50.0, show_default=True, help="Page views per second.")
 @click.option(
     "--duration", type=float, default=10.0, show_default=True, help="Seconds; 0 runs until stopped."
@@ -152,8 +206,12 @@ def main(
         seed,
         settings.resolved_ingest_key(),
     )
-    summary, ground_truth = run_processes(plan, processes)
+    register_sites(settings, plan.sites)
+    check_collector(target)
+    summary, ground_truth = run_processes(plan, processes, quiet=demo)
     print_summary(summary)
+    if summary.refusal:
+        raise click.ClickException(f"the collector at {target} refused an event: {summary.refusal}")
     if truth or not demo:
         path = truth or settings.home_dir / "loadgen" / f"truth-seed{seed}.jsonl"
         ground_truth.write(path)

@@ -33,10 +33,17 @@ class RunSummary:
     statuses: Counter[int | str] = field(default_factory=Counter)
     latencies_s: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # The collector's message for the first 400: the run stops there, since every later event
+    # would be refused alike (typically: a site that is not registered).
+    refusal: str | None = None
 
     @property
     def accepted(self) -> int:
         return self.statuses[202]
+
+    @property
+    def rejected(self) -> int:
+        return sum(count for status, count in self.statuses.items() if status != 202)
 
     def percentile(self, fraction: float) -> float:
         return percentile(sorted(self.latencies_s), fraction)
@@ -46,6 +53,7 @@ class RunSummary:
         self.statuses.update(other.statuses)
         self.latencies_s += other.latencies_s
         self.elapsed_s = max(self.elapsed_s, other.elapsed_s)
+        self.refusal = self.refusal or other.refusal
 
 
 class VisitSchedule:
@@ -78,6 +86,7 @@ class Sender:
     ingest_key: str
     summary: RunSummary
     truth: GroundTruth
+    on_answer: Callable[[RunSummary], None] | None = None
 
     async def send_group(self, visits: list[Visit], intended: float, batch: bool) -> None:
         """In batch mode people's page views travel together; bots, scrapers and late events
@@ -94,32 +103,42 @@ class Sender:
         try:
             if batch:
                 ts = [late_ts(sent_at, visit) if visit.kind is Kind.LATE else sent_at for visit in visits]
-                status = await self._post_batch(visits, ts)
+                response = await self._post_batch(visits, ts)
             else:
-                status, ts = await self._post_beacon(visits[0]), [None]
+                response, ts = await self._post_beacon(visits[0]), [None]
+            status: int | str = response.status_code
         except httpx.HTTPError as error:
             status, ts = type(error).__name__, []
         acked_at = datetime.now(UTC)
+        if status == 400 and self.summary.refusal is None:
+            self.summary.refusal = refusal_message(response)
         self.summary.statuses[status] += len(visits)
+        if self.on_answer:
+            self.on_answer(self.summary)
         self.summary.latencies_s.append(time.monotonic() - intended)
         if status == 202:
             for visit, event_ts in zip(visits, ts, strict=True):
                 self.truth.record(visit, sent_at, acked_at, event_ts)
 
-    async def _post_beacon(self, visit: Visit) -> int:
+    async def _post_beacon(self, visit: Visit) -> httpx.Response:
         headers = {
             "User-Agent": visit.user_agent,
             "X-Forwarded-For": visit.client_ip,
             "Content-Type": "text/plain",
         }
-        response = await self.client.post(f"{self.target}/api/event", json=visit.body(), headers=headers)
-        return response.status_code
+        return await self.client.post(f"{self.target}/api/event", json=visit.body(), headers=headers)
 
-    async def _post_batch(self, visits: list[Visit], ts: list[datetime]) -> int:
+    async def _post_batch(self, visits: list[Visit], ts: list[datetime]) -> httpx.Response:
         body = [visit.batch_item(event_ts) for visit, event_ts in zip(visits, ts, strict=True)]
         headers = {"Authorization": f"Bearer {self.ingest_key}"}
-        response = await self.client.post(f"{self.target}/api/events", json=body, headers=headers)
-        return response.status_code
+        return await self.client.post(f"{self.target}/api/events", json=body, headers=headers)
+
+
+def refusal_message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
 
 
 async def run(
@@ -130,21 +149,22 @@ async def run(
     ingest_key: str = "",
     batch_size: int = 0,
     truth: GroundTruth | None = None,
-    on_sent: Callable[[int], None] | None = None,
+    on_progress: Callable[[RunSummary], None] | None = None,
 ) -> tuple[RunSummary, GroundTruth]:
     """Send `rate` page views/s for `duration_s` (0: until cancelled); batches of
-    `batch_size` through /api/events when it is set."""
+    `batch_size` through /api/events when it is set. Stops early at the first 400
+    (`summary.refusal`)."""
     summary, truth = RunSummary(), truth or GroundTruth()
     schedule = VisitSchedule(model)
     per_request = max(1, batch_size)
     in_flight: set[asyncio.Task] = set()
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     async with httpx.AsyncClient(limits=limits, timeout=10) as client:
-        sender = Sender(client, target, ingest_key, summary, truth)
+        sender = Sender(client, target, ingest_key, summary, truth, on_answer=on_progress)
         start = time.monotonic()
         for sequence in itertools.count():
             intended = start + sequence * per_request / rate
-            if duration_s and intended - start >= duration_s:
+            if (duration_s and intended - start >= duration_s) or summary.refusal:
                 break
             if (delay := intended - time.monotonic()) > 0:
                 await asyncio.sleep(delay)
@@ -155,8 +175,8 @@ async def run(
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
             summary.sent += per_request
-            if on_sent:
-                on_sent(per_request)
+            if on_progress:
+                on_progress(summary)
         if in_flight:
             await asyncio.wait(in_flight)
         summary.elapsed_s = time.monotonic() - start

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -14,12 +15,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from loadgen.__main__ import main as loadgen_command
+from tally.cli_errors import TallyGroup, UserError
 from tally.settings import Settings
 
 console = Console()
 
 
-@click.group()
+@click.group(cls=TallyGroup)
 def main() -> None:
     """Tally: self-hosted, real-time web analytics on an event log."""
 
@@ -32,11 +34,7 @@ def up(detach: bool, demo: bool) -> None:
     from tally.local import stack
 
     settings = Settings()
-    try:
-        stack.up(settings, demo=demo, progress=lambda line: console.print(line, highlight=False))
-    except stack.StackError as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False)
-        sys.exit(1)
+    stack.up(settings, demo=demo, progress=lambda line: console.print(line, highlight=False))
     console.print(
         f"dashboard  http://127.0.0.1:{settings.dashboard_port}/  (api key in {settings.home_dir}/api_key)"
     )
@@ -109,11 +107,8 @@ def sites_add(domain: str) -> None:
     from storage import sites as registry
     from storage.client import connect
 
-    try:
-        added = registry.add_site(connect(Settings()), domain)
-    except registry.InvalidDomain as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False)
-        sys.exit(2)
+    domain = registry.normalise(domain)  # a typo is reported before the store is asked
+    added = registry.add_site(connect(Settings()), domain)
     console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
 
 
@@ -134,9 +129,9 @@ def sites_remove(domain: str) -> None:
     from storage import sites as registry
     from storage.client import connect
 
+    domain = registry.normalise(domain)
     if not registry.remove_site(connect(Settings()), domain):
-        console.print(f"[red]error:[/red] {domain} is not registered", highlight=False)
-        sys.exit(1)
+        raise UserError(f"{domain} is not registered (see 'tally sites list')")
     console.print(f"removed {domain}")
 
 
@@ -174,6 +169,11 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
         rows = export_events(
             Settings(), site, start.replace(tzinfo=UTC), end.replace(tzinfo=UTC), output_format, target
         )
+    except BaseException:
+        if output:  # a failed export leaves no file that looks like a (short) export
+            target.close()
+            Path(output).unlink(missing_ok=True)
+        raise
     finally:
         if output:
             target.close()
@@ -199,14 +199,10 @@ def replay(force: bool) -> None:
     """Rebuild the derived tables from the log. Stops the stream jobs, recomputes every table
     into <table>_replay, swaps them in, and starts the stream jobs again; the dashboard keeps
     reading the old tables until the swap."""
-    from stream_jobs.replay import ReplayError, run_replay
+    from stream_jobs.replay import run_replay
 
-    try:
-        run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
-    except ReplayError as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False)
-        sys.exit(1)
+    run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="tally")  # `python -m tally.cli` speaks as the `tally` it is

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     # stats API defaults to), or `raw`, the archive (a store without stream jobs running).
     dashboard_source: Literal["agg", "raw"] = "agg"
 
+    # The CLI prints a traceback instead of its one-line error (for bug reports).
+    debug: bool = False
+
     trusted_proxies: str = "127.0.0.1/8,::1/128"
     supervisor_port: int = 9001
 

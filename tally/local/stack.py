@@ -7,10 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from loadgen.traffic import site_names
-from storage.client import connect
 from storage.migrations import apply_migrations
-from storage.sites import add_site
 from tally.local import kafka, supervisor
 from tally.local.components import Component, components
 from tally.local.supervisor import ComponentStatus, StackError
@@ -46,16 +43,12 @@ def demo_traffic(settings: Settings) -> Component:
     )
 
 
-def _after_start(settings: Settings, component: Component, demo: bool) -> None:
-    """What must exist before the next component starts."""
+def _after_start(settings: Settings, component: Component) -> None:
+    """What must exist before the next component starts (the demo traffic registers its own sites)."""
     if component.name == "kafka":
         ensure_topics_sync(settings)
     elif component.name == "clickhouse":
         apply_migrations(settings)
-        if demo:
-            client = connect(settings)
-            for domain in site_names(DEMO_SITES, demo=True):
-                add_site(client, domain)
 
 
 def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
@@ -76,7 +69,7 @@ def up(settings: Settings, demo: bool, progress: Callable[[str], None]) -> None:
     for component in [*stack, *extra]:
         started = time.monotonic()
         supervisor.start_component(settings, component)
-        _after_start(settings, component, demo)
+        _after_start(settings, component)
         progress(f"  {component.name:<10} healthy in {time.monotonic() - started:4.1f}s")
 
 
