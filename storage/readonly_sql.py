@@ -135,7 +135,9 @@ def run(settings: Settings, sql: str, client: Client | None = None) -> QueryResu
         check_reads(client, sql, settings.clickhouse_database)
         result = client.query(sql, settings=LIMITS)
     except DatabaseError as error:
-        raise QueryRefused(_refusal(error, settings)) from None
+        if isinstance(error, OperationalError) and error.code is None:
+            raise  # the store is not answering: not a refusal (the CLI says how to start it)
+        raise QueryRefused(_refusal(error)) from None
     rows = [tuple(row) for row in result.result_rows[: MAX_ROWS + 1]]
     return QueryResult(list(result.column_names), rows[:MAX_ROWS], truncated=len(rows) > MAX_ROWS)
 
@@ -250,11 +252,9 @@ def _unknown_node_message(node: AstNode) -> str:
     return f"{node.kind} is not allowed in raw SQL"
 
 
-def _refusal(error: DatabaseError, settings: Settings) -> str:
+def _refusal(error: DatabaseError) -> str:
     if error.code in _MESSAGES_BY_CODE:
         return _MESSAGES_BY_CODE[error.code]
-    if isinstance(error, OperationalError) and error.code is None:
-        return f"cannot reach ClickHouse at {settings.clickhouse_url}; is it running (tally status)?"
     return _clickhouse_message(str(error))
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from loadgen.__main__ import main as loadgen_command
@@ -145,10 +144,9 @@ def query(sql: str, output_format: str) -> None:
     try:
         result = readonly_sql.run(Settings(), sql)
     except readonly_sql.QueryRefused as error:
-        # The message may quote the user's SQL: escaped, so that brackets in it are not read as
-        # markup, and on one line however wide, so that it stays one line in a log or a pipe.
-        console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        refused = UserError(f"query refused: {error}")
+        refused.exit_code = 2
+        raise refused from None
     readonly_sql.print_result(result, output_format, console)
     if result.truncated:
         Console(stderr=True).print(f"[yellow]note:[/yellow] result cut at {readonly_sql.MAX_ROWS} rows")

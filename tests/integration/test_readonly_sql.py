@@ -266,8 +266,9 @@ def test_cli_prints_a_refusal_as_one_line_and_exits_non_zero(settings: Settings,
         check=False,
     )
     output = cli.stdout + cli.stderr
-    assert cli.returncode != 0
-    assert output.strip() == "error: the function file() is not allowed in raw SQL"
+    assert cli.returncode == 2
+    assert cli.stdout == ""
+    assert cli.stderr.strip() == "tally: query refused: the function file() is not allowed in raw SQL"
     assert not reachable.leaked_in(output)
 
 
