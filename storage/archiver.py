@@ -50,29 +50,75 @@ SYNTHETIC_PARTITION = 65535
 
 @dataclass
 class Batch:
-    rows: list[bytes] = field(default_factory=list)  # JSONEachRow lines
-    dead: list[tuple[ConsumerRecord, str]] = field(default_factory=list)
+    """Records collected for one insert, each partition's a contiguous run of offsets.
+
+    Contiguity is what makes the archive provably gapless: a record is taken only if its
+    offset is exactly the partition's next expected one. That relies on `pageviews` having
+    contiguous offsets, which holds because its only producer is idempotent and not
+    transactional (no commit markers take offsets) and the topic is not compacted
+    (cleanup.policy=delete); tests/integration/test_log_contiguity.py checks both. A
+    transactional producer or compaction would make the archiver stop at the first missing
+    offset — loudly (`offset_jump`), never with a silent hole.
+    """
+
+    generation: int = 0  # the archiver's rebalance count when collection began
+    rows: dict[int, list[bytes]] = field(default_factory=dict)  # JSONEachRow lines, per partition
+    dead: dict[int, list[tuple[ConsumerRecord, str]]] = field(default_factory=dict)
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    first_offsets: dict[int, int] = field(default_factory=dict)  # where each run began
     skipped: int = 0
 
-    def add(self, record: ConsumerRecord, next_expected: dict[int, int]) -> None:
-        floor = next_expected.get(record.partition)
-        if floor is None or record.offset < floor:
+    def add(self, record: ConsumerRecord, next_expected: dict[int, int]) -> Jump | None:
+        """Take the record if it is its partition's next offset; a Jump if it lies beyond."""
+        expected = next_expected.get(record.partition)
+        if expected is None or record.offset < expected:
             # Position not known yet, already archived, or already in this batch: a fetch
             # racing the seek to the archive's position can deliver the same offsets twice.
             self.skipped += 1
-            return
+            return None
+        if record.offset > expected:
+            # A fetch that raced a seek (after a rebalance) can deliver records from past the
+            # position the archive needs; taking them as progress would leave a hole forever.
+            return self._drop_partition(record, expected, next_expected)
+        self.first_offsets.setdefault(record.partition, record.offset)
         next_expected[record.partition] = record.offset + 1
         self.next_offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
         try:
             event = PageViewEvent.from_json(record.value or b"")
         except ValidationError as error:
-            self.dead.append((record, _first_error(error)))
-            return
-        self.rows.append(archive_row(event, record.partition, record.offset))
+            self.dead.setdefault(record.partition, []).append((record, _first_error(error)))
+            return None
+        self.rows.setdefault(record.partition, []).append(archive_row(event, record.partition, record.offset))
+        return None
+
+    def _drop_partition(self, record: ConsumerRecord, expected: int, next_expected: dict[int, int]) -> Jump:
+        """Forget what this batch holds from the record's partition; re-read it from its start."""
+        self.skipped += 1
+        self.rows.pop(record.partition, None)
+        self.dead.pop(record.partition, None)
+        self.next_offsets.pop(TopicPartition(record.topic, record.partition), None)
+        resume = self.first_offsets.pop(record.partition, expected)
+        next_expected[record.partition] = resume
+        return Jump(TopicPartition(record.topic, record.partition), expected, record.offset, resume)
+
+    def all_rows(self) -> list[bytes]:
+        return [row for rows in self.rows.values() for row in rows]
+
+    def all_dead(self) -> list[tuple[ConsumerRecord, str]]:
+        return [letter for letters in self.dead.values() for letter in letters]
 
     def __len__(self) -> int:
-        return len(self.rows) + len(self.dead)
+        return sum(map(len, self.rows.values())) + sum(map(len, self.dead.values()))
+
+
+@dataclass(frozen=True)
+class Jump:
+    """A record beyond its partition's next expected offset: the batch dropped that partition."""
+
+    partition: TopicPartition
+    expected: int
+    received: int
+    resume: int  # where the partition is re-read from
 
 
 def archive_row(event: PageViewEvent, partition: int, offset: int) -> bytes:
@@ -113,12 +159,14 @@ class ResumeFromArchive(ConsumerRebalanceListener):
     def __init__(
         self,
         consumer: AIOKafkaConsumer,
-        client: Client,
+        settings: Settings,
         next_expected: dict[int, int],
         settle: Callable[[], Awaitable[None]],
     ) -> None:
         self._consumer = consumer
-        self._client = client
+        # A client of its own: one clickhouse-connect client runs one query at a time, and
+        # the archiver's may be inserting when a rebalance asks where the archive ends.
+        self._client = connect(settings)
         self._next_expected = next_expected
         self._settle = settle
 
@@ -137,15 +185,33 @@ class ResumeFromArchive(ConsumerRebalanceListener):
             self._next_expected.pop(tp.partition, None)
         await self._settle()
         partitions = [tp.partition for tp in assigned]
-        positions = await asyncio.to_thread(archived_positions, self._client, partitions)
+        archived = await self._archived_positions(partitions)
+        # Nothing archived from a partition: the archive is a copy of the whole log, from its
+        # earliest retained offset (retention may have deleted offset 0 long ago).
+        earliest = await self._consumer.beginning_offsets(list(assigned))
+        positions = {}
         for tp in assigned:
-            if tp.partition in positions:
-                self._consumer.seek(tp, positions[tp.partition])
-            else:
-                # Nothing archived from this partition: the archive is a copy of the whole log.
-                await self._consumer.seek_to_beginning(tp)
-            self._next_expected[tp.partition] = positions.get(tp.partition, 0)
+            position = archived.get(tp.partition, earliest[tp])
+            if position < earliest[tp]:
+                # Retention deleted events the archive never got (an archiver down for longer
+                # than the topic keeps them): they are gone; say so, and go on from what is left.
+                log.error("log_expired_before_archived", partition=tp.partition, lost=earliest[tp] - position)
+                position = earliest[tp]
+            self._consumer.seek(tp, position)
+            self._next_expected[tp.partition] = positions[tp.partition] = position
         log.info("partitions_assigned", partitions=sorted(partitions), resume=positions)
+
+    async def _archived_positions(self, partitions: list[int]) -> dict[int, int]:
+        """Where the archive ends, asked until the store answers: a listener that failed
+        would leave the partitions without a position, and every record skipped."""
+        delay_s = 0.5
+        while True:
+            try:
+                return await asyncio.to_thread(archived_positions, self._client, partitions)
+            except Exception as error:  # the store down or slow: ask again
+                log.warning("archive_position_failed", error=str(error)[:300], retry_in_s=delay_s)
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 30.0)
 
 
 class Archiver:
@@ -163,6 +229,8 @@ class Archiver:
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=4 * 1024 * 1024,
             isolation_level="read_committed",
+            session_timeout_ms=int(settings.archiver_session_timeout_s * 1000),
+            heartbeat_interval_ms=int(settings.archiver_session_timeout_s * 1000 / 3),
         )
         self.deadletter = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
         # Per partition, the next offset not yet archived (see Batch.add).
@@ -175,7 +243,7 @@ class Archiver:
         await self.deadletter.start()
         self.consumer.subscribe(
             [self.settings.pageviews_topic],
-            listener=ResumeFromArchive(self.consumer, self.client, self.next_expected, self._settle),
+            listener=ResumeFromArchive(self.consumer, self.settings, self.next_expected, self._settle),
         )
         await self.consumer.start()
         try:
@@ -184,7 +252,9 @@ class Archiver:
                 # batches are archived and committed one after the other, in order.
                 batch = await self._collect()
                 await self._archived()
-                if len(batch):
+                # A batch collected before a rebalance is stale: its partitions were sought
+                # to where the archive ends, and its records will be fetched again.
+                if len(batch) and batch.generation == self._rebalances:
                     self._archiving = asyncio.create_task(self._archive(batch))
                 heartbeat.beat(self.settings, "archiver")
             await self._archived()
@@ -196,21 +266,22 @@ class Archiver:
         self._stopping.set()
 
     async def _archived(self) -> None:
-        """Wait for the batch in flight, if any, to be archived and committed."""
+        """Wait for the batch in flight, if any, to be archived and committed. The task is
+        kept, not cleared: the run loop and the rebalance listener may both be waiting."""
         if self._archiving:
             await self._archiving
-            self._archiving = None
 
     async def _settle(self) -> None:
-        await self._archived()
+        # Count the rebalance before waiting: whichever of the run loop and the listener
+        # wakes first, a batch collected before it is then known to be stale.
         self._rebalances += 1
+        await self._archived()
 
     async def _collect(self) -> Batch:
         """Up to max_rows messages or max_wait_s, whichever comes first; empty if the
         partitions were reassigned meanwhile (its records are fetched again from the
         archive's end)."""
-        batch = Batch()
-        rebalances = self._rebalances
+        batch = Batch(generation=self._rebalances)
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_rows and not self._stopping.is_set():
             remaining_ms = int((deadline - time.monotonic()) * 1000)
@@ -219,24 +290,38 @@ class Archiver:
             fetched = await self.consumer.getmany(
                 timeout_ms=remaining_ms, max_records=self.max_rows - len(batch)
             )
-            if self._rebalances != rebalances:
+            if self._rebalances != batch.generation:
                 return Batch()
             for records in fetched.values():
                 for record in records:
-                    batch.add(record, self.next_expected)
+                    jump = batch.add(record, self.next_expected)
+                    if jump:
+                        self._seek_back(jump)
+                        break  # the rest of this partition's records lie beyond too
         return batch
 
+    def _seek_back(self, jump: Jump) -> None:
+        log.warning(
+            "offset_jump",
+            partition=jump.partition.partition,
+            expected=jump.expected,
+            received=jump.received,
+            resume=jump.resume,
+        )
+        self.consumer.seek(jump.partition, jump.resume)
+
     async def _archive(self, batch: Batch) -> None:
-        for record, reason in batch.dead:
+        for record, reason in batch.all_dead():
             await self._dead_letter(record, reason)
-        if batch.rows:
-            await self._insert_with_retry(batch.rows)
+        rows = batch.all_rows()
+        if rows:
+            await self._insert_with_retry(rows)
         if batch.next_offsets:
             try:
                 await self.consumer.commit(batch.next_offsets)
             except KafkaError as error:  # e.g. mid-rebalance: the archive stays the record
                 log.warning("offset_commit_failed", error=str(error)[:300])
-        log.debug("archived", rows=len(batch.rows), dead=len(batch.dead), skipped=batch.skipped)
+        log.debug("archived", rows=len(rows), dead=len(batch) - len(rows), skipped=batch.skipped)
 
     async def _insert_with_retry(self, rows: list[bytes]) -> None:
         delay_s = 0.5

@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     blocklist_topic: str = "blocklist"
     deadletter_topic: str = "deadletter"
     pageviews_partitions: int = 3
+    # How long the broker waits for a silent archiver (a GC pause, a frozen VM, SIGSTOP)
+    # before expiring it from its consumer group; 6 s is the broker's minimum.
+    archiver_session_timeout_s: float = 10.0
 
     clickhouse_url: str = "http://127.0.0.1:8123"
     clickhouse_database: str = "tally"
