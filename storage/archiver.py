@@ -322,11 +322,14 @@ class Archiver:
         dead = batch.all_dead()
         for record, reason in dead:
             await self._dead_letter(record, reason)
-        if dead:
-            await self._with_retry(record_dead_letters, dead)
         rows = batch.all_rows()
         if rows:
             await self._with_retry(insert_rows, rows)
+        # Recorded after the rows: recorded first, a dead letter's offset would be the archive's
+        # end while the rows below it are not in yet — a hole to the audit, which would archive
+        # them a second time.
+        if dead:
+            await self._with_retry(record_dead_letters, dead)
         if batch.next_offsets:
             try:
                 await self.consumer.commit(batch.next_offsets)
