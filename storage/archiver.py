@@ -5,8 +5,13 @@ assigned, the archiver seeks each one to one past the highest offset already in 
 archive, so the archive — not the consumer group — is the record of progress. A crash
 between the insert and the offset commit therefore re-reads nothing that is archived.
 Offsets are still committed after each insert so that lag is visible to Kafka tooling.
+Resuming from the archive's end is only sound if nothing below it is missing: so a record is
+archived only if its offset is exactly its partition's next one (Batch), and the archive
+audits itself against the log at start and every archive_audit_interval_s, archiving any
+hole it finds (storage/archive_audit.py).
 
-Malformed messages go to `deadletter` with the reason and never block a partition.
+Malformed messages go to `deadletter` with the reason, and their offsets to the
+`archive_deadletters` table; they never block a partition.
 While ClickHouse is down the archiver retries the same batch with backoff and fetches at
 most one batch ahead: memory stays bounded by two batches.
 
