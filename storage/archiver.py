@@ -5,8 +5,13 @@ assigned, the archiver seeks each one to one past the highest offset already in 
 archive, so the archive — not the consumer group — is the record of progress. A crash
 between the insert and the offset commit therefore re-reads nothing that is archived.
 Offsets are still committed after each insert so that lag is visible to Kafka tooling.
+Resuming from the archive's end is only sound if nothing below it is missing: so a record is
+archived only if its offset is exactly its partition's next one (Batch), and the archive
+audits itself against the log at start and every archive_audit_interval_s, archiving any
+hole it finds (storage/archive_audit.py).
 
-Malformed messages go to `deadletter` with the reason and never block a partition.
+Malformed messages go to `deadletter` with the reason, and their offsets to the
+`archive_deadletters` table; they never block a partition.
 While ClickHouse is down the archiver retries the same batch with backoff and fetches at
 most one batch ahead: memory stays bounded by two batches.
 
@@ -23,6 +28,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import structlog
@@ -30,72 +36,107 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from clickhouse_connect.driver.client import Client
-from pydantic import ValidationError
 
+from storage.archive_audit import AuditTotals, audit_archive
+from storage.archive_rows import (
+    ARCHIVE_COLUMNS,
+    EVENT_COLUMNS,
+    SYNTHETIC_PARTITION,
+    insert_rows,
+    parse,
+    record_dead_letters,
+)
 from storage.client import connect
 from storage.migrations import apply_migrations
 from tally import heartbeat, structured_logging
-from tally.event import PageViewEvent
 from tally.settings import Settings
 
 log = structlog.get_logger()
 
 GROUP_ID = "tally-archiver"
-EVENT_COLUMNS = list(PageViewEvent.model_fields)
-ARCHIVE_COLUMNS = [*EVENT_COLUMNS, "kafka_partition", "kafka_offset"]
-# The partition for rows written straight into the archive (tests, benchmarks): no topic has
-# it, so these rows never move the archiver's resume position for a real partition.
-SYNTHETIC_PARTITION = 65535
+# The archive's row shape lives in storage.archive_rows; named here too for existing importers.
+__all__ = ["ARCHIVE_COLUMNS", "EVENT_COLUMNS", "GROUP_ID", "SYNTHETIC_PARTITION", "Archiver", "Batch"]
 
 
 @dataclass
 class Batch:
-    rows: list[bytes] = field(default_factory=list)  # JSONEachRow lines
-    dead: list[tuple[ConsumerRecord, str]] = field(default_factory=list)
+    """Records collected for one insert, each partition's a contiguous run of offsets.
+
+    Contiguity is what makes the archive provably gapless: a record is taken only if its
+    offset is exactly the partition's next expected one. That relies on `pageviews` having
+    contiguous offsets, which holds because its only producer is idempotent and not
+    transactional (no commit markers take offsets) and the topic is not compacted
+    (cleanup.policy=delete); tests/integration/test_log_contiguity.py checks both. A
+    transactional producer or compaction would make the archiver stop at the first missing
+    offset — loudly (`offset_jump`), never with a silent hole.
+    """
+
+    generation: int = 0  # the archiver's rebalance count when collection began
+    rows: dict[int, list[bytes]] = field(default_factory=dict)  # JSONEachRow lines, per partition
+    dead: dict[int, list[tuple[ConsumerRecord, str]]] = field(default_factory=dict)
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    first_offsets: dict[int, int] = field(default_factory=dict)  # where each run began
     skipped: int = 0
 
-    def add(self, record: ConsumerRecord, next_expected: dict[int, int]) -> None:
-        floor = next_expected.get(record.partition)
-        if floor is None or record.offset < floor:
+    def add(self, record: ConsumerRecord, next_expected: dict[int, int]) -> Jump | None:
+        """Take the record if it is its partition's next offset; a Jump if it lies beyond."""
+        expected = next_expected.get(record.partition)
+        if expected is None or record.offset < expected:
             # Position not known yet, already archived, or already in this batch: a fetch
             # racing the seek to the archive's position can deliver the same offsets twice.
             self.skipped += 1
-            return
+            return None
+        if record.offset > expected:
+            # A fetch that raced a seek (after a rebalance) can deliver records from past the
+            # position the archive needs; taking them as progress would leave a hole forever.
+            return self._drop_partition(record, expected, next_expected)
+        self.first_offsets.setdefault(record.partition, record.offset)
         next_expected[record.partition] = record.offset + 1
         self.next_offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
-        try:
-            event = PageViewEvent.from_json(record.value or b"")
-        except ValidationError as error:
-            self.dead.append((record, _first_error(error)))
-            return
-        self.rows.append(archive_row(event, record.partition, record.offset))
+        row = parse(record)
+        if isinstance(row, str):
+            self.dead.setdefault(record.partition, []).append((record, row))
+        else:
+            self.rows.setdefault(record.partition, []).append(row)
+        return None
+
+    def _drop_partition(self, record: ConsumerRecord, expected: int, next_expected: dict[int, int]) -> Jump:
+        """Forget what this batch holds from the record's partition; re-read it from its start."""
+        self.skipped += 1
+        self.rows.pop(record.partition, None)
+        self.dead.pop(record.partition, None)
+        self.next_offsets.pop(TopicPartition(record.topic, record.partition), None)
+        resume = self.first_offsets.pop(record.partition, expected)
+        next_expected[record.partition] = resume
+        return Jump(TopicPartition(record.topic, record.partition), expected, record.offset, resume)
+
+    def all_rows(self) -> list[bytes]:
+        return [row for rows in self.rows.values() for row in rows]
+
+    def all_dead(self) -> list[tuple[ConsumerRecord, str]]:
+        return [letter for letters in self.dead.values() for letter in letters]
 
     def __len__(self) -> int:
-        return len(self.rows) + len(self.dead)
+        return sum(map(len, self.rows.values())) + sum(map(len, self.dead.values()))
 
 
-def archive_row(event: PageViewEvent, partition: int, offset: int) -> bytes:
-    """The event as one JSONEachRow line of `events`, with where it came from on the log."""
-    validated = event.model_dump_json().encode()
-    return b'{"kafka_partition":%d,"kafka_offset":%d,%s' % (partition, offset, validated[1:])
+@dataclass(frozen=True)
+class Jump:
+    """A record beyond its partition's next expected offset: the batch dropped that partition."""
 
-
-# ISO-8601 times as pydantic writes them ("2026-11-22T06:32:33.123Z"); a field the table
-# does not know is an error, not silently dropped.
-INSERT_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 0}
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"
+    partition: TopicPartition
+    expected: int
+    received: int
+    resume: int  # where the partition is re-read from
 
 
 def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int, int]:
     """Next offset to read per partition, according to what the archive already holds."""
     rows = client.query(
-        "SELECT kafka_partition, max(kafka_offset) + 1 FROM events "
-        "WHERE kafka_partition IN {partitions:Array(UInt16)} GROUP BY kafka_partition",
+        "SELECT kafka_partition, max(kafka_offset) + 1 FROM ("
+        " SELECT kafka_partition, kafka_offset FROM events"
+        " UNION ALL SELECT kafka_partition, kafka_offset FROM archive_deadletters"
+        ") WHERE kafka_partition IN {partitions:Array(UInt16)} GROUP BY kafka_partition",
         parameters={"partitions": topic_partitions},
     ).result_rows
     return {int(partition): int(offset) for partition, offset in rows}
@@ -113,12 +154,14 @@ class ResumeFromArchive(ConsumerRebalanceListener):
     def __init__(
         self,
         consumer: AIOKafkaConsumer,
-        client: Client,
+        settings: Settings,
         next_expected: dict[int, int],
         settle: Callable[[], Awaitable[None]],
     ) -> None:
         self._consumer = consumer
-        self._client = client
+        # A client of its own: one clickhouse-connect client runs one query at a time, and
+        # the archiver's may be inserting when a rebalance asks where the archive ends.
+        self._client = connect(settings)
         self._next_expected = next_expected
         self._settle = settle
 
@@ -137,15 +180,33 @@ class ResumeFromArchive(ConsumerRebalanceListener):
             self._next_expected.pop(tp.partition, None)
         await self._settle()
         partitions = [tp.partition for tp in assigned]
-        positions = await asyncio.to_thread(archived_positions, self._client, partitions)
+        archived = await self._archived_positions(partitions)
+        # Nothing archived from a partition: the archive is a copy of the whole log, from its
+        # earliest retained offset (retention may have deleted offset 0 long ago).
+        earliest = await self._consumer.beginning_offsets(list(assigned))
+        positions = {}
         for tp in assigned:
-            if tp.partition in positions:
-                self._consumer.seek(tp, positions[tp.partition])
-            else:
-                # Nothing archived from this partition: the archive is a copy of the whole log.
-                await self._consumer.seek_to_beginning(tp)
-            self._next_expected[tp.partition] = positions.get(tp.partition, 0)
+            position = archived.get(tp.partition, earliest[tp])
+            if position < earliest[tp]:
+                # Retention deleted events the archive never got (an archiver down for longer
+                # than the topic keeps them): they are gone; say so, and go on from what is left.
+                log.error("log_expired_before_archived", partition=tp.partition, lost=earliest[tp] - position)
+                position = earliest[tp]
+            self._consumer.seek(tp, position)
+            self._next_expected[tp.partition] = positions[tp.partition] = position
         log.info("partitions_assigned", partitions=sorted(partitions), resume=positions)
+
+    async def _archived_positions(self, partitions: list[int]) -> dict[int, int]:
+        """Where the archive ends, asked until the store answers: a listener that failed
+        would leave the partitions without a position, and every record skipped."""
+        delay_s = 0.5
+        while True:
+            try:
+                return await asyncio.to_thread(archived_positions, self._client, partitions)
+            except Exception as error:  # the store down or slow: ask again
+                log.warning("archive_position_failed", error=str(error)[:300], retry_in_s=delay_s)
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 30.0)
 
 
 class Archiver:
@@ -163,6 +224,8 @@ class Archiver:
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=4 * 1024 * 1024,
             isolation_level="read_committed",
+            session_timeout_ms=int(settings.archiver_session_timeout_s * 1000),
+            heartbeat_interval_ms=int(settings.archiver_session_timeout_s * 1000 / 3),
         )
         self.deadletter = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
         # Per partition, the next offset not yet archived (see Batch.add).
@@ -170,47 +233,68 @@ class Archiver:
         self._stopping = asyncio.Event()
         self._archiving: asyncio.Task[None] | None = None  # the batch being inserted
         self._rebalances = 0  # a batch collected across a rebalance is dropped
+        self.audit = AuditTotals()
 
     async def run(self) -> None:
         await self.deadletter.start()
         self.consumer.subscribe(
             [self.settings.pageviews_topic],
-            listener=ResumeFromArchive(self.consumer, self.client, self.next_expected, self._settle),
+            listener=ResumeFromArchive(self.consumer, self.settings, self.next_expected, self._settle),
         )
         await self.consumer.start()
+        auditing = asyncio.create_task(self._audit_periodically())
         try:
             while not self._stopping.is_set():
                 # The next batch is fetched and parsed while the previous one is inserted;
                 # batches are archived and committed one after the other, in order.
                 batch = await self._collect()
                 await self._archived()
-                if len(batch):
+                # A batch collected before a rebalance is stale: its partitions were sought
+                # to where the archive ends, and its records will be fetched again.
+                if len(batch) and batch.generation == self._rebalances:
                     self._archiving = asyncio.create_task(self._archive(batch))
                 heartbeat.beat(self.settings, "archiver")
             await self._archived()
         finally:
+            auditing.cancel()
+            await asyncio.gather(auditing, return_exceptions=True)
             await self.consumer.stop()
             await self.deadletter.stop()
+
+    async def _audit_periodically(self) -> None:
+        """At start and every archive_audit_interval_s: check the archive against the log and
+        archive any hole from it (own client: the run loop's may be inserting)."""
+        client = connect(self.settings)
+        while True:
+            try:
+                audits = await audit_archive(self.settings, client)
+            except Exception as error:  # Kafka or the store away: the next round will tell
+                log.warning("archive_audit_failed", error=str(error)[:300])
+            else:
+                self.audit.add(audits)
+                self.audit.write(self.settings)
+            await asyncio.sleep(self.settings.archive_audit_interval_s)
 
     def stop(self) -> None:
         self._stopping.set()
 
     async def _archived(self) -> None:
-        """Wait for the batch in flight, if any, to be archived and committed."""
+        """Wait for the batch in flight, if any, to be archived and committed. The task is
+        kept, not cleared: the run loop and the rebalance listener may both be waiting."""
         if self._archiving:
             await self._archiving
-            self._archiving = None
 
     async def _settle(self) -> None:
-        await self._archived()
+        # Count the rebalance before waiting: whichever of the run loop and the listener
+        # wakes first, a batch collected before it is then known to be stale.
         self._rebalances += 1
+        await self._archived()
 
     async def _collect(self) -> Batch:
         """Up to max_rows messages or max_wait_s, whichever comes first; empty if the
         partitions were reassigned meanwhile (its records are fetched again from the
         archive's end)."""
-        batch = Batch()
-        rebalances = self._rebalances
+        batch = Batch(generation=self._rebalances)
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_rows and not self._stopping.is_set():
             remaining_ms = int((deadline - time.monotonic()) * 1000)
@@ -219,39 +303,55 @@ class Archiver:
             fetched = await self.consumer.getmany(
                 timeout_ms=remaining_ms, max_records=self.max_rows - len(batch)
             )
-            if self._rebalances != rebalances:
+            if self._rebalances != batch.generation:
                 return Batch()
             for records in fetched.values():
                 for record in records:
-                    batch.add(record, self.next_expected)
+                    jump = batch.add(record, self.next_expected)
+                    if jump:
+                        self._seek_back(jump)
+                        break  # the rest of this partition's records lie beyond too
         return batch
 
+    def _seek_back(self, jump: Jump) -> None:
+        log.warning(
+            "offset_jump",
+            partition=jump.partition.partition,
+            expected=jump.expected,
+            received=jump.received,
+            resume=jump.resume,
+        )
+        self.consumer.seek(jump.partition, jump.resume)
+
     async def _archive(self, batch: Batch) -> None:
-        for record, reason in batch.dead:
+        dead = batch.all_dead()
+        for record, reason in dead:
             await self._dead_letter(record, reason)
-        if batch.rows:
-            await self._insert_with_retry(batch.rows)
+        rows = batch.all_rows()
+        if rows:
+            await self._with_retry(insert_rows, rows)
+        # Recorded after the rows: recorded first, a dead letter's offset would be the archive's
+        # end while the rows below it are not in yet — a hole to the audit, which would archive
+        # them a second time.
+        if dead:
+            await self._with_retry(record_dead_letters, dead)
         if batch.next_offsets:
             try:
                 await self.consumer.commit(batch.next_offsets)
             except KafkaError as error:  # e.g. mid-rebalance: the archive stays the record
                 log.warning("offset_commit_failed", error=str(error)[:300])
-        log.debug("archived", rows=len(batch.rows), dead=len(batch.dead), skipped=batch.skipped)
+        log.debug("archived", rows=len(rows), dead=len(batch) - len(rows), skipped=batch.skipped)
 
-    async def _insert_with_retry(self, rows: list[bytes]) -> None:
+    async def _with_retry(self, write: Callable[[Client, list[Any]], None], items: list[Any]) -> None:
+        """Write to the store until it takes it: ClickHouse down or slow, keep the batch, back
+        off, retry. A retried insert that had landed after all is dropped by the store as a
+        duplicate block (migration 0019)."""
         delay_s = 0.5
         while True:
             try:
-                await asyncio.to_thread(
-                    self.client.raw_insert,
-                    "events",
-                    ARCHIVE_COLUMNS,
-                    b"\n".join(rows),
-                    settings=INSERT_SETTINGS,
-                    fmt="JSONEachRow",
-                )
+                await asyncio.to_thread(write, self.client, items)
                 return
-            except Exception as error:  # ClickHouse down or slow: keep the batch, back off, retry
+            except Exception as error:
                 log.warning("archive_insert_failed", error=str(error)[:300], retry_in_s=delay_s)
                 heartbeat.beat(self.settings, "archiver")
                 await asyncio.sleep(delay_s)

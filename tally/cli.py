@@ -202,5 +202,23 @@ def replay(force: bool) -> None:
     run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
 
 
+@main.command()
+@click.option("--no-repair", is_flag=True, help="Only report; archive no hole.")
+def verify(no_repair: bool) -> None:
+    """Audit the archive against the log (repairing holes) and the derived tables against the
+    archive; exits 1 if anything is still wrong."""
+    from storage.archive_audit import AuditUnavailable
+    from storage.archive_audit import verify as audit
+
+    try:
+        report = audit(Settings(), fix=not no_repair)
+    except AuditUnavailable as error:
+        console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    for line in report.lines():
+        console.print(line, highlight=False, soft_wrap=True)
+    sys.exit(0 if report.ok else 1)
+
+
 if __name__ == "__main__":
     main(prog_name="tally")  # `python -m tally.cli` speaks as the `tally` it is

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     blocklist_topic: str = "blocklist"
     deadletter_topic: str = "deadletter"
     pageviews_partitions: int = 3
+    # How long the broker waits for a silent archiver (a GC pause, a frozen VM, SIGSTOP)
+    # before expiring it from its consumer group; 6 s is the broker's minimum.
+    archiver_session_timeout_s: float = 10.0
+    # How often the archiver checks itself against the log and repairs holes (it also does
+    # at start); see storage/archive_audit.py.
+    archive_audit_interval_s: float = 300.0
 
     clickhouse_url: str = "http://127.0.0.1:8123"
     clickhouse_database: str = "tally"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError
 
 from tally.settings import Settings
@@ -54,3 +55,15 @@ async def ensure_topics(settings: Settings, timeout_s: float = 60.0) -> list[str
 
 def ensure_topics_sync(settings: Settings, timeout_s: float = 60.0) -> list[str]:
     return asyncio.run(ensure_topics(settings, timeout_s))
+
+
+async def topic_config(settings: Settings, topic: str) -> dict[str, str]:
+    """The broker's effective configuration of `topic` (defaults included)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        await admin.close()
+    [(_error, _message, _type, _name, entries)] = response.resources
+    return {entry[0]: entry[1] for entry in entries}

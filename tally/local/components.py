@@ -28,6 +28,8 @@ class Component:
     start_timeout_s: float = 60
     # Seconds between SIGTERM and SIGKILL at stop.
     stop_grace_s: int = 20
+    # What else `tally status` reports about it (the archiver: its audits of the archive).
+    detail: Callable[[], str] = lambda: ""
 
 
 def http_ok(url: str) -> bool:
@@ -35,6 +37,19 @@ def http_ok(url: str) -> bool:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def _archive_audit(settings: Settings) -> str:
+    from storage.archive_audit import AuditTotals
+
+    totals = AuditTotals.read(settings)
+    if totals is None:
+        return "archive not audited yet"
+    return (
+        f"archive audits {totals.audits}: holes found {totals.holes_found} "
+        f"({totals.offsets_missing} offsets), repaired {totals.offsets_repaired}, "
+        f"duplicates {totals.duplicates}"
+    )
 
 
 def _python_module(module: str) -> list[str]:
@@ -68,6 +83,7 @@ def components(settings: Settings) -> list[Component]:
             priority=20,
             port=None,
             healthy=lambda: heartbeat.is_fresh(settings, "archiver"),
+            detail=lambda: _archive_audit(settings),
         ),
         Component(
             "spark",

@@ -35,6 +35,7 @@ class ComponentStatus:
     pid: int | None
     port: int | None
     healthy: bool
+    detail: str = ""
 
 
 def _socket_path(settings: Settings) -> Path:
@@ -218,6 +219,7 @@ def stack_status(settings: Settings, stack: list[Component]) -> list[ComponentSt
                 pid=info.get("pid") or None,
                 port=component.port,
                 healthy=running and component.healthy(),
+                detail=component.detail(),
             )
         )
     return statuses

@@ -40,12 +40,7 @@ def archived(settings: Settings) -> tuple[int, int]:
 
 @contextmanager
 def archiver_process(settings: Settings) -> Iterator[subprocess.Popen]:
-    env = os.environ | {
-        "TALLY_HOME": str(settings.home_dir),
-        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "TALLY_CLICKHOUSE_URL": settings.clickhouse_url,
-        "TALLY_CLICKHOUSE_PASSWORD": settings.resolved_clickhouse_password(),
-    }
+    env = os.environ | settings.environment()
     log = (settings.home_dir / "archiver-crash.log").open("ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "storage.archiver"], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=log
