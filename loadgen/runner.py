@@ -17,7 +17,12 @@ import httpx
 from loadgen.ground_truth import GroundTruth, late_ts
 from loadgen.traffic import Kind, TrafficModel, Visit
 
-MAX_IN_FLIGHT = 2_000
+# Requests in flight at once, and the connections to carry them: one connection per request,
+# so that none waits in httpx's pool. A pool queue of thousands (a collector that answers
+# slowly, or not at all, for seconds) is rescanned on every answer and starves the event loop:
+# the sender then hangs instead of measuring. The wait for a free slot still counts in the
+# latency, which is measured from the intended send time.
+MAX_IN_FLIGHT = 256
 
 
 def percentile(ordered: list[float], fraction: float) -> float:
@@ -158,7 +163,7 @@ async def run(
     schedule = VisitSchedule(model)
     per_request = max(1, batch_size)
     in_flight: set[asyncio.Task] = set()
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT)
     async with httpx.AsyncClient(limits=limits, timeout=10) as client:
         sender = Sender(client, target, ingest_key, summary, truth, on_answer=on_progress)
         start = time.monotonic()

@@ -91,11 +91,14 @@ def test_loadgen_stops_at_the_first_refusal_naming_the_command(
     # loadgen registers its sites in another store than the collector reads: its events are refused.
     (tmp_path / "other-store").mkdir()
     with running_endpoint(tmp_path / "other-store", free_port()) as other_store:
-        other = settings.model_copy(update={"clickhouse_url": other_store})
+        other = settings.model_copy(
+            update={"clickhouse_url": other_store.url, "clickhouse_password": other_store.password}
+        )
         apply_migrations(other)
         # A run of ten minutes: only stopping at the first refusal ends it within the timeout.
         answer = run_tally(
-            env | {"TALLY_CLICKHOUSE_URL": other_store},
+            env
+            | {"TALLY_CLICKHOUSE_URL": other_store.url, "TALLY_CLICKHOUSE_PASSWORD": other_store.password},
             *("loadgen", "--rate", "20", "--duration", "600", "--sites", "1"),
             timeout=120,
         )
