@@ -9,7 +9,7 @@ popularity, referrers, countries and clients from small lists. Rows carry a Kafk
 no topic has, so the archiver's resume-from-archive offsets never see them.
 
 Needs the store (`tally up -d`, or TALLY_CLICKHOUSE_URL). Re-runs reuse the rows already
-there. `python -m loadgen.bench_dashboard [--events N] [--rounds R]` prints the figures;
+there. `python -m bench.dashboard [--events N] [--rounds R]` prints the figures;
 `tally bench` calls run_dashboard_bench().
 """
 

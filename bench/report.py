@@ -27,8 +27,9 @@ import psutil
 from aiokafka import AIOKafkaProducer
 from rich.console import Console
 
-from loadgen.bench_collector import run_collector_bench
+from bench.collector import run_collector_bench
 from loadgen.runner import percentile
+from loadgen.traffic import bulk_events
 from storage import queries
 from storage.client import connect
 from storage.sites import add_site
@@ -90,23 +91,6 @@ async def _produce(settings: Settings, events: list[PageViewEvent]) -> None:
         await producer.stop()
 
 
-def bench_events(site: str, count: int) -> list[PageViewEvent]:
-    now = datetime.now(UTC)
-    return [
-        PageViewEvent(
-            event_id=uuid4(),
-            site=site,
-            ts=now,
-            received_at=now,
-            url=f"https://{site}/p{i % 50}",
-            path=f"/p{i % 50}",
-            visitor_id=f"{i % 5000:016x}",
-            ip_hash=f"{i % 5000:016x}",
-        )
-        for i in range(count)
-    ]
-
-
 def _archived(settings: Settings, site: str) -> int:
     return int(
         connect(settings)
@@ -121,7 +105,7 @@ def bench_archiver(settings: Settings, count: int = 200_000) -> dict[str, float]
     rpc = supervisor.rpc(settings)
     rpc.supervisor.stopProcess("archiver", True)
     try:
-        asyncio.run(_produce(settings, bench_events(site, count)))
+        asyncio.run(_produce(settings, bulk_events(site, count)))
     finally:
         started = time.monotonic()
         rpc.supervisor.startProcess("archiver", False)
@@ -275,14 +259,14 @@ def _archiver_bench(settings: Settings) -> dict:
 def _stream_bench(settings: Settings) -> dict:
     """The Spark application on a backlog of its own topic (two Spark drivers would share
     the cores)."""
-    from loadgen.bench_stream import run_stream_bench
+    from bench.stream import run_stream_bench
 
     with stream_jobs_paused(settings):
         return asdict(run_stream_bench(settings))
 
 
 def _dashboard_bench(settings: Settings) -> dict:
-    from loadgen.bench_dashboard import run_dashboard_bench
+    from bench.dashboard import run_dashboard_bench
 
     return run_dashboard_bench(settings)
 

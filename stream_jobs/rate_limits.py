@@ -13,7 +13,7 @@ their counts: after writing a batch's panes, the sink sums, in ClickHouse, the w
 contain a pane of this batch for the clients in it, and records those over the limit in
 `rate_limit_blocks`. Measured first with Spark's own sliding `window(ts, 1 h, 1 min)`: each
 page view lands in 60 windows, so 60 state rows per active client and up to 60 output rows per
-client per batch; a 100k-event backlog ran the 768m driver out of heap (loadgen/bench_stream.py).
+client per batch; a 100k-event backlog ran the 768m driver out of heap (bench/stream.py).
 Panes keep about one state row and one output row per client-minute, for the same numbers.
 
 Topic `blocklist` (compacted, key ip_hash): `{"until": ISO-8601 UTC, "count": n}` when a

@@ -186,7 +186,7 @@ main.add_command(loadgen_command, "loadgen")
 @main.command()
 def bench() -> None:
     """Benchmark the local stack (started if needed); writes bench/results/*.json and *.md."""
-    from loadgen.bench import run_bench, write_report
+    from bench.report import run_bench, write_report
 
     report = run_bench(Settings(), console)
     json_path, md_path = write_report(report)
