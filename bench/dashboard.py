@@ -29,8 +29,8 @@ from loadgen.runner import percentile
 from storage import queries
 from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
-from storage.migrations import apply_migrations
 from storage.queries import StatsQuery
+from storage.schema import apply_migrations
 from tally.settings import Settings
 
 BENCH_SITE = "dashboard.bench.example.com"

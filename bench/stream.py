@@ -37,7 +37,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
 

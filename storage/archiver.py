@@ -33,7 +33,7 @@ from clickhouse_connect.driver.client import Client
 from pydantic import ValidationError
 
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from tally import heartbeat, structured_logging
 from tally.event import PageViewEvent
 from tally.settings import Settings

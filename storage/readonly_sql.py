@@ -15,17 +15,12 @@ Two guards, both ClickHouse's own:
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-from rich.console import Console
-from rich.table import Table
 
 from storage.client import connect
 from storage.sql_allowlist import (
@@ -265,20 +260,3 @@ def _clickhouse_message(text: str) -> str:
             # The endpoint may wrap the engine's error in its own: the innermost is the cause.
             return line.rsplit("Exception:", 1)[1].strip().split(" (version")[0]
     return text.strip().splitlines()[0] if text.strip() else "query refused"
-
-
-def print_result(result: QueryResult, output_format: str, console: Console) -> None:
-    if output_format == "json":
-        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
-        console.print_json(json.dumps(rows, default=str))
-    elif output_format == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(result.columns)
-        writer.writerows(result.rows)
-        print(buffer.getvalue(), end="")
-    else:
-        table = Table(*result.columns)
-        for row in result.rows:
-            table.add_row(*(str(value) for value in row))
-        console.print(table)

@@ -41,13 +41,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from storage import tables
 from stream_jobs.clickhouse_sink import ClickHouseSink, MicroBatch, TableOutput, insert_rows
 from stream_jobs.context import StreamContext
 from stream_jobs.pageview_counts import page_views
 
 QUERY_NAME = "rate_limits"
-TABLE = "rate_limit_counters"
-BLOCKS_TABLE = "rate_limit_blocks"
+TABLE = tables.RATE_LIMIT_COUNTERS
+BLOCKS_TABLE = tables.RATE_LIMIT_BLOCKS
 PANE_S = 60
 COLUMNS = ("ip_hash", "window_start", "window_end", "pageviews")
 EVENT_FIELDS = ("name", "ts", "ip_hash")

@@ -41,7 +41,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
+from storage.tables import DERIVED_TABLES
 from stream_jobs.app import QUERIES, start_queries
 from stream_jobs.context import StreamContext
 from tally import heartbeat
@@ -49,16 +50,6 @@ from tally.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Every table the stream jobs derive (stream_batches is a log of runs, not derived).
-DERIVED_TABLES = (
-    "pageviews_per_minute",
-    "pageviews_by_dimension",
-    "sessions",
-    "rate_limit_counters",
-    "rate_limit_blocks",
-    "late_events",
-    "stream_watermarks",
-)
 SPARK_COMPONENT = "spark"
 
 

@@ -88,7 +88,7 @@ def status(as_json: bool) -> None:
 @main.command()
 def init() -> None:
     """Create the Kafka topics and apply the ClickHouse migrations (idempotent)."""
-    from storage.migrations import apply_migrations
+    from storage.schema import apply_migrations
     from tally.topics import ensure_topics_sync
 
     settings = Settings()
@@ -146,6 +146,7 @@ def sites_remove(domain: str) -> None:
 def query(sql: str, output_format: str) -> None:
     """Read-only SQL on the raw archive (table `events`)."""
     from storage import readonly_sql
+    from tally.cli_output import print_result
 
     try:
         result = readonly_sql.run(Settings(), sql)
@@ -154,7 +155,7 @@ def query(sql: str, output_format: str) -> None:
         # markup, and on one line however wide, so that it stays one line in a log or a pipe.
         console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    readonly_sql.print_result(result, output_format, console)
+    print_result(result, output_format, console)
     if result.truncated:
         Console(stderr=True).print(f"[yellow]note:[/yellow] result cut at {readonly_sql.MAX_ROWS} rows")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from loadgen.traffic import site_names
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from storage.sites import add_site
 from tally.local import kafka, supervisor
 from tally.local.components import Component, components
