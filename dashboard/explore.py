@@ -18,18 +18,13 @@ from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from storage import queries, readonly_sql
+from storage.literals import quote_string
 from storage.queries import StatsQuery
 from tally.settings import Settings
 
 TABLE_ROWS = 500  # shown on the page; the CSV carries the whole result (up to the SQL limits)
 COLUMNS = "ts, path, referrer_domain, utm_source, country, device, browser, os, visitor_id"
 CSV_NAME = "tally-explore.csv"
-
-
-def quote(value: str) -> str:
-    """A ClickHouse string literal. The SQL is the user's to edit and runs read-only, but a
-    quote in a filter value must still not change what the query means."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def explore_filters(
@@ -42,10 +37,10 @@ def explore_filters(
 
 def starting_sql(site: str, period: Period, filters: dict[str, str], limit: int) -> str:
     conditions = [
-        f"site = {quote(site)}",
-        f"ts >= toDateTime64({quote(_clickhouse_time(period.start))}, 3, 'UTC')",
-        f"ts < toDateTime64({quote(_clickhouse_time(period.end))}, 3, 'UTC')",
-        *(f"{column} = {quote(value)}" for column, value in filters.items()),
+        f"site = {quote_string(site)}",
+        f"ts >= toDateTime64({quote_string(_clickhouse_time(period.start))}, 3, 'UTC')",
+        f"ts < toDateTime64({quote_string(_clickhouse_time(period.end))}, 3, 'UTC')",
+        *(f"{column} = {quote_string(value)}" for column, value in filters.items()),
     ]
     where = "\n  AND ".join(conditions)
     return f"SELECT {COLUMNS}\nFROM events\nWHERE {where}\nORDER BY ts DESC\nLIMIT {int(limit)}"
@@ -156,7 +151,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         if not sql or not sql.strip():
             return None, notice("Write a query first, e.g. SELECT count() FROM events.", "error"), no_update
         try:
-            result = readonly_sql.run(settings, sql)
+            result = readonly_sql.run(settings, sql, clients())
         except readonly_sql.QueryRefused as refused:
             return None, notice(f"The query was refused: {refused}", "error"), no_update
         shown = (
@@ -180,7 +175,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         if not chosen:
             raise PreventUpdate
         try:
-            result = readonly_sql.run(settings, chosen)
+            result = readonly_sql.run(settings, chosen, clients())
         except readonly_sql.QueryRefused:
             raise PreventUpdate from None
         return dcc.send_string(as_csv(result), CSV_NAME, type="text/csv")

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from storage.client import connect
 from storage.schema import apply_migrations
 from tally import heartbeat, structured_logging
-from tally.event import PageViewEvent
+from tally.event import PageViewEvent, describe_validation_error
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -67,7 +67,7 @@ class Batch:
         try:
             event = PageViewEvent.from_json(record.value or b"")
         except ValidationError as error:
-            self.dead.append((record, _first_error(error)))
+            self.dead.append((record, describe_validation_error(error, whole="value")))
             return
         self.rows.append(archive_row(event, record.partition, record.offset))
 
@@ -84,11 +84,6 @@ def archive_row(event: PageViewEvent, partition: int, offset: int) -> bytes:
 # ISO-8601 times as pydantic writes them ("2026-11-22T06:32:33.123Z"); a field the table
 # does not know is an error, not silently dropped.
 INSERT_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 0}
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"
 
 
 def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int, int]:
