@@ -200,7 +200,7 @@ def replay(force: bool) -> None:
     """Rebuild the derived tables from the log. Stops the stream jobs, recomputes every table
     into <table>_replay, swaps them in, and starts the stream jobs again; the dashboard keeps
     reading the old tables until the swap."""
-    from stream_jobs.replay import ReplayError, run_replay
+    from tally.local.replay import ReplayError, run_replay
 
     try:
         run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
