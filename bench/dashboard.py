@@ -26,6 +26,7 @@ from flask.testing import FlaskClient
 from dashboard.app import build_app
 from dashboard.periods import period
 from loadgen.runner import percentile
+from loadgen.traffic import PAGES
 from storage import queries
 from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
@@ -39,11 +40,6 @@ SPAN = timedelta(days=30)
 PAGEVIEWS_PER_SESSION = 3
 SESSIONS_PER_VISITOR = 3
 
-PAGES = [
-    "/", "/pricing", "/blog", "/docs", "/about", "/contact", "/signup", "/login", "/features",
-    "/blog/event-sourcing", "/blog/kafka-at-home", "/blog/spark-streaming", "/docs/install",
-    "/docs/api", "/docs/tracker", "/careers", "/changelog", "/privacy", "/terms", "/status",
-]  # fmt: skip
 REFERRERS = ["", "", "", "google.com", "news.ycombinator.com", "reddit.com", "duckduckgo.com", "github.com"]
 UTM_SOURCES = ["", "", "", "", "newsletter", "twitter", "producthunt"]
 COUNTRIES = ["US", "DE", "FR", "GB", "IN", "BR", "CA", "JP", "CH", "NL", "ES", "IT", "AU", "SE", "PL", ""]
