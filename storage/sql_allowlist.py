@@ -13,7 +13,8 @@ from storage import tables
 #: Tables of Tally's database that raw SQL may read: the raw archive and the derived tables
 #: (storage/migrations/*.sql). Never `salts` (with the day's salt every ip_hash and visitor_id
 #: can be linked back to an address) nor `schema_migrations`, nor any table added later until
-#: it is listed here.
+#: it is listed here or among the derived tables (storage/tables.py: what the stream jobs
+#: compute from the log, so nothing a reader of the archive could not compute already).
 READABLE_TABLES = frozenset({tables.EVENTS, tables.SITES, tables.STREAM_BATCHES, *tables.DERIVED_TABLES})
 
 #: Never readable, whatever the catalog says.
