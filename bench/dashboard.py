@@ -27,6 +27,7 @@ from dashboard.app import build_app
 from dashboard.periods import period
 from loadgen.runner import percentile
 from loadgen.traffic import PAGES
+from loadgen.traffic import PARSED_CLIENTS as CLIENTS
 from storage import queries
 from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
@@ -43,14 +44,6 @@ SESSIONS_PER_VISITOR = 3
 REFERRERS = ["", "", "", "google.com", "news.ycombinator.com", "reddit.com", "duckduckgo.com", "github.com"]
 UTM_SOURCES = ["", "", "", "", "newsletter", "twitter", "producthunt"]
 COUNTRIES = ["US", "DE", "FR", "GB", "IN", "BR", "CA", "JP", "CH", "NL", "ES", "IT", "AU", "SE", "PL", ""]
-CLIENTS = [
-    ("desktop", "Chrome", "Windows"),
-    ("desktop", "Firefox", "Linux"),
-    ("desktop", "Safari", "Mac OS X"),
-    ("mobile", "Mobile Safari", "iOS"),
-    ("mobile", "Chrome Mobile", "Android"),
-    ("tablet", "Mobile Safari", "iOS"),
-]
 
 # Row `number` of `count`: times grow with the number, so a session's page views (consecutive
 # numbers) are seconds apart and a visitor's sessions are spread over the month.

@@ -246,6 +246,18 @@ class TrafficModel:
                 return
 
 
+# (device, browser, os) as the collector's enrichment names them: for events built already
+# enriched (benchmarks, tests), which skip the collector.
+PARSED_CLIENTS = [
+    ("desktop", "Chrome", "Windows"),
+    ("desktop", "Firefox", "Linux"),
+    ("desktop", "Safari", "Mac OS X"),
+    ("mobile", "Mobile Safari", "iOS"),
+    ("mobile", "Chrome Mobile", "Android"),
+    ("tablet", "Mobile Safari", "iOS"),
+]
+
+
 def bulk_events(site: str, count: int) -> list[PageViewEvent]:
     """`count` page views of one site, now, over 50 pages and 5,000 visitors: volume, not realism.
 
