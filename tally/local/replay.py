@@ -46,7 +46,7 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
     swap(settings)
     progress(f"replay: swapped in {', '.join(DERIVED_TABLES)}; checkpoints replaced")
     if restart:
-        _rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
+        rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
         progress("replay: stream jobs started again")
     else:
         progress("replay: done; the stream jobs were not running (start them with `tally up`)")
@@ -56,11 +56,11 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
 def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
     """Stop the `spark` component under the local stack; True if it was running."""
     if supervisor_running(settings):
-        state = _rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]
+        state = rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]
         if state in ("RUNNING", "STARTING", "BACKOFF"):
             progress("replay: stopping the stream jobs (spark) for the swap")
             try:
-                _rpc(settings).supervisor.stopProcess(SPARK_COMPONENT, True)
+                rpc(settings).supervisor.stopProcess(SPARK_COMPONENT, True)
             except xmlrpc.client.Fault as fault:
                 if "NOT_RUNNING" not in fault.faultString:
                     raise
@@ -72,7 +72,3 @@ def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) 
             "a live run must not write while its tables are swapped"
         )
     return False
-
-
-def _rpc(settings: Settings) -> xmlrpc.client.ServerProxy:
-    return rpc(settings)
