@@ -221,7 +221,8 @@ def test_escape_targets_are_real(settings: Settings, reachable: Secrets) -> None
 
 def test_explores_starting_query_passes_the_guard_and_finds_the_event(settings: Settings) -> None:
     filters = explore.explore_filters("pageview", "/", None, None)
-    sql = explore.starting_sql(SITE, period("today", datetime.now(UTC)), filters, 1000)
+    today = period("today", datetime.now(UTC))
+    sql = readonly_sql.starting_sql(SITE, today.start, today.end, filters, 1000)
     result = readonly_sql.run(settings, sql)
     assert [row[result.columns.index("path")] for row in result.rows] == ["/"]
 
