@@ -1,7 +1,8 @@
 """The names of the store's tables, spelled once (created by storage/migrations/*.sql).
 
-The stream jobs write the derived ones, the query layer and the raw-SQL allowlist read them,
-a replay rebuilds them: all of them name a table through this module.
+The stream jobs' sinks, a replay, the raw-SQL allowlist and the rate-limit panel name their
+tables through this module, so a table added to DERIVED_TABLES is rebuilt by a replay and
+readable by raw SQL. (The query layer's SQL text still spells `events` and its neighbours.)
 """
 
 from __future__ import annotations
