@@ -41,7 +41,7 @@ from collector.salts import DailySalts
 from storage.client import connect
 from tally import structured_logging
 from tally.client_ip import client_ip, parse_networks
-from tally.event import PageViewEvent, utc_now
+from tally.event import PageViewEvent, describe_validation_error, utc_now
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -66,7 +66,6 @@ PREFLIGHT_CORS = {
     "Access-Control-Allow-Headers": "Content-Type",
     "Access-Control-Max-Age": "86400",
 }
-STATUS_OF_DROP = {DropReason.UNKNOWN_SITE: 400, DropReason.BLOCKED_CLIENT: 429}
 
 
 class RejectedEvent(Exception):
@@ -91,12 +90,6 @@ class CollectorParts:
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
-    first = exc.errors()[0]
-    location = ".".join(str(part) for part in first["loc"]) or "body"
-    return f"{prefix}{location}: {first['msg']}"
 
 
 async def read_json(request: Request, limit: int, timeout_s: float) -> object:
@@ -195,14 +188,21 @@ class Collector:
     # -- POST /api/event: one browser event ----------------------------------------------
 
     async def post_event(self, request: Request) -> Response:
+        response = await self._handle("event", self._one_event, request)
+        response.headers.update(BEACON_CORS)
+        return response
+
+    async def _handle(
+        self, endpoint: str, handler: Callable[[Request], Awaitable[Response]], request: Request
+    ) -> Response:
+        """Run an ingest endpoint: a rejection becomes its error response, every request is timed."""
         started = time.perf_counter()
         try:
-            response = await self._one_event(request)
+            response = await handler(request)
         except RejectedEvent as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
             response = error(rejected.status, rejected.message, rejected.headers)
-        response.headers.update(BEACON_CORS)
-        self.metrics.latency.labels("event").observe(time.perf_counter() - started)
+        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
         return response
 
     async def _one_event(self, request: Request) -> Response:
@@ -217,11 +217,10 @@ class Collector:
         return await self.append([event]) or Response(status_code=202)
 
     def _dropped_response(self, reason: DropReason, site: str) -> Response:
+        self._count_drop(reason)
         if reason is DropReason.BOT:
             # Bots are told nothing: an error would invite them to adapt.
-            self.metrics.bots.inc()
             return Response(status_code=202)
-        self.metrics.rejected.labels(reason.value).inc()
         if reason is DropReason.UNKNOWN_SITE:
             return error(400, f"site: {site!r} is not registered (tally sites add {site})")
         return error(429, "too many requests from this client", {"Retry-After": "60"})
@@ -232,15 +231,7 @@ class Collector:
     # -- POST /api/events: a batch from a server-side sender -----------------------------
 
     async def post_events(self, request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            self._authorise(request)
-            response = await self._batch(request)
-        except RejectedEvent as rejected:
-            self.metrics.rejected.labels(rejected.reason).inc()
-            response = error(rejected.status, rejected.message, rejected.headers)
-        self.metrics.latency.labels("events").observe(time.perf_counter() - started)
-        return response
+        return await self._handle("events", self._batch, request)
 
     def _authorise(self, request: Request) -> None:
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
@@ -248,6 +239,7 @@ class Collector:
             raise RejectedEvent(401, "authorization: a valid Bearer ingest key is required", "unauthorized")
 
     async def _batch(self, request: Request) -> Response:
+        self._authorise(request)
         body = await read_json(request, MAX_BATCH_BYTES, self.settings.collector_body_timeout_s)
         if not isinstance(body, list):
             raise RejectedEvent(400, "body: must be a JSON array of events", "invalid")

@@ -14,6 +14,8 @@ from datetime import UTC, date, datetime, timedelta
 import structlog
 from clickhouse_connect.driver.client import Client
 
+from storage.salts import add_salts, forget_salts_before, load_salts
+
 log = structlog.get_logger()
 
 KEEP_DAYS = 2
@@ -36,25 +38,13 @@ class DailySalts:
         """Ensure today's and tomorrow's salts exist, load them, drop expired ones (blocking I/O)."""
         today = datetime.now(UTC).date()
         wanted = [today, today + timedelta(days=1)]
-        existing = self._load(wanted)
+        existing = load_salts(self._client, wanted)
         missing = [day for day in wanted if day not in existing]
         if missing:
-            self._client.insert(
-                "salts", [[day, secrets.token_hex(32)] for day in missing], column_names=["day", "salt"]
-            )
-            existing = self._load(wanted)
+            add_salts(self._client, {day: secrets.token_hex(32) for day in missing})
+            existing = load_salts(self._client, wanted)
         self._by_day = {day: bytes.fromhex(salt) for day, salt in existing.items()}
-        self._client.command(
-            "ALTER TABLE salts DELETE WHERE day < {cutoff:Date}",
-            parameters={"cutoff": today - timedelta(days=KEEP_DAYS - 1)},
-        )
-
-    def _load(self, days: list[date]) -> dict[date, str]:
-        rows = self._client.query(
-            "SELECT day, min(salt) FROM salts WHERE day IN {days:Array(Date)} GROUP BY day",
-            parameters={"days": days},
-        ).result_rows
-        return dict(rows)
+        forget_salts_before(self._client, today - timedelta(days=KEEP_DAYS - 1))
 
     async def refresh_forever(self, every_s: float = 300.0) -> None:
         while True:

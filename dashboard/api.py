@@ -17,7 +17,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
-from storage.queries import Point, SessionRow
+from storage.queries import Point, SessionRow, StatsQuery
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -52,24 +52,26 @@ def stats_api(
     def openapi() -> Response:
         return jsonify(openapi_document())
 
+    def asked() -> tuple[Arguments, StatsQuery]:
+        """The request's arguments and the report they ask for."""
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        return arguments, parameters.stats_query(arguments, clock(), settings.session_gap_s)
+
     @api.get("/stats/aggregate")
     def aggregate() -> Response:
-        arguments = Arguments.parse(request.args.to_dict(flat=False))
-        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        arguments, q = asked()
         return jsonify(queries.aggregate(clients(), q, source=parameters.source(arguments)))
 
     @api.get("/stats/timeseries")
     def timeseries() -> Response:
-        arguments = Arguments.parse(request.args.to_dict(flat=False))
-        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        arguments, q = asked()
         interval = parameters.interval(arguments, q)
         points = queries.timeseries(clients(), q, interval, source=parameters.source(arguments))
         return jsonify([point_json(point) for point in points])
 
     @api.get("/stats/breakdown")
     def breakdown() -> Response:
-        arguments = Arguments.parse(request.args.to_dict(flat=False))
-        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        arguments, q = asked()
         by = parameters.dimension(arguments)
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         rows = queries.breakdown(clients(), q, by, limit, source=parameters.source(arguments))
@@ -83,8 +85,7 @@ def stats_api(
 
     @api.get("/sessions")
     def sessions() -> Response:
-        arguments = Arguments.parse(request.args.to_dict(flat=False))
-        q = parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        arguments, q = asked()
         limit = parameters.limit(arguments, DEFAULT_SESSIONS_LIMIT)
         rows = queries.sessions(clients(), q, limit, source=parameters.source(arguments))
         return jsonify([session_json(row) for row in rows])

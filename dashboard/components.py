@@ -9,8 +9,8 @@ from dash import dcc, html
 
 from dashboard import display
 from dashboard.display import Metric
-from dashboard.rate_limits import RateLimitStatus
 from storage.queries import BreakdownRow
+from storage.rate_limits import RateLimitStatus
 
 # Breakdown values go into component ids, which Dash restricts; base64url keeps any path,
 # quote or dot intact through the round trip.

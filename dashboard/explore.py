@@ -22,14 +22,7 @@ from storage.queries import StatsQuery
 from tally.settings import Settings
 
 TABLE_ROWS = 500  # shown on the page; the CSV carries the whole result (up to the SQL limits)
-COLUMNS = "ts, path, referrer_domain, utm_source, country, device, browser, os, visitor_id"
 CSV_NAME = "tally-explore.csv"
-
-
-def quote(value: str) -> str:
-    """A ClickHouse string literal. The SQL is the user's to edit and runs read-only, but a
-    quote in a filter value must still not change what the query means."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def explore_filters(
@@ -38,21 +31,6 @@ def explore_filters(
     chosen = {"path": path, "country": (country or "").upper(), "device": device}
     event_filters = {column: value.strip() for column, value in chosen.items() if value and value.strip()}
     return {"name": name.strip(), **event_filters} if name and name.strip() else event_filters
-
-
-def starting_sql(site: str, period: Period, filters: dict[str, str], limit: int) -> str:
-    conditions = [
-        f"site = {quote(site)}",
-        f"ts >= toDateTime64({quote(_clickhouse_time(period.start))}, 3, 'UTC')",
-        f"ts < toDateTime64({quote(_clickhouse_time(period.end))}, 3, 'UTC')",
-        *(f"{column} = {quote(value)}" for column, value in filters.items()),
-    ]
-    where = "\n  AND ".join(conditions)
-    return f"SELECT {COLUMNS}\nFROM events\nWHERE {where}\nORDER BY ts DESC\nLIMIT {int(limit)}"
-
-
-def _clickhouse_time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def cell(value: object) -> object:
@@ -116,9 +94,10 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         limit: int,
     ) -> str:
         if not site or not period_data:
-            return "SELECT site, count() AS events FROM events GROUP BY site ORDER BY events DESC"
+            return readonly_sql.SITES_SQL
         filters = explore_filters(name, path, country, device)
-        return starting_sql(site, Period.from_store(period_data), filters, limit)
+        chosen = Period.from_store(period_data)
+        return readonly_sql.starting_sql(site, chosen.start, chosen.end, filters, limit)
 
     @app.callback(
         Output("explore-raw-totals", "children"),
@@ -156,7 +135,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         if not sql or not sql.strip():
             return None, notice("Write a query first, e.g. SELECT count() FROM events.", "error"), no_update
         try:
-            result = readonly_sql.run(settings, sql)
+            result = readonly_sql.run(settings, sql, clients())
         except readonly_sql.QueryRefused as refused:
             return None, notice(f"The query was refused: {refused}", "error"), no_update
         shown = (
@@ -180,7 +159,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         if not chosen:
             raise PreventUpdate
         try:
-            result = readonly_sql.run(settings, chosen)
+            result = readonly_sql.run(settings, chosen, clients())
         except readonly_sql.QueryRefused:
             raise PreventUpdate from None
         return dcc.send_string(as_csv(result), CSV_NAME, type="text/csv")

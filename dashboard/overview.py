@@ -16,10 +16,10 @@ from dashboard import components, display, figures, periods
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
-from dashboard.rate_limits import rate_limit_status
 from dashboard.store import ClientFactory
 from storage import queries
 from storage.queries import Source, StatsQuery
+from storage.rate_limits import rate_limit_status
 from tally.settings import Settings
 
 LIVE_CHART = timedelta(minutes=60)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
+from uuid import uuid4
+
+from tally.event import PageViewEvent
 
 PAGES = [
     "/", "/pricing", "/blog", "/docs", "/about", "/contact", "/signup", "/login", "/features",
@@ -241,3 +244,37 @@ class TrafficModel:
             first = False
             if rng.random() > self.continue_probability:
                 return
+
+
+# (device, browser, os) as the collector's enrichment names them: for events built already
+# enriched (benchmarks, tests), which skip the collector.
+PARSED_CLIENTS = [
+    ("desktop", "Chrome", "Windows"),
+    ("desktop", "Firefox", "Linux"),
+    ("desktop", "Safari", "Mac OS X"),
+    ("mobile", "Mobile Safari", "iOS"),
+    ("mobile", "Chrome Mobile", "Android"),
+    ("tablet", "Mobile Safari", "iOS"),
+]
+
+
+def bulk_events(site: str, count: int) -> list[PageViewEvent]:
+    """`count` page views of one site, now, over 50 pages and 5,000 visitors: volume, not realism.
+
+    For backlogs (benchmarks, tests) where only the number of events matters; the visit model
+    above is what traffic that should look real goes through.
+    """
+    now = datetime.now(UTC)
+    return [
+        PageViewEvent(
+            event_id=uuid4(),
+            site=site,
+            ts=now,
+            received_at=now,
+            url=f"https://{site}/p{i % 50}",
+            path=f"/p{i % 50}",
+            visitor_id=f"{i % 5000:016x}",
+            ip_hash=f"{i % 5000:016x}",
+        )
+        for i in range(count)
+    ]

@@ -11,7 +11,7 @@ from aiokafka import ConsumerRecord
 from clickhouse_connect.driver.client import Client
 from pydantic import ValidationError
 
-from tally.event import PageViewEvent
+from tally.event import PageViewEvent, describe_validation_error
 
 EVENT_COLUMNS = list(PageViewEvent.model_fields)
 ARCHIVE_COLUMNS = [*EVENT_COLUMNS, "kafka_partition", "kafka_offset"]
@@ -34,8 +34,7 @@ def parse(record: ConsumerRecord) -> bytes | str:
     try:
         event = PageViewEvent.from_json(record.value or b"")
     except ValidationError as error:
-        first = error.errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"
+        return describe_validation_error(error, whole="value")
     return archive_row(event, record.partition, record.offset)
 
 

@@ -47,7 +47,7 @@ from storage.archive_rows import (
     record_dead_letters,
 )
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from tally import heartbeat, structured_logging
 from tally.settings import Settings
 

@@ -58,6 +58,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from storage.literals import quote_string
 from tally.private_files import PRIVATE_UMASK, make_private_dir
 from tally.settings import Settings
 
@@ -537,10 +538,6 @@ def _summary(
 _FORMAT_CLAUSE = re.compile(r"\bFORMAT\s+(\w+)\s*(?:SETTINGS\b[^;]*)?;?\s*\Z", re.IGNORECASE)
 
 
-def _quote_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _quote_identifier(name: str) -> str:
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
@@ -592,7 +589,7 @@ class Engine:
                 connection.query(f"USE {_quote_identifier(query.database)}", "TabSeparated")
             if query.settings:
                 assignments = ", ".join(
-                    f"{name} = {_quote_string(value)}" for name, value in query.settings.items()
+                    f"{name} = {quote_string(value)}" for name, value in query.settings.items()
                 )
                 connection.query(f"SET {assignments}", "TabSeparated")
             if query.read_only:

@@ -425,15 +425,6 @@ def late_pageviews(client: Client, q: StatsQuery) -> int:
     )
 
 
-def closed_until(client: Client, query_name: str = "pageview_counts") -> datetime | None:
-    """The stream query's watermark: its windows ending at or before it are final."""
-    rows = client.query(
-        "SELECT max(watermark), count() FROM stream_watermarks FINAL WHERE query_name = {query:String}",
-        parameters={"query": query_name},
-    ).result_rows
-    return _as_utc(rows[0][0]) if rows[0][1] else None
-
-
 def _use_agg(q: StatsQuery, source: Source) -> bool:
     return source == "agg" and not q.filters
 

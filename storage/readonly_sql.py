@@ -15,19 +15,16 @@ Two guards, both ClickHouse's own:
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-from rich.console import Console
-from rich.table import Table
 
 from storage.client import connect
+from storage.literals import quote_string
 from storage.sql_allowlist import (
     IN_FUNCTIONS,
     NODE_KINDS,
@@ -267,18 +264,26 @@ def _clickhouse_message(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "query refused"
 
 
-def print_result(result: QueryResult, output_format: str, console: Console) -> None:
-    if output_format == "json":
-        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
-        console.print_json(json.dumps(rows, default=str))
-    elif output_format == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(result.columns)
-        writer.writerows(result.rows)
-        print(buffer.getvalue(), end="")
-    else:
-        table = Table(*result.columns)
-        for row in result.rows:
-            table.add_row(*(str(value) for value in row))
-        console.print(table)
+# --- the SQL a user starts from (the dashboard's Explore tab) -------------------------------
+
+#: Before a site is chosen: the sites in the archive, busiest first.
+SITES_SQL = "SELECT site, count() AS events FROM events GROUP BY site ORDER BY events DESC"
+EXPLORE_COLUMNS = "ts, path, referrer_domain, utm_source, country, device, browser, os, visitor_id"
+
+
+def starting_sql(site: str, start: datetime, end: datetime, filters: dict[str, str], limit: int) -> str:
+    """A site's page views in [start, end) matching `filters` (column → value), newest first.
+
+    Written out with literals, not parameters: the user reads and edits it before it runs."""
+    conditions = [
+        f"site = {quote_string(site)}",
+        f"ts >= toDateTime64({quote_string(_clickhouse_time(start))}, 3, 'UTC')",
+        f"ts < toDateTime64({quote_string(_clickhouse_time(end))}, 3, 'UTC')",
+        *(f"{column} = {quote_string(value)}" for column, value in filters.items()),
+    ]
+    where = "\n  AND ".join(conditions)
+    return f"SELECT {EXPLORE_COLUMNS}\nFROM events\nWHERE {where}\nORDER BY ts DESC\nLIMIT {int(limit)}"
+
+
+def _clickhouse_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]

@@ -8,27 +8,17 @@ unchecked can read files, other databases or the salts.
 
 from __future__ import annotations
 
+from storage import tables
+
 #: Tables of Tally's database that raw SQL may read: the raw archive and the derived tables
 #: (storage/migrations/*.sql). Never `salts` (with the day's salt every ip_hash and visitor_id
 #: can be linked back to an address) nor `schema_migrations`, nor any table added later until
-#: it is listed here.
-READABLE_TABLES = frozenset(
-    {
-        "events",
-        "sites",
-        "pageviews_per_minute",
-        "pageviews_by_dimension",
-        "sessions",
-        "late_events",
-        "stream_batches",
-        "stream_watermarks",
-        "rate_limit_counters",
-        "rate_limit_blocks",
-    }
-)
+#: it is listed here or among the derived tables (storage/tables.py: what the stream jobs
+#: compute from the log, so nothing a reader of the archive could not compute already).
+READABLE_TABLES = frozenset({tables.EVENTS, tables.SITES, tables.STREAM_BATCHES, *tables.DERIVED_TABLES})
 
 #: Never readable, whatever the catalog says.
-PRIVATE_TABLES = frozenset({"salts", "schema_migrations"})
+PRIVATE_TABLES = frozenset({tables.SALTS, tables.SCHEMA_MIGRATIONS})
 
 #: AST node kinds of a SELECT's parts. Absent on purpose: `Set` (a SETTINGS clause),
 #: `QueryParameter` ({name:Type}), `ColumnsApplyTransformer` (`* APPLY(f)` names a function the

@@ -39,7 +39,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from stream_jobs import pageview_counts, rate_limits, sessions
 from stream_jobs.context import StreamContext
 from stream_jobs.schema import parse_pageviews

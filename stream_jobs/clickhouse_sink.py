@@ -32,6 +32,7 @@ import pyarrow as pa
 from clickhouse_connect.driver.client import Client
 from pyspark.sql import DataFrame, SparkSession
 
+from storage import tables
 from storage.client import connect
 from stream_jobs.context import StreamContext
 from stream_jobs.offset_log import BatchProgress, batch_progress
@@ -40,8 +41,8 @@ from tally.settings import Settings
 log = logging.getLogger(__name__)
 
 VERSION_COLUMN = "batch_id"
-BATCH_LOG_TABLE = "stream_batches"
-WATERMARK_TABLE = "stream_watermarks"
+BATCH_LOG_TABLE = tables.STREAM_BATCHES
+WATERMARK_TABLE = tables.STREAM_WATERMARKS
 
 RowFilter = Callable[[pa.Table], pa.Table]
 

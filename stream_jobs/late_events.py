@@ -22,11 +22,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from storage import tables
 from stream_jobs.clickhouse_sink import MicroBatch, insert_rows
 from stream_jobs.schema import parse_pageviews
 from stream_jobs.source import read_offset_range
 
-TABLE = "late_events"
+TABLE = tables.LATE_EVENTS
 
 # (the batch's parsed events, the watermark they were checked against) → the dropped ones
 LateRule = Callable[[DataFrame, Column], DataFrame]

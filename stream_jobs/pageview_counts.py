@@ -25,13 +25,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from storage import tables
 from stream_jobs.clickhouse_sink import ClickHouseSink, TableOutput
 from stream_jobs.context import StreamContext
 from stream_jobs.late_events import LateEventsRecorder
 
 QUERY_NAME = "pageview_counts"
-TABLE = "pageviews_per_minute"
-BREAKDOWN_TABLE = "pageviews_by_dimension"
+TABLE = tables.PAGEVIEWS_PER_MINUTE
+BREAKDOWN_TABLE = tables.PAGEVIEWS_BY_DIMENSION
 WINDOW_S = 60
 # Custom events (signups, clicks) travel on the same topic under other names; the metric
 # `pageviews` counts only these, as the raw path does (name = 'pageview').

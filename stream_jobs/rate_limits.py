@@ -13,7 +13,7 @@ their counts: after writing a batch's panes, the sink sums, in ClickHouse, the w
 contain a pane of this batch for the clients in it, and records those over the limit in
 `rate_limit_blocks`. Measured first with Spark's own sliding `window(ts, 1 h, 1 min)`: each
 page view lands in 60 windows, so 60 state rows per active client and up to 60 output rows per
-client per batch; a 100k-event backlog ran the 768m driver out of heap (loadgen/bench_stream.py).
+client per batch; a 100k-event backlog ran the 768m driver out of heap (bench/stream.py).
 Panes keep about one state row and one output row per client-minute, for the same numbers.
 
 Topic `blocklist` (compacted, key ip_hash): `{"until": ISO-8601 UTC, "count": n}` when a
@@ -41,13 +41,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from storage import tables
 from stream_jobs.clickhouse_sink import ClickHouseSink, MicroBatch, TableOutput, insert_rows
 from stream_jobs.context import StreamContext
 from stream_jobs.pageview_counts import page_views
 
 QUERY_NAME = "rate_limits"
-TABLE = "rate_limit_counters"
-BLOCKS_TABLE = "rate_limit_blocks"
+TABLE = tables.RATE_LIMIT_COUNTERS
+BLOCKS_TABLE = tables.RATE_LIMIT_BLOCKS
 PANE_S = 60
 COLUMNS = ("ip_hash", "window_start", "window_end", "pageviews")
 EVENT_FIELDS = ("name", "ts", "ip_hash")

@@ -4,10 +4,10 @@ The derived tables are caches of computations over the `pageviews` topic; a repl
 them again from the earliest retained offset (after a bug fix, a change of definition, or a
 lost table) without stopping the dashboard:
 
-1. The live queries stop: `tally replay` stops the `spark` component of the local stack
-   (and starts it again at the end). A live run's checkpoints and batch_id versions belong to
-   the old tables, so the live queries must not run during the swap; stream jobs running
-   outside `tally up` are refused (stop them first).
+1. The live queries stop: `tally replay` (tally/local/replay.py, operator code) stops the
+   `spark` component of the local stack (and starts it again at the end). A live run's
+   checkpoints and batch_id versions belong to the old tables, so the live queries must not
+   run during the swap; stream jobs running outside `tally up` are refused (stop them first).
 2. Every query runs from fresh checkpoints (`$TALLY_HOME/checkpoints-replay`) with
    Trigger.AvailableNow — the log up to its end as it is at the start, in micro-batches of at
    most 100k events, then stop — into fresh `<table>_replay` tables. The dashboard keeps
@@ -33,33 +33,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import xmlrpc.client
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.tables import DERIVED_TABLES
 from stream_jobs.app import QUERIES, start_queries
 from stream_jobs.context import StreamContext
-from tally import heartbeat
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# Every table the stream jobs derive (stream_batches is a log of runs, not derived).
-DERIVED_TABLES = (
-    "pageviews_per_minute",
-    "pageviews_by_dimension",
-    "sessions",
-    "rate_limit_counters",
-    "rate_limit_blocks",
-    "late_events",
-    "stream_watermarks",
-)
-SPARK_COMPONENT = "spark"
 
 
 class ReplayError(RuntimeError):
@@ -135,65 +120,3 @@ async def _expired_partitions(settings: Settings) -> dict[int, int]:
         return {tp.partition: offset for tp, offset in offsets.items() if offset > 0}
     finally:
         await consumer.stop()
-
-
-# --- the command ----------------------------------------------------------------------------
-
-
-def run_replay(settings: Settings, progress: Callable[[str], None], force: bool = False) -> ReplaySummary:
-    """`tally replay`: stop the live stream jobs, rebuild, swap, start them again."""
-    expired = expired_partitions(settings)
-    if expired and not force:
-        raise ReplayError(
-            f"the log no longer starts at offset 0 (partition → first offset: {expired}): the derived "
-            "rows of expired events cannot be rebuilt and the swap would drop them; --force to go on"
-        )
-    restart = _stop_live_stream_jobs(settings, progress)
-    from stream_jobs.session import build_spark_session
-
-    apply_migrations(settings)
-    progress("replay: starting Spark")
-    spark = build_spark_session(settings, app_name="tally-replay")
-    try:
-        progress("replay: recomputing every derived table from the log into <table>_replay")
-        summary = rebuild(spark, settings)
-    finally:
-        spark.stop()
-    progress(f"replay: {summary.events} events, micro-batches per query {summary.batches}")
-    swap(settings)
-    progress(f"replay: swapped in {', '.join(DERIVED_TABLES)}; checkpoints replaced")
-    if restart:
-        _rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
-        progress("replay: stream jobs started again")
-    else:
-        progress("replay: done; the stream jobs were not running (start them with `tally up`)")
-    return summary
-
-
-def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
-    """Stop the `spark` component under the local stack; True if it was running."""
-    from tally.local.supervisor import supervisor_running
-
-    if supervisor_running(settings):
-        state = _rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]
-        if state in ("RUNNING", "STARTING", "BACKOFF"):
-            progress("replay: stopping the stream jobs (spark) for the swap")
-            try:
-                _rpc(settings).supervisor.stopProcess(SPARK_COMPONENT, True)
-            except xmlrpc.client.Fault as fault:
-                if "NOT_RUNNING" not in fault.faultString:
-                    raise
-            return True
-        return False
-    if heartbeat.is_fresh(settings, SPARK_COMPONENT):
-        raise ReplayError(
-            "stream jobs are running outside `tally up` (fresh spark heartbeat): stop them first, "
-            "a live run must not write while its tables are swapped"
-        )
-    return False
-
-
-def _rpc(settings: Settings) -> xmlrpc.client.ServerProxy:
-    from tally.local.supervisor import rpc
-
-    return rpc(settings)

@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from storage import tables
 from stream_jobs.clickhouse_sink import ClickHouseSink, TableOutput
 from stream_jobs.context import StreamContext
 from stream_jobs.late_events import LateEventsRecorder, LateRule
@@ -31,7 +32,7 @@ from stream_jobs.pageview_counts import EVENT_FIELDS as PAGEVIEW_FIELDS
 from stream_jobs.pageview_counts import FIRST_PAGEVIEW_ATTRIBUTES, page_views, pageview_order
 
 QUERY_NAME = "sessions"
-TABLE = "sessions"
+TABLE = tables.SESSIONS
 EVENT_FIELDS = PAGEVIEW_FIELDS
 COLUMNS = (
     "site",

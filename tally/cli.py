@@ -85,7 +85,7 @@ def status(as_json: bool) -> None:
 @main.command()
 def init() -> None:
     """Create the Kafka topics and apply the ClickHouse migrations (idempotent)."""
-    from storage.migrations import apply_migrations
+    from storage.schema import apply_migrations
     from tally.topics import ensure_topics_sync
 
     settings = Settings()
@@ -140,6 +140,7 @@ def sites_remove(domain: str) -> None:
 def query(sql: str, output_format: str) -> None:
     """Read-only SQL on the raw archive (table `events`)."""
     from storage import readonly_sql
+    from tally.cli_output import print_result
 
     try:
         result = readonly_sql.run(Settings(), sql)
@@ -147,7 +148,7 @@ def query(sql: str, output_format: str) -> None:
         refused = UserError(f"query refused: {error}")
         refused.exit_code = 2
         raise refused from None
-    readonly_sql.print_result(result, output_format, console)
+    print_result(result, output_format, console)
     if result.truncated:
         Console(stderr=True).print(f"[yellow]note:[/yellow] result cut at {readonly_sql.MAX_ROWS} rows")
 
@@ -184,7 +185,7 @@ main.add_command(loadgen_command, "loadgen")
 @main.command()
 def bench() -> None:
     """Benchmark the local stack (started if needed); writes bench/results/*.json and *.md."""
-    from loadgen.bench import run_bench, write_report
+    from bench.report import run_bench, write_report
 
     report = run_bench(Settings(), console)
     json_path, md_path = write_report(report)
@@ -197,7 +198,7 @@ def replay(force: bool) -> None:
     """Rebuild the derived tables from the log. Stops the stream jobs, recomputes every table
     into <table>_replay, swaps them in, and starts the stream jobs again; the dashboard keeps
     reading the old tables until the swap."""
-    from stream_jobs.replay import run_replay
+    from tally.local.replay import run_replay
 
     run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
 
@@ -213,8 +214,7 @@ def verify(no_repair: bool) -> None:
     try:
         report = audit(Settings(), fix=not no_repair)
     except AuditUnavailable as error:
-        console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
-        sys.exit(1)
+        raise UserError(str(error)) from None
     for line in report.lines():
         console.print(line, highlight=False, soft_wrap=True)
     sys.exit(0 if report.ok else 1)

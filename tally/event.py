@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
 
@@ -60,3 +60,11 @@ class PageViewEvent(BaseModel):
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def describe_validation_error(error: ValidationError, prefix: str = "", whole: str = "body") -> str:
+    """The first thing wrong with a payload, as `field: message` (`whole` when no field is to
+    blame): one line a sender can act on, the same whether the collector or the archiver saw it."""
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or whole
+    return f"{prefix}{location}: {first['msg']}"

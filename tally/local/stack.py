@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from tally.local import kafka, supervisor
 from tally.local.components import Component, components
 from tally.local.supervisor import ComponentStatus, StackError

@@ -16,7 +16,6 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from uuid import uuid4
 
 import httpx
 import pytest
@@ -27,7 +26,15 @@ from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.dashboard_server import DashboardServer
-from tests.fixtures.events import archive_rows
+from tests.fixtures.events import (
+    CLIENTS,
+    COUNTRIES,
+    PATHS,
+    REFERRER_DOMAINS,
+    UTM_SOURCES,
+    archive_rows,
+    page_view,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -40,18 +47,6 @@ METRICS = ["visitors", "pageviews", "sessions", "bounce_rate", "avg_session_dura
 TIMEOUT_MS = 20_000
 PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored for the other browser tests
 
-PAGES = ["/", "/pricing", "/blog", "/docs", "/about", "/signup", "/blog/kafka-at-home", "/changelog"]
-REFERRERS = ["", "", "google.com", "news.ycombinator.com", "github.com", "duckduckgo.com"]
-COUNTRIES = ["US", "DE", "FR", "GB", "CH", "BR", "JP", "IN", "CA", "AU", ""]
-CLIENTS = [
-    ("desktop", "Chrome", "Windows"),
-    ("desktop", "Firefox", "Linux"),
-    ("desktop", "Safari", "Mac OS X"),
-    ("mobile", "Mobile Safari", "iOS"),
-    ("mobile", "Chrome Mobile", "Android"),
-    ("tablet", "Mobile Safari", "iOS"),
-]
-
 
 def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageViewEvent]:
     """Sessions of 1-5 page views spread over the last 6 hours, a few of them live now."""
@@ -62,23 +57,19 @@ def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageView
         start = now - timedelta(minutes=2) if index < 3 else now - timedelta(minutes=rng.uniform(10, 360))
         device, browser, os_name = rng.choice(CLIENTS)
         country = rng.choice(COUNTRIES)
-        referrer = rng.choice(REFERRERS)
-        utm = rng.choice(["", "", "", "newsletter", "twitter"])
+        referrer = rng.choice(REFERRER_DOMAINS)
+        utm = rng.choice(UTM_SOURCES)
         at = start
         for step in range(1 if index < 3 else rng.choice([1, 1, 2, 3, 5])):
-            path = PAGES[min(int(rng.paretovariate(1.2)) - 1, len(PAGES) - 1)]
+            path = PATHS[min(int(rng.paretovariate(1.2)) - 1, len(PATHS) - 1)]
             events.append(
-                PageViewEvent(
-                    event_id=uuid4(),
-                    site=site,
-                    ts=at,
-                    received_at=at,
-                    url=f"https://{site}{path}",
-                    path=path,
+                page_view(
+                    site,
+                    visitor,
+                    at,
+                    path,
                     referrer_domain=referrer if step == 0 else "",
                     utm_source=utm if step == 0 else "",
-                    visitor_id=visitor,
-                    ip_hash=f"ip-{visitor}",
                     country=country,
                     device=device,
                     browser=browser,

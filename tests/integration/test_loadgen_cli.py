@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.clickhouse import running_endpoint

@@ -12,9 +12,8 @@ from clickhouse_connect.driver.client import Client
 from storage import queries
 from storage.client import connect
 from storage.queries import StatsQuery
-from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.events import archive_rows
+from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
 
@@ -23,28 +22,15 @@ DAY = datetime(2026, 11, 10, tzinfo=UTC)
 T0 = DAY + timedelta(hours=9)
 
 
-def pageview(visitor: str, at: datetime, path: str, **fields: str) -> PageViewEvent:
-    return PageViewEvent(
-        event_id=uuid4(),
-        site=SITE,
-        ts=at,
-        received_at=at,
-        url=f"https://{SITE}{path}",
-        path=path,
-        visitor_id=visitor,
-        ip_hash="ip-" + visitor,
-        **fields,
-    )
-
-
 # Visitor a: a 3-page session (gaps of 10 and exactly 30 minutes), then a bounce 2 h later.
 # Visitor b: a bounce from Google on a phone. Visitor c: a custom event (not a page view).
 EVENTS = [
-    pageview("a", T0, "/", referrer_domain="news.ycombinator.com", country="CH", device="desktop"),
-    pageview("a", T0 + timedelta(minutes=10), "/pricing", country="CH", device="desktop"),
-    pageview("a", T0 + timedelta(minutes=40), "/signup", country="CH", device="desktop"),
-    pageview("a", T0 + timedelta(hours=3), "/blog", country="CH", device="desktop"),
-    pageview(
+    page_view(SITE, "a", T0, "/", referrer_domain="news.ycombinator.com", country="CH", device="desktop"),
+    page_view(SITE, "a", T0 + timedelta(minutes=10), "/pricing", country="CH", device="desktop"),
+    page_view(SITE, "a", T0 + timedelta(minutes=40), "/signup", country="CH", device="desktop"),
+    page_view(SITE, "a", T0 + timedelta(hours=3), "/blog", country="CH", device="desktop"),
+    page_view(
+        SITE,
         "b",
         T0 + timedelta(minutes=5),
         "/pricing",
@@ -52,17 +38,7 @@ EVENTS = [
         country="DE",
         device="mobile",
     ),
-    PageViewEvent(
-        event_id=uuid4(),
-        site=SITE,
-        name="signup",
-        ts=T0,
-        received_at=T0,
-        url=f"https://{SITE}/signup",
-        path="/signup",
-        visitor_id="c",
-        ip_hash="ip-c",
-    ),
+    page_view(SITE, "c", T0, "/signup", name="signup"),
 ]
 
 
@@ -159,12 +135,9 @@ def test_page_views_in_the_same_millisecond_are_ordered_by_event_id(settings: Se
     site, at = "ties.queries.example.com", T0 + timedelta(hours=1)
     ids = sorted(str(uuid4()) for _ in range(3))
     views = [
-        PageViewEvent(
-            event_id=event_id, site=site, ts=at, received_at=at, url=f"https://{site}{path}",
-            path=path, visitor_id="t", ip_hash="ip-t",
-        )
+        page_view(site, "t", at, path, event_id=event_id)
         for event_id, path in zip(ids, ["/first", "/middle", "/last"], strict=True)
-    ]  # fmt: skip
+    ]
     client = connect(settings)
     rows, columns = archive_rows(list(reversed(views)))
     client.insert("events", rows, column_names=columns)
@@ -184,13 +157,7 @@ def test_newest_sessions_of_a_long_range(settings: Settings) -> None:
         "day-1": T0,
         "day-2": T0 + timedelta(hours=1),
     }
-    views = [
-        PageViewEvent(
-            event_id=uuid4(), site=site, ts=at, received_at=at, url=f"https://{site}/",
-            path="/", visitor_id=visitor, ip_hash="ip-" + visitor,
-        )
-        for visitor, at in starts.items()
-    ]  # fmt: skip
+    views = [page_view(site, visitor, at) for visitor, at in starts.items()]
     client = connect(settings)
     rows, columns = archive_rows(views)
     client.insert("events", rows, column_names=columns)

@@ -18,10 +18,10 @@ import pytest
 from dashboard import explore
 from dashboard.periods import period
 from storage import readonly_sql
-from storage.archiver import SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
 
@@ -51,12 +51,8 @@ class Secrets:
 def archive_with_one_event(settings: Settings) -> None:
     client = connect(settings)
     add_site(client, SITE)
-    client.command(
-        "INSERT INTO events "
-        "(event_id, site, name, ts, received_at, url, path, visitor_id, ip_hash, kafka_partition) "
-        f"VALUES (generateUUIDv4(), '{SITE}', 'pageview', now64(3), now64(3), 'https://{SITE}/', '/', "
-        f"'v', 'i', {SYNTHETIC_PARTITION})"
-    )
+    rows, columns = archive_rows([page_view(SITE, "v", datetime.now(UTC), ip_hash="i")])
+    client.insert("events", rows, column_names=columns)
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +221,8 @@ def test_escape_targets_are_real(settings: Settings, reachable: Secrets) -> None
 
 def test_explores_starting_query_passes_the_guard_and_finds_the_event(settings: Settings) -> None:
     filters = explore.explore_filters("pageview", "/", None, None)
-    sql = explore.starting_sql(SITE, period("today", datetime.now(UTC)), filters, 1000)
+    today = period("today", datetime.now(UTC))
+    sql = readonly_sql.starting_sql(SITE, today.start, today.end, filters, 1000)
     result = readonly_sql.run(settings, sql)
     assert [row[result.columns.index("path")] for row in result.rows] == ["/"]
 

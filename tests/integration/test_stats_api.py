@@ -12,7 +12,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from clickhouse_connect.driver.client import Client
@@ -24,7 +23,7 @@ from storage.client import connect
 from storage.queries import StatsQuery
 from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.events import archive_rows
+from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
 
@@ -32,23 +31,10 @@ SITE = "stats-api.example.com"
 OTHER_SITE = "stats-api-other.example.com"
 DAY = datetime(2026, 11, 10, tzinfo=UTC)
 T0 = DAY + timedelta(hours=9)
+NEXT_DAY = DAY + timedelta(days=1)
 NOW = T0 + timedelta(minutes=10)  # the API's clock: realtime counts [09:05, 09:10]
 DAY_RANGE = {"site": SITE, "from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"}
 GAP = timedelta(minutes=30)
-
-
-def pageview(visitor: str, at: datetime, path: str, site: str = SITE, **fields: str) -> PageViewEvent:
-    return PageViewEvent(
-        event_id=uuid4(),
-        site=site,
-        ts=at,
-        received_at=at,
-        url=f"https://{site}{path}",
-        path=path,
-        visitor_id=visitor,
-        ip_hash="ip-" + visitor,
-        **fields,
-    )
 
 
 A = {"country": "CH", "device": "desktop", "browser": "Firefox", "os": "Linux"}
@@ -56,11 +42,12 @@ A = {"country": "CH", "device": "desktop", "browser": "Firefox", "os": "Linux"}
 # b: a bounce from a newsletter on a phone. c: a custom event (not a page view).
 # d: a bounce in the last millisecond of the day; e: the first millisecond of the next (outside).
 EVENTS = [
-    pageview("a", T0, "/", referrer_domain="news.ycombinator.com", **A),
-    pageview("a", T0 + timedelta(minutes=10), "/pricing", **A),
-    pageview("a", T0 + timedelta(minutes=40), "/signup", **A),
-    pageview("a", T0 + timedelta(hours=3), "/blog", **A),
-    pageview(
+    page_view(SITE, "a", T0, "/", referrer_domain="news.ycombinator.com", **A),
+    page_view(SITE, "a", T0 + timedelta(minutes=10), "/pricing", **A),
+    page_view(SITE, "a", T0 + timedelta(minutes=40), "/signup", **A),
+    page_view(SITE, "a", T0 + timedelta(hours=3), "/blog", **A),
+    page_view(
+        SITE,
         "b",
         T0 + timedelta(minutes=5),
         "/pricing",
@@ -71,20 +58,12 @@ EVENTS = [
         browser="Safari",
         os="iOS",
     ),
-    PageViewEvent(
-        event_id=uuid4(),
-        site=SITE,
-        name="signup",
-        ts=T0,
-        received_at=T0,
-        url=f"https://{SITE}/signup",
-        path="/signup",
-        visitor_id="c",
-        ip_hash="ip-c",
+    page_view(SITE, "c", T0, "/signup", name="signup"),
+    page_view(
+        SITE, "d", DAY + timedelta(days=1) - timedelta(milliseconds=1), "/", country="US", device="desktop"
     ),
-    pageview("d", DAY + timedelta(days=1) - timedelta(milliseconds=1), "/", country="US", device="desktop"),
-    pageview("e", DAY + timedelta(days=1), "/docs", country="US", device="desktop"),
-    pageview("x", T0, "/elsewhere", site=OTHER_SITE),
+    page_view(SITE, "e", DAY + timedelta(days=1), "/docs", country="US", device="desktop"),
+    page_view(OTHER_SITE, "x", T0, "/elsewhere"),
 ]
 
 

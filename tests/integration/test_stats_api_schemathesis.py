@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import uuid4
 
 import pytest
 import schemathesis
@@ -42,7 +41,7 @@ from dashboard.openapi import openapi_document
 from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.events import archive_rows
+from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
 
@@ -110,16 +109,13 @@ def seeded_events() -> list[PageViewEvent]:
             NOW - timedelta(days=2) + timedelta(minutes=47 * i) if i < 60 else NOW - timedelta(minutes=i - 58)
         )
         events.append(
-            PageViewEvent(
-                event_id=uuid4(),
-                site=SITE,
-                ts=at,
-                received_at=at,
-                url=f"https://{SITE}/p{i % 5}",
-                path=f"/p{i % 5}",
+            page_view(
+                SITE,
+                f"visitor-{i % 4}",
+                at,
+                f"/p{i % 5}",
                 referrer_domain=["", "news.ycombinator.com", "google.com"][i % 3],
                 country=["CH", "DE", ""][i % 3],
-                visitor_id=f"visitor-{i % 4}",
                 ip_hash=f"ip-{i % 4}",
             )
         )

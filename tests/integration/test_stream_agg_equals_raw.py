@@ -23,16 +23,8 @@ from storage.client import connect
 from stream_jobs.app import start_queries
 from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.spark import (
-    PATHS,
-    event,
-    minutes_ago,
-    produce,
-    site_names,
-    visitor_attributes,
-    wait_for,
-    wait_for_watermark,
-)
+from tests.fixtures.events import PATHS, page_view, visitor_attributes
+from tests.fixtures.spark import minutes_ago, produce, site_names, wait_for, wait_for_watermark
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +59,7 @@ def test_agg_equals_raw_for_closed_windows(
             # Long after their minute closed: behind the watermark.
             send(
                 settings,
-                [event(late_site, f"late-{i}", t0 + timedelta(minutes=10, seconds=i)) for i in range(4)],
+                [page_view(late_site, f"late-{i}", t0 + timedelta(minutes=10, seconds=i)) for i in range(4)],
             )
     send(settings, held_back)
     assert out_of_order > 0
@@ -84,7 +76,7 @@ def test_agg_equals_raw_for_closed_windows(
     assert any(not s.is_bounce for s in queries.sessions(client, whole, 1000, "agg"))
 
     # A page view much later closes every session: then they come from `sessions`.
-    send(settings, [event(clock_site, "clock", t0 + RANGE + timedelta(minutes=40))])
+    send(settings, [page_view(clock_site, "clock", t0 + RANGE + timedelta(minutes=40))])
     wait_for_queries(settings, t0 + RANGE + timedelta(minutes=38))
     assert open_sessions(client, sites, t0) == 0
     for site in sites:
@@ -111,7 +103,7 @@ def visits(sites: list[str], t0: datetime) -> list[PageViewEvent]:
             ts = t0 + timedelta(seconds=rng.uniform(0, 100 * 60))
             while ts < t0 + RANGE:
                 attributes["referrer_domain"] = rng.choice(["", "google.com", attributes["referrer_domain"]])
-                events.append(event(site, visitor, ts, path=rng.choice(PATHS), **attributes))
+                events.append(page_view(site, visitor, ts, path=rng.choice(PATHS), **attributes))
                 think = rng.choices([(5, 180), (300, 1500), (1860, 3000)], weights=[6, 3, 1])[0]
                 if rng.random() < 0.25:
                     break

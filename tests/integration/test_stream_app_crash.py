@@ -28,8 +28,8 @@ from stream_jobs.context import REPLAY_SUFFIX
 from stream_jobs.replay import DERIVED_TABLES, rebuild
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.events import page_view
 from tests.fixtures.spark import (
-    event,
     isolated_settings,
     minutes_ago,
     mixed_traffic,
@@ -67,7 +67,7 @@ def test_sigkill_of_the_driver_mid_stream_leaves_the_tables_of_an_uninterrupted_
     last = t + timedelta(minutes=90)
     with running_app(settings, tmp_path / "app-2.log"):
         produce(settings, mixed_traffic(sites, t + timedelta(minutes=33), minutes=2, seed=2))
-        produce(settings, [event(sites[0], "clock", last)])
+        produce(settings, [page_view(sites[0], "clock", last)])
         watermark = last - timedelta(seconds=settings.watermark_s)
         for name in QUERIES:
             seen = wait_until(lambda name=name: published_watermark(settings, name), lambda w: w >= watermark)

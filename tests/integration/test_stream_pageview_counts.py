@@ -20,8 +20,8 @@ from stream_jobs.app import start_queries, stop_gracefully
 from stream_jobs.pageview_counts import DIMENSIONS, QUERY_NAME
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.events import page_view
 from tests.fixtures.spark import (
-    event,
     malformed_messages,
     messages,
     minutes_ago,
@@ -104,9 +104,9 @@ def test_events_behind_the_watermark_are_counted_as_late_not_in_their_closed_min
     wait_for_watermark(stream_settings, QUERY_NAME, watermark)
 
     # Minutes 0-1 ended well before the watermark: closed. The last minute is still open.
-    late = [event(sites[0], "late-visitor", first_minute + timedelta(seconds=s)) for s in (5, 30, 65)]
-    late += [event(sites[1], "late-visitor", first_minute + timedelta(seconds=100))]
-    still_open = [event(sites[1], "on-time-visitor", max(e.ts for e in on_time) - timedelta(seconds=1))]
+    late = [page_view(sites[0], "late-visitor", first_minute + timedelta(seconds=s)) for s in (5, 30, 65)]
+    late += [page_view(sites[1], "late-visitor", first_minute + timedelta(seconds=100))]
+    still_open = [page_view(sites[1], "on-time-visitor", max(e.ts for e in on_time) - timedelta(seconds=1))]
     produce(stream_settings, late + still_open)
 
     expected = expected_counts(on_time + still_open)
@@ -130,7 +130,7 @@ def test_events_behind_the_watermark_are_counted_as_late_not_in_their_closed_min
 
 def custom_events(sites: list[str], *, first_minute: datetime) -> list[PageViewEvent]:
     """Custom events share the topic but are not page views."""
-    return [event(site, "visitor-custom", first_minute, name="signup") for site in sites]
+    return [page_view(site, "visitor-custom", first_minute, name="signup") for site in sites]
 
 
 def minute(ts: datetime) -> datetime:

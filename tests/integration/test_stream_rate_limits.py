@@ -22,8 +22,8 @@ from stream_jobs.rate_limits import QUERY_NAME
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.events import page_view
 from tests.fixtures.spark import (
-    event,
     isolated_settings,
     minutes_ago,
     produce,
@@ -51,8 +51,8 @@ def test_client_over_the_limit_is_blocked_until_its_window_ends_then_lifted(
 ) -> None:
     [site] = site_names(1)
     t = minutes_ago(60)
-    scraper = [event(site, f"s{i}", t + timedelta(seconds=20 * i), ip_hash="scraper") for i in range(8)]
-    visitor = [event(site, "v", t + timedelta(minutes=i), ip_hash="visitor") for i in range(LIMIT)]
+    scraper = [page_view(site, f"s{i}", t + timedelta(seconds=20 * i), ip_hash="scraper") for i in range(8)]
+    visitor = [page_view(site, "v", t + timedelta(minutes=i), ip_hash="visitor") for i in range(LIMIT)]
     produce(rate_settings, sorted(scraper + visitor, key=lambda e: e.ts))
     running_queries.extend(start_queries(spark, rate_settings, [QUERY_NAME]))
 
@@ -70,7 +70,9 @@ def test_client_over_the_limit_is_blocked_until_its_window_ends_then_lifted(
     assert {key for key, _ in messages} == {"scraper"}, "a client at the limit is not over it"
 
     # Event time moves past the end of the scraper's last window over the limit: lifted.
-    produce(rate_settings, [event(site, "later", until + timedelta(seconds=rate_settings.watermark_s + 60))])
+    produce(
+        rate_settings, [page_view(site, "later", until + timedelta(seconds=rate_settings.watermark_s + 60))]
+    )
     messages = wait_until(
         lambda: read_topic(rate_settings, rate_settings.blocklist_topic), lambda m: m[-1][1] is None
     )

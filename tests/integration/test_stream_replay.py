@@ -19,8 +19,8 @@ from stream_jobs.replay import DERIVED_TABLES, rebuild, swap
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.events import page_view
 from tests.fixtures.spark import (
-    event,
     isolated_settings,
     minutes_ago,
     mixed_traffic,
@@ -47,7 +47,7 @@ def test_replay_rebuilds_the_live_tables_and_the_live_run_continues_after_the_sw
     settings = replay_settings
     sites = site_names(2)
     t = minutes_ago(90)
-    first = [*mixed_traffic(sites, t, minutes=5), event(sites[0], "clock-1", t + timedelta(minutes=45))]
+    first = [*mixed_traffic(sites, t, minutes=5), page_view(sites[0], "clock-1", t + timedelta(minutes=45))]
     produce(settings, first)
     live = start_queries(spark, settings)
     running_queries.extend(live)

@@ -20,7 +20,8 @@ from stream_jobs.app import start_queries
 from stream_jobs.sessions import QUERY_NAME
 from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.spark import event, minutes_ago, produce, site_names, wait_for, wait_for_watermark
+from tests.fixtures.events import page_view
+from tests.fixtures.spark import minutes_ago, produce, site_names, wait_for, wait_for_watermark
 
 pytestmark = pytest.mark.integration
 
@@ -37,20 +38,20 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     at = lambda minutes, ms=0: t + timedelta(minutes=minutes, milliseconds=ms)  # noqa: E731
     first_round = [
         # one page view: a bounce, duration 0
-        event(site, "bounce", at(0), path="/landing", referrer_domain="google.com", country="FR"),
+        page_view(site, "bounce", at(0), path="/landing", referrer_domain="google.com", country="FR"),
         # three page views, gaps of 10 and 29 min: one session; attribution of the first
-        event(site, "reader", at(1), path="/", referrer_domain="news.ycombinator.com", utm_source="hn"),
-        event(site, "reader", at(11), path="/blog", referrer_domain="google.com", utm_source="x"),
+        page_view(site, "reader", at(1), path="/", referrer_domain="news.ycombinator.com", utm_source="hn"),
+        page_view(site, "reader", at(11), path="/blog", referrer_domain="google.com", utm_source="x"),
         # a gap of exactly the session gap continues the session; 1 ms more starts a new one
-        event(site, "exact-gap", at(1), path="/a"),
-        event(site, "exact-gap", at(31), path="/b"),
-        event(site, "just-over", at(1), path="/a"),
-        event(site, "just-over", at(31, 1), path="/b"),
+        page_view(site, "exact-gap", at(1), path="/a"),
+        page_view(site, "exact-gap", at(31), path="/b"),
+        page_view(site, "just-over", at(1), path="/a"),
+        page_view(site, "just-over", at(31, 1), path="/b"),
         # 31 min apart: two sessions, until a late page view in between arrives (below)
-        event(site, "bridged", at(0), path="/first"),
-        event(site, "bridged", at(31), path="/last"),
+        page_view(site, "bridged", at(0), path="/first"),
+        page_view(site, "bridged", at(31), path="/last"),
         # the same visitor id on another site is another visitor
-        event(other_site, "reader", at(3), path="/elsewhere", device="mobile"),
+        page_view(other_site, "reader", at(3), path="/elsewhere", device="mobile"),
     ]
     produce(stream_settings, first_round)
     running_queries.extend(start_queries(spark, stream_settings, ["pageview_counts", QUERY_NAME]))
@@ -62,11 +63,11 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
 
     # Behind the newest event time, but not behind the watermark: it is merged.
     second_round = [
-        event(site, "bridged", at(15), path="/middle"),
-        event(site, "reader", at(40), path="/pricing"),
-        event(site, "returning", at(100), path="/"),
-        event(site, "returning", at(105), path="/docs"),
-        event(site, "returning", at(200), path="/again"),
+        page_view(site, "bridged", at(15), path="/middle"),
+        page_view(site, "reader", at(40), path="/pricing"),
+        page_view(site, "returning", at(100), path="/"),
+        page_view(site, "returning", at(105), path="/docs"),
+        page_view(site, "returning", at(200), path="/again"),
     ]
     produce(stream_settings, second_round)
     events = first_round + second_round
@@ -81,7 +82,7 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     )
 
     # A page view far later closes them all; then they are in the table, final.
-    produce(stream_settings, [event(clock_site, "clock", at(300))])
+    produce(stream_settings, [page_view(clock_site, "clock", at(300))])
     closed = stored_sessions(stream_settings, [site, other_site])
     assert wait_for(lambda: stored_sessions(stream_settings, [site, other_site]), expected) == expected, (
         closed
@@ -89,7 +90,7 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     assert agg_sessions(stream_settings, q) == sorted_rows(site_expected)
 
     # Now a page view behind the watermark for a closed session: counted late, not merged.
-    late = event(site, "reader", at(20), path="/late")
+    late = page_view(site, "reader", at(20), path="/late")
     produce(stream_settings, [late])
     assert wait_for(lambda: late_sessions_events(stream_settings, site), 1) == 1
     assert stored_sessions(stream_settings, [site, other_site]) == expected
@@ -106,11 +107,11 @@ def expected_sessions(events: list[PageViewEvent]) -> dict[SessionKey, Session]:
     for (site, visitor), page_views in by_visitor.items():
         ordered = sorted(page_views, key=lambda e: (e.ts, str(e.event_id)))
         current = [ordered[0]]
-        for page_view in ordered[1:]:
-            if page_view.ts - current[-1].ts > GAP:
+        for view in ordered[1:]:
+            if view.ts - current[-1].ts > GAP:
                 sessions.update(_session(site, visitor, current))
                 current = []
-            current.append(page_view)
+            current.append(view)
         sessions.update(_session(site, visitor, current))
     return sessions
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.bench import headline, markdown, visibility_latencies, write_report
+from bench.report import headline, markdown, visibility_latencies, write_report
 from loadgen.runner import percentile
 
 

@@ -2,7 +2,7 @@
 in the same run (wrk from Debian as the load, on loopback, bounded in time).
 
 Needs the stack's Kafka and ClickHouse running (`tally up -d`); starts its own collector
-and bare app on free ports. `python -m loadgen.bench_collector` prints the figures.
+and bare app on free ports. `python -m bench.collector` prints the figures.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def run_collector_bench(
     results = []
     bare_port = free_port()
     bare = f"http://127.0.0.1:{bare_port}"
-    with _server([sys.executable, "-m", "loadgen.bare_asgi", str(bare_port)], bare, env, "/api/event"):
+    with _server([sys.executable, "-m", "bench.bare_asgi", str(bare_port)], bare, env, "/api/event"):
         results.append(run_wrk(bare, "single_event.lua", "bare_starlette_202", duration_s, connections))
     collector_port = free_port()
     collector = f"http://127.0.0.1:{collector_port}"

@@ -8,7 +8,7 @@ of the application (Python driver + its JVM + any worker, summed).
 
 It uses its own topic, database and TALLY_HOME on the Kafka and ClickHouse of `settings`
 (the local stack, or TALLY_KAFKA_BOOTSTRAP / TALLY_CLICKHOUSE_URL), and removes them after.
-`run_stream_bench(settings)` for `tally bench`; `python -m loadgen.bench_stream --events N`
+`run_stream_bench(settings)` for `tally bench`; `python -m bench.stream --events N`
 standalone.
 """
 
@@ -37,7 +37,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from storage.client import connect
-from storage.migrations import apply_migrations
+from storage.schema import apply_migrations
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
 

@@ -9,7 +9,7 @@ popularity, referrers, countries and clients from small lists. Rows carry a Kafk
 no topic has, so the archiver's resume-from-archive offsets never see them.
 
 Needs the store (`tally up -d`, or TALLY_CLICKHOUSE_URL). Re-runs reuse the rows already
-there. `python -m loadgen.bench_dashboard [--events N] [--rounds R]` prints the figures;
+there. `python -m bench.dashboard [--events N] [--rounds R]` prints the figures;
 `tally bench` calls run_dashboard_bench().
 """
 
@@ -26,11 +26,13 @@ from flask.testing import FlaskClient
 from dashboard.app import build_app
 from dashboard.periods import period
 from loadgen.runner import percentile
+from loadgen.traffic import PAGES
+from loadgen.traffic import PARSED_CLIENTS as CLIENTS
 from storage import queries
 from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
-from storage.migrations import apply_migrations
 from storage.queries import StatsQuery
+from storage.schema import apply_migrations
 from tally.settings import Settings
 
 BENCH_SITE = "dashboard.bench.example.com"
@@ -39,22 +41,9 @@ SPAN = timedelta(days=30)
 PAGEVIEWS_PER_SESSION = 3
 SESSIONS_PER_VISITOR = 3
 
-PAGES = [
-    "/", "/pricing", "/blog", "/docs", "/about", "/contact", "/signup", "/login", "/features",
-    "/blog/event-sourcing", "/blog/kafka-at-home", "/blog/spark-streaming", "/docs/install",
-    "/docs/api", "/docs/tracker", "/careers", "/changelog", "/privacy", "/terms", "/status",
-]  # fmt: skip
 REFERRERS = ["", "", "", "google.com", "news.ycombinator.com", "reddit.com", "duckduckgo.com", "github.com"]
 UTM_SOURCES = ["", "", "", "", "newsletter", "twitter", "producthunt"]
 COUNTRIES = ["US", "DE", "FR", "GB", "IN", "BR", "CA", "JP", "CH", "NL", "ES", "IT", "AU", "SE", "PL", ""]
-CLIENTS = [
-    ("desktop", "Chrome", "Windows"),
-    ("desktop", "Firefox", "Linux"),
-    ("desktop", "Safari", "Mac OS X"),
-    ("mobile", "Mobile Safari", "iOS"),
-    ("mobile", "Chrome Mobile", "Android"),
-    ("tablet", "Mobile Safari", "iOS"),
-]
 
 # Row `number` of `count`: times grow with the number, so a session's page views (consecutive
 # numbers) are seconds apart and a visitor's sessions are spread over the month.

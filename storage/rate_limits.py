@@ -3,8 +3,8 @@
 Read from the tables the stream jobs derive (storage/migrations/0013_rate_limits.sql):
 - `rate_limit_blocks`: the windows over the limit, what the blocklist topic is derived from;
   a client stays blocked until the end of its last window over the limit.
-- `rate_limit_counters`: page views per client over sliding windows (one starting every
-  minute). Windows overlap, so a client's count is the row of one window, never a sum.
+- `rate_limit_counters`: page views per client and minute of event time ("panes"). A client's
+  count over the sliding window that ends now is the sum of its panes in that window.
 
 Until the tables exist (an older store), the panel shows an empty state instead of failing.
 """
@@ -16,16 +16,16 @@ from datetime import datetime
 
 from clickhouse_connect.driver.client import Client
 
-COUNTERS = "rate_limit_counters"
-BLOCKS = "rate_limit_blocks"
+from storage import tables
+
+COUNTERS = tables.RATE_LIMIT_COUNTERS
+BLOCKS = tables.RATE_LIMIT_BLOCKS
 TOP_OFFENDERS = 5
 CLIENT_PREFIX = 10  # characters of the salted ip_hash shown: enough to tell clients apart
 
 _BLOCKED_NOW = f"""
 SELECT uniqExact(ip_hash) FROM {BLOCKS} FINAL WHERE window_end > {{now:DateTime64(3, 'UTC')}}
 """
-# Counters are per client and minute (panes); a client's count in the sliding window that
-# ends now is the sum of its panes over the last rate window.
 _BUSIEST_CLIENTS = f"""
 SELECT ip_hash, sum(pageviews) AS pageviews,
        ip_hash IN (

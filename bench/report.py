@@ -1,9 +1,10 @@
 """`tally bench`: one fixed scenario on the local stack, reported with the machine.
 
 Starts the stack if it is not running (and stops it again after), then measures in turn:
-the collector next to a bare ASGI app's ceiling, the archiver's throughput, the Spark
-application's sustained throughput, event-to-visible latency, dashboard query latency and
-every component's memory. Writes bench/results/<date>-<host>.json and .md.
+the collector next to a bare ASGI app's ceiling (bench/collector.py), the archiver's
+throughput (bench/archiver.py), the Spark application's sustained throughput
+(bench/stream.py), event-to-visible latency, dashboard query latency (bench/dashboard.py)
+and every component's memory. Writes bench/results/<date>-<host>.json and .md.
 """
 
 from __future__ import annotations
@@ -20,19 +21,17 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from uuid import uuid4
 
 import httpx
 import psutil
-from aiokafka import AIOKafkaProducer
 from rich.console import Console
 
-from loadgen.bench_collector import run_collector_bench
+from bench.archiver import bench_archiver
+from bench.collector import run_collector_bench
 from loadgen.runner import percentile
 from storage import queries
 from storage.client import connect
 from storage.sites import add_site
-from tally.event import PageViewEvent
 from tally.local import stack, supervisor
 from tally.local.components import components
 from tally.settings import PROJECT_ROOT, Settings
@@ -76,59 +75,6 @@ def component_rss(settings: Settings) -> dict[str, float]:
         rss[status.name] = round(sum(p.memory_info().rss for p in family) / 2**20, 1)
     rss["total"] = round(sum(rss.values()), 1)
     return rss
-
-
-async def _produce(settings: Settings, events: list[PageViewEvent]) -> None:
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap, acks="all", linger_ms=20, max_batch_size=512 * 1024
-    )
-    await producer.start()
-    try:
-        sends = [await producer.send(settings.pageviews_topic, e.to_json(), key=e.key) for e in events]
-        await asyncio.gather(*sends)
-    finally:
-        await producer.stop()
-
-
-def bench_events(site: str, count: int) -> list[PageViewEvent]:
-    now = datetime.now(UTC)
-    return [
-        PageViewEvent(
-            event_id=uuid4(),
-            site=site,
-            ts=now,
-            received_at=now,
-            url=f"https://{site}/p{i % 50}",
-            path=f"/p{i % 50}",
-            visitor_id=f"{i % 5000:016x}",
-            ip_hash=f"{i % 5000:016x}",
-        )
-        for i in range(count)
-    ]
-
-
-def _archived(settings: Settings, site: str) -> int:
-    return int(
-        connect(settings)
-        .query("SELECT count() FROM events WHERE site = {site:String}", parameters={"site": site})
-        .result_rows[0][0]
-    )
-
-
-def bench_archiver(settings: Settings, count: int = 200_000) -> dict[str, float]:
-    """The archiver stopped, a backlog produced, the archiver started: time to archive all."""
-    site = f"archiver-{uuid4().hex[:8]}.bench.example.com"
-    rpc = supervisor.rpc(settings)
-    rpc.supervisor.stopProcess("archiver", True)
-    try:
-        asyncio.run(_produce(settings, bench_events(site, count)))
-    finally:
-        started = time.monotonic()
-        rpc.supervisor.startProcess("archiver", False)
-    while _archived(settings, site) < count:
-        time.sleep(0.2)
-    elapsed = time.monotonic() - started
-    return {"events": count, "seconds": round(elapsed, 2), "events_per_s": round(count / elapsed)}
 
 
 async def _send_at_rate(collector: str, rate: float, duration_s: float, sent: list[float]) -> None:
@@ -275,14 +221,14 @@ def _archiver_bench(settings: Settings) -> dict:
 def _stream_bench(settings: Settings) -> dict:
     """The Spark application on a backlog of its own topic (two Spark drivers would share
     the cores)."""
-    from loadgen.bench_stream import run_stream_bench
+    from bench.stream import run_stream_bench
 
     with stream_jobs_paused(settings):
         return asdict(run_stream_bench(settings))
 
 
 def _dashboard_bench(settings: Settings) -> dict:
-    from loadgen.bench_dashboard import run_dashboard_bench
+    from bench.dashboard import run_dashboard_bench
 
     return run_dashboard_bench(settings)
 

@@ -1,0 +1,33 @@
+"""The names of the store's tables, spelled once (created by storage/migrations/*.sql).
+
+The stream jobs' sinks, a replay, the raw-SQL allowlist and the rate-limit panel name their
+tables through this module, so a table added to DERIVED_TABLES is rebuilt by a replay and
+readable by raw SQL. (The query layer's SQL text still spells `events` and its neighbours.)
+"""
+
+from __future__ import annotations
+
+EVENTS = "events"  # the raw archive, a copy of the log
+SITES = "sites"
+SALTS = "salts"
+SCHEMA_MIGRATIONS = "schema_migrations"
+
+PAGEVIEWS_PER_MINUTE = "pageviews_per_minute"
+PAGEVIEWS_BY_DIMENSION = "pageviews_by_dimension"
+SESSIONS = "sessions"
+RATE_LIMIT_COUNTERS = "rate_limit_counters"
+RATE_LIMIT_BLOCKS = "rate_limit_blocks"
+LATE_EVENTS = "late_events"
+STREAM_WATERMARKS = "stream_watermarks"
+STREAM_BATCHES = "stream_batches"  # a log of the stream jobs' runs, not derived
+
+#: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
+DERIVED_TABLES = (
+    PAGEVIEWS_PER_MINUTE,
+    PAGEVIEWS_BY_DIMENSION,
+    SESSIONS,
+    RATE_LIMIT_COUNTERS,
+    RATE_LIMIT_BLOCKS,
+    LATE_EVENTS,
+    STREAM_WATERMARKS,
+)

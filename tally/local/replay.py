@@ -1,0 +1,74 @@
+"""`tally replay` on the local stack: stop the live stream jobs, rebuild, swap, start them again.
+
+The rebuild and the swap are the stream jobs' own (stream_jobs/replay.py, where the steps and
+their guarantees are described); stopping and starting the `spark` component through
+supervisord is the operator's part, so it lives here and the stream jobs never reach into
+the local stack.
+"""
+
+from __future__ import annotations
+
+import xmlrpc.client
+from collections.abc import Callable
+
+from storage.schema import apply_migrations
+from storage.tables import DERIVED_TABLES
+from stream_jobs.replay import ReplayError, ReplaySummary, expired_partitions, rebuild, swap
+from tally import heartbeat
+from tally.local.supervisor import rpc, supervisor_running
+from tally.settings import Settings
+
+__all__ = ["ReplayError", "run_replay"]
+
+SPARK_COMPONENT = "spark"
+
+
+def run_replay(settings: Settings, progress: Callable[[str], None], force: bool = False) -> ReplaySummary:
+    """`tally replay`: stop the live stream jobs, rebuild, swap, start them again."""
+    expired = expired_partitions(settings)
+    if expired and not force:
+        raise ReplayError(
+            f"the log no longer starts at offset 0 (partition → first offset: {expired}): the derived "
+            "rows of expired events cannot be rebuilt and the swap would drop them; --force to go on"
+        )
+    restart = _stop_live_stream_jobs(settings, progress)
+    from stream_jobs.session import build_spark_session
+
+    apply_migrations(settings)
+    progress("replay: starting Spark")
+    spark = build_spark_session(settings, app_name="tally-replay")
+    try:
+        progress("replay: recomputing every derived table from the log into <table>_replay")
+        summary = rebuild(spark, settings)
+    finally:
+        spark.stop()
+    progress(f"replay: {summary.events} events, micro-batches per query {summary.batches}")
+    swap(settings)
+    progress(f"replay: swapped in {', '.join(DERIVED_TABLES)}; checkpoints replaced")
+    if restart:
+        rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
+        progress("replay: stream jobs started again")
+    else:
+        progress("replay: done; the stream jobs were not running (start them with `tally up`)")
+    return summary
+
+
+def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
+    """Stop the `spark` component under the local stack; True if it was running."""
+    if supervisor_running(settings):
+        state = rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]
+        if state in ("RUNNING", "STARTING", "BACKOFF"):
+            progress("replay: stopping the stream jobs (spark) for the swap")
+            try:
+                rpc(settings).supervisor.stopProcess(SPARK_COMPONENT, True)
+            except xmlrpc.client.Fault as fault:
+                if "NOT_RUNNING" not in fault.faultString:
+                    raise
+            return True
+        return False
+    if heartbeat.is_fresh(settings, SPARK_COMPONENT):
+        raise ReplayError(
+            "stream jobs are running outside `tally up` (fresh spark heartbeat): stop them first, "
+            "a live run must not write while its tables are swapped"
+        )
+    return False

@@ -1,0 +1,123 @@
+"""The layout's dependency rule (docs/architecture.md, "Dependency rule"), checked on every import.
+
+Components (collector, storage, stream_jobs, dashboard, loadgen) import the foundation (`tally`)
+and storage's public modules, never each other otherwise and never the operator package; only
+the operator package and the benchmarks (`bench`) may import everything. The foundation
+imports nothing of Tally's but itself. Until the CLI and the local-stack supervisor move into
+their own package, `tally.cli`, `tally.cli_errors`, `tally.cli_output` and `tally.local` are that operator package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tally.settings import PROJECT_ROOT
+
+COMPONENTS = frozenset({"collector", "storage", "stream_jobs", "dashboard", "loadgen"})
+FOUNDATION = "tally"
+OPERATOR_MODULES = ("tally.cli", "tally.cli_errors", "tally.cli_output", "tally.local")
+BENCHMARKS = "bench"
+TALLY_PACKAGES = COMPONENTS | {FOUNDATION, BENCHMARKS}
+
+
+def layer(module: str) -> str:
+    """Which part of the layout a dotted module name belongs to."""
+    if any(module == operator or module.startswith(operator + ".") for operator in OPERATOR_MODULES):
+        return "operator"
+    return module.split(".")[0]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(tree: ast.AST) -> list[str]:
+    """Every absolute module an import names, wherever it is (lazy imports in functions too).
+
+    `from storage import queries` names `storage.queries`: the module, or a name in `storage`,
+    either way it is what the rule judges."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [f"{node.module}.{alias.name}" for alias in node.names]
+    return [name for name in found if name.split(".")[0] in TALLY_PACKAGES]
+
+
+def is_public_storage(module: str) -> bool:
+    return not any(part.startswith("_") for part in module.split(".")[1:])
+
+
+def allowed(importer: str, imported: str) -> bool:
+    source, target = layer(importer), layer(imported)
+    if source in ("operator", BENCHMARKS):
+        return True
+    if source == FOUNDATION:
+        return target == FOUNDATION
+    if target in (source, FOUNDATION):
+        return True
+    return target == "storage" and is_public_storage(imported)
+
+
+def product_modules() -> list[Path]:
+    return sorted(path for package in TALLY_PACKAGES for path in (PROJECT_ROOT / package).rglob("*.py"))
+
+
+def violations(importer: str, tree: ast.AST) -> list[str]:
+    return [
+        f"{importer} ({layer(importer)}) imports {imported} ({layer(imported)})"
+        for imported in imported_modules(tree)
+        if not allowed(importer, imported)
+    ]
+
+
+def test_every_product_module_follows_the_dependency_rule() -> None:
+    found = [
+        violation
+        for path in product_modules()
+        for violation in violations(module_name(path), ast.parse(path.read_text(), str(path)))
+    ]
+    assert found == []
+
+
+def test_the_check_sees_every_package() -> None:
+    # An empty scan would pass the rule trivially.
+    seen = {module_name(path).split(".")[0] for path in product_modules()}
+    assert seen == TALLY_PACKAGES
+
+
+@pytest.mark.parametrize(
+    ("importer", "source"),
+    [
+        ("dashboard.overview", "from collector.geo import CountryLookup"),
+        ("collector.app", "import dashboard.api"),
+        ("loadgen.runner", "from tally.local import stack"),
+        ("storage.queries", "from tally.cli import main"),
+        ("stream_jobs.app", "from bench.report import run_bench"),
+        ("tally.settings", "from storage.client import connect"),
+        ("dashboard.api", "from storage.queries import _aggregate"),
+        ("collector.app", "def lazy():\n    from loadgen.traffic import PAGES"),
+    ],
+)
+def test_a_forbidden_import_is_reported(importer: str, source: str) -> None:
+    assert violations(importer, ast.parse(source)) != []
+
+
+@pytest.mark.parametrize(
+    ("importer", "source"),
+    [
+        ("dashboard.overview", "from storage import queries"),
+        ("collector.app", "from tally.event import PageViewEvent"),
+        ("tally.cli", "from loadgen.__main__ import main"),
+        ("tally.local.stack", "from loadgen.traffic import site_names"),
+        ("bench.report", "from tally.local import stack"),
+        ("stream_jobs.app", "from stream_jobs import sessions"),
+    ],
+)
+def test_an_allowed_import_passes(importer: str, source: str) -> None:
+    assert violations(importer, ast.parse(source)) == []
