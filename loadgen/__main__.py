@@ -19,7 +19,6 @@ from loadgen.runner import RunSummary, run
 from loadgen.traffic import TrafficMix, TrafficModel, site_names
 from storage.client import connect
 from storage.sites import add_site
-from tally.cli_errors import TallyCommand
 from tally.settings import Settings
 
 console = Console()
@@ -145,7 +144,7 @@ def _loopback_only(target: str) -> None:
         raise click.BadParameter(f"{host} is not a loopback address; load is only ever sent to this machine")
 
 
-@click.command("loadgen", cls=TallyCommand)
+@click.command("loadgen")
 @click.option("--rate", type=float, default=50.0, show_default=True, help="Page views per second.")
 @click.option(
     "--duration", type=float, default=10.0, show_default=True, help="Seconds; 0 runs until stopped."

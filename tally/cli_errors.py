@@ -4,8 +4,9 @@ Commands let their libraries' errors propagate; `TallyGroup`, the CLI's top-leve
 the failures a user can cause — a component that is not running, a typo on the command line,
 a bad setting, a file that cannot be written — into one line on stderr and a non-zero exit.
 Anything else is a bug: one line naming the log file that holds its traceback
-(`TALLY_DEBUG=1` shows the traceback on the terminal instead). `TallyCommand` does the same
-for a command that also runs on its own (`python -m loadgen`).
+(`TALLY_DEBUG=1` shows the traceback on the terminal instead). Components never import this
+(the dependency rule): `tally loadgen` fails like every other command because the group
+wraps the commands it invokes.
 """
 
 from __future__ import annotations
@@ -66,10 +67,6 @@ class OneLineErrors:
 
 class TallyGroup(OneLineErrors, click.Group):
     """The `tally` CLI's group."""
-
-
-class TallyCommand(OneLineErrors, click.Command):
-    """A command that also runs on its own (`python -m loadgen`), failing the same way."""
 
 
 def usage_error(error: click.UsageError) -> UserError:

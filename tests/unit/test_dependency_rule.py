@@ -4,7 +4,8 @@ Components (collector, storage, stream_jobs, dashboard, loadgen) import the foun
 and storage's public modules, never each other otherwise and never the operator package; only
 the operator package and the benchmarks (`bench`) may import everything. The foundation
 imports nothing of Tally's but itself. Until the CLI and the local-stack supervisor move into
-their own package, `tally.cli`, `tally.cli_errors`, `tally.cli_output` and `tally.local` are that operator package.
+their own package, `tally.cli`, `tally.cli_errors`, `tally.cli_output` and `tally.local` are
+that operator package.
 """
 
 from __future__ import annotations
