@@ -12,10 +12,10 @@ from uuid import uuid4
 from aiokafka import AIOKafkaProducer
 
 from loadgen.traffic import bulk_events
+from ops.local import supervisor
 from storage import queries
 from storage.client import connect
 from tally.event import PageViewEvent
-from tally.local import supervisor
 from tally.settings import Settings
 
 

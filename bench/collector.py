@@ -20,9 +20,9 @@ from pathlib import Path
 
 import httpx
 
+from ops.local.ports import free_port
 from storage.client import connect
 from storage.sites import add_site
-from tally.local.ports import free_port
 from tally.settings import Settings
 
 WRK_SCRIPTS = Path(__file__).with_name("wrk")

@@ -29,11 +29,11 @@ from rich.console import Console
 from bench.archiver import bench_archiver
 from bench.collector import run_collector_bench
 from loadgen.runner import percentile
+from ops.local import stack, supervisor
+from ops.local.components import components
 from storage import queries
 from storage.client import connect
 from storage.sites import add_site
-from tally.local import stack, supervisor
-from tally.local.components import components
 from tally.settings import PROJECT_ROOT, Settings
 
 RESULTS_DIR = PROJECT_ROOT / "bench" / "results"

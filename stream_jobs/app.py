@@ -50,7 +50,7 @@ from tally.settings import Settings
 
 log = logging.getLogger("stream_jobs")
 
-# The component name `tally status` checks (tally/local/components.py).
+# The component name `tally status` checks (ops/local/components.py).
 HEARTBEAT = "spark"
 # Within supervisord's 30 s between SIGTERM and SIGKILL.
 STOP_GRACE_S = 15.0

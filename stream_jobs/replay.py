@@ -4,7 +4,7 @@ The derived tables are caches of computations over the `pageviews` topic; a repl
 them again from the earliest retained offset (after a bug fix, a change of definition, or a
 lost table) without stopping the dashboard:
 
-1. The live queries stop: `tally replay` (tally/local/replay.py, operator code) stops the
+1. The live queries stop: `tally replay` (ops/local/replay.py, operator code) stops the
    `spark` component of the local stack (and starts it again at the end). A live run's
    checkpoints and batch_id versions belong to the old tables, so the live queries must not
    run during the swap; stream jobs running outside `tally up` are refused (stop them first).

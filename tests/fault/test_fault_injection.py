@@ -22,8 +22,8 @@ from loadgen.__main__ import LoadPlan, run_plan
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
 from loadgen.traffic import TrafficMix
+from ops.local import supervisor
 from storage.client import connect
-from tally.local import supervisor
 from tally.settings import Settings
 from tests.fixtures.local_stack import LocalStack, eventually
 

@@ -37,7 +37,7 @@ def run_in_terminal(env: dict[str, str], *args: str, timeout_s: float = 120) -> 
     there); returns the exit code and everything the terminal showed."""
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tally.cli", *args],
+        [sys.executable, "-m", "ops.cli", *args],
         cwd=PROJECT_ROOT,
         env=env | {"NO_COLOR": "1", "COLUMNS": "120"},
         stdin=terminal,

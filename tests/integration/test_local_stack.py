@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from tally.local.ports import port_open
+from ops.local.ports import port_open
 from tally.settings import Settings
 from tests.fixtures.local_stack import LocalStack, eventually
 

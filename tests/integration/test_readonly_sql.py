@@ -255,7 +255,7 @@ def test_in_set_over_the_row_limit_is_refused_in_one_line(settings: Settings) ->
 
 def test_cli_prints_a_refusal_as_one_line_and_exits_non_zero(settings: Settings, reachable: Secrets) -> None:
     cli = subprocess.run(
-        [sys.executable, "-m", "tally.cli", "query", f"SELECT file('{reachable.file}')"],
+        [sys.executable, "-m", "ops.cli", "query", f"SELECT file('{reachable.file}')"],
         env=os.environ | settings.environment(),
         capture_output=True,
         text=True,
@@ -271,7 +271,7 @@ def test_cli_prints_a_refusal_as_one_line_and_exits_non_zero(settings: Settings,
 
 def test_cli_answers_a_count_of_the_archive(settings: Settings) -> None:
     cli = subprocess.run(
-        [sys.executable, "-m", "tally.cli", "query", "SELECT count() FROM events", "--format", "csv"],
+        [sys.executable, "-m", "ops.cli", "query", "SELECT count() FROM events", "--format", "csv"],
         env=os.environ | settings.environment(),
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from tally.cli_errors import TallyGroup
+from ops.cli_errors import TallyGroup
 
 
 @pytest.fixture(autouse=True)

@@ -2,10 +2,8 @@
 
 Components (collector, storage, stream_jobs, dashboard, loadgen) import the foundation (`tally`)
 and storage's public modules, never each other otherwise and never the operator package; only
-the operator package and the benchmarks (`bench`) may import everything. The foundation
-imports nothing of Tally's but itself. Until the CLI and the local-stack supervisor move into
-their own package, `tally.cli`, `tally.cli_errors`, `tally.cli_output` and `tally.local` are
-that operator package.
+the operator package (`ops`: the CLI, the local stack, the local ClickHouse endpoint) and the
+benchmarks (`bench`) may import everything. The foundation imports nothing of Tally's but itself.
 """
 
 from __future__ import annotations
@@ -19,15 +17,13 @@ from tally.settings import PROJECT_ROOT
 
 COMPONENTS = frozenset({"collector", "storage", "stream_jobs", "dashboard", "loadgen"})
 FOUNDATION = "tally"
-OPERATOR_MODULES = ("tally.cli", "tally.cli_errors", "tally.cli_output", "tally.local")
+OPERATOR = "ops"
 BENCHMARKS = "bench"
-TALLY_PACKAGES = COMPONENTS | {FOUNDATION, BENCHMARKS}
+TALLY_PACKAGES = COMPONENTS | {FOUNDATION, OPERATOR, BENCHMARKS}
 
 
 def layer(module: str) -> str:
     """Which part of the layout a dotted module name belongs to."""
-    if any(module == operator or module.startswith(operator + ".") for operator in OPERATOR_MODULES):
-        return "operator"
     return module.split(".")[0]
 
 
@@ -56,7 +52,7 @@ def is_public_storage(module: str) -> bool:
 
 def allowed(importer: str, imported: str) -> bool:
     source, target = layer(importer), layer(imported)
-    if source in ("operator", BENCHMARKS):
+    if source in (OPERATOR, BENCHMARKS):
         return True
     if source == FOUNDATION:
         return target == FOUNDATION
@@ -97,8 +93,8 @@ def test_the_check_sees_every_package() -> None:
     [
         ("dashboard.overview", "from collector.geo import CountryLookup"),
         ("collector.app", "import dashboard.api"),
-        ("loadgen.runner", "from tally.local import stack"),
-        ("storage.queries", "from tally.cli import main"),
+        ("loadgen.runner", "from ops.local import stack"),
+        ("storage.queries", "from ops.cli import main"),
         ("stream_jobs.app", "from bench.report import run_bench"),
         ("tally.settings", "from storage.client import connect"),
         ("dashboard.api", "from storage.queries import _aggregate"),
@@ -114,9 +110,9 @@ def test_a_forbidden_import_is_reported(importer: str, source: str) -> None:
     [
         ("dashboard.overview", "from storage import queries"),
         ("collector.app", "from tally.event import PageViewEvent"),
-        ("tally.cli", "from loadgen.__main__ import main"),
-        ("tally.local.stack", "from loadgen.traffic import site_names"),
-        ("bench.report", "from tally.local import stack"),
+        ("ops.cli", "from loadgen.__main__ import main"),
+        ("ops.local.stack", "from loadgen.traffic import site_names"),
+        ("bench.report", "from ops.local import stack"),
         ("stream_jobs.app", "from stream_jobs import sessions"),
     ],
 )

@@ -11,11 +11,11 @@ from __future__ import annotations
 import xmlrpc.client
 from collections.abc import Callable
 
+from ops.local.supervisor import rpc, supervisor_running
 from storage.schema import apply_migrations
 from storage.tables import DERIVED_TABLES
 from stream_jobs.replay import ReplayError, ReplaySummary, expired_partitions, rebuild, swap
 from tally import heartbeat
-from tally.local.supervisor import rpc, supervisor_running
 from tally.settings import Settings
 
 __all__ = ["ReplayError", "run_replay"]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from supervisor.xmlrpc import SupervisorTransport
 
-from tally.local.components import Component, components
-from tally.local.ports import port_open
+from ops.local.components import Component, components
+from ops.local.ports import port_open
 from tally.private_files import make_private_dir
 from tally.settings import Settings
 

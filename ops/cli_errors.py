@@ -116,8 +116,8 @@ def describe(error: Exception, settings: Settings) -> str | None:
 
 def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
+    from ops.local.supervisor import StackError
     from storage.sites import InvalidDomain
-    from tally.local.supervisor import StackError
 
     failures: list[type[Exception]] = [InvalidDomain, StackError]
     if "stream_jobs.replay" in sys.modules:

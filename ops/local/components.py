@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from ops.local import kafka
+from ops.local.ports import port_open
 from tally import heartbeat
-from tally.local import kafka
-from tally.local.ports import port_open
 from tally.settings import Settings
 
 HealthCheck = Callable[[], bool]
@@ -72,7 +72,7 @@ def components(settings: Settings) -> list[Component]:
         ),
         Component(
             "clickhouse",
-            _python_module("storage.clickhouse_endpoint"),
+            _python_module("ops.clickhouse_endpoint"),
             priority=10,
             port=settings.clickhouse_port,
             healthy=lambda: http_ok(f"{settings.clickhouse_url}/ping"),

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from loadgen.__main__ import main as loadgen_command
-from tally.cli_errors import TallyGroup, UserError
+from ops.cli_errors import TallyGroup, UserError
 from tally.settings import Settings
 
 console = Console()
@@ -30,7 +30,7 @@ def main() -> None:
 @click.option("--demo", is_flag=True, help="Also run demo traffic against the collector.")
 def up(detach: bool, demo: bool) -> None:
     """Start every local component in order, wait until healthy, print the URLs."""
-    from tally.local import stack
+    from ops.local import stack
 
     settings = Settings()
     stack.up(settings, demo=demo, progress=lambda line: console.print(line, highlight=False))
@@ -53,7 +53,7 @@ def up(detach: bool, demo: bool) -> None:
 @main.command()
 def down() -> None:
     """Stop every component; keep the data."""
-    from tally.local import stack
+    from ops.local import stack
 
     stack.down(Settings())
     console.print("stopped")
@@ -63,7 +63,7 @@ def down() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
     """Health of each component; exits 1 if any is down."""
-    from tally.local import stack
+    from ops.local import stack
 
     statuses = stack.status(Settings())
     if as_json:
@@ -139,8 +139,8 @@ def sites_remove(domain: str) -> None:
 @click.option("--format", "output_format", type=click.Choice(["table", "csv", "json"]), default="table")
 def query(sql: str, output_format: str) -> None:
     """Read-only SQL on the raw archive (table `events`)."""
+    from ops.cli_output import print_result
     from storage import readonly_sql
-    from tally.cli_output import print_result
 
     try:
         result = readonly_sql.run(Settings(), sql)
@@ -198,7 +198,7 @@ def replay(force: bool) -> None:
     """Rebuild the derived tables from the log. Stops the stream jobs, recomputes every table
     into <table>_replay, swaps them in, and starts the stream jobs again; the dashboard keeps
     reading the old tables until the swap."""
-    from tally.local.replay import run_replay
+    from ops.local.replay import run_replay
 
     run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
 
@@ -221,4 +221,4 @@ def verify(no_repair: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(prog_name="tally")  # `python -m tally.cli` speaks as the `tally` it is
+    main(prog_name="tally")  # `python -m ops.cli` speaks as the `tally` it is

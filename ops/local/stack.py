@@ -7,10 +7,10 @@ import sys
 import time
 from collections.abc import Callable
 
+from ops.local import kafka, supervisor
+from ops.local.components import Component, components
+from ops.local.supervisor import ComponentStatus, StackError
 from storage.schema import apply_migrations
-from tally.local import kafka, supervisor
-from tally.local.components import Component, components
-from tally.local.supervisor import ComponentStatus, StackError
 from tally.private_files import PRIVATE_UMASK
 from tally.settings import Settings
 from tally.topics import ensure_topics_sync
