@@ -1,6 +1,6 @@
 """The one way components reach the analytics store: clickhouse-connect at TALLY_CLICKHOUSE_URL.
 
-Locally that URL is the chDB-backed endpoint (ops/clickhouse_endpoint.py); in production
+Locally that URL is the chDB-backed endpoint (ops/clickhouse_endpoint/); in production
 it is clickhouse-server. Nothing else in Tally knows the difference.
 """
 

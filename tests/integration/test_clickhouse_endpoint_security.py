@@ -15,7 +15,7 @@ import httpx
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from ops.clickhouse_endpoint import MAX_BODY_BYTES
+from ops.clickhouse_endpoint.http import MAX_BODY_BYTES
 from tests.fixtures.clickhouse import Endpoint, running_endpoint
 from tests.fixtures.ports import free_port
 
