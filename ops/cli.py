@@ -69,7 +69,7 @@ def status(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([s.__dict__ for s in statuses], indent=2))
     else:
-        table = Table("component", "state", "healthy", "pid", "port")
+        table = Table("component", "state", "healthy", "pid", "port", "detail")
         for s in statuses:
             table.add_row(
                 s.name,
@@ -77,6 +77,7 @@ def status(as_json: bool) -> None:
                 "yes" if s.healthy else "[red]no[/red]",
                 str(s.pid or "-"),
                 str(s.port or "-"),
+                s.detail,
             )
         console.print(table)
     sys.exit(0 if all(s.healthy for s in statuses) else 1)

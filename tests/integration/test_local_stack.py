@@ -110,6 +110,16 @@ def test_status_reports_every_component_healthy(stack: dict[str, str]) -> None:
     assert result.returncode == 0
 
 
+def test_status_shows_the_archives_audit_against_the_log(stack: dict[str, str]) -> None:
+    def archiver_row() -> str:
+        # Wide enough that rich keeps each row on one line.
+        table = tally(stack | {"COLUMNS": "250"}, "status").stdout
+        return next(line for line in table.splitlines() if "archiver" in line)
+
+    eventually(lambda: "archive audits" in archiver_row(), "the archiver's first audit in tally status")
+    assert "holes found 0 (0 offsets)" in archiver_row()
+
+
 def test_query_refuses_writes(stack: dict[str, str]) -> None:
     result = tally(stack, "query", "INSERT INTO events (site) VALUES ('x')")
     assert result.returncode == 2
@@ -162,7 +172,7 @@ def test_the_stacks_clickhouse_takes_only_its_generated_password(stack: dict[str
     statuses = json.loads(tally(stack, "status", "--json").stdout)
     processes = [psutil.Process(s["pid"]) for s in statuses if s["pid"]]
     processes += [child for process in processes for child in process.children(recursive=True)]
-    command_lines = [" ".join(process.cmdline()) for process in processes]
+    command_lines = [line for process in processes if (line := _command_line(process))]
 
     anonymous = httpx.post(url, content="SELECT 1")
     with_password = httpx.post(url, content="SELECT 1", auth=("default", password))
@@ -171,6 +181,15 @@ def test_the_stacks_clickhouse_takes_only_its_generated_password(stack: dict[str
     # Children get it from $TALLY_HOME, never on a command line (visible to every local user).
     assert [line for line in command_lines if password in line] == []
     assert password not in (Path(stack["TALLY_HOME"]) / "supervisord.conf").read_text()
+
+
+def _command_line(process: psutil.Process) -> str:
+    """The process's command line; empty for one that ended meanwhile (Spark's short-lived
+    Python workers come and go)."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return ""
 
 
 def test_down_leaves_no_process_or_port_behind(stack: dict[str, str]) -> None:
