@@ -8,23 +8,17 @@ anything by hand."""
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 
 import psutil
 import pytest
 
-from loadgen.__main__ import LoadPlan, run_plan
-from loadgen.ground_truth import GroundTruth
-from loadgen.runner import RunSummary
-from loadgen.traffic import TrafficMix
 from ops.local import supervisor
 from storage.client import connect
 from tally.settings import Settings
+from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault
@@ -34,21 +28,12 @@ RATE = 40
 DURATION_S = 150
 
 
-def component_pid(stack: LocalStack, name: str) -> int | None:
-    statuses = {s["name"]: s for s in json.loads(stack.tally("status", "--json").stdout)}
-    return statuses[name]["pid"]
-
-
 def sigkill_tree(pid: int) -> None:
     """A crash: the process and its children (Spark's JVM) die at once, no cleanup."""
     process = psutil.Process(pid)
     for victim in [*process.children(recursive=True), process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             victim.send_signal(signal.SIGKILL)
-
-
-def healthy(stack: LocalStack) -> bool:
-    return stack.tally("status").returncode == 0
 
 
 def kill_and_wait_for_recovery(stack: LocalStack, name: str) -> None:
@@ -65,18 +50,6 @@ def clickhouse_away(stack: LocalStack, seconds: float) -> None:
     time.sleep(seconds)
     rpc.supervisor.startProcess("clickhouse", True)
     eventually(lambda: healthy(stack), "every component healthy after ClickHouse came back", 240)
-
-
-def archived(settings: Settings) -> tuple[int, int]:
-    count, unique = (
-        connect(settings)
-        .query(
-            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
-            parameters={"site": SITE},
-        )
-        .result_rows[0]
-    )
-    return int(count), int(unique)
 
 
 def archived_by_path(settings: Settings) -> Counter[str]:
@@ -139,41 +112,22 @@ def test_accepted_events_survive_a_crash_of_each_component(local_stack: LocalSta
     stack, settings = local_stack, local_stack.settings
     assert stack.tally("sites", "add", SITE).returncode == 0
     time.sleep(3)
-    results: list[tuple[RunSummary, GroundTruth]] = []
-    plan = LoadPlan(
-        f"http://127.0.0.1:{settings.collector_port}",
-        RATE,
-        DURATION_S,
-        [SITE],
-        0,
-        TrafficMix(bot_fraction=0.0),
-        0,
-        11,
-        settings.resolved_ingest_key(),
-    )
-    traffic = threading.Thread(target=lambda: results.append(run_plan(plan)))
-    traffic.start()
-
-    faults: list[tuple[float, Callable[[], None]]] = [
+    traffic = Traffic.start(stack, SITE, RATE, DURATION_S, seed=11)
+    faults: list[Fault] = [
         (10, lambda: kill_and_wait_for_recovery(stack, "collector")),
         (30, lambda: kill_and_wait_for_recovery(stack, "archiver")),
         (50, lambda: kill_and_wait_for_recovery(stack, "spark")),
         (75, lambda: kill_and_wait_for_recovery(stack, "kafka")),
         (100, lambda: clickhouse_away(stack, 30)),
     ]
-    started = time.monotonic()
-    for at_s, fault in faults:
-        time.sleep(max(0.0, started + at_s - time.monotonic()))
-        fault()
-    traffic.join()
-
-    summary, truth = results[0]
+    inject(faults)
+    summary, truth = traffic.finish()
     accepted = len(truth.counted())
     # The faults were survived, not the traffic stopped.
     assert accepted > RATE * DURATION_S * 0.5, summary.statuses
-    eventually(lambda: archived(settings)[0] >= accepted, "every accepted event archived", 240)
+    eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
     time.sleep(3)
-    count, unique = archived(settings)
+    count, unique = archived(settings, SITE)
     # Exactly once: no event twice. Every 202 is there (per path, none missing). Events the
     # log took while the client was told 503 or timed out may be there too (DESIGN allows a
     # 503 for a written event, never a 202 for an unwritten one), but nothing never sent.

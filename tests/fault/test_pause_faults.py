@@ -11,18 +11,12 @@ from __future__ import annotations
 import contextlib
 import re
 import signal
-import threading
 import time
-from collections.abc import Callable
 
 import psutil
 import pytest
 
-from loadgen.__main__ import LoadPlan, run_plan
-from loadgen.ground_truth import GroundTruth
-from loadgen.runner import RunSummary
-from loadgen.traffic import TrafficMix
-from tests.fault.test_fault_injection import component_pid, healthy
+from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault
@@ -47,14 +41,6 @@ def pause_and_thaw(stack: LocalStack, name: str, seconds: float) -> None:
     eventually(lambda: healthy(stack), f"every component healthy after {name} thawed", 240)
 
 
-def archived(stack: LocalStack) -> tuple[int, int]:
-    result = stack.tally(
-        "query", f"SELECT count(), uniqExact(event_id) FROM events WHERE site = '{SITE}'", "--format", "csv"
-    )
-    count, unique = result.stdout.strip().splitlines()[-1].split(",")
-    return int(count), int(unique)
-
-
 def verify_clean(stack: LocalStack) -> str:
     """`tally verify`'s report once it finds nothing wrong (empty while it still does)."""
     result = stack.tally("verify")
@@ -65,43 +51,23 @@ def test_accepted_events_survive_a_pause_of_each_component(local_stack: LocalSta
     stack, settings = local_stack, local_stack.settings
     assert stack.tally("sites", "add", SITE).returncode == 0
     time.sleep(3)
-    results: list[tuple[RunSummary, GroundTruth]] = []
-    plan = LoadPlan(
-        f"http://127.0.0.1:{settings.collector_port}",
-        RATE,
-        DURATION_S,
-        [SITE],
-        0,
-        TrafficMix(bot_fraction=0.0),
-        0,
-        12,
-        settings.resolved_ingest_key(),
-    )
-    traffic = threading.Thread(target=lambda: results.append(run_plan(plan)), daemon=True)
-    traffic.start()
-
+    traffic = Traffic.start(stack, SITE, RATE, DURATION_S, seed=12)
     # Each longer than what notices it: the archiver's consumer session (10 s), the
     # collector's send timeout (10 s), Spark's and the clients' request timeouts.
-    faults: list[tuple[float, Callable[[], None]]] = [
+    faults: list[Fault] = [
         (10, lambda: pause_and_thaw(stack, "archiver", 15)),
         (30, lambda: pause_and_thaw(stack, "spark", 20)),
         (55, lambda: pause_and_thaw(stack, "kafka", 15)),
         (80, lambda: pause_and_thaw(stack, "clickhouse", 15)),
         (100, lambda: pause_and_thaw(stack, "collector", 12)),
     ]
-    started = time.monotonic()
-    for at_s, fault in faults:
-        time.sleep(max(0.0, started + at_s - time.monotonic()))
-        fault()
-    traffic.join(DURATION_S + 120)
-    assert not traffic.is_alive(), "the load generator did not finish"
-
-    summary, truth = results[0]
+    inject(faults)
+    summary, truth = traffic.finish()
     accepted = len(truth.counted())
     assert accepted > RATE * DURATION_S * 0.5, summary.statuses
-    eventually(lambda: archived(stack)[0] >= accepted, "every accepted event archived", 240)
+    eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
     time.sleep(3)
-    count, unique = archived(stack)
+    count, unique = archived(settings, SITE)
     assert count == unique  # nothing twice
     assert accepted <= count <= summary.sent
     # No hole in the archive, nothing twice, and agg equals raw on every day of every site.

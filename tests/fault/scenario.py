@@ -1,0 +1,82 @@
+"""What both fault tests do around their faults: traffic with ground truth on one site, faults
+at fixed times into the run, and the archive's count of the site's events."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from loadgen.__main__ import LoadPlan, run_plan
+from loadgen.ground_truth import GroundTruth
+from loadgen.runner import RunSummary
+from loadgen.traffic import TrafficMix
+from storage.client import connect
+from tally.settings import Settings
+from tests.fixtures.local_stack import LocalStack
+
+#: How long after its planned end the traffic may still be answering (slow 503s, retries).
+TRAFFIC_GRACE_S = 120
+
+Fault = tuple[float, Callable[[], None]]
+
+
+def component_pid(stack: LocalStack, name: str) -> int | None:
+    statuses = {s["name"]: s for s in json.loads(stack.tally("status", "--json").stdout)}
+    return statuses[name]["pid"]
+
+
+def healthy(stack: LocalStack) -> bool:
+    return stack.tally("status").returncode == 0
+
+
+def archived(settings: Settings, site: str) -> tuple[int, int]:
+    """The site's events in the archive: (rows, distinct event ids)."""
+    count, unique = (
+        connect(settings)
+        .query(
+            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
+            parameters={"site": site},
+        )
+        .result_rows[0]
+    )
+    return int(count), int(unique)
+
+
+@dataclass
+class Traffic:
+    """Page views sent to the stack's collector in a thread, with their ground truth."""
+
+    plan: LoadPlan
+    results: list[tuple[RunSummary, GroundTruth]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=lambda: self.results.append(run_plan(self.plan)), daemon=True)
+
+    @classmethod
+    def start(cls, stack: LocalStack, site: str, rate: float, duration_s: float, seed: int) -> Traffic:
+        settings = stack.settings
+        collector = f"http://127.0.0.1:{settings.collector_port}"
+        no_bots = TrafficMix(bot_fraction=0.0)
+        plan = LoadPlan(
+            collector, rate, duration_s, [site], 0, no_bots, 0, seed, settings.resolved_ingest_key()
+        )
+        traffic = cls(plan)
+        traffic._thread.start()
+        return traffic
+
+    def finish(self) -> tuple[RunSummary, GroundTruth]:
+        """Wait for the run's end; a sender that hangs fails the test instead of the suite."""
+        self._thread.join(self.plan.duration_s + TRAFFIC_GRACE_S)
+        assert not self._thread.is_alive(), "the load generator did not finish"
+        return self.results[0]
+
+
+def inject(faults: list[Fault]) -> None:
+    """Each fault at its time (seconds from now), in order."""
+    started = time.monotonic()
+    for at_s, fault in faults:
+        time.sleep(max(0.0, started + at_s - time.monotonic()))
+        fault()
