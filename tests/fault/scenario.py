@@ -32,6 +32,12 @@ def healthy(stack: LocalStack) -> bool:
     return stack.tally("status").returncode == 0
 
 
+def verify_clean(stack: LocalStack) -> str:
+    """`tally verify`'s report once it finds nothing wrong (empty while it still does)."""
+    result = stack.tally("verify")
+    return result.stdout if result.returncode == 0 else ""
+
+
 def archived(settings: Settings, site: str) -> tuple[int, int]:
     """The site's events in the archive: (rows, distinct event ids)."""
     count, unique = (

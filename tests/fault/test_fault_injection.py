@@ -18,7 +18,7 @@ import pytest
 from ops.local import supervisor
 from storage.client import connect
 from tally.settings import Settings
-from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject
+from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject, verify_clean
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault
@@ -147,3 +147,6 @@ def test_accepted_events_survive_a_crash_of_each_component(local_stack: LocalSta
     assert all(live.values()), live
     assert derived_rows(settings) == live
     eventually(lambda: healthy(stack), "the stream jobs running again after the replay", 180)
+    # The archive has no hole after the crashes, and every day's agg equals raw.
+    verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
+    assert " 0 differ" in str(verified), verified

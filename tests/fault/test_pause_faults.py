@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject
+from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject, verify_clean
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault
@@ -39,12 +39,6 @@ def pause_and_thaw(stack: LocalStack, name: str, seconds: float) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             frozen.send_signal(signal.SIGCONT)
     eventually(lambda: healthy(stack), f"every component healthy after {name} thawed", 240)
-
-
-def verify_clean(stack: LocalStack) -> str:
-    """`tally verify`'s report once it finds nothing wrong (empty while it still does)."""
-    result = stack.tally("verify")
-    return result.stdout if result.returncode == 0 else ""
 
 
 def test_accepted_events_survive_a_pause_of_each_component(local_stack: LocalStack) -> None:
