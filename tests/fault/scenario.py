@@ -1,5 +1,5 @@
 """What both fault tests do around their faults: traffic with ground truth on one site, faults
-at fixed times into the run, and the archive's count of the site's events."""
+at fixed times into the run, and `tally verify` once it is clean."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from loadgen.__main__ import LoadPlan, run_plan
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
 from loadgen.traffic import TrafficMix
-from storage.client import connect
-from tally.settings import Settings
 from tests.fixtures.local_stack import LocalStack
 
 #: How long after its planned end the traffic may still be answering (slow 503s, retries).
@@ -36,19 +34,6 @@ def verify_clean(stack: LocalStack) -> str:
     """`tally verify`'s report once it finds nothing wrong (empty while it still does)."""
     result = stack.tally("verify")
     return result.stdout if result.returncode == 0 else ""
-
-
-def archived(settings: Settings, site: str) -> tuple[int, int]:
-    """The site's events in the archive: (rows, distinct event ids)."""
-    count, unique = (
-        connect(settings)
-        .query(
-            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
-            parameters={"site": site},
-        )
-        .result_rows[0]
-    )
-    return int(count), int(unique)
 
 
 @dataclass

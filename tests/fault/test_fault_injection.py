@@ -18,7 +18,8 @@ import pytest
 from ops.local import supervisor
 from storage.client import connect
 from tally.settings import Settings
-from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject, verify_clean
+from tests.fault.scenario import Fault, Traffic, component_pid, healthy, inject, verify_clean
+from tests.fixtures.archive import archived
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault

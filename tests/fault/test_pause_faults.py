@@ -16,7 +16,8 @@ import time
 import psutil
 import pytest
 
-from tests.fault.scenario import Fault, Traffic, archived, component_pid, healthy, inject, verify_clean
+from tests.fault.scenario import Fault, Traffic, component_pid, healthy, inject, verify_clean
+from tests.fixtures.archive import archived
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault

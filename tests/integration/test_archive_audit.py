@@ -16,8 +16,9 @@ from storage.archive_audit import PartitionAudit, verify
 from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.archive import archived
 from tests.fixtures.events import make_events
-from tests.integration.test_archiver import archive_until, archived, produce
+from tests.integration.test_archiver import archive_until, produce
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from storage.archiver import EVENT_COLUMNS, GROUP_ID, Archiver
 from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.archive import archived
 from tests.fixtures.events import make_events
 
 pytestmark = pytest.mark.integration
@@ -28,18 +29,6 @@ async def produce(settings: Settings, values: list[tuple[bytes, bytes]]) -> None
         await asyncio.gather(*[await producer.send(settings.pageviews_topic, v, key=k) for k, v in values])
     finally:
         await producer.stop()
-
-
-def archived(settings: Settings, site: str) -> tuple[int, int]:
-    row = (
-        connect(settings)
-        .query(
-            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
-            parameters={"site": site},
-        )
-        .result_rows[0]
-    )
-    return int(row[0]), int(row[1])
 
 
 async def archive_until(settings: Settings, site: str, expected: int, timeout_s: float = 240) -> Archiver:

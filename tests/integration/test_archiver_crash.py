@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from storage.client import connect
 from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.archive import archived
 from tests.fixtures.events import make_events
 from tests.fixtures.kafka import stop_process
 from tests.integration.test_archiver import produce
@@ -24,18 +24,6 @@ pytestmark = pytest.mark.integration
 
 SITE = "sigkill.example.com"
 EVENTS = 60_000
-
-
-def archived(settings: Settings) -> tuple[int, int]:
-    count, unique = (
-        connect(settings)
-        .query(
-            "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
-            parameters={"site": SITE},
-        )
-        .result_rows[0]
-    )
-    return int(count), int(unique)
 
 
 @contextmanager
@@ -66,14 +54,14 @@ def test_sigkill_mid_stream_then_restart_archives_each_event_exactly_once(settin
 
     with archiver_process(settings) as first:
         # Kill as soon as part of the stream is in: some batches done, more in flight.
-        wait_until(lambda: archived(settings)[0] > 0, timeout_s=120)
+        wait_until(lambda: archived(settings, SITE)[0] > 0, timeout_s=120)
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-    partial = archived(settings)[0]
+    partial = archived(settings, SITE)[0]
 
     with archiver_process(settings):
-        wait_until(lambda: archived(settings)[0] >= EVENTS, timeout_s=180)
+        wait_until(lambda: archived(settings, SITE)[0] >= EVENTS, timeout_s=180)
         time.sleep(3)  # a duplicate, if any, would land now
 
     assert 0 < partial < EVENTS, "the kill must land mid-stream for this test to mean anything"
-    assert archived(settings) == (EVENTS, EVENTS)
+    assert archived(settings, SITE) == (EVENTS, EVENTS)

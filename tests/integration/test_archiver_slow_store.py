@@ -14,9 +14,10 @@ import pytest
 
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.archive import archived
 from tests.fixtures.events import make_events
 from tests.fixtures.store_proxy import StoreProxy, store_proxy
-from tests.integration.test_archiver import archived, produce
+from tests.integration.test_archiver import produce
 from tests.integration.test_archiver_crash import archiver_process, wait_until
 from tests.integration.test_archiver_pause import audit, caught_up
 
