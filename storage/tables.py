@@ -12,9 +12,12 @@ SITES = "sites"
 SALTS = "salts"
 SCHEMA_MIGRATIONS = "schema_migrations"
 
-PAGEVIEWS_PER_MINUTE = "pageviews_per_minute"
-PAGEVIEWS_BY_DIMENSION = "pageviews_by_dimension"
-SESSIONS = "sessions"
+# Rollups per (site, dimension, bucket, value) at three resolutions (migration 0020).
+ROLLUP_MINUTE = "rollup_minute"
+ROLLUP_HOUR = "rollup_hour"
+ROLLUP_DAY = "rollup_day"
+ROLLUPS = (ROLLUP_MINUTE, ROLLUP_HOUR, ROLLUP_DAY)
+SESSIONS = "sessions"  # every session, open or closed, newest version per key
 RATE_LIMIT_COUNTERS = "rate_limit_counters"
 RATE_LIMIT_BLOCKS = "rate_limit_blocks"
 LATE_EVENTS = "late_events"
@@ -23,8 +26,7 @@ STREAM_BATCHES = "stream_batches"  # a log of the stream jobs' runs, not derived
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (
-    PAGEVIEWS_PER_MINUTE,
-    PAGEVIEWS_BY_DIMENSION,
+    *ROLLUPS,
     SESSIONS,
     RATE_LIMIT_COUNTERS,
     RATE_LIMIT_BLOCKS,
