@@ -23,7 +23,10 @@ test: install
 bench: install wrk
 	$(BIN)/tally bench
 
-install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved browser
+# The stream jobs' JVM code (the per-visitor stateful operator), compiled against pyspark's jars.
+SPARK_APP_JAR := .deps/spark-app/tally-stream-jobs.jar
+
+install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser
 
 # Browser tests drive Debian's Chromium (never a browser downloaded by a test tool).
 browser:
@@ -51,6 +54,10 @@ java:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; } \
 	  || { echo "error: could not install Java 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	@$(JAVA_17) || { echo "error: Java 17+ is installed but \`java\` on PATH is older: update-alternatives --config java"; exit 1; }
+	@command -v javac >/dev/null || { \
+	  echo "installing Debian's openjdk-17-jdk-headless (javac compiles the stream jobs' JVM code)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; } \
+	  || { echo "error: could not install javac (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 
 maven:
 	@command -v mvn >/dev/null || { \
@@ -75,6 +82,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 		-DincludeArtifactIds=$(SPARK_KAFKA_JARS) \
 		|| { echo "error: could not resolve Spark's Kafka connector jars from Maven Central"; exit 1; }
 	touch $@
+
+$(SPARK_APP_JAR): $(wildcard stream_jobs/jvm/src/tally/stream/*.java) stream_jobs/jvm/build $(VENV)/.installed | tools
+	stream_jobs/jvm/build $(BIN)/python $@ \
+		|| { echo "error: could not compile the stream jobs' JVM code (needs javac, from a JDK 17)"; exit 1; }
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,16 +1,17 @@
 """The Spark application: every streaming query of Tally in one driver.
 
-Queries (one module each, each with its own Kafka reader, checkpoint and watermark):
-pageview_counts (per-minute page views/visitors, in total and per dimension), sessions
-(session_window, closed sessions), rate_limits (per-client minute panes, windows over the
-limit, the blocklist topic). Their sinks also record late events and publish watermarks
-(clickhouse_sink.py, late_events.py); `tally replay` rebuilds them all (replay.py).
+One query, `activity` (activity.py): one Kafka read and one parse per trigger, one stateful
+operator per visitor (stream_jobs/jvm/VisitorActivity.java), and one sink that writes every
+derived table — the minute/hour/day rollups, sessions (open and closed), late events, the
+rate-limit panes — then enforces the rate limits (rate_limits.py) and publishes the watermark
+(clickhouse_sink.py). `tally replay` rebuilds it all (replay.py).
 
 `python -m stream_jobs.app` (local, `tally up`), or on a cluster
-`spark-submit --jars <.deps/spark/*.jar, comma-separated> stream_jobs/app.py` with
-TALLY_SPARK_MASTER=spark://… (spark.jars set in the session only reaches a JVM this process
-launches itself). The queries run no Python on executors (no UDFs; the sinks run on the
-driver; the blocklist goes through Spark's Kafka writer). On a cluster TALLY_HOME must be
+`spark-submit --jars <.deps/spark/*.jar and .deps/spark-app/*.jar, comma-separated>
+stream_jobs/app.py` with TALLY_SPARK_MASTER=spark://… (spark.jars set in the session only
+reaches a JVM this process launches itself). The query runs no Python on executors (no UDFs;
+the stateful operator is JVM code; the sink runs on the driver; the blocklist goes through
+Spark's Kafka writer). On a cluster TALLY_HOME must be
 storage that survives the driver and that the driver can read as a local path: the
 checkpoints live under it and the sinks read each batch's offsets and watermark there.
 
@@ -40,7 +41,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from storage.schema import apply_migrations
-from stream_jobs import pageview_counts, rate_limits, sessions
+from stream_jobs import activity
 from stream_jobs.context import StreamContext
 from stream_jobs.schema import parse_pageviews
 from stream_jobs.session import build_spark_session
@@ -64,9 +65,7 @@ class Query:
 
 # Every streaming query of Tally, by name: one module each.
 QUERIES: dict[str, Query] = {
-    "pageview_counts": Query(pageview_counts.start_pageview_counts, pageview_counts.EVENT_FIELDS),
-    "sessions": Query(sessions.start_sessions, sessions.EVENT_FIELDS),
-    "rate_limits": Query(rate_limits.start_rate_limits, rate_limits.EVENT_FIELDS),
+    activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS),
 }
 
 

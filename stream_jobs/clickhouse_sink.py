@@ -3,11 +3,14 @@
 Idempotent per (query name, batch_id). Spark's Kafka source and checkpoint make a batch
 deterministic: after a crash between "batch written" and "batch committed", the restarted
 query runs the same batch_id again over the same offsets from the same state, so it
-produces the same rows. Every row carries `batch_id`, and the tables are
-ReplacingMergeTree(batch_id) keyed by the aggregate's key (e.g. site, window_start,
-visitor_id): a re-delivered batch only adds copies that collapse into one, and an update
-from a later batch supersedes the earlier value of the same key. Readers use FINAL (or
-argMax(…, batch_id)) so they never see the not-yet-merged copies.
+produces the same rows. Two kinds of table take them:
+* versioned (ReplacingMergeTree(batch_id), e.g. sessions): every row carries `batch_id`; a
+  re-delivered batch only adds copies that collapse into one, and a later batch's row
+  supersedes the earlier value of the same key;
+* deltas (SummingMergeTree, the rollups): each insert carries a deduplication token (the
+  checkpoint's query id, the table, the batch), and the table keeps the tokens of its last
+  inserts (non_replicated_deduplication_window): a re-delivered batch's insert is dropped.
+Every insert carries the token; the Arrow format needs no DESCRIBE TABLE round trip.
 
 After the rows, a batch may run further steps (record its late events, publish blocks), each
 idempotent in the same way; then the query's watermark is published (`stream_watermarks`:
@@ -21,6 +24,7 @@ checkpoint must write fresh tables (replay writes `<table>_replay`, then swaps t
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -49,11 +53,13 @@ RowFilter = Callable[[pa.Table], pa.Table]
 
 @dataclass(frozen=True)
 class TableOutput:
-    """Rows of the batch that go to one table: `select` picks them, `columns` are written."""
+    """Rows of the batch that go to one table: `select` picks them, `columns` are written,
+    with the batch_id column unless the table takes deltas (`versioned=False`)."""
 
     table: str
     columns: tuple[str, ...]
     select: RowFilter | None = None
+    versioned: bool = True
 
     def rows(self, batch_rows: pa.Table) -> pa.Table:
         rows = self.select(batch_rows) if self.select else batch_rows
@@ -90,24 +96,30 @@ class ClickHouseSink:
         outputs: Sequence[TableOutput],
         steps: Sequence[BatchStep] = (),
         connect: Callable[[Settings], Client] = connect,
+        collect: Callable[[DataFrame], pa.Table] = DataFrame.toArrow,
     ) -> None:
         self.context = context
         self.query_name = query_name
         self.outputs = tuple(outputs)
         self.steps = tuple(steps)
         self._connect = connect
+        self._collect = collect
         self._client: Client | None = None
+        self._checkpoint_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # Batches are aggregates bounded by maxOffsetsPerTrigger and the key space, so the
         # driver can hold one; Arrow keeps it columnar all the way into ClickHouse.
         started = time.monotonic()
-        rows = batch.toArrow()
+        rows = self._collect(batch)
         collected = time.monotonic()
         client = self.client()
         written = 0
         for output in self.outputs:
-            written += insert_rows(client, self.context.table(output.table), output.rows(rows), batch_id)
+            token = f"{self.checkpoint_id()}:{output.table}:{batch_id}"
+            table = self.context.table(output.table)
+            version = batch_id if output.versioned else None
+            written += insert_rows(client, table, output.rows(rows), version, token)
         micro_batch = MicroBatch(
             query_name=self.query_name,
             batch_id=batch_id,
@@ -123,10 +135,15 @@ class ClickHouseSink:
         stepped = time.monotonic()
         publish_watermark(micro_batch)
         # Last: an entry here means everything of the batch above is in the store.
-        client.insert(
+        client.insert_arrow(
             BATCH_LOG_TABLE,
-            [[self.context.query_name(self.query_name), batch_id, written]],
-            column_names=["query_name", "batch_id", "rows"],
+            pa.table(
+                {
+                    "query_name": [self.context.query_name(self.query_name)],
+                    "batch_id": pa.array([batch_id], pa.uint64()),
+                    "rows": pa.array([written], pa.uint64()),
+                }
+            ),
         )
         log.debug(
             "%s: batch %d: %d rows, computed+collected %.2f s, inserted %.2f s, steps %.2f s",
@@ -144,24 +161,42 @@ class ClickHouseSink:
             self._client = self._connect(self.context.settings)
         return self._client
 
+    def checkpoint_id(self) -> str:
+        """The query's id, kept in its checkpoint: a fresh checkpoint (a replay) gets a new
+        one, so its batch ids, which start again at 0, never collide with older tokens."""
+        if self._checkpoint_id is None:
+            metadata = self.context.checkpoint(self.query_name) / "metadata"
+            self._checkpoint_id = json.loads(metadata.read_text())["id"]
+        return self._checkpoint_id
+
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
 
 
-def insert_rows(client: Client, table: str, rows: pa.Table, batch_id: int) -> int:
-    """Insert `rows` with their version column; returns the number of rows."""
+def insert_rows(
+    client: Client, table: str, rows: pa.Table, batch_id: int | None, token: str | None = None
+) -> int:
+    """Insert `rows` (with the version column `batch_id` unless None), deduplicated by
+    `token` where the table keeps tokens; returns the number of rows."""
     if rows.num_rows == 0:
         return 0
-    versioned = rows.append_column(VERSION_COLUMN, pa.array([batch_id] * rows.num_rows, pa.uint64()))
-    client.insert_arrow(table, versioned)
+    if batch_id is not None:
+        rows = rows.append_column(VERSION_COLUMN, pa.array([batch_id] * rows.num_rows, pa.uint64()))
+    settings = {"insert_deduplication_token": token} if token else None
+    client.insert_arrow(table, rows, settings=settings)
     return rows.num_rows
 
 
 def publish_watermark(batch: MicroBatch) -> None:
     """Record the watermark after this batch: windows ending at or before it are closed."""
     watermark = datetime.fromtimestamp(batch.progress.watermark_ms / 1000, tz=UTC)
-    batch.client.insert(
+    batch.client.insert_arrow(
         batch.context.table(WATERMARK_TABLE),
-        [[batch.query_name, watermark, batch.batch_id]],
-        column_names=["query_name", "watermark", VERSION_COLUMN],
+        pa.table(
+            {
+                "query_name": [batch.query_name],
+                "watermark": pa.array([watermark], pa.timestamp("ms", tz="UTC")),
+                VERSION_COLUMN: pa.array([batch.batch_id], pa.uint64()),
+            }
+        ),
     )

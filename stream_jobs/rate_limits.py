@@ -6,10 +6,11 @@ the limit, and lifted once the watermark passes that end (then no event Spark st
 can raise a window that has ended, and no later window is over the limit, or `until` would be
 later).
 
-How, exactly and cheaply: Spark counts page views per (ip_hash, minute) — "panes", tumbling
-1-minute windows with the event-time watermark, update mode → `rate_limit_counters`. A
+How, exactly and cheaply: the activity query (activity.py, the one read of the log) counts
+each trigger's page views per (ip_hash, minute) — "panes" — and writes them as deltas to
+`rate_limit_counters` (SummingMergeTree: a pane's count is the sum of its rows). A
 sliding window starting on a minute is the union of its 60 panes, so its count is the sum of
-their counts: after writing a batch's panes, the sink sums, in ClickHouse, the windows that
+their counts: after writing a batch's panes, this step sums, in ClickHouse, the windows that
 contain a pane of this batch for the clients in it, and records those over the limit in
 `rate_limit_blocks`. Measured first with Spark's own sliding `window(ts, 1 h, 1 min)`: each
 page view lands in 60 windows, so 60 state rows per active client and up to 60 output rows per
@@ -28,8 +29,8 @@ same messages again: on a compacted topic read as "latest value per key" that ch
 A replay publishes the history again the same way; blocks whose `until` has passed mean
 nothing to the collector, and the last message per client is the live one.
 
-Panes behind the watermark are dropped like any late window; they are not recorded in
-`late_events` (the raw archive has them; the panel is about the present).
+Page views at or behind the watermark are late: counted in `late_events`, in no pane
+(the raw archive has them; the panel is about the present).
 """
 
 from __future__ import annotations
@@ -39,37 +40,23 @@ from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
 from storage import tables
-from stream_jobs.clickhouse_sink import ClickHouseSink, MicroBatch, TableOutput, insert_rows
-from stream_jobs.context import StreamContext
-from stream_jobs.pageview_counts import page_views
+from stream_jobs.clickhouse_sink import MicroBatch, insert_rows
+from tally.settings import Settings
 
 QUERY_NAME = "rate_limits"
 TABLE = tables.RATE_LIMIT_COUNTERS
 BLOCKS_TABLE = tables.RATE_LIMIT_BLOCKS
 PANE_S = 60
 COLUMNS = ("ip_hash", "window_start", "window_end", "pageviews")
-EVENT_FIELDS = ("name", "ts", "ip_hash")
 
 BlocklistMessage = tuple[str, str | None]  # key (ip_hash), value (JSON, None = tombstone)
 
 
-def rate_panes(events: DataFrame, watermark_s: int) -> DataFrame:
-    """Parsed PageViewEvents → page views per (ip_hash, minute of event time)."""
-    return (
-        page_views(events)
-        .withWatermark("ts", f"{watermark_s} seconds")
-        .groupBy("ip_hash", F.window("ts", f"{PANE_S} seconds").alias("window"))
-        .agg(F.count(F.lit(1)).alias("pageviews"))
-        .select(
-            "ip_hash",
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "pageviews",
-        )
-    )
+def check_window(settings: Settings) -> None:
+    if settings.rate_window_s % PANE_S:
+        raise ValueError(f"TALLY_RATE_WINDOW_S must be whole minutes, not {settings.rate_window_s}")
 
 
 # The tables' names are ours (live or _replay), filled in with str.format; values travel as
@@ -78,7 +65,7 @@ def rate_panes(events: DataFrame, watermark_s: int) -> DataFrame:
 _WINDOWS_OVER_LIMIT = """
 SELECT panes.ip_hash AS ip_hash, window_start, window_start + {{window_s:UInt32}} AS window_end,
        sum(panes.pageviews) AS total
-FROM {panes} AS panes FINAL
+FROM {panes} AS panes
 INNER JOIN
 (
     SELECT ip_hash, min(window_start) AS first_pane, max(window_start) AS last_pane
@@ -186,13 +173,3 @@ def messages_frame(spark: SparkSession, messages: list[BlocklistMessage]) -> Dat
     return spark.range(0, len(messages), 1, numPartitions=1).select(
         F.element_at(keys, position).alias("key"), F.element_at(values, position).alias("value")
     )
-
-
-def start_rate_limits(events: DataFrame, context: StreamContext) -> StreamingQuery:
-    settings = context.settings
-    if settings.rate_window_s % PANE_S:
-        raise ValueError(f"TALLY_RATE_WINDOW_S must be whole minutes, not {settings.rate_window_s}")
-    outputs = [TableOutput(TABLE, COLUMNS)]
-    sink = ClickHouseSink(context, QUERY_NAME, outputs=outputs, steps=[enforce_rate_limit])
-    frame = rate_panes(events, settings.watermark_s)
-    return context.start(frame.writeStream.outputMode("update").foreachBatch(sink), QUERY_NAME)

@@ -40,6 +40,7 @@ from pyspark.sql import SparkSession
 
 from storage.client import connect
 from storage.tables import DERIVED_TABLES
+from stream_jobs import activity
 from stream_jobs.app import QUERIES, start_queries
 from stream_jobs.context import StreamContext
 from tally.settings import Settings
@@ -54,7 +55,7 @@ class ReplayError(RuntimeError):
 @dataclass(frozen=True)
 class ReplaySummary:
     batches: dict[str, int]  # query → micro-batches run
-    events: int  # events read by pageview_counts
+    events: int  # events read by the activity query
 
 
 def prepare(settings: Settings, context: StreamContext) -> None:
@@ -77,7 +78,7 @@ def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
             if query.exception():
                 raise ReplayError(f"{query.name} failed: {query.exception()}")
         batches = {query.name: len(query.recentProgress) for query in queries}
-        counts = [q for q in queries if q.name == context.query_name("pageview_counts")]
+        counts = [q for q in queries if q.name == context.query_name(activity.QUERY_NAME)]
         events = sum(p["numInputRows"] for q in counts for p in q.recentProgress)
         return ReplaySummary(batches, events)
     finally:

@@ -17,6 +17,7 @@ from tally.settings import Settings
 # A few small aggregates per micro-batch: Spark's default of 200 shuffle partitions would
 # mean 200 state-store instances and 200 tasks per batch on 2 cores.
 SHUFFLE_PARTITIONS = 4
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 def is_local(master: str) -> bool:
@@ -54,6 +55,10 @@ def build_spark_session(settings: Settings, app_name: str = "tally-stream-jobs")
         # Hadoop's file system sets each checkpoint file's mode itself from its own umask
         # (022 by default), not the process's: keep checkpoints (they hold visitor ids) private.
         .config("spark.hadoop.fs.permissions.umask-mode", "077")
+        # The activity query keeps every open visitor's page views as state: RocksDB keeps it
+        # off the JVM heap, and changelog checkpointing writes only what a batch changed.
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

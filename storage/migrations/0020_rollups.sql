@@ -122,3 +122,22 @@ CREATE TABLE IF NOT EXISTS sessions
 ENGINE = ReplacingMergeTree(batch_id, is_deleted)
 PARTITION BY toYYYYMM(session_start)
 ORDER BY (site, session_start, visitor_id);
+
+-- Rate-limit panes (page views per ip_hash and minute) are now deltas from the activity
+-- query: a pane's count is the sum of its rows; batch_id stays in the key so that the
+-- rate-limit step finds the panes its batch touched. No FINAL needed.
+DROP TABLE IF EXISTS rate_limit_counters SYNC;
+CREATE TABLE IF NOT EXISTS rate_limit_counters
+(
+    ip_hash      String,
+    window_start DateTime('UTC'),
+    window_end   DateTime('UTC'),
+    pageviews    UInt64,
+    batch_id     UInt64,
+    written_at   DateTime64(3, 'UTC') DEFAULT now64(3)
+)
+ENGINE = SummingMergeTree(pageviews)
+PARTITION BY toYYYYMMDD(window_start)
+ORDER BY (ip_hash, window_start, window_end, batch_id)
+TTL window_end + INTERVAL 7 DAY
+SETTINGS non_replicated_deduplication_window = 10000;

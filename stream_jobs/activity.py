@@ -1,0 +1,239 @@
+"""The one streaming query: every number Tally derives from the log, from one read of it.
+
+Each trigger reads the new offsets of `pageviews` once, parses each value once, and hands the
+page views, keyed by (site, visitor_id), to one stateful operator: VisitorActivity
+(stream_jobs/jvm/, Spark's arbitrary stateful processing, state in RocksDB). It keeps each
+visitor's page views until no number of theirs can change, and emits per trigger:
+* rollup deltas per (site, minute, dimension, value): page views, exact visitors (distinct per
+  minute, and where they were first/last seen in the hour and the day), sessions, bounces,
+  duration. Summed here over visitors into `rollup_minute`, and by hour and day into
+  `rollup_hour` and `rollup_day` (migration 0020 says what each column means);
+* sessions, open ones included, whenever one starts, grows, merges or closes → `sessions`;
+* page views per (ip_hash, minute) → `rate_limit_counters`, from which the rate limits and
+  the blocklist follow (rate_limits.py, a step of this sink);
+* page views behind the watermark per (site, minute) → `late_events` (no second read).
+
+Why a JVM function: PySpark's applyInPandasWithState measured 1,700 visitors/s here (a pandas
+frame per visitor per trigger), far below the 20,000 events/s the stream must sustain; the
+same logic in the JVM costs microseconds per visitor, and the application still runs no Python
+on executors (a cluster needs only the jar). The SQL in storage/rollup_backfill.py builds the
+same rows from the archive (tests/integration/test_stream_activity.py compares them).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from storage import tables
+from stream_jobs import rate_limits
+from stream_jobs.clickhouse_sink import ClickHouseSink, TableOutput
+from stream_jobs.context import StreamContext
+
+QUERY_NAME = "activity"
+# Custom events (signups, clicks) travel on the same topic under other names; every number
+# here counts page views only, as the raw path does (name = 'pageview').
+PAGEVIEW_EVENT_NAME = "pageview"
+VISITOR_ACTIVITY = "tally.stream.VisitorActivity"
+# What VisitorActivity reads of each page view (besides site, visitor_id, event_id and ts).
+PAGEVIEW_FIELDS = (
+    "path",
+    "referrer_domain",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "country",
+    "device",
+    "browser",
+    "os",
+    "ip_hash",
+)
+EVENT_FIELDS = ("name", "ts", *PAGEVIEW_FIELDS)
+METRICS = (
+    "pageviews",
+    "visitors",
+    "hour_first_visitors",
+    "day_first_visitors",
+    "day_last_visitors",
+    "sessions",
+    "bounces",
+    "duration_ms",
+)
+ROLLUP_KEY = ("site", "dimension", "bucket", "value")
+SESSION_COLUMNS = (
+    "site",
+    "session_start",
+    "visitor_id",
+    "session_end",
+    "duration_s",
+    "pageviews",
+    "is_bounce",
+    "entry_path",
+    "exit_path",
+    "referrer_domain",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "country",
+    "device",
+    "browser",
+    "os",
+    "is_closed",
+    "is_deleted",
+)
+
+
+def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFrame:
+    """Parsed PageViewEvents → VisitorActivity's rows (kind: rollup, session, pane, late)."""
+    pageviews = (
+        events.where(F.col("name") == PAGEVIEW_EVENT_NAME)
+        .withWatermark("ts", f"{watermark_s} seconds")
+        .select("site", "visitor_id", "event_id", "ts", F.unix_millis("ts").alias("ts_ms"), *PAGEVIEW_FIELDS)
+    )
+    spark = events.sparkSession
+    activity = spark._jvm.tally.stream.VisitorActivity.apply(pageviews._jdf, gap_s * 1000)
+    return DataFrame(activity, spark)
+
+
+def collect_batch(batch: DataFrame) -> pa.Table:
+    """One trigger's activity rows, summed over visitors in Spark, collected once.
+
+    The rollup deltas are summed per (site, minute, dimension, value), panes per (ip_hash,
+    minute), late page views per (site, minute); sessions pass through. The batch is
+    persisted so that the four branches of the union read the stateful operator's output
+    instead of running it four times.
+    """
+    batch.persist()
+    try:
+        kind = F.col("kind")
+        rollups = (
+            batch.where(kind == "rollup")
+            .groupBy("kind", "site", "bucket_ms", "dimension", "value")
+            .agg(*[F.sum(metric).alias(metric) for metric in METRICS])
+        )
+        panes = (
+            batch.where(kind == "pane")
+            .groupBy("kind", "ip_hash", "bucket_ms")
+            .agg(F.sum("pageviews").alias("pageviews"), F.lit("").alias("site"))
+        )
+        late = batch.where(kind == "late").groupBy("kind", "site", "bucket_ms").agg(F.sum("pageviews").alias("pageviews"))
+        sessions = batch.where(kind == "session")
+        combined = rollups.unionByName(panes, allowMissingColumns=True)
+        combined = combined.unionByName(late, allowMissingColumns=True)
+        return combined.unionByName(sessions, allowMissingColumns=True).toArrow()
+    finally:
+        batch.unpersist()
+
+
+def _of_kind(rows: pa.Table, kind: str) -> pa.Table:
+    return rows.filter(pc.equal(rows["kind"], kind))
+
+
+def _bucket(rows: pa.Table, unit: str) -> pa.Array:
+    minute = pc.cast(rows["bucket_ms"], pa.timestamp("ms", tz="UTC"))
+    return pc.floor_temporal(minute, unit=unit)
+
+
+def _nonzero(rows: pa.Table, metrics: tuple[str, ...]) -> pa.Table:
+    """Rows where some delta is not 0 (a visitor's retraction and addition may cancel out)."""
+    changed = pc.not_equal(rows[metrics[0]], 0)
+    for metric in metrics[1:]:
+        changed = pc.or_(changed, pc.not_equal(rows[metric], 0))
+    return rows.filter(changed)
+
+
+def minute_rollups(rows: pa.Table) -> pa.Table:
+    deltas = _of_kind(rows, "rollup")
+    deltas = deltas.set_column(deltas.schema.get_field_index("bucket_ms"), "bucket", _bucket(deltas, "minute"))
+    return _nonzero(deltas.select([*ROLLUP_KEY, *METRICS]), METRICS)
+
+
+def _coarser(rows: pa.Table, unit: str, visitors: str, metrics: tuple[str, ...]) -> pa.Table:
+    """The minute deltas summed into hour or day buckets; `visitors` of a coarser bucket is the
+    sum of the minute column that counts each visitor once per such bucket."""
+    deltas = _of_kind(rows, "rollup")
+    deltas = deltas.set_column(deltas.schema.get_field_index("bucket_ms"), "bucket", _bucket(deltas, unit))
+    summed_columns = [m for m in metrics if m != "visitors"] + [visitors]
+    summed = deltas.group_by(list(ROLLUP_KEY)).aggregate([(m, "sum") for m in summed_columns])
+    summed = summed.rename_columns(
+        [*ROLLUP_KEY, *[m for m in metrics if m != "visitors"], "visitors"]
+    )
+    return _nonzero(summed.select([*ROLLUP_KEY, *metrics]), metrics)
+
+
+HOUR_METRICS = ("pageviews", "visitors", "day_first_visitors", "day_last_visitors", "sessions", "bounces", "duration_ms")
+DAY_METRICS = ("pageviews", "visitors", "sessions", "bounces", "duration_ms")
+
+
+def hour_rollups(rows: pa.Table) -> pa.Table:
+    return _coarser(rows, "hour", "hour_first_visitors", HOUR_METRICS)
+
+
+def day_rollups(rows: pa.Table) -> pa.Table:
+    summed = _coarser(rows, "day", "day_first_visitors", DAY_METRICS)
+    return summed.set_column(2, "bucket", pc.cast(summed["bucket"], pa.date32()))
+
+
+def session_rows(rows: pa.Table) -> pa.Table:
+    found = _of_kind(rows, "session")
+    start = pc.cast(found["session_start_ms"], pa.timestamp("ms", tz="UTC"))
+    end = pc.cast(found["session_end_ms"], pa.timestamp("ms", tz="UTC"))
+    duration = pc.divide(pc.cast(pc.subtract(found["session_end_ms"], found["session_start_ms"]), pa.float64()), 1000.0)
+    columns = {
+        "site": found["site"],
+        "session_start": start,
+        "visitor_id": found["visitor_id"],
+        "session_end": end,
+        "duration_s": duration,
+        "pageviews": pc.cast(found["session_pageviews"], pa.uint64()),
+        "is_bounce": pc.cast(pc.equal(found["session_pageviews"], 1), pa.uint8()),
+        **{name: found[name] for name in SESSION_COLUMNS[7:17]},
+        "is_closed": pc.cast(found["is_closed"], pa.uint8()),
+        "is_deleted": pc.cast(found["is_deleted"], pa.uint8()),
+    }
+    return pa.table(columns)
+
+
+def late_rows(rows: pa.Table) -> pa.Table:
+    late = _of_kind(rows, "late")
+    return pa.table(
+        {
+            "query_name": pa.array([QUERY_NAME] * late.num_rows, pa.string()),
+            "site": late["site"],
+            "window_start": _bucket(late, "minute"),
+            "events": pc.cast(late["pageviews"], pa.uint64()),
+        }
+    )
+
+
+def pane_rows(rows: pa.Table) -> pa.Table:
+    panes = _of_kind(rows, "pane")
+    start = _bucket(panes, "minute")
+    end = pc.cast(pc.add(panes["bucket_ms"], rate_limits.PANE_S * 1000), pa.timestamp("ms", tz="UTC"))
+    return pa.table(
+        {"ip_hash": panes["ip_hash"], "window_start": start, "window_end": end, "pageviews": panes["pageviews"]}
+    )
+
+
+OUTPUTS = (
+    TableOutput(tables.ROLLUP_MINUTE, (*ROLLUP_KEY, *METRICS), minute_rollups, versioned=False),
+    TableOutput(tables.ROLLUP_HOUR, (*ROLLUP_KEY, *HOUR_METRICS), hour_rollups, versioned=False),
+    TableOutput(tables.ROLLUP_DAY, (*ROLLUP_KEY, *DAY_METRICS), day_rollups, versioned=False),
+    TableOutput(tables.SESSIONS, SESSION_COLUMNS, session_rows),
+    TableOutput(tables.LATE_EVENTS, ("query_name", "site", "window_start", "events"), late_rows),
+    TableOutput(tables.RATE_LIMIT_COUNTERS, rate_limits.COLUMNS, pane_rows),
+)
+
+
+def start_activity(events: DataFrame, context: StreamContext) -> StreamingQuery:
+    """Start the query writing every derived table from `events` each trigger."""
+    settings = context.settings
+    rate_limits.check_window(settings)
+    sink = ClickHouseSink(
+        context, QUERY_NAME, outputs=OUTPUTS, steps=[rate_limits.enforce_rate_limit], collect=collect_batch
+    )
+    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s)
+    return context.start(frame.writeStream.outputMode("update").foreachBatch(sink), QUERY_NAME)

@@ -1,0 +1,541 @@
+package tally.stream;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeMap;
+
+import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.GroupState;
+import org.apache.spark.sql.streaming.GroupStateTimeout;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * One visitor's page views → exact sessions and signed deltas of the rollups (issue 14).
+ *
+ * <p>Spark's arbitrary stateful processing keyed by (site, visitor_id). The state keeps the
+ * visitor's accepted page views until none of them can change a number any more (every session
+ * closed, every UTC day they fall in closed by the watermark). On each call the visitor's
+ * contribution to the rollups is computed from all of its page views, before and after the new
+ * ones, and only the difference is emitted: a session that grows retracts its old bounce, exit
+ * page and duration and adds the new ones; a late page view that bridges two sessions retracts
+ * both and adds the merged one. Summed over visitors (stream_jobs/activity.py) the deltas are
+ * the rollup rows; summed over batches (SummingMergeTree) they are the totals. The definitions
+ * are those of storage/queries (and of storage/rollup_backfill.py, which builds the same rows in
+ * SQL): a session is a run of page views whose gaps are all ≤ gap; ties on ts go to the smaller
+ * event_id; a visitor is a distinct (UTC day, visitor_id).
+ *
+ * <p>Lateness is decided here, not by Spark (processing-time timeouts, so Spark filters no rows):
+ * a page view at or before the watermark is late: it is counted in a "late" row and changes
+ * nothing else, so a closed session or day stays final.
+ *
+ * <p>Output rows, by {@code kind}: "rollup" (site, bucket = minute, dimension, value, metrics),
+ * "session" (a session's newest version, or a tombstone for a session whose start moved),
+ * "pane" (page views per ip_hash and minute, for the rate limits), "late" (late page views per
+ * site and minute). Deterministic for a given state and input, so a re-run batch writes the same
+ * rows (the sink deduplicates them by batch).
+ */
+public final class VisitorActivity
+        implements FlatMapGroupsWithStateFunction<String, Row, VisitorActivity.State, Row> {
+
+    private static final long serialVersionUID = 1L;
+
+    static final long MINUTE_MS = 60_000L;
+    static final long HOUR_MS = 3_600_000L;
+    static final long DAY_MS = 86_400_000L;
+    /** An idle visitor is looked at again after at least this long (processing time). */
+    static final long MIN_TIMEOUT_MS = 5_000L;
+    static final long MAX_TIMEOUT_MS = 3_600_000L;
+
+    // Metric positions in a rollup cell (the columns of migration 0020, in its order).
+    static final int PAGEVIEWS = 0;
+    static final int VISITORS = 1;
+    static final int HOUR_FIRST_VISITORS = 2;
+    static final int DAY_FIRST_VISITORS = 3;
+    static final int DAY_LAST_VISITORS = 4;
+    static final int SESSIONS = 5;
+    static final int BOUNCES = 6;
+    static final int DURATION_MS = 7;
+    static final String[] METRICS = {
+        "pageviews", "visitors", "hour_first_visitors", "day_first_visitors",
+        "day_last_visitors", "sessions", "bounces", "duration_ms",
+    };
+
+    static final String TOTAL = "";
+    static final String[] EVENT_DIMENSIONS = {"path", "country", "browser", "os", "device"};
+    static final String[] SESSION_DIMENSIONS = {"entry_path", "exit_path", "referrer_domain", "utm_source"};
+
+    /** The page view fields the function reads (besides ts_ms), in this order. */
+    static final String[] EVENT_FIELDS = {
+        "event_id", "path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
+        "country", "device", "browser", "os", "ip_hash",
+    };
+
+    public static final StructType OUTPUT = outputSchema();
+
+    private final long gapMs;
+
+    public VisitorActivity(long gapMs) {
+        this.gapMs = gapMs;
+    }
+
+    /**
+     * The streaming plan: page views (with a watermark on ts) → activity rows. Called from
+     * Python (stream_jobs/activity.py) through Py4J.
+     */
+    public static Dataset<Row> apply(Dataset<Row> pageviews, long gapMs) {
+        return pageviews
+                .groupByKey((MapFunction<Row, String>) VisitorActivity::key, Encoders.STRING())
+                .flatMapGroupsWithState(
+                        new VisitorActivity(gapMs),
+                        OutputMode.Update(),
+                        Encoders.bean(State.class),
+                        Encoders.row(OUTPUT),
+                        GroupStateTimeout.ProcessingTimeTimeout());
+    }
+
+    static String key(Row row) {
+        return row.<String>getAs("site") + "\u001f" + row.<String>getAs("visitor_id");
+    }
+
+    // --- the state ----------------------------------------------------------------------------
+
+    /**
+     * One accepted page view, as much of it as the numbers need. A Java bean because the state
+     * is stored through Encoders.bean (Spark 4.0's Kryo state encoder is not serializable).
+     */
+    public static final class Event implements Serializable {
+        private static final long serialVersionUID = 1L;
+        private long ts;
+        private String eventId;
+        private String[] fields; // EVENT_FIELDS after event_id, in order
+
+        public Event() {}
+
+        public long getTs() {
+            return ts;
+        }
+
+        public void setTs(long ts) {
+            this.ts = ts;
+        }
+
+        public String getEventId() {
+            return eventId;
+        }
+
+        public void setEventId(String eventId) {
+            this.eventId = eventId;
+        }
+
+        public String[] getFields() {
+            return fields;
+        }
+
+        public void setFields(String[] fields) {
+            this.fields = fields;
+        }
+
+        Event(long ts, String eventId, String[] fields) {
+            this.ts = ts;
+            this.eventId = eventId;
+            this.fields = fields;
+        }
+
+        String field(String name) {
+            for (int i = 1; i < EVENT_FIELDS.length; i++) {
+                if (EVENT_FIELDS[i].equals(name)) {
+                    return fields[i - 1];
+                }
+            }
+            throw new IllegalArgumentException(name);
+        }
+    }
+
+    static final Comparator<Event> EVENT_ORDER =
+            Comparator.comparingLong((Event e) -> e.ts).thenComparing(e -> e.eventId);
+
+    /** A visitor's page views still able to change a number, and the watermark last seen. */
+    public static final class State implements Serializable {
+        private static final long serialVersionUID = 1L;
+        private List<Event> events = new ArrayList<>();
+        private long watermarkMs = Long.MIN_VALUE;
+
+        public State() {}
+
+        public List<Event> getEvents() {
+            return events;
+        }
+
+        public void setEvents(List<Event> events) {
+            this.events = events;
+        }
+
+        public long getWatermarkMs() {
+            return watermarkMs;
+        }
+
+        public void setWatermarkMs(long watermarkMs) {
+            this.watermarkMs = watermarkMs;
+        }
+    }
+
+    /** A session: a run of page views whose gaps are all ≤ gap. */
+    static final class Session {
+        final Event first;
+        final Event last;
+        final long pageviews;
+
+        Session(Event first, Event last, long pageviews) {
+            this.first = first;
+            this.last = last;
+            this.pageviews = pageviews;
+        }
+
+        long durationMs() {
+            return last.ts - first.ts;
+        }
+
+        boolean sameAs(Session other) {
+            return other != null && first == other.first && last == other.last && pageviews == other.pageviews;
+        }
+    }
+
+    record Cell(long minute, String dimension, String value) {}
+
+    // --- the function -------------------------------------------------------------------------
+
+    @Override
+    public Iterator<Row> call(String key, Iterator<Row> rows, GroupState<State> group) {
+        int separator = key.indexOf('\u001f');
+        String site = key.substring(0, separator);
+        String visitorId = key.substring(separator + 1);
+        long watermark = group.getCurrentWatermarkMs();
+        State state = group.exists() ? group.get() : new State();
+        List<Row> out = new ArrayList<>();
+
+        TreeMap<Long, Long> late = new TreeMap<>();
+        TreeMap<String, Long> panes = new TreeMap<>();
+        ArrayList<Event> added = new ArrayList<>();
+        while (rows.hasNext()) {
+            Row row = rows.next();
+            long ts = row.<Long>getAs("ts_ms");
+            if (ts <= watermark) {
+                late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
+                continue;
+            }
+            String[] fields = new String[EVENT_FIELDS.length - 1];
+            for (int i = 1; i < EVENT_FIELDS.length; i++) {
+                fields[i - 1] = Objects.requireNonNullElse(row.<String>getAs(EVENT_FIELDS[i]), "");
+            }
+            Event event = new Event(ts, row.<String>getAs("event_id"), fields);
+            added.add(event);
+            panes.merge(event.field("ip_hash") + "\u001f" + floor(ts, MINUTE_MS), 1L, Long::sum);
+        }
+
+        List<Event> before = state.events;
+        ArrayList<Event> after = new ArrayList<>(before);
+        after.addAll(added);
+        Collections.sort(after, EVENT_ORDER);
+
+        if (!added.isEmpty()) {
+            emitRollupDeltas(site, contribution(before), contribution(after), out);
+        }
+        emitSessionChanges(site, visitorId, sessions(before), state.watermarkMs, sessions(after), watermark, out);
+        for (Map.Entry<String, Long> pane : panes.entrySet()) {
+            String[] parts = pane.getKey().split("\u001f", -1);
+            out.add(pane(site, parts[0], Long.parseLong(parts[1]), pane.getValue()));
+        }
+        for (Map.Entry<Long, Long> minute : late.entrySet()) {
+            out.add(late(site, minute.getKey(), minute.getValue()));
+        }
+
+        state.events = after;
+        state.watermarkMs = watermark;
+        long finalAt = finalAt(after);
+        if (!after.isEmpty() && finalAt > watermark) {
+            group.update(state);
+            group.setTimeoutDuration(Math.min(MAX_TIMEOUT_MS, Math.max(MIN_TIMEOUT_MS, finalAt - watermark)));
+        } else if (group.exists()) {
+            group.remove(); // every session and day closed: nothing of this visitor can change
+        }
+        return out.iterator();
+    }
+
+    /**
+     * The event time from which the watermark makes every number of these page views final:
+     * the last session closed (last page view + gap) and the last UTC day ended.
+     */
+    long finalAt(List<Event> events) {
+        if (events.isEmpty()) {
+            return Long.MIN_VALUE;
+        }
+        long last = events.get(events.size() - 1).ts;
+        return Math.max(last + gapMs, floor(last, DAY_MS) + DAY_MS);
+    }
+
+    // --- sessions -----------------------------------------------------------------------------
+
+    List<Session> sessions(List<Event> events) {
+        List<Session> sessions = new ArrayList<>();
+        Event first = null;
+        Event previous = null;
+        long count = 0;
+        for (Event event : events) {
+            if (previous != null && event.ts - previous.ts > gapMs) {
+                sessions.add(new Session(first, previous, count));
+                first = null;
+            }
+            if (first == null) {
+                first = event;
+                count = 0;
+            }
+            count++;
+            previous = event;
+        }
+        if (first != null) {
+            sessions.add(new Session(first, previous, count));
+        }
+        return sessions;
+    }
+
+    boolean closed(Session session, long watermark) {
+        return session.last.ts + gapMs <= watermark;
+    }
+
+    /** New, grown, merged or newly closed sessions as rows; tombstones for starts that moved. */
+    void emitSessionChanges(
+            String site, String visitorId, List<Session> before, long watermarkBefore,
+            List<Session> after, long watermark, List<Row> out) {
+        Map<Long, Session> previous = new HashMap<>();
+        for (Session session : before) {
+            previous.put(session.first.ts, session);
+        }
+        for (Session session : after) {
+            Session old = previous.remove(session.first.ts);
+            boolean closedNow = closed(session, watermark);
+            boolean unchanged = old != null && session.sameAs(old) && closed(old, watermarkBefore) == closedNow;
+            if (!unchanged) {
+                out.add(sessionRow(site, visitorId, session, closedNow, false));
+            }
+        }
+        for (Session gone : previous.values()) {
+            out.add(sessionRow(site, visitorId, gone, false, true));
+        }
+    }
+
+    // --- rollup contributions -----------------------------------------------------------------
+
+    /** What these page views (one visitor's) add to every rollup cell. */
+    Map<Cell, long[]> contribution(List<Event> events) {
+        Map<Cell, long[]> cells = new HashMap<>();
+        if (events.isEmpty()) {
+            return cells;
+        }
+        // Points per facet, in time order: page views for the event dimensions and the totals.
+        Map<List<String>, List<Long>> points = new HashMap<>();
+        for (Event event : events) {
+            long minute = floor(event.ts, MINUTE_MS);
+            addPageview(cells, points, minute, event.ts, TOTAL, TOTAL);
+            for (String dimension : EVENT_DIMENSIONS) {
+                addPageview(cells, points, minute, event.ts, dimension, event.field(dimension));
+            }
+        }
+        // Sessions count at their start: totals (sessions, bounces, duration) and the session
+        // dimensions (those, plus their page views, and their visitors by session start).
+        for (Session session : sessions(events)) {
+            long minute = floor(session.first.ts, MINUTE_MS);
+            addSession(cell(cells, minute, TOTAL, TOTAL), session);
+            String[][] facets = {
+                {"entry_path", session.first.field("path")},
+                {"exit_path", session.last.field("path")},
+                {"referrer_domain", session.first.field("referrer_domain")},
+                {"utm_source", session.first.field("utm_source")},
+            };
+            for (String[] facet : facets) {
+                long[] metrics = cell(cells, minute, facet[0], facet[1]);
+                addSession(metrics, session);
+                metrics[PAGEVIEWS] += session.pageviews;
+                points.computeIfAbsent(List.of(facet[0], facet[1]), k -> new ArrayList<>()).add(session.first.ts);
+            }
+        }
+        for (Map.Entry<List<String>, List<Long>> facet : points.entrySet()) {
+            countVisitor(cells, facet.getKey().get(0), facet.getKey().get(1), facet.getValue());
+        }
+        return cells;
+    }
+
+    private static void addPageview(
+            Map<Cell, long[]> cells, Map<List<String>, List<Long>> points, long minute, long ts,
+            String dimension, String value) {
+        cell(cells, minute, dimension, value)[PAGEVIEWS] += 1;
+        points.computeIfAbsent(List.of(dimension, value), k -> new ArrayList<>()).add(ts);
+    }
+
+    private static void addSession(long[] metrics, Session session) {
+        metrics[SESSIONS] += 1;
+        metrics[BOUNCES] += session.pageviews == 1 ? 1 : 0;
+        metrics[DURATION_MS] += session.durationMs();
+    }
+
+    /**
+     * This visitor, once per bucket of each resolution, at the minute of its first point in
+     * the bucket (minute, hour, day), and at the minute of its last point in each day.
+     */
+    private static void countVisitor(Map<Cell, long[]> cells, String dimension, String value, List<Long> times) {
+        Collections.sort(times);
+        long minute = Long.MIN_VALUE;
+        long hour = Long.MIN_VALUE;
+        long day = Long.MIN_VALUE;
+        for (int i = 0; i < times.size(); i++) {
+            long ts = times.get(i);
+            long m = floor(ts, MINUTE_MS);
+            if (m != minute) {
+                cell(cells, m, dimension, value)[VISITORS] += 1;
+                minute = m;
+            }
+            if (floor(ts, HOUR_MS) != hour) {
+                cell(cells, m, dimension, value)[HOUR_FIRST_VISITORS] += 1;
+                hour = floor(ts, HOUR_MS);
+            }
+            if (floor(ts, DAY_MS) != day) {
+                cell(cells, m, dimension, value)[DAY_FIRST_VISITORS] += 1;
+                day = floor(ts, DAY_MS);
+            }
+            boolean lastOfDay = i == times.size() - 1 || floor(times.get(i + 1), DAY_MS) != day;
+            if (lastOfDay) {
+                cell(cells, m, dimension, value)[DAY_LAST_VISITORS] += 1;
+            }
+        }
+    }
+
+    private static long[] cell(Map<Cell, long[]> cells, long minute, String dimension, String value) {
+        return cells.computeIfAbsent(new Cell(minute, dimension, value), k -> new long[METRICS.length]);
+    }
+
+    /** after − before, cell by cell; cells that did not change are not emitted. */
+    static void emitRollupDeltas(String site, Map<Cell, long[]> before, Map<Cell, long[]> after, List<Row> out) {
+        Map<Cell, long[]> delta = new TreeMap<>(Comparator.comparingLong(Cell::minute)
+                .thenComparing(Cell::dimension).thenComparing(Cell::value));
+        for (Map.Entry<Cell, long[]> entry : after.entrySet()) {
+            delta.put(entry.getKey(), entry.getValue().clone());
+        }
+        for (Map.Entry<Cell, long[]> entry : before.entrySet()) {
+            long[] metrics = delta.computeIfAbsent(entry.getKey(), k -> new long[METRICS.length]);
+            for (int i = 0; i < METRICS.length; i++) {
+                metrics[i] -= entry.getValue()[i];
+            }
+        }
+        for (Map.Entry<Cell, long[]> entry : delta.entrySet()) {
+            long[] metrics = entry.getValue();
+            boolean changed = false;
+            for (long metric : metrics) {
+                changed |= metric != 0;
+            }
+            if (changed) {
+                Cell cell = entry.getKey();
+                out.add(rollup(site, cell.minute(), cell.dimension(), cell.value(), metrics));
+            }
+        }
+    }
+
+    static long floor(long ts, long unit) {
+        return Math.floorDiv(ts, unit) * unit;
+    }
+
+    // --- output rows --------------------------------------------------------------------------
+
+    static StructType outputSchema() {
+        StructType schema = new StructType()
+                .add("kind", DataTypes.StringType, false)
+                .add("site", DataTypes.StringType, false)
+                .add("bucket_ms", DataTypes.LongType, true)
+                .add("dimension", DataTypes.StringType, true)
+                .add("value", DataTypes.StringType, true)
+                .add("ip_hash", DataTypes.StringType, true);
+        for (String metric : METRICS) {
+            schema = schema.add(metric, DataTypes.LongType, true);
+        }
+        return schema
+                .add("visitor_id", DataTypes.StringType, true)
+                .add("session_start_ms", DataTypes.LongType, true)
+                .add("session_end_ms", DataTypes.LongType, true)
+                .add("session_pageviews", DataTypes.LongType, true)
+                .add("entry_path", DataTypes.StringType, true)
+                .add("exit_path", DataTypes.StringType, true)
+                .add("referrer_domain", DataTypes.StringType, true)
+                .add("utm_source", DataTypes.StringType, true)
+                .add("utm_medium", DataTypes.StringType, true)
+                .add("utm_campaign", DataTypes.StringType, true)
+                .add("country", DataTypes.StringType, true)
+                .add("device", DataTypes.StringType, true)
+                .add("browser", DataTypes.StringType, true)
+                .add("os", DataTypes.StringType, true)
+                .add("is_closed", DataTypes.IntegerType, true)
+                .add("is_deleted", DataTypes.IntegerType, true);
+    }
+
+    private static Object[] blank(String kind, String site) {
+        Object[] values = new Object[OUTPUT.size()];
+        values[0] = kind;
+        values[1] = site;
+        return values;
+    }
+
+    static Row rollup(String site, long minute, String dimension, String value, long[] metrics) {
+        Object[] values = blank("rollup", site);
+        values[2] = minute;
+        values[3] = dimension;
+        values[4] = value;
+        for (int i = 0; i < METRICS.length; i++) {
+            values[6 + i] = metrics[i];
+        }
+        return RowFactory.create(values);
+    }
+
+    static Row pane(String site, String ipHash, long minute, long pageviews) {
+        Object[] values = blank("pane", site);
+        values[2] = minute;
+        values[5] = ipHash;
+        values[6 + PAGEVIEWS] = pageviews;
+        return RowFactory.create(values);
+    }
+
+    static Row late(String site, long minute, long pageviews) {
+        Object[] values = blank("late", site);
+        values[2] = minute;
+        values[6 + PAGEVIEWS] = pageviews;
+        return RowFactory.create(values);
+    }
+
+    static Row sessionRow(String site, String visitorId, Session session, boolean closed, boolean deleted) {
+        Object[] values = blank("session", site);
+        int i = 6 + METRICS.length;
+        values[i++] = visitorId;
+        values[i++] = session.first.ts;
+        values[i++] = session.last.ts;
+        values[i++] = session.pageviews;
+        values[i++] = session.first.field("path");
+        values[i++] = session.last.field("path");
+        for (String name : new String[] {
+                "referrer_domain", "utm_source", "utm_medium", "utm_campaign", "country", "device", "browser", "os"}) {
+            values[i++] = session.first.field(name);
+        }
+        values[i++] = closed ? 1 : 0;
+        values[i] = deleted ? 1 : 0;
+        return RowFactory.create(values);
+    }
+}
