@@ -28,11 +28,11 @@ from dashboard.periods import period
 from loadgen.runner import percentile
 from loadgen.traffic import PAGES
 from loadgen.traffic import PARSED_CLIENTS as CLIENTS
-from storage import queries
 from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
-from storage.queries import StatsQuery
+from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
+from storage.tables import EVENTS, ROLLUP_DAY, ROLLUPS, SESSIONS
 from tally.settings import Settings
 
 BENCH_SITE = "dashboard.bench.example.com"
@@ -97,7 +97,7 @@ def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, f
             "DELETE FROM events WHERE site = {site:String} AND kafka_partition = {p:UInt16}",
             parameters={"site": BENCH_SITE, "p": SYNTHETIC_PARTITION},
         )
-    for table in ("pageviews_per_minute", "pageviews_by_dimension", "sessions"):  # derived from the old rows
+    for table in (*ROLLUPS, SESSIONS):  # derived from the old rows
         client.command(f"DELETE FROM {table} WHERE site = {{site:String}}", parameters={"site": BENCH_SITE})
     started = time.monotonic()
     parameters = {
@@ -121,60 +121,21 @@ def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, f
     return {"events": count, "generated_s": round(time.monotonic() - started, 1), "reused": False}
 
 
-# What the stream jobs derive from the same events (stream_jobs/pageview_counts.py and the
-# sessions query), computed here by ClickHouse so that `agg` is measured over as much as `raw`.
-_DERIVED_PER_MINUTE = """
-INSERT INTO pageviews_per_minute (site, window_start, visitor_id, pageviews, first_ts, last_ts, entry_path,
-    exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device, browser, os, batch_id)
-SELECT site, toStartOfMinute(ts), visitor_id, count(), min(ts), max(ts), argMin(path, ts), argMax(path, ts),
-    argMin(referrer_domain, ts), argMin(utm_source, ts), argMin(utm_medium, ts), argMin(utm_campaign, ts),
-    argMin(country, ts), argMin(device, ts), argMin(browser, ts), argMin(os, ts), 0
-FROM events
-WHERE site = {site:String} AND kafka_partition = {partition:UInt16}
-  AND ts >= {day:DateTime64(3, 'UTC')} AND ts < {day:DateTime64(3, 'UTC')} + INTERVAL 1 DAY
-GROUP BY site, toStartOfMinute(ts), visitor_id
-"""
-_DERIVED_BY_DIMENSION = """
-INSERT INTO pageviews_by_dimension (site, window_start, dimension, value, visitor_id, pageviews, batch_id)
-SELECT site, toStartOfMinute(ts) AS minute, pair.1 AS dimension, pair.2 AS value, visitor_id, count(), 0
-FROM events
-ARRAY JOIN [{pairs}] AS pair
-WHERE site = {{site:String}} AND kafka_partition = {{partition:UInt16}}
-  AND ts >= {{day:DateTime64(3, 'UTC')}} AND ts < {{day:DateTime64(3, 'UTC')}} + INTERVAL 1 DAY
-GROUP BY site, minute, dimension, value, visitor_id
-""".format(pairs=", ".join(f"('{name}', {column})" for name, column in queries.EVENT_DIMENSIONS.items()))
-_DERIVED_SESSIONS = """
-INSERT INTO sessions (site, session_start, visitor_id, session_id, session_end, duration_s, pageviews,
-    is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, browser, os, batch_id)
-SELECT {{site:String}}, start, visitor_id, hex(cityHash64({{site:String}}, visitor_id, start)), end,
-    duration_s,
-    pageviews, is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, browser, os, 0
-FROM ({sessions})
-"""
-
-
 def ensure_derived(settings: Settings) -> dict[str, float]:
-    """The derived rows of BENCH_SITE (kept if there; `tally replay` drops them, the archive
-    keeps its synthetic rows, so they are rebuilt here when missing)."""
+    """The rollups and sessions of BENCH_SITE (kept if there; `tally replay` drops them, the
+    archive keeps its synthetic rows, so they are rebuilt here when missing), built from the
+    archive by storage/rollup_backfill.py: the rows the stream jobs' `activity` query writes."""
     client = connect(settings, send_receive_timeout=3600)
     site = {"site": BENCH_SITE}
     if client.query(
-        "SELECT count() FROM pageviews_per_minute WHERE site = {site:String}", parameters=site
+        f"SELECT count() FROM {ROLLUP_DAY} WHERE site = {{site:String}}", parameters=site
     ).result_rows[0][0]:
         return {"derived_s": 0.0, "reused": True}
     started = time.monotonic()
     first, last = client.query(
-        "SELECT toStartOfDay(min(ts)), max(ts) FROM events WHERE site = {site:String}", parameters=site
+        f"SELECT toDate(min(ts)), toDate(max(ts)) FROM {EVENTS} WHERE site = {{site:String}}", parameters=site
     ).result_rows[0]
-    first_day = first.replace(tzinfo=UTC)
-    for offset in range((last.replace(tzinfo=UTC) - first_day).days + 1):  # a day at a time: bounded memory
-        day = {**site, "partition": SYNTHETIC_PARTITION, "day": first_day + timedelta(days=offset)}
-        client.command(_DERIVED_PER_MINUTE, parameters=day)
-        client.command(_DERIVED_BY_DIMENSION, parameters=day)
-    whole = StatsQuery(BENCH_SITE, first_day, last.replace(tzinfo=UTC) + timedelta(days=1))
-    client.command(
-        _DERIVED_SESSIONS.format(sessions=queries.raw_sessions_sql(whole)), parameters=whole.parameters()
-    )
+    backfill_rollups(client, BENCH_SITE, first, last + timedelta(days=1))
     return {"derived_s": round(time.monotonic() - started, 1), "reused": False}
 
 

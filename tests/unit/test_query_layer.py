@@ -12,7 +12,7 @@ import pytest
 
 from storage import queries
 from storage.literals import quote_string
-from storage.queries import Point, StatsQuery, UnsupportedQuery
+from storage.queries import Point, StatsQuery, UnsupportedQuery, agg, contract
 
 START = datetime(2026, 11, 10, 9, 30, 15, tzinfo=UTC)
 
@@ -63,7 +63,7 @@ def test_minutes_without_rows_are_zero_and_naive_times_from_the_store_are_utc() 
     q = StatsQuery("s", START, START + timedelta(minutes=3))
     first = START.replace(second=0)
     rows = [(first.replace(tzinfo=None) + timedelta(minutes=1), 4, 2)]
-    assert queries._fill(q, "minute", rows) == [
+    assert contract.fill(q, "minute", rows) == [
         Point(first, 0, 0),
         Point(first + timedelta(minutes=1), 4, 2),
         Point(first + timedelta(minutes=2), 0, 0),
@@ -72,7 +72,7 @@ def test_minutes_without_rows_are_zero_and_naive_times_from_the_store_are_utc() 
 
 
 def test_metrics_round_bounce_rate_and_duration() -> None:
-    assert queries._metrics(10, 4, 3, 1, 61.26) == {
+    assert contract.metrics(10, 4, 3, 1, 61.26) == {
         "pageviews": 10,
         "visitors": 4,
         "sessions": 3,
@@ -82,15 +82,15 @@ def test_metrics_round_bounce_rate_and_duration() -> None:
 
 
 def test_no_sessions_means_zero_rates_not_a_division_by_zero() -> None:
-    assert queries._metrics(0, 0, 0, 0, 0.0)["bounce_rate"] == 0.0
+    assert contract.metrics(0, 0, 0, 0, 0.0)["bounce_rate"] == 0.0
 
 
 def test_filters_always_read_the_raw_archive() -> None:
     # The derived tables hold no per-event dimensions to filter on.
     q = StatsQuery("s", START, START + timedelta(hours=1))
-    assert queries._use_agg(q, "agg")
-    assert not queries._use_agg(StatsQuery("s", q.start, q.end, filters={"path": "/"}), "agg")
-    assert not queries._use_agg(q, "raw")
+    assert queries.uses_agg(q, "agg")
+    assert not queries.uses_agg(StatsQuery("s", q.start, q.end, filters={"path": "/"}), "agg")
+    assert not queries.uses_agg(q, "raw")
 
 
 @pytest.mark.parametrize(
@@ -99,3 +99,38 @@ def test_filters_always_read_the_raw_archive() -> None:
 )
 def test_a_string_literal_escapes_quotes_and_backslashes(value: str, literal: str) -> None:
     assert quote_string(value) == literal
+
+
+def test_a_range_is_read_from_whole_days_hours_and_minutes_with_exact_visitors() -> None:
+    # The last 24 hours to the minute: yesterday's tail counts visitors by their last page
+    # view of the day, today's head by their first; whole hours from rollup_hour.
+    day = START.replace(hour=0, minute=0, second=0)
+    pieces = agg.plan(
+        day + timedelta(hours=14, minutes=23), day + timedelta(days=1, hours=14, minutes=23), "day"
+    )
+    assert [
+        (p.table, p.start.hour, p.start.minute, p.end.hour, p.end.minute, p.visitors) for p in pieces
+    ] == [
+        ("rollup_hour", 15, 0, 0, 0, "day_last_visitors"),
+        ("rollup_minute", 14, 23, 15, 0, "day_last_visitors"),
+        ("rollup_hour", 0, 0, 14, 0, "day_first_visitors"),
+        ("rollup_minute", 14, 0, 14, 23, "day_first_visitors"),
+    ]
+
+
+def test_a_segment_inside_a_day_counts_its_visitors_in_the_archive() -> None:
+    pieces = agg.plan(START, START + timedelta(hours=2), "day")  # 09:31 to 11:31
+    assert {(p.table, p.visitors) for p in pieces} == {
+        ("rollup_minute", ""),
+        ("rollup_hour", ""),
+        ("events", ""),
+    }
+
+
+def test_agg_counts_the_minutes_whose_start_is_in_the_range() -> None:
+    # 09:30:15 to 10:30:15: the minutes 09:31 … 10:30.
+    [piece, *_] = agg.plan(START, START + timedelta(hours=1), "minute")
+    assert (piece.start, piece.end) == (
+        START.replace(minute=31, second=0),
+        START.replace(hour=10, minute=31, second=0),
+    )

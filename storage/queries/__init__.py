@@ -1,0 +1,135 @@
+"""The query layer: the one package the dashboard and the stats API read through.
+
+`contract` states what a report asks and what its numbers mean; `raw` answers from the
+archive, `agg` from the stream jobs' rollups. The functions here validate a query and
+dispatch on its source; a filtered report always reads the archive (the rollups keep one
+dimension at a time).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from clickhouse_connect.driver.client import Client
+
+from storage.queries import agg, raw
+from storage.queries.contract import (
+    DIMENSIONS,
+    EVENT_DIMENSIONS,
+    INTERVAL_SQL,
+    INTERVAL_STEP,
+    LIVE_WINDOW,
+    SESSION_DIMENSIONS,
+    SESSION_GAP_S,
+    BreakdownRow,
+    Interval,
+    Point,
+    SessionRow,
+    Source,
+    StatsQuery,
+    UnsupportedQuery,
+    buckets,
+    validate,
+)
+from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
+from storage.tables import EVENTS
+
+__all__ = [
+    "DIMENSIONS",
+    "EVENT_DIMENSIONS",
+    "INTERVAL_SQL",
+    "INTERVAL_STEP",
+    "LIVE_WINDOW",
+    "SESSION_DIMENSIONS",
+    "SESSION_GAP_S",
+    "SESSION_PROPERTIES",
+    "BreakdownRow",
+    "Interval",
+    "Point",
+    "SessionRow",
+    "Source",
+    "StatsQuery",
+    "UnsupportedQuery",
+    "aggregate",
+    "breakdown",
+    "buckets",
+    "late_pageviews",
+    "pageviews_per_minute",
+    "raw_sessions_sql",
+    "realtime",
+    "sessions",
+    "sites",
+    "timeseries",
+    "total_pageviews",
+    "uses_agg",
+    "validate",
+]
+
+
+def uses_agg(q: StatsQuery, source: Source) -> bool:
+    """Whether `source` answers `q`: filters always read the archive."""
+    return source == "agg" and not q.filters
+
+
+def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
+    validate(q)
+    return (agg if uses_agg(q, source) else raw).aggregate(client, q)
+
+
+def timeseries(
+    client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
+) -> list[Point]:
+    validate(q)
+    if interval not in INTERVAL_SQL:
+        raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    return (agg if uses_agg(q, source) else raw).timeseries(client, q, interval)
+
+
+def breakdown(
+    client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
+) -> list[BreakdownRow]:
+    validate(q)
+    if by not in DIMENSIONS:
+        raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
+    return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
+
+
+def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
+    validate(q)
+    return (agg if uses_agg(q, source) else raw).sessions(client, q, limit)
+
+
+def realtime(
+    client: Client, site: str, now: datetime | None = None, source: Source = "raw"
+) -> dict[str, int]:
+    return (agg if source == "agg" else raw).realtime(client, site, now or datetime.now(UTC))
+
+
+def pageviews_per_minute(
+    client: Client, site: str, start: datetime, end: datetime, source: Source
+) -> list[Point]:
+    """Per-minute page views and visitors (the dashboard's live chart)."""
+    q = StatsQuery(site, start, end)
+    return (agg if source == "agg" else raw).timeseries(client, q, "minute")
+
+
+def late_pageviews(client: Client, q: StatsQuery) -> int:
+    """Page views in the range that the rollups miss: they came behind the watermark."""
+    return agg.late_pageviews(client, q)
+
+
+def sites(client: Client) -> list[str]:
+    """Sites that have events in the archive, busiest first."""
+    rows = client.query(
+        f"SELECT site FROM {EVENTS} GROUP BY site ORDER BY count() DESC LIMIT 1000"
+    ).result_rows
+    return [row[0] for row in rows]
+
+
+def total_pageviews(client: Client, site: str) -> int:
+    return int(
+        client.query(
+            f"SELECT count() FROM {EVENTS} WHERE site = {{site:String}} AND name = 'pageview'",
+            parameters={"site": site},
+        ).result_rows[0][0]
+    )

@@ -1,0 +1,294 @@
+"""The `agg` source: reports read from the rollups and sessions the stream jobs derive
+(migration 0020_rollups.sql says what each column holds).
+
+Rollups are SummingMergeTree tables of signed deltas: read with sum() … GROUP BY, never FINAL
+(unmerged parts add up to the same totals), and HAVING drops values that net to zero (an exit
+page a growing session retracted, say). agg has minute resolution: a range [start, end)
+counts the minute buckets whose start is in it.
+
+A range is cut into pieces, each read from the coarsest table that answers it exactly:
+whole days from rollup_day; within a day, whole hours from rollup_hour and the leftover
+minutes from rollup_minute. Page views, sessions, bounces and durations are sums, so any cut
+adds up. Visitors are not, so each day's segment [a, b) takes the column that makes it a sum:
+- a whole day: `visitors` of rollup_day (a visitor never spans two days: days add up);
+- [midnight, b): Σ day_first_visitors over the segment (visitors of [midnight, b));
+- [a, next midnight): Σ day_last_visitors (visitors of [a, midnight));
+- exactly one hour or one minute bucket: that bucket's `visitors`;
+- [hour start, b) inside one hour: Σ hour_first_visitors of its minutes;
+- otherwise, a segment inside a day touching neither midnight nor an hour's start (only an
+  API caller's arbitrary from/to makes one): its visitors are counted from the raw archive
+  (uniqExact over its page views, or over its sessions' starts for session dimensions), its
+  additive numbers still from the rollups.
+Filters restrict page views by event-level values, which the rollups keep one dimension at a
+time: a filtered report is answered from the archive (raw.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from clickhouse_connect.driver.client import Client
+
+from storage.queries import raw
+from storage.queries.contract import (
+    EVENT_DIMENSIONS,
+    LIVE_WINDOW,
+    SESSION_DIMENSIONS,
+    BreakdownRow,
+    Interval,
+    Point,
+    SessionRow,
+    StatsQuery,
+    as_utc,
+    fill,
+    floor_to,
+    metrics,
+)
+from storage.tables import EVENTS, LATE_EVENTS, ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE, SESSIONS
+
+#: The stream query that writes the rollups and `sessions` (stream_jobs/activity.py).
+ACTIVITY_QUERY = "activity"
+
+UNIT_TABLES = {"minute": ROLLUP_MINUTE, "hour": ROLLUP_HOUR, "day": ROLLUP_DAY}
+MINUTE, HOUR, DAY = (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1))
+# The bucket every piece of an untimed report (aggregate, breakdown) is labelled with.
+UNTIMED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """[start, end) read from one table: a rollup, or EVENTS for a segment's raw visitors.
+    `visitors` names the rollup column summed as visitors ('' for none); `label` is the
+    timeseries bucket the piece counts towards (None: each row's own bucket)."""
+
+    table: str
+    start: datetime
+    end: datetime
+    visitors: str
+    label: datetime | None
+
+
+def ceil_minute(moment: datetime) -> datetime:
+    floor = floor_to(moment, "minute")
+    return floor if floor == as_utc(moment) else floor + MINUTE
+
+
+def _ceil_to(moment: datetime, unit: Interval) -> datetime:
+    floor = floor_to(moment, unit)
+    return floor if floor == moment else floor + {"minute": MINUTE, "hour": HOUR, "day": DAY}[unit]
+
+
+def plan(start: datetime, end: datetime, unit: Interval, label: datetime | None = None) -> list[Piece]:
+    """The pieces answering [start, end) per `unit` bucket: the whole buckets in one piece of
+    the unit's table, the partial first and last bucket as segments. With `label`, every
+    piece counts towards that one bucket (a report over the whole range)."""
+    a, b = ceil_minute(start), ceil_minute(end)
+    if a >= b:
+        return []
+    if floor_to(a, unit) == floor_to(b - MINUTE, unit):  # inside one bucket
+        return segment(a, b, label or floor_to(a, unit))
+    first_whole, last_whole = _ceil_to(a, unit), floor_to(b, unit)
+    pieces = []
+    if a < first_whole:
+        pieces += segment(a, first_whole, label or floor_to(a, unit))
+    if first_whole < last_whole:
+        pieces.append(Piece(UNIT_TABLES[unit], first_whole, last_whole, "visitors", label))
+    if last_whole < b:
+        pieces += segment(last_whole, b, label or last_whole)
+    return pieces
+
+
+def segment(a: datetime, b: datetime, label: datetime) -> list[Piece]:
+    """The pieces of [a, b) (minute-aligned, inside one UTC day), with the visitors rule
+    (module docstring) that makes this segment's visitors exact."""
+    midnight = floor_to(a, "day")
+    if a == midnight and b == midnight + DAY:
+        return [Piece(ROLLUP_DAY, a, b, "visitors", label)]
+    hour = floor_to(a, "hour")
+    raw_visitors = False
+    if a == midnight:
+        visitors = "day_first_visitors"
+    elif b == midnight + DAY:
+        visitors = "day_last_visitors"
+    elif (b - a == HOUR and a == hour) or b - a == MINUTE:
+        visitors = "visitors"
+    elif a == hour and b <= hour + HOUR:
+        visitors = "hour_first_visitors"  # only on rollup_minute: [a, b) is minutes only here
+    else:
+        visitors, raw_visitors = "", True
+    first_hour, last_hour = _ceil_to(a, "hour"), floor_to(b, "hour")
+    if first_hour < last_hour:
+        pieces = [Piece(ROLLUP_HOUR, first_hour, last_hour, visitors, label)]
+        pieces += [
+            Piece(ROLLUP_MINUTE, s, e, visitors, label) for s, e in ((a, first_hour), (last_hour, b)) if s < e
+        ]
+    else:
+        pieces = [Piece(ROLLUP_MINUTE, a, b, visitors, label)]
+    if raw_visitors:
+        pieces.append(Piece(EVENTS, a, b, "", label))
+    return pieces
+
+
+_ROLLUP_PIECE = """
+SELECT {label} AS t, value, toInt64(sum(pageviews)) AS pageviews, toInt64(sum({visitors})) AS visitors,
+       toInt64(sum(sessions)) AS sessions, toInt64(sum(bounces)) AS bounces,
+       toInt64(sum(duration_ms)) AS duration_ms
+FROM {table}
+WHERE site = {{site:String}} AND dimension = {{dimension:String}}
+  AND bucket >= {{{name}_start:{type}}} AND bucket < {{{name}_end:{type}}}
+GROUP BY t, value
+"""
+_RAW_VISITORS_PIECE = """
+SELECT {label} AS t, {value} AS value, toInt64(0) AS pageviews, toInt64({visitors}) AS visitors,
+       toInt64(0) AS sessions, toInt64(0) AS bounces, toInt64(0) AS duration_ms
+FROM {source}
+GROUP BY t, value
+"""
+
+
+def _piece_sql(q: StatsQuery, dimension: str, piece: Piece, name: str) -> tuple[str, dict[str, object]]:
+    parameters: dict[str, object] = {}
+    if piece.label is None:
+        label = "toDateTime(bucket, 'UTC')" if piece.table == ROLLUP_DAY else "bucket"
+    else:
+        label = f"{{{name}_t:DateTime('UTC')}}"
+        parameters[f"{name}_t"] = piece.label
+    if piece.table != EVENTS:
+        day = piece.table == ROLLUP_DAY
+        parameters |= {
+            f"{name}_start": piece.start.date() if day else piece.start,
+            f"{name}_end": piece.end.date() if day else piece.end,
+        }
+        sql = _ROLLUP_PIECE.format(
+            label=label, visitors=piece.visitors or "0", table=piece.table, name=name,
+            type="Date" if day else "DateTime('UTC')",
+        )  # fmt: skip
+        return sql, parameters
+    parameters |= {f"{name}_start": piece.start, f"{name}_end": piece.end}
+    # A segment inside one day: distinct visitor ids are distinct (day, visitor_id).
+    if dimension in SESSION_DIMENSIONS:
+        sessions = raw.raw_sessions_sql(q, (dimension,), bounds=(f"{name}_start", f"{name}_end"))
+        source, value, visitors = f"({sessions})", dimension, "uniqExact(cityHash64(visitor_id))"
+    else:
+        source = (
+            f"{EVENTS} WHERE site = {{site:String}} AND name = 'pageview' "
+            f"AND ts >= {{{name}_start:DateTime64(3, 'UTC')}} AND ts < {{{name}_end:DateTime64(3, 'UTC')}}"
+        )
+        value, visitors = EVENT_DIMENSIONS.get(dimension, "''"), "uniqExact(visitor_key)"
+    return _RAW_VISITORS_PIECE.format(label=label, value=value, visitors=visitors, source=source), parameters
+
+
+def _summed(q: StatsQuery, dimension: str, pieces: list[Piece]) -> tuple[str, dict[str, object]]:
+    """SQL selecting t, value, pageviews, visitors, sessions, bounces, duration_ms summed over
+    `pieces`, one row per (t, value) that does not net to zero."""
+    parts, parameters = [], {**q.parameters(), "dimension": dimension}
+    for index, piece in enumerate(pieces):
+        sql, piece_parameters = _piece_sql(q, dimension, piece, f"p{index}")
+        parts.append(sql)
+        parameters |= piece_parameters
+    sql = (
+        "SELECT t, value, sum(pageviews) AS pageviews, sum(visitors) AS visitors, sum(sessions) AS sessions, "
+        "sum(bounces) AS bounces, sum(duration_ms) AS duration_ms FROM ("
+        + " UNION ALL ".join(parts)
+        + ") GROUP BY t, value HAVING pageviews != 0 OR visitors != 0 OR sessions != 0"
+    )
+    return sql, parameters
+
+
+def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+    pieces = plan(q.start, q.end, "day", label=UNTIMED)
+    if not pieces:
+        return metrics(0, 0, 0, 0, 0.0)
+    sql, parameters = _summed(q, "", pieces)
+    rows = client.query(sql, parameters=parameters).result_rows
+    _, _, pageviews, visitors, sessions, bounces, duration_ms = rows[0] if rows else (0,) * 7
+    return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
+
+
+def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+    pieces = plan(q.start, q.end, interval)
+    if not pieces:
+        return fill(q, interval, [])
+    sql, parameters = _summed(q, "", pieces)
+    rows = client.query(f"SELECT t, pageviews, visitors FROM ({sql}) ORDER BY t", parameters=parameters)
+    return fill(q, interval, rows.result_rows)
+
+
+def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[BreakdownRow]:
+    pieces = plan(q.start, q.end, "day", label=UNTIMED)
+    if not pieces:
+        return []
+    sql, parameters = _summed(q, by, pieces)
+    rows = client.query(
+        f"SELECT value, pageviews, visitors FROM ({sql}) "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}",
+        parameters={**parameters, "limit": limit},
+    ).result_rows
+    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+# The newest version of each session (site, session_start, visitor_id) that is not a
+# tombstone; LIMIT 1 BY over the range instead of FINAL, which would merge the whole range.
+_SESSIONS = f"""
+SELECT visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, entry_path,
+       exit_path, is_bounce, referrer_domain, utm_source, country, device, browser, os
+FROM
+(
+    SELECT *
+    FROM {SESSIONS}
+    WHERE site = {{site:String}}
+      AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+    ORDER BY session_start DESC, visitor_id, batch_id DESC, written_at DESC
+    LIMIT 1 BY session_start, visitor_id
+)
+WHERE is_deleted = 0
+"""
+
+
+def sessions(client: Client, q: StatsQuery, limit: int) -> list[SessionRow]:
+    """The newest sessions starting in the range, open ones included; looked for in the
+    range's last day, then week, then all of it (as raw.sessions does)."""
+    for tail in raw.recent_tails(q):
+        newest = raw.newest_sessions(client, _SESSIONS, tail.parameters(), limit)
+        if len(newest) >= limit:
+            break
+    return newest
+
+
+_REALTIME = f"""
+SELECT
+    (SELECT uniqExact(cityHash64(visitor_id)) FROM {SESSIONS}
+     WHERE site = {{site:String}}
+       AND session_start >= toStartOfDay({{since:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+       AND session_start <= {{now:DateTime64(3, 'UTC')}}
+       AND session_end >= {{since:DateTime64(3, 'UTC')}} AND session_end <= {{now:DateTime64(3, 'UTC')}}),
+    (SELECT sum(pageviews) FROM {ROLLUP_MINUTE}
+     WHERE site = {{site:String}} AND dimension = ''
+       AND bucket >= toStartOfMinute({{since:DateTime64(3, 'UTC')}})
+       AND bucket <= {{now:DateTime64(3, 'UTC')}})
+"""
+
+
+def realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
+    """Live visitors: those with a session whose end (its last page view so far) is in the
+    last 5 minutes; every version of a session counts, since its end only grows and each
+    end is a page view of its visitor (session_start bounds the read: ids live one day).
+    Page views are those of the minutes the window touches, so up to a minute's worth more
+    than raw."""
+    visitors, pageviews = client.query(
+        _REALTIME, parameters={"site": site, "since": now - LIVE_WINDOW, "now": now}
+    ).result_rows[0]
+    return {"visitors": int(visitors), "pageviews": int(pageviews)}
+
+
+def late_pageviews(client: Client, q: StatsQuery) -> int:
+    """Page views in the range that the rollups miss: they came behind the watermark."""
+    return int(
+        client.query(
+            f"SELECT sum(events) FROM {LATE_EVENTS} FINAL "
+            "WHERE query_name = {query:String} AND site = {site:String} "
+            "AND window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}",
+            parameters={**q.parameters(), "query": ACTIVITY_QUERY},
+        ).result_rows[0][0]
+    )

@@ -1,0 +1,189 @@
+"""What a report asks and answers, and what its numbers mean: the contract both sources keep.
+
+Parameterised SQL only: user values travel as `{name:Type}` parameters, never spliced into
+the SQL text; dimension names are looked up in a fixed table of columns.
+
+Each metric is answered from one of two sources (DESIGN.md):
+- `raw` (raw.py): the archive (`events`), computed at query time;
+- `agg` (agg.py): the rollups and sessions the stream jobs derive from the same log.
+Once the stream jobs have processed an event both give the same numbers. The definitions:
+
+- page view: an event with name = 'pageview'. Page views and visitors count the page views
+  whose event time `ts` is in [start, end).
+- visitor: a distinct (UTC day of the event, visitor_id). visitor_id rotates with the daily
+  salt, so for browser events this is distinct visitor_id; stated per day, visitors over whole
+  days are the sum of the days' exact counts, which is what the rollups store. Counted as
+  uniqExact over a 64-bit hash (cityHash64(visitor_id), `visitor_key` in `events`, migration
+  0005, combined with the day): exact but for 64-bit hash collisions.
+- session: one visitor's page views of one site whose consecutive gaps are all ≤
+  session_gap_s (a gap of exactly session_gap_s continues the session); page views in the
+  same millisecond are ordered by event_id. A session belongs to the range its first page
+  view falls in, and may run past midnight.
+- bounce: a session with exactly one page view; bounce_rate = bounces / sessions (0 if none).
+- session duration: last page view time - first page view time, in seconds.
+- entry / exit page: path of the first / last page view of the session.
+- breakdowns: path, country, browser, os, device count page views (event level);
+  entry_path, exit_path, referrer_domain, utm_source are properties of a session (those of
+  its first / last page view) and count the page views and visitors of those sessions, a
+  visitor on the day its session starts.
+- live visitors: distinct visitors with a page view in the last 5 minutes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+Source = Literal["raw", "agg"]
+Interval = Literal["minute", "hour", "day"]
+
+SESSION_GAP_S = 1800
+LIVE_WINDOW = timedelta(minutes=5)
+
+# Distinct visitors, a visitor being a (UTC day, visitor_id): `events` stores
+# cityHash64(visitor_id) as visitor_key; sessions hash visitor_id inline, on their start's day.
+RAW_VISITORS = "uniqExact(cityHash64(visitor_key, toDate(ts)))"
+SESSION_VISITORS = "uniqExact(cityHash64(cityHash64(visitor_id), toDate(start)))"
+
+# Dimension name → column (event level) or session property. Never a user string in SQL.
+EVENT_DIMENSIONS = {
+    "path": "path",
+    "country": "country",
+    "browser": "browser",
+    "os": "os",
+    "device": "device",
+}
+SESSION_DIMENSIONS = {
+    "entry_path": "entry_path",
+    "exit_path": "exit_path",
+    "referrer_domain": "referrer_domain",
+    "utm_source": "utm_source",
+}
+DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
+INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
+INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+
+
+@dataclass(frozen=True)
+class StatsQuery:
+    """What a report asks about: one site, the half-open UTC range [start, end), and
+    optional filters (event-level dimension → value) that restrict the page views counted."""
+
+    site: str
+    start: datetime
+    end: datetime
+    filters: dict[str, str] = field(default_factory=dict)
+    session_gap_s: int = SESSION_GAP_S
+
+    def parameters(self) -> dict[str, object]:
+        parameters: dict[str, object] = {
+            "site": self.site,
+            "start": self.start,
+            "end": self.end,
+            "gap_ms": self.session_gap_s * 1000,
+        }
+        for index, value in enumerate(self.filters.values()):
+            parameters[f"filter_{index}"] = value
+        return parameters
+
+    def filter_sql(self) -> str:
+        """`AND column = {filter_i:String}` for each filter; columns come from EVENT_DIMENSIONS only."""
+        return "".join(
+            f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
+            for index, name in enumerate(self.filters)
+        )
+
+
+@dataclass(frozen=True)
+class Point:
+    t: datetime
+    pageviews: int
+    visitors: int
+
+
+@dataclass(frozen=True)
+class BreakdownRow:
+    value: str
+    pageviews: int
+    visitors: int
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    visitor_id: str
+    start: datetime
+    end: datetime
+    duration_s: float
+    pageviews: int
+    entry_path: str
+    exit_path: str
+    is_bounce: bool
+    referrer_domain: str
+    utm_source: str
+    country: str
+    device: str
+    browser: str
+    os: str
+
+
+class UnsupportedQuery(ValueError):
+    """A parameter outside the fixed vocabulary (dimension, interval, filter)."""
+
+
+def validate(q: StatsQuery) -> None:
+    unknown = set(q.filters) - set(EVENT_DIMENSIONS)
+    if unknown:
+        raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {sorted(EVENT_DIMENSIONS)}")
+    if q.end <= q.start:
+        raise UnsupportedQuery("`to` must be after `from`")
+
+
+# --- what both sources compute from their rows, stated once ---------------------------------
+
+
+def metrics(
+    pageviews: int, visitors: int, sessions: int, bounces: int, duration_s: float
+) -> dict[str, float]:
+    """The aggregate report; duration_s is the sessions' average duration."""
+    return {
+        "pageviews": int(pageviews),
+        "visitors": int(visitors),
+        "sessions": int(sessions),
+        "bounce_rate": round(bounces / sessions, 4) if sessions else 0.0,
+        "avg_session_duration_s": round(float(duration_s), 1) if sessions else 0.0,
+    }
+
+
+def as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def floor_to(moment: datetime, interval: Interval) -> datetime:
+    """The start of the bucket `moment` falls in (UTC)."""
+    moment = as_utc(moment).replace(second=0, microsecond=0)
+    if interval == "minute":
+        return moment
+    if interval == "hour":
+        return moment.replace(minute=0)
+    return moment.replace(hour=0, minute=0)
+
+
+def buckets(q: StatsQuery, interval: Interval) -> list[datetime]:
+    """Every bucket start in [start, end), so empty buckets show as zero."""
+    step = INTERVAL_STEP[interval]
+    result, moment = [], floor_to(q.start, interval)
+    while moment < as_utc(q.end):
+        result.append(moment)
+        moment += step
+    return result
+
+
+def fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
+    """A timeseries from (t, pageviews, visitors) rows, every bucket of the range present."""
+    counted = {as_utc(t): (int(pageviews), int(visitors)) for t, pageviews, visitors in rows}
+    return [Point(t, *counted.get(t, (0, 0))) for t in buckets(q, interval)]
+
+
+def session_row(row: dict[str, object]) -> SessionRow:
+    return SessionRow(**{name: row[name] for name in SessionRow.__dataclass_fields__})

@@ -1,0 +1,205 @@
+"""The `raw` source: every report computed at query time from the archive (`events`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from clickhouse_connect.driver.client import Client
+
+from storage.queries.contract import (
+    EVENT_DIMENSIONS,
+    INTERVAL_SQL,
+    LIVE_WINDOW,
+    RAW_VISITORS,
+    SESSION_DIMENSIONS,
+    SESSION_VISITORS,
+    BreakdownRow,
+    Interval,
+    Point,
+    SessionRow,
+    StatsQuery,
+    fill,
+    metrics,
+    session_row,
+)
+from storage.tables import EVENTS
+
+_PAGEVIEWS = """
+FROM {events}
+WHERE site = {{site:String}} AND name = 'pageview'
+  AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}{filters}
+"""
+
+# A session's properties and the page view each is taken from: 1 its first, -1 its last.
+SESSION_PROPERTIES = {
+    "entry_path": ("path", 1),
+    "exit_path": ("path", -1),
+    "referrer_domain": ("referrer_domain", 1),
+    "utm_source": ("utm_source", 1),
+    "country": ("country", 1),
+    "device": ("device", 1),
+    "browser": ("browser", 1),
+    "os": ("os", 1),
+    "utm_medium": ("utm_medium", 1),
+    "utm_campaign": ("utm_campaign", 1),
+}
+# What the sessions list shows (SessionRow's properties).
+LISTED_PROPERTIES = (
+    "entry_path",
+    "exit_path",
+    "referrer_domain",
+    "utm_source",
+    "country",
+    "device",
+    "browser",
+    "os",
+)
+
+# Sessions from page views, per visitor: its page views in time order, split where the gap
+# to the previous one exceeds the session gap. Whether a page view starts a session depends
+# on the page views before it (one at 23:55 makes 00:10 no start), and a session may run past
+# midnight; visitor ids live one UTC day, so the whole day before the range's first day and the
+# day after its last are read. Grouping by visitor and sorting its few page views as an array
+# costs a hash aggregation; a window over all page views would sort the whole range.
+_SESSIONS = """
+SELECT
+    visitor_id,
+    {first} AS start,
+    {last} AS end,
+    dateDiff('millisecond', start, end) / 1000 AS duration_s,
+    length(session) AS pageviews,
+    pageviews = 1 AS is_bounce{properties}
+FROM
+(
+    SELECT
+        any(visitor_id) AS visitor_id,
+        arraySort(groupArray({view})) AS views,
+        arrayJoin(arraySplit(
+            (view, i) -> i > 1 AND dateDiff('millisecond', {previous}, {current}) > {{gap_ms:UInt64}},
+            views, arrayEnumerate(views)
+        )) AS session
+    FROM {events}
+    WHERE site = {{site:String}} AND name = 'pageview'
+      AND ts >= toStartOfDay({{{start}:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+      AND ts < toStartOfDay({{{end}:DateTime64(3, 'UTC')}}) + INTERVAL 1 DAY{filters}
+    GROUP BY visitor_key
+)
+WHERE start >= {{{start}:DateTime64(3, 'UTC')}} AND start < {{{end}:DateTime64(3, 'UTC')}}
+"""
+
+
+def pageviews_sql(q: StatsQuery) -> str:
+    """`FROM events WHERE …`: the page views in the range that pass the filters."""
+    return _PAGEVIEWS.format(events=EVENTS, filters=q.filter_sql())
+
+
+def raw_sessions_sql(
+    q: StatsQuery, properties: tuple[str, ...] = LISTED_PROPERTIES, bounds: tuple[str, str] = ("start", "end")
+) -> str:
+    """The sessions starting in the range with the named properties (SESSION_PROPERTIES).
+
+    Without properties a page view is just its time; with them it is the tuple (ts,
+    event_id, columns…), so that page views in the same millisecond are ordered by event_id
+    (as the stream jobs order them) and the columns travel with their view. `bounds` names
+    the DateTime64 parameters holding the range (q.parameters()' own by default)."""
+    start, end = bounds
+    if not properties:
+        return _SESSIONS.format(
+            view="ts", first="session[1]", last="session[-1]", previous="views[i - 1]", current="view",
+            properties="", filters=q.filter_sql(), events=EVENTS, start=start, end=end,
+        )  # fmt: skip
+    columns = list(dict.fromkeys(SESSION_PROPERTIES[name][0] for name in properties))
+    selected = ""
+    for name in properties:
+        column, view = SESSION_PROPERTIES[name]
+        selected += f",\n    session[{view}].{3 + columns.index(column)} AS {name}"
+    return _SESSIONS.format(
+        view=f"(ts, toString(event_id), {', '.join(columns)})", first="session[1].1", last="session[-1].1",
+        previous="views[i - 1].1", current="view.1", properties=selected, filters=q.filter_sql(),
+        events=EVENTS, start=start, end=end,
+    )  # fmt: skip
+
+
+def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+    pageviews, visitors = client.query(
+        f"SELECT count(), {RAW_VISITORS} " + pageviews_sql(q), parameters=q.parameters()
+    ).result_rows[0]
+    sessions, bounces, duration_s = client.query(
+        f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({raw_sessions_sql(q, ())})",
+        parameters=q.parameters(),
+    ).result_rows[0]
+    return metrics(pageviews, visitors, sessions, bounces, duration_s)
+
+
+def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+    rows = client.query(
+        f"SELECT {INTERVAL_SQL[interval]}(ts) AS t, count(), {RAW_VISITORS} "
+        + pageviews_sql(q)
+        + " GROUP BY t ORDER BY t",
+        parameters=q.parameters(),
+    ).result_rows
+    return fill(q, interval, rows)
+
+
+def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[BreakdownRow]:
+    if by in EVENT_DIMENSIONS:
+        sql = (
+            f"SELECT {EVENT_DIMENSIONS[by]} AS value, count() AS pageviews, {RAW_VISITORS} AS visitors "
+            + pageviews_sql(q)
+        )
+    else:
+        sql = (
+            f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
+            f"{SESSION_VISITORS} AS visitors FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))})"
+        )
+    return ranked(client, sql, q.parameters(), limit)
+
+
+# The newest sessions are looked for in the range's last day, then its last week, then all of
+# it: once a tail of the range holds `limit` sessions, no session starting before it can be
+# among the newest `limit`, and sessionising a day is far cheaper than a month.
+RECENT_TAILS = (timedelta(days=1), timedelta(days=7))
+
+
+def recent_tails(q: StatsQuery) -> list[StatsQuery]:
+    """The range's last day, last week, then the whole range (the tails shorter than it)."""
+    return [*(replace(q, start=q.end - tail) for tail in RECENT_TAILS if q.end - tail > q.start), q]
+
+
+def sessions(client: Client, q: StatsQuery, limit: int) -> list[SessionRow]:
+    for tail in recent_tails(q):
+        newest = newest_sessions(client, raw_sessions_sql(tail), tail.parameters(), limit)
+        if len(newest) >= limit:
+            break
+    return newest
+
+
+def realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
+    visitors, pageviews = client.query(
+        f"SELECT {RAW_VISITORS}, count() FROM {EVENTS} "
+        "WHERE site = {site:String} AND name = 'pageview' "
+        "AND ts >= {since:DateTime64(3, 'UTC')} AND ts <= {now:DateTime64(3, 'UTC')}",
+        parameters={"site": site, "since": now - LIVE_WINDOW, "now": now},
+    ).result_rows[0]
+    return {"visitors": int(visitors), "pageviews": int(pageviews)}
+
+
+def ranked(client: Client, sql: str, parameters: dict[str, object], limit: int) -> list[BreakdownRow]:
+    """A breakdown: `sql` selects value, pageviews and visitors; the top `limit` values."""
+    rows = client.query(
+        f"{sql} GROUP BY value ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}",
+        parameters={**parameters, "limit": limit},
+    ).result_rows
+    return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def newest_sessions(
+    client: Client, sessions_sql: str, parameters: dict[str, object], limit: int
+) -> list[SessionRow]:
+    """The newest `limit` of the sessions `sessions_sql` selects (SessionRow's columns)."""
+    rows = client.query(
+        f"SELECT * FROM ({sessions_sql}) ORDER BY start DESC, visitor_id LIMIT {{limit:UInt32}}",
+        parameters={**parameters, "limit": limit},
+    ).named_results()
+    return [session_row(row) for row in rows]
