@@ -30,7 +30,7 @@ from rich.console import Console
 
 from bench.archiver import bench_archiver
 from bench.collector import run_collector_bench
-from bench.sections import SECTION_NAMES, Section, selected
+from bench.sections import SECTION_NAMES, SECTIONS, Section, selected
 from loadgen.runner import percentile
 from ops.local import stack, supervisor
 from ops.local.components import components
@@ -209,9 +209,9 @@ def run_bench(
         "sections": [section.name for section in sections],
         "events": events,
     }
-    if started_stack:
-        stack.up(settings, demo=False, progress=console.print)
     try:
+        if started_stack:  # inside the try: a stack that fails to come up is stopped again too
+            stack.up(settings, demo=False, progress=console.print)
         report["rss_idle_mib"] = component_rss(settings)
         report.update(run_sections(sections, section_runners(settings), events, console))
         report["rss_after_mib"] = component_rss(settings)
@@ -416,6 +416,8 @@ def markdown(report: dict) -> str:
 def _run_line(report: dict) -> str:
     ran = sections_run(report)
     size = f"--events {report['events']:,}" if report.get("events") else "each section's default size"
+    if report.get("events") and not any(s.events_mean for s in SECTIONS if s.name in ran):
+        size += " (unused: no section run takes a size)"
     if _is_full_run(report):
         return f"Sections: all ({', '.join(ran)}), {size}."
     not_run = [name for name in SECTION_NAMES if name not in ran]

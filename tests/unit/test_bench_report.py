@@ -160,13 +160,17 @@ def test_report_from_before_sections_is_still_read() -> None:
 def test_partial_report_does_not_overwrite_the_full_runs(tmp_path: Path) -> None:
     full = {"started_at": "2026-11-23T01:00:00+00:00", "machine": MACHINE, "sections": list(SECTION_NAMES)}
     full_json, _ = write_report(full, tmp_path)
-    partial_json, partial_md = write_report(partial_report("collector", {"results": []}), tmp_path)
+    partial = {**partial_report("collector", {"results": []}), "events": 5}
+    partial_json, partial_md = write_report(partial, tmp_path)
     assert (full_json.name, partial_json.name, partial_md.name) == (
         "2026-11-23-h.json",
         "2026-11-23-h-collector.json",
         "2026-11-23-h-collector.md",
     )
     assert full_json.exists()
+    assert "Partial run: collector, --events 5 (unused: no section run takes a size); not run:" in (
+        partial_md.read_text()
+    )
 
 
 def test_only_the_selected_section_runs_with_the_size_given() -> None:
