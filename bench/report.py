@@ -24,12 +24,12 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import psutil
 from rich.console import Console
 
 from bench.archiver import bench_archiver
 from bench.collector import run_collector_bench
+from bench.open_loop import Sent, post_at_rate
 from bench.sections import SECTION_NAMES, SECTIONS, Section, selected
 from loadgen.runner import percentile
 from ops.local import stack, supervisor
@@ -83,40 +83,14 @@ def component_rss(settings: Settings) -> dict[str, float]:
     return rss
 
 
-async def _send_at_rate(
-    collector: str, rate: float, count: int, sent: list[float], failed: list[str]
-) -> None:
-    body = json.dumps({"d": LATENCY_SITE, "u": f"https://{LATENCY_SITE}/"})
-    connections = 64
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    # No more requests in flight than connections: httpx's pool rescans every waiting request
-    # on each release, so a queue of thousands turns the client itself into the bottleneck.
-    # Latency is counted from each 202, so holding a send back does not hide any of it.
-    in_flight = asyncio.Semaphore(connections)
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
-
-        async def post(index: int) -> None:
-            headers = {
-                "User-Agent": "Mozilla/5.0 (X11; Linux x86_64)",
-                "X-Forwarded-For": f"10.9.{index // 250 % 256}.{1 + index % 250}",
-            }
-            async with in_flight:
-                try:
-                    response = await client.post(f"{collector}/api/event", content=body, headers=headers)
-                except httpx.HTTPError as error:  # one timeout must not end the run: it is counted
-                    failed.append(type(error).__name__)
-                    return
-            if response.status_code == 202:
-                sent.append(time.monotonic())
-            else:
-                failed.append(str(response.status_code))
-
-        tasks, start = [], time.monotonic()
-        for index in range(count):
-            if (delay := start + index / rate - time.monotonic()) > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(post(index)))
-        await asyncio.gather(*tasks)
+def _latency_headers(index: int) -> dict[str, str]:
+    # A browser's user agent (bot filters drop others) and a client address of its own per
+    # event, well under the per-IP rate limit whatever the run's size.
+    return {
+        "User-Agent": "Mozilla/5.0 (X11; Linux x86_64)",
+        "X-Forwarded-For": f"10.9.{index // 250 % 256}.{1 + index % 250}",
+        "Content-Type": "text/plain",
+    }
 
 
 def bench_latency(settings: Settings, events: int = 30_000, rate: float = LATENCY_RATE) -> dict[str, float]:
@@ -133,31 +107,34 @@ def bench_latency(settings: Settings, events: int = 30_000, rate: float = LATENC
     client = connect(settings)
     since = datetime.now(UTC) - timedelta(minutes=1)
     baseline = _agg_count(client, since)
-    sent: list[float] = []
-    failed: list[str] = []
+    sent = Sent()
     polls: list[tuple[float, int]] = []
-    collector = f"http://127.0.0.1:{settings.collector_port}"
+    body = json.dumps({"d": LATENCY_SITE, "u": f"https://{LATENCY_SITE}/"}).encode()
     started = time.monotonic()
 
     async def measure() -> None:
-        sender = asyncio.create_task(_send_at_rate(collector, rate, events, sent, failed))
-        while not sender.done() or (polls and polls[-1][1] < len(sent)):
+        sender = asyncio.create_task(
+            post_at_rate(
+                "127.0.0.1", settings.collector_port, "/api/event", _latency_headers, body, rate, events, sent
+            )
+        )
+        while not sender.done() or (polls and polls[-1][1] < len(sent.acked)):
             count = await asyncio.to_thread(_agg_count, client, since) - baseline
             polls.append((time.monotonic(), count))
-            if sender.done() and (not sent or time.monotonic() - sent[-1] > 60):
+            if sender.done() and (not sent.acked or time.monotonic() - sent.acked[-1] > 60):
                 break
             await asyncio.sleep(0.1)
         await sender
 
     asyncio.run(measure())
-    acked = sorted(sent)
+    acked = sorted(sent.acked)
     latencies = sorted(visibility_latencies(acked, polls))
     return {
         "rate": rate,
         "offered": events,
         "sent": len(acked),
         "sent_per_s": round(len(acked) / (acked[-1] - started)) if acked else 0,
-        "failed": len(failed),
+        "failed": len(sent.failed),
         "visible": len(latencies),
         "p50_s": round(percentile(latencies, 0.5), 3),
         "p95_s": round(percentile(latencies, 0.95), 3),
