@@ -86,7 +86,7 @@ SESSION_COLUMNS = (
 )
 
 
-def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFrame:
+def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int, recheck_s: int) -> DataFrame:
     """Parsed PageViewEvents → VisitorActivity's rows (kind: rollup, session, pane, late)."""
     pageviews = (
         events.where(F.col("name") == PAGEVIEW_EVENT_NAME)
@@ -94,7 +94,7 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
         .select("site", "visitor_id", "event_id", "ts", F.unix_millis("ts").alias("ts_ms"), *PAGEVIEW_FIELDS)
     )
     spark = events.sparkSession
-    activity = spark._jvm.tally.stream.VisitorActivity.apply(pageviews._jdf, gap_s * 1000)
+    activity = spark._jvm.tally.stream.VisitorActivity.apply(pageviews._jdf, gap_s * 1000, recheck_s * 1000)
     return DataFrame(activity, spark)
 
 
@@ -119,7 +119,11 @@ def collect_batch(batch: DataFrame) -> pa.Table:
             .groupBy("kind", "ip_hash", "bucket_ms")
             .agg(F.sum("pageviews").alias("pageviews"), F.lit("").alias("site"))
         )
-        late = batch.where(kind == "late").groupBy("kind", "site", "bucket_ms").agg(F.sum("pageviews").alias("pageviews"))
+        late = (
+            batch.where(kind == "late")
+            .groupBy("kind", "site", "bucket_ms")
+            .agg(F.sum("pageviews").alias("pageviews"))
+        )
         sessions = batch.where(kind == "session")
         combined = rollups.unionByName(panes, allowMissingColumns=True)
         combined = combined.unionByName(late, allowMissingColumns=True)
@@ -147,7 +151,9 @@ def _nonzero(rows: pa.Table, metrics: tuple[str, ...]) -> pa.Table:
 
 def minute_rollups(rows: pa.Table) -> pa.Table:
     deltas = _of_kind(rows, "rollup")
-    deltas = deltas.set_column(deltas.schema.get_field_index("bucket_ms"), "bucket", _bucket(deltas, "minute"))
+    deltas = deltas.set_column(
+        deltas.schema.get_field_index("bucket_ms"), "bucket", _bucket(deltas, "minute")
+    )
     return _nonzero(deltas.select([*ROLLUP_KEY, *METRICS]), METRICS)
 
 
@@ -158,13 +164,19 @@ def _coarser(rows: pa.Table, unit: str, visitors: str, metrics: tuple[str, ...])
     deltas = deltas.set_column(deltas.schema.get_field_index("bucket_ms"), "bucket", _bucket(deltas, unit))
     summed_columns = [m for m in metrics if m != "visitors"] + [visitors]
     summed = deltas.group_by(list(ROLLUP_KEY)).aggregate([(m, "sum") for m in summed_columns])
-    summed = summed.rename_columns(
-        [*ROLLUP_KEY, *[m for m in metrics if m != "visitors"], "visitors"]
-    )
+    summed = summed.rename_columns([*ROLLUP_KEY, *[m for m in metrics if m != "visitors"], "visitors"])
     return _nonzero(summed.select([*ROLLUP_KEY, *metrics]), metrics)
 
 
-HOUR_METRICS = ("pageviews", "visitors", "day_first_visitors", "day_last_visitors", "sessions", "bounces", "duration_ms")
+HOUR_METRICS = (
+    "pageviews",
+    "visitors",
+    "day_first_visitors",
+    "day_last_visitors",
+    "sessions",
+    "bounces",
+    "duration_ms",
+)
 DAY_METRICS = ("pageviews", "visitors", "sessions", "bounces", "duration_ms")
 
 
@@ -181,7 +193,9 @@ def session_rows(rows: pa.Table) -> pa.Table:
     found = _of_kind(rows, "session")
     start = pc.cast(found["session_start_ms"], pa.timestamp("ms", tz="UTC"))
     end = pc.cast(found["session_end_ms"], pa.timestamp("ms", tz="UTC"))
-    duration = pc.divide(pc.cast(pc.subtract(found["session_end_ms"], found["session_start_ms"]), pa.float64()), 1000.0)
+    duration = pc.divide(
+        pc.cast(pc.subtract(found["session_end_ms"], found["session_start_ms"]), pa.float64()), 1000.0
+    )
     columns = {
         "site": found["site"],
         "session_start": start,
@@ -214,7 +228,12 @@ def pane_rows(rows: pa.Table) -> pa.Table:
     start = _bucket(panes, "minute")
     end = pc.cast(pc.add(panes["bucket_ms"], rate_limits.PANE_S * 1000), pa.timestamp("ms", tz="UTC"))
     return pa.table(
-        {"ip_hash": panes["ip_hash"], "window_start": start, "window_end": end, "pageviews": panes["pageviews"]}
+        {
+            "ip_hash": panes["ip_hash"],
+            "window_start": start,
+            "window_end": end,
+            "pageviews": panes["pageviews"],
+        }
     )
 
 
@@ -235,5 +254,5 @@ def start_activity(events: DataFrame, context: StreamContext) -> StreamingQuery:
     sink = ClickHouseSink(
         context, QUERY_NAME, outputs=OUTPUTS, steps=[rate_limits.enforce_rate_limit], collect=collect_batch
     )
-    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s)
+    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s, settings.state_recheck_s)
     return context.start(frame.writeStream.outputMode("update").foreachBatch(sink), QUERY_NAME)

@@ -60,7 +60,7 @@ LISTED_PROPERTIES = (
 # to the previous one exceeds the session gap. Whether a page view starts a session depends
 # on the page views before it (one at 23:55 makes 00:10 no start), and a session may run past
 # midnight; visitor ids live one UTC day, so the whole day before the range's first day and the
-# day after its last are read. Grouping by visitor and sorting its few page views as an array
+# day after its last are read (a range ending at 23:50 reads the next day too). Grouping by visitor and sorting its few page views as an array
 # costs a hash aggregation; a window over all page views would sort the whole range.
 _SESSIONS = """
 SELECT
@@ -82,7 +82,7 @@ FROM
     FROM {events}
     WHERE site = {{site:String}} AND name = 'pageview'
       AND ts >= toStartOfDay({{{start}:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
-      AND ts < toStartOfDay({{{end}:DateTime64(3, 'UTC')}}) + INTERVAL 1 DAY{filters}
+      AND ts < toStartOfDay({{{end}:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY{filters}
     GROUP BY visitor_key
 )
 WHERE start >= {{{start}:DateTime64(3, 'UTC')}} AND start < {{{end}:DateTime64(3, 'UTC')}}

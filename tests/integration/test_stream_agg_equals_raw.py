@@ -1,17 +1,21 @@
-"""For closed windows the `agg` source (Spark-derived tables) answers every report exactly as
-the `raw` source (the archive) does: aggregate, timeseries, breakdowns, sessions.
+"""Once the activity query has read every event, the `agg` source (the rollups and sessions
+Spark derives) answers every report exactly as the `raw` source (the archive) does — while
+sessions are still open, and again once the watermark has closed them all; and Spark writes
+the same rollup rows as the SQL backfill (storage/rollup_backfill.py) builds from the archive.
 
-Generated traffic: several sites; visitors with several sessions each, crossing minute and
-hour boundaries; page views arriving out of order across micro-batches (behind the newest
-event time, within the watermark); and, on one site, page views arriving behind the
-watermark, which the derived tables count as late instead. The same events go to the raw
-archive (`events`) as the archiver writes them.
+Traffic: visitors with several sessions each, crossing minute, hour and UTC-midnight
+boundaries; gaps of exactly gap - 1 s and gap + 1 s; page views arriving out of order across
+micro-batches (behind the newest event time, within the watermark); on one site, page views
+arriving behind the watermark, which agg counts as late instead; and (second test) a session
+gap below one minute. The same events go to the raw archive (`events`) as the archiver writes
+them. Ranges: whole days, a day's head and tail, an hour, a segment inside a day, and one that
+straddles midnight.
 """
 
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from pyspark.sql import SparkSession
@@ -20,88 +24,111 @@ from pyspark.sql.streaming import StreamingQuery
 from storage import queries
 from storage.archiver import EVENT_COLUMNS
 from storage.client import connect
+from storage.rollup_backfill import backfill_rollups
+from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
+from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import start_queries
-from tally.event import PageViewEvent
+from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
+from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.events import PATHS, page_view, visitor_attributes
-from tests.fixtures.spark import minutes_ago, produce, site_names, wait_for, wait_for_watermark
+from tests.fixtures.spark import isolated_settings, produce, site_names, wait_for, wait_for_watermark
 
 pytestmark = pytest.mark.integration
 
-QUERIES = ("pageview_counts", "sessions")
 ROUND = timedelta(minutes=40)
 RANGE = timedelta(hours=2)
 
 
-def test_agg_equals_raw_for_closed_windows(
+def last_midnight() -> datetime:
+    return datetime.combine(utc_now().date(), time(), UTC)
+
+
+def test_agg_equals_raw_open_and_closed_and_spark_equals_backfill(
     spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
 ) -> None:
     settings = stream_settings
-    *sites, late_site, clock_site = site_names(5)
-    t0 = minutes_ago(4 * 60)
-    events = visits([*sites, late_site], t0)
-    running_queries.extend(start_queries(spark, settings, QUERIES))
-    held_back: list[PageViewEvent] = []
-    out_of_order = 0
-    for n in range(3):
-        start = t0 + n * ROUND
-        this_round = [e for e in events if start <= e.ts < start + ROUND]
-        # Every third page view of the round's last 90 s is held back to the next round: it
-        # then arrives behind the newest event time, in a later micro-batch, but within the
-        # watermark (120 s).
-        stragglers = [e for e in this_round if e.ts >= start + ROUND - timedelta(seconds=90)][::3]
-        send(settings, held_back)
-        send(settings, [e for e in this_round if e not in stragglers])
-        held_back = stragglers
-        out_of_order += len(stragglers)
-        wait_for_queries(settings, max(e.ts for e in this_round if e not in stragglers))
-        if n == 1:
-            # Long after their minute closed: behind the watermark.
-            send(
-                settings,
-                [page_view(late_site, f"late-{i}", t0 + timedelta(minutes=10, seconds=i)) for i in range(4)],
-            )
-    send(settings, held_back)
+    *sites, late_site, clock_site = site_names(4)
+    # The traffic straddles yesterday's midnight (UTC): t0 = 23:00 the day before.
+    t0 = last_midnight() - timedelta(days=1, hours=1)
+    gap = timedelta(seconds=settings.session_gap_s)
+    events = visits([*sites, late_site], t0, RANGE) + edge_cases(sites[0], t0, gap)
+    running_queries.extend(start_queries(spark, settings, [QUERY_NAME]))
+    out_of_order = send_in_rounds(settings, events, t0, RANGE, late_site)
     assert out_of_order > 0
     client = connect(settings)
-    whole = queries.StatsQuery(sites[0], t0, t0 + RANGE)
-    expected_pageviews = len([e for e in events if e.site in sites])
-    assert wait_for(lambda: total_agg_pageviews(client, sites, t0), expected_pageviews) == expected_pageviews
+    expected = len([e for e in events if e.site in sites])
+    assert wait_for(lambda: total_agg_pageviews(client, sites, t0), expected) == expected
 
-    # Every page view is read; sessions still open are stitched from the per-visitor minutes.
-    assert open_sessions(client, sites, t0) > 0
+    # Every page view is read; some sessions are still open (not closed by the watermark).
+    assert open_sessions(client, sites) > 0
     for site in sites:
         for q in ranges(site, t0):
-            assert agg_reports(client, q) == raw_reports(client, q), q
-    assert any(not s.is_bounce for s in queries.sessions(client, whole, 1000, "agg"))
+            assert reports(client, q, "agg") == reports(client, q, "raw"), q
 
-    # A page view much later closes every session: then they come from `sessions`.
-    send(settings, [page_view(clock_site, "clock", t0 + RANGE + timedelta(minutes=40))])
-    wait_for_queries(settings, t0 + RANGE + timedelta(minutes=38))
-    assert open_sessions(client, sites, t0) == 0
+    # A page view much later closes every session: the numbers do not move.
+    send(settings, [page_view(clock_site, "clock", t0 + RANGE + gap + timedelta(minutes=10))])
+    wait_for_watermark(settings, QUERY_NAME, t0 + RANGE + gap)
+    assert wait_for(lambda: open_sessions(client, sites), 0) == 0
     for site in sites:
         for q in ranges(site, t0):
-            assert agg_reports(client, q) == raw_reports(client, q), q
+            assert reports(client, q, "agg") == reports(client, q, "raw"), q
 
-    # The late page views are in the archive, not in the derived tables: reported as late.
+    # The late page views are in the archive, not in the rollups: reported as late.
     q = queries.StatsQuery(late_site, t0, t0 + RANGE)
     raw, agg = queries.aggregate(client, q, "raw"), queries.aggregate(client, q, "agg")
     assert queries.late_pageviews(client, q) == 4
     assert agg["pageviews"] + 4 == raw["pageviews"]
 
+    # Spark's rollup rows are the backfill's, row for row.
+    assert_spark_equals_backfill(settings, sites, t0)
+
+
+def test_agg_equals_raw_with_a_session_gap_below_one_minute(
+    spark: SparkSession,
+    tmp_path: object,
+    kafka_bootstrap: str,
+    clickhouse_endpoint: Endpoint,
+    running_queries: list[StreamingQuery],
+) -> None:
+    settings = isolated_settings(tmp_path / "home", kafka_bootstrap, clickhouse_endpoint, session_gap_s=30)
+    site, clock_site = site_names(2)
+    t0 = last_midnight() - timedelta(hours=3)
+    gap = timedelta(seconds=30)
+    rng = random.Random(7)
+    events = edge_cases(site, t0, gap)
+    for n in range(6):  # bursts of clicks seconds apart, pauses around the 30 s gap
+        ts = t0 + timedelta(minutes=rng.uniform(0, 20))
+        for _ in range(8):
+            events.append(page_view(site, f"clicker-{n}", ts, path=rng.choice(PATHS)))
+            ts += timedelta(seconds=rng.choice([2, 10, 29, 30, 31, 45, 90]))
+    running_queries.extend(start_queries(spark, settings, [QUERY_NAME]))
+    send(settings, sorted(events, key=lambda e: e.ts))
+    client = connect(settings)
+    whole = queries.StatsQuery(site, t0, t0 + timedelta(hours=1), session_gap_s=30)
+    expected = len(events)
+    assert wait_for(lambda: queries.aggregate(client, whole, "agg")["pageviews"], expected) == expected
+    for q in [whole, queries.StatsQuery(site, t0, t0 + timedelta(minutes=10), session_gap_s=30)]:
+        assert reports(client, q, "agg") == reports(client, q, "raw"), q
+    assert queries.aggregate(client, whole, "raw")["sessions"] > 6
+    send(settings, [page_view(clock_site, "clock", t0 + timedelta(hours=2))])
+    wait_for_watermark(settings, QUERY_NAME, t0 + timedelta(hours=1))
+    assert reports(client, whole, "agg") == reports(client, whole, "raw")
+    assert_spark_equals_backfill(settings, [site], t0, session_gap_s=30)
+
 
 # --- traffic ------------------------------------------------------------------------------
 
 
-def visits(sites: list[str], t0: datetime) -> list[PageViewEvent]:
+def visits(sites: list[str], t0: datetime, span: timedelta) -> list[PageViewEvent]:
     """Visitors coming back in sessions: think times from seconds to beyond the session gap."""
     rng = random.Random(t0.timestamp())
     events = []
     for site in sites:
         for n in range(12):
             visitor, attributes = f"visitor-{n}", visitor_attributes(rng)
-            ts = t0 + timedelta(seconds=rng.uniform(0, 100 * 60))
-            while ts < t0 + RANGE:
+            ts = t0 + timedelta(seconds=rng.uniform(0, span.total_seconds() - 1200))
+            while ts < t0 + span:
                 attributes["referrer_domain"] = rng.choice(["", "google.com", attributes["referrer_domain"]])
                 events.append(page_view(site, visitor, ts, path=rng.choice(PATHS), **attributes))
                 think = rng.choices([(5, 180), (300, 1500), (1860, 3000)], weights=[6, 3, 1])[0]
@@ -109,6 +136,57 @@ def visits(sites: list[str], t0: datetime) -> list[PageViewEvent]:
                     break
                 ts += timedelta(seconds=rng.uniform(*think))
     return sorted(events, key=lambda e: e.ts)
+
+
+def edge_cases(site: str, t0: datetime, gap: timedelta) -> list[PageViewEvent]:
+    """Gaps of gap - 1 s (one session) and gap + 1 s (two); two page views in one millisecond;
+    a session that crosses midnight when t0 is an hour before one."""
+    second = timedelta(seconds=1)
+    at = t0 + timedelta(minutes=5)
+    views = [
+        page_view(site, "gap-minus", at, path="/a"),
+        page_view(site, "gap-minus", at + gap - second, path="/b"),
+        page_view(site, "gap-plus", at, path="/a"),
+        page_view(site, "gap-plus", at + gap + second, path="/b"),
+        page_view(site, "same-ms", at, path="/one"),
+        page_view(site, "same-ms", at, path="/two"),
+    ]
+    midnight = datetime.combine((t0 + timedelta(hours=1)).date(), time(), UTC)
+    if timedelta(0) < midnight - t0 <= timedelta(hours=1):
+        views += [
+            page_view(site, "night-owl", midnight - timedelta(minutes=3), path="/before"),
+            page_view(site, "night-owl", midnight + timedelta(minutes=2), path="/after"),
+        ]
+    return views
+
+
+def send_in_rounds(
+    settings: Settings, events: list[PageViewEvent], t0: datetime, span: timedelta, late_site: str
+) -> int:
+    """In rounds of event time; every third page view of a round's last 90 s is held back to the
+    next round (out of order, within the watermark); in the second round, page views far behind
+    the watermark for `late_site`. Returns how many were held back."""
+    held_back: list[PageViewEvent] = []
+    out_of_order = 0
+    rounds = int(span / ROUND) + 1
+    for n in range(rounds):
+        start = t0 + n * ROUND
+        this_round = [e for e in events if start <= e.ts < start + ROUND]
+        stragglers = [e for e in this_round if e.ts >= start + ROUND - timedelta(seconds=90)][::3]
+        send(settings, held_back)
+        on_time = [e for e in this_round if e not in stragglers]
+        send(settings, on_time)
+        held_back = stragglers
+        out_of_order += len(stragglers)
+        if on_time:
+            wait_for_activity(settings, max(e.ts for e in on_time))
+        if n == 1:
+            late = [
+                page_view(late_site, f"late-{i}", t0 + timedelta(minutes=10, seconds=i)) for i in range(4)
+            ]
+            send(settings, late)
+    send(settings, held_back)
+    return out_of_order
 
 
 def send(settings: Settings, events: list[PageViewEvent]) -> None:
@@ -120,22 +198,26 @@ def send(settings: Settings, events: list[PageViewEvent]) -> None:
     connect(settings).insert("events", rows, column_names=[*EVENT_COLUMNS, "kafka_partition", "kafka_offset"])
 
 
-def wait_for_queries(settings: Settings, newest: datetime) -> None:
-    """Until both queries have read up to the event time `newest` (their watermark shows it)."""
+def wait_for_activity(settings: Settings, newest: datetime) -> None:
+    """Until the query has read up to the event time `newest` (its watermark shows it)."""
     watermark = newest.replace(microsecond=newest.microsecond // 1000 * 1000) - timedelta(
         seconds=settings.watermark_s
     )
-    for name in QUERIES:
-        assert wait_for_watermark(settings, name, watermark) >= watermark, name
+    assert wait_for_watermark(settings, QUERY_NAME, watermark) >= watermark
 
 
 # --- the reports --------------------------------------------------------------------------
 
 
 def ranges(site: str, t0: datetime) -> list[queries.StatsQuery]:
-    """The whole traffic, and one hour in its middle (sessions crossing both of its ends)."""
+    """t0 is 23:00: the whole traffic (a day's tail and the next day's head), the two whole
+    days, one hour, a segment inside the first hour, and an hour straddling midnight."""
+    day = datetime.combine(t0.date(), time(), UTC)
     return [
         queries.StatsQuery(site, t0, t0 + RANGE),
+        queries.StatsQuery(site, day, day + timedelta(days=2)),
+        queries.StatsQuery(site, t0, t0 + timedelta(hours=1)),
+        queries.StatsQuery(site, t0 + timedelta(minutes=10), t0 + timedelta(minutes=50)),
         queries.StatsQuery(site, t0 + timedelta(minutes=30), t0 + timedelta(minutes=90)),
     ]
 
@@ -145,19 +227,12 @@ def reports(client: object, q: queries.StatsQuery, source: queries.Source) -> di
         "aggregate": queries.aggregate(client, q, source),
         "minutes": queries.timeseries(client, q, "minute", source),
         "hours": queries.timeseries(client, q, "hour", source),
+        "days": queries.timeseries(client, q, "day", source),
         "sessions": queries.sessions(client, q, 1000, source),
     }
     for by in queries.DIMENSIONS:
         found[f"by {by}"] = queries.breakdown(client, q, by, 100, source)
     return found
-
-
-def agg_reports(client: object, q: queries.StatsQuery) -> dict[str, object]:
-    return reports(client, q, "agg")
-
-
-def raw_reports(client: object, q: queries.StatsQuery) -> dict[str, object]:
-    return reports(client, q, "raw")
 
 
 def total_agg_pageviews(client: object, sites: list[str], t0: datetime) -> int:
@@ -166,12 +241,69 @@ def total_agg_pageviews(client: object, sites: list[str], t0: datetime) -> int:
     )
 
 
-def open_sessions(client: object, sites: list[str], t0: datetime) -> int:
-    """Sessions of the range not yet in `sessions` (still open for the sessions query)."""
-    stored = client.query(
-        "SELECT count() FROM sessions FINAL WHERE site IN {sites:Array(String)}", parameters={"sites": sites}
-    ).result_rows[0][0]
-    total = sum(
-        queries.aggregate(client, queries.StatsQuery(s, t0, t0 + RANGE), "agg")["sessions"] for s in sites
+def open_sessions(client: object, sites: list[str]) -> int:
+    """Sessions the watermark has not closed yet (newest version of each, tombstones aside)."""
+    rows = client.query(
+        "SELECT countIf(NOT is_closed) FROM sessions FINAL "
+        "WHERE site IN {sites:Array(String)} AND NOT is_deleted",
+        parameters={"sites": sites},
     )
-    return total - int(stored)
+    return int(rows.result_rows[0][0])
+
+
+# --- Spark against the backfill -----------------------------------------------------------
+
+_ROLLUP_ROWS = """
+SELECT site, dimension, bucket, value, {sums}
+FROM {table} WHERE site IN {{sites:Array(String)}}
+GROUP BY site, dimension, bucket, value
+HAVING {nonzero}
+ORDER BY site, dimension, bucket, value
+"""
+_METRICS = {
+    ROLLUP_MINUTE: (
+        "pageviews",
+        "visitors",
+        "hour_first_visitors",
+        "day_first_visitors",
+        "day_last_visitors",
+    ),
+    ROLLUP_HOUR: ("pageviews", "visitors", "day_first_visitors", "day_last_visitors"),
+    ROLLUP_DAY: ("pageviews", "visitors"),
+}
+_SESSION_METRICS = ("sessions", "bounces", "duration_ms")
+
+
+def rollup_rows(settings: Settings, table: str, sites: list[str]) -> list[tuple]:
+    metrics = (*_METRICS[table], *_SESSION_METRICS)
+    sql = _ROLLUP_ROWS.format(
+        table=table,
+        sums=", ".join(f"sum({m})" for m in metrics),
+        nonzero=" OR ".join(f"sum({m}) != 0" for m in metrics),
+    )
+    return connect(settings).query(sql, parameters={"sites": sites}).result_rows
+
+
+def assert_spark_equals_backfill(
+    settings: Settings, sites: list[str], t0: datetime, session_gap_s: int | None = None
+) -> None:
+    """Backfill the same sites from the archive into a database of their own; compare."""
+    backfilled = settings.model_copy(
+        update={"clickhouse_database": settings.clickhouse_database + "_backfill"}
+    )
+    client = connect(settings)
+    client.command(f"CREATE DATABASE {backfilled.clickhouse_database}")
+    for table in (ROLLUP_MINUTE, ROLLUP_HOUR, ROLLUP_DAY, "sessions", "events"):
+        client.command(f"CREATE TABLE {backfilled.clickhouse_database}.{table} AS {table}")
+    client.command(f"INSERT INTO {backfilled.clickhouse_database}.events SELECT * FROM events")
+    into = connect(backfilled)
+    first_day = t0.date() - timedelta(days=1)
+    for site in sites:
+        backfill_rollups(
+            into, site, first_day, first_day + timedelta(days=4),
+            session_gap_s=session_gap_s or settings.session_gap_s,
+        )  # fmt: skip
+    for table in (ROLLUP_MINUTE, ROLLUP_HOUR, ROLLUP_DAY):
+        spark_rows = rollup_rows(settings, table, sites)
+        assert spark_rows, table
+        assert spark_rows == rollup_rows(backfilled, table, sites), table

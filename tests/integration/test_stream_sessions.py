@@ -1,8 +1,9 @@
-"""The sessions streaming query: gaps, bounces, entry/exit pages, durations, attribution,
-a late page view that bridges two sessions, open sessions visible before they close.
+"""Sessions from the activity query: gaps, bounces, entry/exit pages, durations, attribution,
+a late page view that bridges two sessions (the two rows give way to one, with a tombstone),
+open sessions visible before they close, closed ones marked so.
 
-One run of the pageview_counts and sessions queries over one topic; the expected sessions
-are computed here from the events produced, by the definition (gaps <= session gap).
+One run of the activity query over one topic; the expected sessions are computed here from
+the events produced, by the definition (gaps <= session gap).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from storage import queries
 from storage.client import connect
+from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import start_queries
-from stream_jobs.sessions import QUERY_NAME
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import page_view
@@ -54,7 +55,7 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
         page_view(other_site, "reader", at(3), path="/elsewhere", device="mobile"),
     ]
     produce(stream_settings, first_round)
-    running_queries.extend(start_queries(spark, stream_settings, ["pageview_counts", QUERY_NAME]))
+    running_queries.extend(start_queries(spark, stream_settings, [QUERY_NAME]))
     # Newest event time 31:00.001: the watermark (2 min behind) leaves the first "bridged"
     # session (window until 30:00) open.
     wait_for_watermark(
@@ -74,19 +75,22 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     expected = expected_sessions(events)
 
     # Spark has closed the sessions that ended more than a gap before its watermark (200 min
-    # - 2); the open one ("returning" at 200) is stitched from the per-visitor minutes.
+    # - 2); the open one ("returning" at 200) is in the table too, not yet closed.
     q = queries.StatsQuery(site, t - timedelta(hours=1), t + timedelta(hours=5))
     site_expected = [s for s in expected.values() if s["site"] == site]
     assert wait_for(lambda: agg_sessions(stream_settings, q), sorted_rows(site_expected)) == sorted_rows(
         site_expected
     )
 
-    # A page view far later closes them all; then they are in the table, final.
+    assert open_sessions(stream_settings, site) > 0
+    # The late page view at 15 merged "bridged"'s two sessions: the second one's row is a
+    # tombstone now, so the table holds exactly the expected sessions.
+    assert stored_sessions(stream_settings, [site, other_site]) == expected
+
+    # A page view far later closes them all; then they are final.
     produce(stream_settings, [page_view(clock_site, "clock", at(300))])
-    closed = stored_sessions(stream_settings, [site, other_site])
-    assert wait_for(lambda: stored_sessions(stream_settings, [site, other_site]), expected) == expected, (
-        closed
-    )
+    assert wait_for(lambda: open_sessions(stream_settings, site), 0) == 0
+    assert stored_sessions(stream_settings, [site, other_site]) == expected
     assert agg_sessions(stream_settings, q) == sorted_rows(site_expected)
 
     # Now a page view behind the watermark for a closed session: counted late, not merged.
@@ -161,7 +165,7 @@ def stored_sessions(settings: Settings, sites: list[str]) -> dict[SessionKey, Se
         .query(
             "SELECT site, visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, "
             "is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device "
-            "FROM sessions FINAL WHERE site IN {sites:Array(String)}",
+            "FROM sessions FINAL WHERE site IN {sites:Array(String)} AND NOT is_deleted",
             parameters={"sites": sites},
         )
         .named_results()
@@ -172,6 +176,14 @@ def stored_sessions(settings: Settings, sites: list[str]) -> dict[SessionKey, Se
         row["is_bounce"] = bool(row["is_bounce"])
         found[(row["site"], row["visitor_id"], row["start"])] = row
     return found
+
+
+def open_sessions(settings: Settings, site: str) -> int:
+    rows = connect(settings).query(
+        "SELECT countIf(NOT is_closed) FROM sessions FINAL WHERE site = {site:String} AND NOT is_deleted",
+        parameters={"site": site},
+    )
+    return int(rows.result_rows[0][0])
 
 
 def agg_sessions(settings: Settings, q: queries.StatsQuery) -> list[tuple]:

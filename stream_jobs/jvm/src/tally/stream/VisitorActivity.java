@@ -38,9 +38,13 @@ import org.apache.spark.sql.types.StructType;
  * SQL): a session is a run of page views whose gaps are all ≤ gap; ties on ts go to the smaller
  * event_id; a visitor is a distinct (UTC day, visitor_id).
  *
- * <p>Lateness is decided here, not by Spark (processing-time timeouts, so Spark filters no rows):
- * a page view at or before the watermark is late: it is counted in a "late" row and changes
- * nothing else, so a closed session or day stays final.
+ * <p>Lateness is decided here, not by Spark (processing-time timeouts, so Spark filters no rows).
+ * A page view at or behind the watermark is late if it would change a number already final: its
+ * UTC day has ended behind the watermark, it falls within the gap of a session the watermark has
+ * closed, or this visitor has no state (nothing proves it changes nothing final). A late page
+ * view is counted in a "late" row and changes nothing else. Any other page view behind the
+ * watermark is counted as usual: the rollups take deltas, so a minute is never "closed". The
+ * rate-limit panes count only page views ahead of the watermark (the present).
  *
  * <p>Output rows, by {@code kind}: "rollup" (site, bucket = minute, dimension, value, metrics),
  * "session" (a session's newest version, or a tombstone for a session whose start moved),
@@ -57,8 +61,7 @@ public final class VisitorActivity
     static final long HOUR_MS = 3_600_000L;
     static final long DAY_MS = 86_400_000L;
     /** An idle visitor is looked at again after at least this long (processing time). */
-    static final long MIN_TIMEOUT_MS = 5_000L;
-    static final long MAX_TIMEOUT_MS = 3_600_000L;
+    static final long MIN_TIMEOUT_MS = 1_000L;
 
     // Metric positions in a rollup cell (the columns of migration 0020, in its order).
     static final int PAGEVIEWS = 0;
@@ -87,20 +90,22 @@ public final class VisitorActivity
     public static final StructType OUTPUT = outputSchema();
 
     private final long gapMs;
+    private final long maxTimeoutMs;
 
-    public VisitorActivity(long gapMs) {
+    public VisitorActivity(long gapMs, long maxTimeoutMs) {
         this.gapMs = gapMs;
+        this.maxTimeoutMs = maxTimeoutMs;
     }
 
     /**
      * The streaming plan: page views (with a watermark on ts) → activity rows. Called from
      * Python (stream_jobs/activity.py) through Py4J.
      */
-    public static Dataset<Row> apply(Dataset<Row> pageviews, long gapMs) {
+    public static Dataset<Row> apply(Dataset<Row> pageviews, long gapMs, long maxTimeoutMs) {
         return pageviews
                 .groupByKey((MapFunction<Row, String>) VisitorActivity::key, Encoders.STRING())
                 .flatMapGroupsWithState(
-                        new VisitorActivity(gapMs),
+                        new VisitorActivity(gapMs, maxTimeoutMs),
                         OutputMode.Update(),
                         Encoders.bean(State.class),
                         Encoders.row(OUTPUT),
@@ -230,10 +235,12 @@ public final class VisitorActivity
         TreeMap<Long, Long> late = new TreeMap<>();
         TreeMap<String, Long> panes = new TreeMap<>();
         ArrayList<Event> added = new ArrayList<>();
+        List<Event> before = state.events;
+        List<Session> sessionsBefore = sessions(before);
         while (rows.hasNext()) {
             Row row = rows.next();
             long ts = row.<Long>getAs("ts_ms");
-            if (ts <= watermark) {
+            if (ts <= watermark && isLate(ts, before.isEmpty(), sessionsBefore, watermark)) {
                 late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
                 continue;
             }
@@ -243,10 +250,11 @@ public final class VisitorActivity
             }
             Event event = new Event(ts, row.<String>getAs("event_id"), fields);
             added.add(event);
-            panes.merge(event.field("ip_hash") + "\u001f" + floor(ts, MINUTE_MS), 1L, Long::sum);
+            if (ts > watermark) {
+                panes.merge(event.field("ip_hash") + "\u001f" + floor(ts, MINUTE_MS), 1L, Long::sum);
+            }
         }
 
-        List<Event> before = state.events;
         ArrayList<Event> after = new ArrayList<>(before);
         after.addAll(added);
         Collections.sort(after, EVENT_ORDER);
@@ -254,7 +262,8 @@ public final class VisitorActivity
         if (!added.isEmpty()) {
             emitRollupDeltas(site, contribution(before), contribution(after), out);
         }
-        emitSessionChanges(site, visitorId, sessions(before), state.watermarkMs, sessions(after), watermark, out);
+        List<Session> sessionsAfter = sessions(after);
+        emitSessionChanges(site, visitorId, sessionsBefore, state.watermarkMs, sessionsAfter, watermark, out);
         for (Map.Entry<String, Long> pane : panes.entrySet()) {
             String[] parts = pane.getKey().split("\u001f", -1);
             out.add(pane(site, parts[0], Long.parseLong(parts[1]), pane.getValue()));
@@ -268,11 +277,40 @@ public final class VisitorActivity
         long finalAt = finalAt(after);
         if (!after.isEmpty() && finalAt > watermark) {
             group.update(state);
-            group.setTimeoutDuration(Math.min(MAX_TIMEOUT_MS, Math.max(MIN_TIMEOUT_MS, finalAt - watermark)));
+            // Next look: when the watermark may close a session (or end the last day). In event
+            // time; as processing time it is right when the stream keeps up with the present,
+            // and bounded by maxTimeoutMs when event time runs ahead (a backlog, a replay).
+            long wait = nextChange(sessionsAfter, finalAt, watermark) - watermark;
+            group.setTimeoutDuration(Math.min(maxTimeoutMs, Math.max(MIN_TIMEOUT_MS, wait)));
         } else if (group.exists()) {
             group.remove(); // every session and day closed: nothing of this visitor can change
         }
         return out.iterator();
+    }
+
+    /** Whether a page view at or behind the watermark would change a number already final. */
+    boolean isLate(long ts, boolean noState, List<Session> sessions, long watermark) {
+        if (noState || floor(ts, DAY_MS) + DAY_MS <= watermark) {
+            return true;
+        }
+        for (Session session : sessions) {
+            boolean touches = ts >= session.first.ts - gapMs && ts <= session.last.ts + gapMs;
+            if (touches && closed(session, watermark)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The event time at which the watermark next closes something of this visitor. */
+    long nextChange(List<Session> sessions, long finalAt, long watermark) {
+        long next = finalAt;
+        for (Session session : sessions) {
+            if (!closed(session, watermark)) {
+                next = Math.min(next, session.last.ts + gapMs);
+            }
+        }
+        return next;
     }
 
     /**

@@ -1,4 +1,6 @@
-"""The pageview_counts streaming query, end to end: real Kafka → real Spark → ClickHouse engine.
+"""The activity query's rollups, end to end: real Kafka → real Spark → ClickHouse engine.
+Page views and visitors per minute and per dimension value, exactly once across a
+re-delivered batch and a restart, and late page views counted as late, not in the rollups.
 
 Each test has its own topic (the watermark is per query and would otherwise be pushed by
 other tests' event times), its own checkpoints, its own database and its own sites. The
@@ -8,7 +10,7 @@ expected numbers are computed here, independently, from the events the test prod
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
+from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import start_queries, stop_gracefully
-from stream_jobs.pageview_counts import DIMENSIONS, QUERY_NAME
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import page_view
@@ -35,7 +37,9 @@ from tests.fixtures.spark import (
 pytestmark = pytest.mark.integration
 
 Counts = dict[tuple[str, datetime], tuple[int, int]]  # (site, minute) → (pageviews, visitors)
-Breakdown = dict[tuple[str, str, str], tuple[int, int]]  # (site, dimension, value) → (pv, visitors)
+# (site, day, dimension, value) → (page views, visitors)
+Breakdown = dict[tuple[str, date, str, str], tuple[int, int]]
+DIMENSIONS = ("path", "country", "browser", "os", "device")
 
 
 def test_pageviews_and_visitors_per_minute_and_per_dimension_match_the_events_produced(
@@ -51,7 +55,6 @@ def test_pageviews_and_visitors_per_minute_and_per_dimension_match_the_events_pr
     expected = expected_counts(events)
     assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
     assert stored_breakdown(stream_settings, sites) == expected_breakdown(events)
-    assert stored_visitor_minutes(stream_settings, sites) == expected_visitor_minutes(events)
     assert all(query.isActive for query in running_queries), "malformed values must not stop the query"
 
 
@@ -113,17 +116,6 @@ def test_events_behind_the_watermark_are_counted_as_late_not_in_their_closed_min
     assert wait_for(lambda: stored_counts(stream_settings, sites), expected) == expected
     assert wait_for(lambda: stored_late(stream_settings, sites), expected_late(late)) == expected_late(late)
 
-    # Cross-check with Spark's own count of rows it dropped: it counts them after the partial
-    # aggregation, so one row per late (site, minute, visitor) and facet.
-    def dropped() -> int:
-        progress = query.recentProgress
-        return sum(
-            operator["numRowsDroppedByWatermark"] for p in progress for operator in p["stateOperators"]
-        )
-
-    late_keys = {(e.site, minute(e.ts), e.visitor_id) for e in late}
-    assert wait_for(dropped, len(late_keys) * (len(DIMENSIONS) + 1)) == len(late_keys) * (len(DIMENSIONS) + 1)
-
 
 # --- expectations, computed from the events -----------------------------------------------
 
@@ -152,23 +144,10 @@ def expected_breakdown(events: list[PageViewEvent]) -> Breakdown:
     visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
     for e in events:
         for dimension in DIMENSIONS:
-            key = (e.site, dimension, getattr(e, dimension))
+            key = (e.site, e.ts.date(), dimension, getattr(e, dimension))
             pageviews[key] += 1
             visitors[key].add(e.visitor_id)
     return {key: (pageviews[key], len(visitors[key])) for key in pageviews}
-
-
-def expected_visitor_minutes(events: list[PageViewEvent]) -> dict[tuple[str, datetime, str], tuple]:
-    """Per visitor-minute: (first ts, last ts, entry path, exit path, first referrer)."""
-    grouped: defaultdict[tuple[str, datetime, str], list[PageViewEvent]] = defaultdict(list)
-    for e in events:
-        grouped[(e.site, minute(e.ts), e.visitor_id)].append(e)
-    found = {}
-    for key, group in grouped.items():
-        ordered = sorted(group, key=lambda e: (e.ts, str(e.event_id)))
-        first, last = ordered[0], ordered[-1]
-        found[key] = (_ms(first.ts), _ms(last.ts), first.path, last.path, first.referrer_domain)
-    return found
 
 
 def expected_late(events: list[PageViewEvent]) -> dict[tuple[str, datetime], int]:
@@ -198,9 +177,9 @@ def stored_counts(settings: Settings, sites: list[str]) -> Counts:
     rows = (
         connect(settings)
         .query(
-            "SELECT site, window_start, sum(pageviews), uniqExact(visitor_id) "
-            "FROM pageviews_per_minute FINAL WHERE site IN {sites:Array(String)} "
-            "GROUP BY site, window_start",
+            "SELECT site, bucket, sum(pageviews), sum(visitors) "
+            "FROM rollup_minute WHERE site IN {sites:Array(String)} AND dimension = '' "
+            "GROUP BY site, bucket HAVING sum(pageviews) != 0 OR sum(visitors) != 0",
             parameters={"sites": sites},
         )
         .result_rows
@@ -212,36 +191,14 @@ def stored_breakdown(settings: Settings, sites: list[str]) -> Breakdown:
     rows = (
         connect(settings)
         .query(
-            "SELECT site, dimension, value, sum(pageviews), uniqExact(visitor_id) "
-            "FROM pageviews_by_dimension FINAL WHERE site IN {sites:Array(String)} "
-            "GROUP BY site, dimension, value",
-            parameters={"sites": sites},
+            "SELECT site, bucket, dimension, value, sum(pageviews), sum(visitors) "
+            "FROM rollup_day WHERE site IN {sites:Array(String)} AND dimension IN {dimensions:Array(String)} "
+            "GROUP BY site, bucket, dimension, value HAVING sum(pageviews) != 0 OR sum(visitors) != 0",
+            parameters={"sites": sites, "dimensions": list(DIMENSIONS)},
         )
         .result_rows
     )
-    return {(site, dimension, value): (int(pv), int(v)) for site, dimension, value, pv, v in rows}
-
-
-def stored_visitor_minutes(settings: Settings, sites: list[str]) -> dict[tuple[str, datetime, str], tuple]:
-    rows = (
-        connect(settings)
-        .query(
-            "SELECT site, window_start, visitor_id, first_ts, last_ts, entry_path, exit_path, "
-            "referrer_domain FROM pageviews_per_minute FINAL WHERE site IN {sites:Array(String)}",
-            parameters={"sites": sites},
-        )
-        .result_rows
-    )
-    return {
-        (site, start.replace(tzinfo=UTC), visitor): (
-            first.replace(tzinfo=UTC),
-            last.replace(tzinfo=UTC),
-            entry,
-            exit_path,
-            referrer,
-        )
-        for site, start, visitor, first, last, entry, exit_path, referrer in rows
-    }
+    return {(site, day, dimension, value): (int(pv), int(v)) for site, day, dimension, value, pv, v in rows}
 
 
 def stored_late(settings: Settings, sites: list[str]) -> dict[tuple[str, datetime], int]:
