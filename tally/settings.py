@@ -134,7 +134,8 @@ class Settings(BaseSettings):
     @property
     def spark_jars(self) -> list[Path]:
         """Spark's Kafka connector (.deps/spark) and the stream jobs' own JVM code (.deps/spark-app)."""
-        return sorted((self.jars_dir / "spark").glob("*.jar")) + sorted((self.jars_dir / "spark-app").glob("*.jar"))
+        connector = sorted((self.jars_dir / "spark").glob("*.jar"))
+        return connector + sorted((self.jars_dir / "spark-app").glob("*.jar"))
 
     @property
     def kafka_port(self) -> int:

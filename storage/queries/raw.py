@@ -59,9 +59,10 @@ LISTED_PROPERTIES = (
 # Sessions from page views, per visitor: its page views in time order, split where the gap
 # to the previous one exceeds the session gap. Whether a page view starts a session depends
 # on the page views before it (one at 23:55 makes 00:10 no start), and a session may run past
-# midnight; visitor ids live one UTC day, so the whole day before the range's first day and the
-# day after its last are read (a range ending at 23:50 reads the next day too). Grouping by visitor and sorting its few page views as an array
-# costs a hash aggregation; a window over all page views would sort the whole range.
+# midnight; visitor ids live one UTC day, so the whole day before the range's first day and
+# the day after its last are read (a range ending at 23:50 reads the next day too). Grouping
+# by visitor and sorting its few page views as an array costs a hash aggregation; a window
+# over all page views would sort the whole range.
 _SESSIONS = """
 SELECT
     visitor_id,
