@@ -8,6 +8,16 @@ RUN mvn -q -B -s deps/maven-settings.xml -f deps/spark/pom.xml dependency:copy-d
       -DincludeScope=runtime -DoutputDirectory=/jars/spark \
       -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
+# The stream jobs' JVM code (stream_jobs/jvm), compiled against the pinned pyspark's own jars.
+FROM python:3.11-slim-bookworm AS spark-app
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY constraints.txt ./
+RUN pip install --no-cache-dir -c constraints.txt pyspark
+COPY stream_jobs/jvm stream_jobs/jvm
+RUN stream_jobs/jvm/build python /jars/spark-app/tally-stream-jobs.jar
+
 FROM python:3.11-slim-bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
     && rm -rf /var/lib/apt/lists/*
@@ -21,5 +31,6 @@ COPY dashboard dashboard
 COPY loadgen loadgen
 RUN pip install --no-cache-dir -c constraints.txt .
 COPY --from=jars /jars /app/.deps
+COPY --from=spark-app /jars/spark-app /app/.deps/spark-app
 ENV TALLY_HOME=/data TALLY_JARS_DIR=/app/.deps PYTHONUNBUFFERED=1
 VOLUME /data

@@ -41,7 +41,7 @@ from storage.schema import apply_migrations
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
 
-QUERIES = ("pageview_counts", "sessions", "rate_limits")
+QUERIES = ("activity",)
 _BATCH_LINE = re.compile(
     r"^(?P<at>\S+ \S+) INFO stream_jobs: query (?P<query>\w+) batch (?P<batch>\d+): "
     r"(?P<events>\d+) events in (?P<ms>-?\d+) ms"

@@ -37,7 +37,9 @@ QUERY_NAME = "activity"
 # Custom events (signups, clicks) travel on the same topic under other names; every number
 # here counts page views only, as the raw path does (name = 'pageview').
 PAGEVIEW_EVENT_NAME = "pageview"
-VISITOR_ACTIVITY = "tally.stream.VisitorActivity"
+# Spark's own watermark delay: longer than any lateness Tally accepts or reports, so that Spark
+# never drops a row itself (a page view this far behind the newest is older than any log).
+SPARK_WATERMARK_DELAY_S = 3650 * 86400
 # What VisitorActivity reads of each page view (besides site, visitor_id, event_id and ts).
 PAGEVIEW_FIELDS = (
     "path",
@@ -86,50 +88,72 @@ SESSION_COLUMNS = (
 )
 
 
-def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int, recheck_s: int) -> DataFrame:
-    """Parsed PageViewEvents → VisitorActivity's rows (kind: rollup, session, pane, late)."""
+def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFrame:
+    """Parsed PageViewEvents → VisitorActivity's rows (kind: rollup, session, pane, late).
+
+    Spark drops rows behind its watermark before the stateful function sees them, silently;
+    VisitorActivity decides lateness itself (a page view behind the watermark may still be
+    counted, and a late one must be counted as late). So Spark's watermark lags by
+    SPARK_WATERMARK_DELAY_S and the function adds the difference back: its watermark is the
+    newest event time - TALLY_WATERMARK_S, as everywhere else (watermark_shift_ms()).
+    """
     pageviews = (
         events.where(F.col("name") == PAGEVIEW_EVENT_NAME)
-        .withWatermark("ts", f"{watermark_s} seconds")
+        .withWatermark("ts", f"{SPARK_WATERMARK_DELAY_S} seconds")
         .select("site", "visitor_id", "event_id", "ts", F.unix_millis("ts").alias("ts_ms"), *PAGEVIEW_FIELDS)
     )
     spark = events.sparkSession
-    activity = spark._jvm.tally.stream.VisitorActivity.apply(pageviews._jdf, gap_s * 1000, recheck_s * 1000)
+    activity = spark._jvm.tally.stream.VisitorActivity.apply(
+        pageviews._jdf, gap_s * 1000, watermark_shift_ms(watermark_s)
+    )
     return DataFrame(activity, spark)
+
+
+def watermark_shift_ms(watermark_s: int) -> int:
+    """Spark's watermark + this = the activity query's watermark (newest event time - watermark_s)."""
+    return (SPARK_WATERMARK_DELAY_S - watermark_s) * 1000
+
+
+# What identifies an output row: rollup deltas add up per (site, minute, dimension, value),
+# panes per (ip_hash, minute), late page views per (site, minute); a session row is unique in
+# its batch (one call per visitor), so grouping by all of its columns passes it through.
+_GROUPING = (
+    "kind",
+    "site",
+    "bucket_ms",
+    "dimension",
+    "value",
+    "ip_hash",
+    "visitor_id",
+    "session_start_ms",
+    "session_end_ms",
+    "session_pageviews",
+    "entry_path",
+    "exit_path",
+    "referrer_domain",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "country",
+    "device",
+    "browser",
+    "os",
+    "is_closed",
+    "is_deleted",
+)
 
 
 def collect_batch(batch: DataFrame) -> pa.Table:
     """One trigger's activity rows, summed over visitors in Spark, collected once.
 
-    The rollup deltas are summed per (site, minute, dimension, value), panes per (ip_hash,
-    minute), late page views per (site, minute); sessions pass through. The batch is
-    persisted so that the four branches of the union read the stateful operator's output
-    instead of running it four times.
+    One aggregation over every kind: the deltas of a key are summed (partially before the
+    shuffle, so the driver receives a few rows per minute and value, not one per visitor),
+    session rows pass through. One job: the stateful operator runs once per batch (a second
+    action on `batch` would run it again).
     """
-    batch.persist()
-    try:
-        kind = F.col("kind")
-        rollups = (
-            batch.where(kind == "rollup")
-            .groupBy("kind", "site", "bucket_ms", "dimension", "value")
-            .agg(*[F.sum(metric).alias(metric) for metric in METRICS])
-        )
-        panes = (
-            batch.where(kind == "pane")
-            .groupBy("kind", "ip_hash", "bucket_ms")
-            .agg(F.sum("pageviews").alias("pageviews"), F.lit("").alias("site"))
-        )
-        late = (
-            batch.where(kind == "late")
-            .groupBy("kind", "site", "bucket_ms")
-            .agg(F.sum("pageviews").alias("pageviews"))
-        )
-        sessions = batch.where(kind == "session")
-        combined = rollups.unionByName(panes, allowMissingColumns=True)
-        combined = combined.unionByName(late, allowMissingColumns=True)
-        return combined.unionByName(sessions, allowMissingColumns=True).toArrow()
-    finally:
-        batch.unpersist()
+    pane_site = F.when(F.col("kind") == "pane", F.lit("")).otherwise(F.col("site")).alias("site")
+    rows = batch.select(*[pane_site if name == "site" else F.col(name) for name in batch.columns])
+    return rows.groupBy(*_GROUPING).agg(*[F.sum(metric).alias(metric) for metric in METRICS]).toArrow()
 
 
 def _of_kind(rows: pa.Table, kind: str) -> pa.Table:
@@ -252,7 +276,12 @@ def start_activity(events: DataFrame, context: StreamContext) -> StreamingQuery:
     settings = context.settings
     rate_limits.check_window(settings)
     sink = ClickHouseSink(
-        context, QUERY_NAME, outputs=OUTPUTS, steps=[rate_limits.enforce_rate_limit], collect=collect_batch
+        context,
+        QUERY_NAME,
+        outputs=OUTPUTS,
+        steps=[rate_limits.enforce_rate_limit],
+        collect=collect_batch,
+        watermark_shift_ms=watermark_shift_ms(settings.watermark_s),
     )
-    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s, settings.state_recheck_s)
+    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s)
     return context.start(frame.writeStream.outputMode("update").foreachBatch(sink), QUERY_NAME)

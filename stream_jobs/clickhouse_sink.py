@@ -97,6 +97,7 @@ class ClickHouseSink:
         steps: Sequence[BatchStep] = (),
         connect: Callable[[Settings], Client] = connect,
         collect: Callable[[DataFrame], pa.Table] = DataFrame.toArrow,
+        watermark_shift_ms: int = 0,
     ) -> None:
         self.context = context
         self.query_name = query_name
@@ -104,6 +105,7 @@ class ClickHouseSink:
         self.steps = tuple(steps)
         self._connect = connect
         self._collect = collect
+        self.watermark_shift_ms = watermark_shift_ms
         self._client: Client | None = None
         self._checkpoint_id: str | None = None
 
@@ -126,7 +128,9 @@ class ClickHouseSink:
             rows=rows,
             spark=batch.sparkSession,
             client=client,
-            progress=batch_progress(self.context.checkpoint(self.query_name), batch_id),
+            progress=batch_progress(self.context.checkpoint(self.query_name), batch_id).shifted(
+                self.watermark_shift_ms
+            ),
             context=self.context,
         )
         inserted = time.monotonic()
@@ -145,7 +149,7 @@ class ClickHouseSink:
                 }
             ),
         )
-        log.debug(
+        log.info(
             "%s: batch %d: %d rows, computed+collected %.2f s, inserted %.2f s, steps %.2f s",
             self.query_name,
             batch_id,

@@ -18,7 +18,7 @@ local (or locally mounted) directory under TALLY_HOME.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PartitionOffsets = dict[str, dict[str, int]]  # topic → partition → offset
@@ -68,6 +68,17 @@ class BatchProgress:
     late_watermark_ms: int  # events behind this were dropped in this batch
     watermark_ms: int  # windows ending at or before this are closed once the batch is written
     offsets: BatchOffsets
+
+    def shifted(self, shift_ms: int) -> BatchProgress:
+        """With the query's own watermarks, when Spark's lag by `shift_ms` (activity.py);
+        0 stays 0: no event has moved the watermark yet."""
+
+        def shift(watermark_ms: int) -> int:
+            return watermark_ms + shift_ms if watermark_ms > 0 else 0
+
+        return replace(
+            self, late_watermark_ms=shift(self.late_watermark_ms), watermark_ms=shift(self.watermark_ms)
+        )
 
 
 def batch_progress(checkpoint: Path, batch_id: int) -> BatchProgress:

@@ -70,10 +70,6 @@ class Settings(BaseSettings):
     rate_window_s: int = 3600
     session_gap_s: int = 1800
     watermark_s: int = 120
-    # The longest an idle visitor's state waits (processing time) before the activity query
-    # looks at it again: bounds how long after the watermark passes a session it is marked
-    # closed, and when a finished visitor's state is dropped. Tests set it low.
-    state_recheck_s: int = 600
 
     # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.
     ingest_key: str = Field(default="", repr=False)

@@ -1,6 +1,12 @@
 package tally.stream;
 
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
@@ -38,8 +44,13 @@ import org.apache.spark.sql.types.StructType;
  * SQL): a session is a run of page views whose gaps are all ≤ gap; ties on ts go to the smaller
  * event_id; a visitor is a distinct (UTC day, visitor_id).
  *
- * <p>Lateness is decided here, not by Spark (processing-time timeouts, so Spark filters no rows).
- * A page view at or behind the watermark is late if it would change a number already final: its
+ * <p>Lateness is decided here, not by Spark. Spark drops every row behind its watermark before a
+ * stateful function sees it, so the query gives Spark a watermark delay far longer than any
+ * lateness that matters (stream_jobs/activity.py, SPARK_WATERMARK_DELAY_S), and this function
+ * works with the real one: watermark = Spark's + watermarkShiftMs (= Spark's delay −
+ * TALLY_WATERMARK_S). Timeouts are Spark's event-time timeouts, shifted the same way: a visitor is
+ * looked at again exactly when the watermark may close one of its sessions or end its last day,
+ * in a live run and in a replay alike. A page view at or behind the watermark is late if it would change a number already final: its
  * UTC day has ended behind the watermark, it falls within the gap of a session the watermark has
  * closed, or this visitor has no state (nothing proves it changes nothing final). A late page
  * view is counted in a "late" row and changes nothing else. Any other page view behind the
@@ -60,8 +71,6 @@ public final class VisitorActivity
     static final long MINUTE_MS = 60_000L;
     static final long HOUR_MS = 3_600_000L;
     static final long DAY_MS = 86_400_000L;
-    /** An idle visitor is looked at again after at least this long (processing time). */
-    static final long MIN_TIMEOUT_MS = 1_000L;
 
     // Metric positions in a rollup cell (the columns of migration 0020, in its order).
     static final int PAGEVIEWS = 0;
@@ -90,26 +99,26 @@ public final class VisitorActivity
     public static final StructType OUTPUT = outputSchema();
 
     private final long gapMs;
-    private final long maxTimeoutMs;
+    private final long watermarkShiftMs;
 
-    public VisitorActivity(long gapMs, long maxTimeoutMs) {
+    public VisitorActivity(long gapMs, long watermarkShiftMs) {
         this.gapMs = gapMs;
-        this.maxTimeoutMs = maxTimeoutMs;
+        this.watermarkShiftMs = watermarkShiftMs;
     }
 
     /**
      * The streaming plan: page views (with a watermark on ts) → activity rows. Called from
      * Python (stream_jobs/activity.py) through Py4J.
      */
-    public static Dataset<Row> apply(Dataset<Row> pageviews, long gapMs, long maxTimeoutMs) {
+    public static Dataset<Row> apply(Dataset<Row> pageviews, long gapMs, long watermarkShiftMs) {
         return pageviews
                 .groupByKey((MapFunction<Row, String>) VisitorActivity::key, Encoders.STRING())
                 .flatMapGroupsWithState(
-                        new VisitorActivity(gapMs, maxTimeoutMs),
+                        new VisitorActivity(gapMs, watermarkShiftMs),
                         OutputMode.Update(),
                         Encoders.bean(State.class),
                         Encoders.row(OUTPUT),
-                        GroupStateTimeout.ProcessingTimeTimeout());
+                        GroupStateTimeout.EventTimeTimeout());
     }
 
     static String key(Row row) {
@@ -118,41 +127,11 @@ public final class VisitorActivity
 
     // --- the state ----------------------------------------------------------------------------
 
-    /**
-     * One accepted page view, as much of it as the numbers need. A Java bean because the state
-     * is stored through Encoders.bean (Spark 4.0's Kryo state encoder is not serializable).
-     */
-    public static final class Event implements Serializable {
-        private static final long serialVersionUID = 1L;
-        private long ts;
-        private String eventId;
-        private String[] fields; // EVENT_FIELDS after event_id, in order
-
-        public Event() {}
-
-        public long getTs() {
-            return ts;
-        }
-
-        public void setTs(long ts) {
-            this.ts = ts;
-        }
-
-        public String getEventId() {
-            return eventId;
-        }
-
-        public void setEventId(String eventId) {
-            this.eventId = eventId;
-        }
-
-        public String[] getFields() {
-            return fields;
-        }
-
-        public void setFields(String[] fields) {
-            this.fields = fields;
-        }
+    /** One accepted page view, as much of it as the numbers need. */
+    static final class Event {
+        final long ts;
+        final String eventId;
+        final String[] fields; // EVENT_FIELDS after event_id, in order
 
         Event(long ts, String eventId, String[] fields) {
             this.ts = ts;
@@ -173,19 +152,25 @@ public final class VisitorActivity
     static final Comparator<Event> EVENT_ORDER =
             Comparator.comparingLong((Event e) -> e.ts).thenComparing(e -> e.eventId);
 
-    /** A visitor's page views still able to change a number, and the watermark last seen. */
+    /**
+     * A visitor's page views still able to change a number, and the watermark last seen. A Java
+     * bean (Spark 4.0's Kryo state encoder is not serializable) whose page views are one byte
+     * array: Spark decodes every state row on each batch to find the timed-out ones, and copying
+     * bytes is far cheaper than decoding a list of objects; they are parsed only when the visitor
+     * is processed.
+     */
     public static final class State implements Serializable {
         private static final long serialVersionUID = 1L;
-        private List<Event> events = new ArrayList<>();
+        private byte[] events = new byte[0];
         private long watermarkMs = Long.MIN_VALUE;
 
         public State() {}
 
-        public List<Event> getEvents() {
+        public byte[] getEvents() {
             return events;
         }
 
-        public void setEvents(List<Event> events) {
+        public void setEvents(byte[] events) {
             this.events = events;
         }
 
@@ -195,6 +180,45 @@ public final class VisitorActivity
 
         public void setWatermarkMs(long watermarkMs) {
             this.watermarkMs = watermarkMs;
+        }
+    }
+
+    static byte[] encode(List<Event> events) {
+        try (ByteArrayOutputStream bytes = new ByteArrayOutputStream(); DataOutputStream out = new DataOutputStream(bytes)) {
+            out.writeInt(events.size());
+            for (Event event : events) {
+                out.writeLong(event.ts);
+                out.writeUTF(event.eventId);
+                for (String field : event.fields) {
+                    out.writeUTF(field);
+                }
+            }
+            out.flush();
+            return bytes.toByteArray();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    static List<Event> decode(byte[] encoded) {
+        if (encoded == null || encoded.length == 0) {
+            return new ArrayList<>();
+        }
+        try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(encoded))) {
+            int count = in.readInt();
+            List<Event> events = new ArrayList<>(count);
+            for (int n = 0; n < count; n++) {
+                long ts = in.readLong();
+                String eventId = in.readUTF();
+                String[] fields = new String[EVENT_FIELDS.length - 1];
+                for (int i = 0; i < fields.length; i++) {
+                    fields[i] = in.readUTF();
+                }
+                events.add(new Event(ts, eventId, fields));
+            }
+            return events;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
@@ -228,14 +252,16 @@ public final class VisitorActivity
         int separator = key.indexOf('\u001f');
         String site = key.substring(0, separator);
         String visitorId = key.substring(separator + 1);
-        long watermark = group.getCurrentWatermarkMs();
+        long sparkWatermark = group.getCurrentWatermarkMs();
+        // Spark's watermark starts at 0 and stays there until events have pushed it forward.
+        long watermark = sparkWatermark > 0 ? sparkWatermark + watermarkShiftMs : Long.MIN_VALUE;
         State state = group.exists() ? group.get() : new State();
         List<Row> out = new ArrayList<>();
 
         TreeMap<Long, Long> late = new TreeMap<>();
         TreeMap<String, Long> panes = new TreeMap<>();
         ArrayList<Event> added = new ArrayList<>();
-        List<Event> before = state.events;
+        List<Event> before = decode(state.events);
         List<Session> sessionsBefore = sessions(before);
         while (rows.hasNext()) {
             Row row = rows.next();
@@ -272,16 +298,16 @@ public final class VisitorActivity
             out.add(late(site, minute.getKey(), minute.getValue()));
         }
 
-        state.events = after;
-        state.watermarkMs = watermark;
         long finalAt = finalAt(after);
         if (!after.isEmpty() && finalAt > watermark) {
+            if (!added.isEmpty() || !group.exists()) {
+                state.events = encode(after);
+            }
+            state.watermarkMs = watermark;
             group.update(state);
-            // Next look: when the watermark may close a session (or end the last day). In event
-            // time; as processing time it is right when the stream keeps up with the present,
-            // and bounded by maxTimeoutMs when event time runs ahead (a backlog, a replay).
-            long wait = nextChange(sessionsAfter, finalAt, watermark) - watermark;
-            group.setTimeoutDuration(Math.min(maxTimeoutMs, Math.max(MIN_TIMEOUT_MS, wait)));
+            // Next look: when the watermark reaches the moment it may close a session or end the
+            // last day (Spark times out once its watermark is past the timestamp, hence - 1).
+            group.setTimeoutTimestamp(nextChange(sessionsAfter, finalAt, watermark) - watermarkShiftMs - 1);
         } else if (group.exists()) {
             group.remove(); // every session and day closed: nothing of this visitor can change
         }
