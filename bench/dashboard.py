@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
-from dashboard.periods import period
+from dashboard.periods import Period, period
 from loadgen.runner import percentile
 from loadgen.traffic import PAGES
 from loadgen.traffic import PARSED_CLIENTS as CLIENTS
@@ -35,7 +35,15 @@ from storage.schema import apply_migrations
 from storage.tables import EVENTS, ROLLUP_DAY, ROLLUPS, SESSIONS
 from tally.settings import Settings
 
-BENCH_SITE = "dashboard.bench.example.com"
+
+def bench_site(events: int) -> str:
+    """One synthetic site per archive size, so that sizes can be compared in one store."""
+    return f"dashboard-{events}.bench.example.com"
+
+
+# Above this many events only the agg path is measured: raw reads scan the archive, seconds
+# per request at 100M, and the claim at that size is about the rollups (issue 14).
+RAW_MEASURED_UP_TO = 20_000_000
 CHUNK = 1_000_000  # rows per INSERT: bounds the engine's memory while sorting a part
 SPAN = timedelta(days=30)
 PAGEVIEWS_PER_SESSION = 3
@@ -82,12 +90,13 @@ FROM
 
 
 def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, float]:
-    """`count` synthetic page views of BENCH_SITE in the 30 days before `now` (kept if there)."""
+    """`count` synthetic page views of bench_site(count) in the 30 days before `now` (kept if there)."""
+    site = bench_site(count)
     client = connect(settings, send_receive_timeout=3600)
     existing = int(
         client.query(
             "SELECT count() FROM events WHERE site = {site:String} AND kafka_partition = {p:UInt16}",
-            parameters={"site": BENCH_SITE, "p": SYNTHETIC_PARTITION},
+            parameters={"site": site, "p": SYNTHETIC_PARTITION},
         ).result_rows[0][0]
     )
     if existing == count:
@@ -95,13 +104,13 @@ def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, f
     if existing:
         client.command(
             "DELETE FROM events WHERE site = {site:String} AND kafka_partition = {p:UInt16}",
-            parameters={"site": BENCH_SITE, "p": SYNTHETIC_PARTITION},
+            parameters={"site": site, "p": SYNTHETIC_PARTITION},
         )
     for table in (*ROLLUPS, SESSIONS):  # derived from the old rows
-        client.command(f"DELETE FROM {table} WHERE site = {{site:String}}", parameters={"site": BENCH_SITE})
+        client.command(f"DELETE FROM {table} WHERE site = {{site:String}}", parameters={"site": site})
     started = time.monotonic()
     parameters = {
-        "site": BENCH_SITE,
+        "site": site,
         "partition": SYNTHETIC_PARTITION,
         "per_session": PAGEVIEWS_PER_SESSION,
         "start": now - SPAN,
@@ -121,12 +130,12 @@ def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, f
     return {"events": count, "generated_s": round(time.monotonic() - started, 1), "reused": False}
 
 
-def ensure_derived(settings: Settings) -> dict[str, float]:
-    """The rollups and sessions of BENCH_SITE (kept if there; `tally replay` drops them, the
+def ensure_derived(settings: Settings, site_name: str) -> dict[str, float]:
+    """The rollups and sessions of `site_name` (kept if there; `tally replay` drops them, the
     archive keeps its synthetic rows, so they are rebuilt here when missing), built from the
     archive by storage/rollup_backfill.py: the rows the stream jobs' `activity` query writes."""
     client = connect(settings, send_receive_timeout=3600)
-    site = {"site": BENCH_SITE}
+    site = {"site": site_name}
     if client.query(
         f"SELECT count() FROM {ROLLUP_DAY} WHERE site = {{site:String}}", parameters=site
     ).result_rows[0][0]:
@@ -135,7 +144,7 @@ def ensure_derived(settings: Settings) -> dict[str, float]:
     first, last = client.query(
         f"SELECT toDate(min(ts)), toDate(max(ts)) FROM {EVENTS} WHERE site = {{site:String}}", parameters=site
     ).result_rows[0]
-    backfill_rollups(client, BENCH_SITE, first, last + timedelta(days=1))
+    backfill_rollups(client, site_name, first, last + timedelta(days=1))
     return {"derived_s": round(time.monotonic() - started, 1), "reused": False}
 
 
@@ -210,10 +219,12 @@ def callback_requests(site: str, shown: dict[str, str]) -> dict[str, dict]:
     }
 
 
-def api_requests(site: str, start: datetime, end: datetime) -> dict[str, dict[str, str]]:
+def api_requests(
+    site: str, start: datetime, end: datetime, sources: tuple[str, ...] = ("agg", "raw")
+) -> dict[str, dict[str, str]]:
     window = {"site": site, "from": start.isoformat(), "to": end.isoformat()}
     requests = {}
-    for source in ("agg", "raw"):
+    for source in sources:
         requests |= {
             f"aggregate ({source})": {"path": "/stats/aggregate", **window, "source": source},
             f"timeseries by day ({source})": {
@@ -269,51 +280,108 @@ def _latency(request: Callable[[], int], rounds: int) -> dict[str, float]:
 
 
 def run_dashboard_bench(
-    settings: Settings, events: int = 10_000_000, rounds: int = 10, preset: str = "30d"
+    settings: Settings,
+    events: int = 10_000_000,
+    rounds: int = 10,
+    preset: str = "30d",
+    scale_events: int | None = None,
 ) -> dict:
+    """Every callback and API request over a synthetic archive of `events`; with
+    `scale_events`, also the agg API requests over a second site of that size, measured in
+    the same run, interleaved round by round with the first site's (same conditions)."""
     apply_migrations(settings)
     now = datetime.now(UTC)
-    archive = ensure_archive(settings, events, now)
-    derived = ensure_derived(settings)
+    sizes = [events] + ([scale_events] if scale_events else [])
+    archives = {size: ensure_archive(settings, size, now) for size in sizes}
+    derived = {size: ensure_derived(settings, bench_site(size)) for size in sizes}
     password = "bench"
     app = build_app(settings.model_copy(update={"dashboard_password": password}))
     browser: FlaskClient = app.server.test_client()
     if browser.post("/login", data={"password": password}).status_code != 302:
         raise RuntimeError("could not sign in to the dashboard")
     shown = period(preset, now)
+    site = bench_site(events)
     callbacks = {
         name: _latency(
             lambda body=body: browser.post("/_dash-update-component", json=body).status_code, rounds
         )
-        for name, body in callback_requests(BENCH_SITE, shown.to_store()).items()
+        for name, body in callback_requests(site, shown.to_store()).items()
     }
     headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
+
+    def api_call(path: str, query: dict[str, str]) -> Callable[[], int]:
+        return lambda: browser.get(f"/api/v1{path}", query_string=query, headers=headers).status_code
+
+    sources = ("agg", "raw") if events <= RAW_MEASURED_UP_TO else ("agg",)
     api = {}
-    for name, query in api_requests(BENCH_SITE, shown.start, shown.end).items():
+    for name, query in api_requests(site, shown.start, shown.end, sources).items():
         path = query.pop("path")
-        api[name] = _latency(
-            lambda path=path, query=query: (
-                browser.get(f"/api/v1{path}", query_string=query, headers=headers).status_code
-            ),
-            rounds,
-        )
-    return {
-        "archive": {**archive, "site": BENCH_SITE, "span_days": SPAN.days},
-        "derived_tables": derived,
+        api[name] = _latency(api_call(path, query), rounds)
+    report = {
+        "archive": {**archives[events], "site": site, "span_days": SPAN.days},
+        "derived_tables": derived[events],
         "period": {"preset": preset, "from": shown.start.isoformat(), "to": shown.end.isoformat()},
         "rounds": rounds,
         "callbacks": callbacks,
         "api": api,
     }
+    if scale_events:
+        report["scale"] = _scale_comparison(events, scale_events, shown, rounds, api_call)
+        report["scale"]["archive"] = archives[scale_events]
+        report["scale"]["derived_tables"] = derived[scale_events]
+    return report
+
+
+def _p95_ms(timings: list[float]) -> float:
+    return round(percentile(sorted(timings), 0.95) * 1000, 1)
+
+
+def _scale_comparison(
+    events: int,
+    scale_events: int,
+    shown: Period,
+    rounds: int,
+    api_call: Callable[[str, dict[str, str]], Callable[[], int]],
+) -> dict:
+    """agg p95 per API request at both sizes, the rounds interleaved, and their ratio."""
+    calls = {}
+    for size in (events, scale_events):
+        for name, query in api_requests(bench_site(size), shown.start, shown.end, ("agg",)).items():
+            path = query.pop("path")
+            calls[(name, size)] = api_call(path, query)
+    for call in calls.values():
+        call()  # warm
+    timings: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, call in calls.items():
+            started = time.perf_counter()
+            if call() != 200:
+                raise RuntimeError(f"{key} answered an error")
+            timings[key].append(time.perf_counter() - started)
+    comparison = {}
+    for name in {name for name, _ in calls}:
+        small, large = (
+            round(percentile(sorted(timings[(name, size)]), 0.95) * 1000, 1)
+            for size in (events, scale_events)
+        )
+        comparison[name] = {
+            f"p95_ms_at_{events}": small,
+            f"p95_ms_at_{scale_events}": large,
+            "ratio": round(large / small, 2) if small else None,
+        }
+    return {"events": [events, scale_events], "agg_p95": dict(sorted(comparison.items()))}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--scale-events", type=int, default=None, help="also agg at this size, same run")
     parser.add_argument("--preset", default="30d", choices=["today", "24h", "7d", "30d"])
     arguments = parser.parse_args()
-    report = run_dashboard_bench(Settings(), arguments.events, arguments.rounds, arguments.preset)
+    report = run_dashboard_bench(
+        Settings(), arguments.events, arguments.rounds, arguments.preset, arguments.scale_events
+    )
     print(json.dumps(report, indent=2))
 
 
