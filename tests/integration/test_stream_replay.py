@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
+from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import QUERIES, start_queries, stop_gracefully
 from stream_jobs.context import REPLAY_SUFFIX
 from stream_jobs.replay import DERIVED_TABLES, rebuild, swap
@@ -67,14 +68,14 @@ def test_replay_rebuilds_the_live_tables_and_the_live_run_continues_after_the_sw
     assert table_contents(settings, "rate_limit_blocks"), "the traffic has a client over the limit"
 
     swap(settings)
-    replayed_batches = max_batch(settings, "pageview_counts" + REPLAY_SUFFIX)
+    replayed_batches = max_batch(settings, QUERY_NAME + REPLAY_SUFFIX)
     running_queries.extend(start_queries(spark, settings))
     second = mixed_traffic(sites, t + timedelta(minutes=46), minutes=3, seed=1)
     produce(settings, second)
     expected = expected_minute_counts(first + second)
     assert wait_for(lambda: minute_counts(settings), expected) == expected
     # The live query resumed from the replay's checkpoint: its batch ids continue the replay's.
-    resumed = wait_for(lambda: min_batch(settings, "pageview_counts"), replayed_batches + 1)
+    resumed = wait_for(lambda: min_batch(settings, QUERY_NAME), replayed_batches + 1)
     assert resumed == replayed_batches + 1
 
 
@@ -83,9 +84,13 @@ def expected_minute_counts(events: list[PageViewEvent]) -> dict[tuple[str, datet
 
 
 def minute_counts(settings: Settings) -> dict[tuple[str, datetime], int]:
+    """Page views per (site, minute): the site totals' deltas (dimension '') summed."""
     rows = (
         connect(settings)
-        .query("SELECT site, window_start, sum(pageviews) FROM pageviews_per_minute FINAL GROUP BY 1, 2")
+        .query(
+            "SELECT site, bucket, sum(pageviews) AS n FROM rollup_minute WHERE dimension = '' "
+            "GROUP BY 1, 2 HAVING n != 0"
+        )
         .result_rows
     )
     return {(site, start): int(n) for site, start, n in rows}
