@@ -43,7 +43,7 @@ from pyspark.sql.streaming import StreamingQuery
 from storage.client import connect
 from storage.tables import DERIVED_TABLES
 from stream_jobs import activity
-from stream_jobs.app import QUERIES, start_queries, stop_gracefully
+from stream_jobs.app import QUERIES, start_queries
 from stream_jobs.context import StreamContext
 from tally.settings import Settings
 
@@ -97,12 +97,15 @@ def stop_when_caught_up(query: StreamingQuery, poll_s: float = 0.5) -> None:
     always true with ProcessingTimeTimeout), so AvailableNow never ends by itself; seen here,
     a replay of 120 events ran 900 empty batches in 12 minutes. Stopping after the first batch
     that read nothing leaves what a live run would have written by then; the live query resumes
-    from these checkpoints and state, and its timeouts go on from there.
+    from these checkpoints and state, and its timeouts go on from there. The stop interrupts
+    the next empty batch, already under way (AvailableNow runs them back to back, so waiting
+    for a gap between batches is waiting in vain): the live query runs it again on its start,
+    as after any crash (the sink is idempotent per batch).
     """
     while query.isActive:
         progress = query.lastProgress
         if progress is not None and progress["numInputRows"] == 0:
-            stop_gracefully(query)
+            query.stop()
             return
         time.sleep(poll_s)
 
