@@ -78,25 +78,28 @@ def closed_minutes_agree(settings: Settings) -> bool:
     )
     agg = dict(
         client.query(
-            "SELECT window_start AS t, sum(pageviews) FROM pageviews_per_minute FINAL "
-            "WHERE site = {site:String} "
-            "AND window_start < now() - INTERVAL {lag:UInt32} SECOND GROUP BY t",
+            "SELECT bucket AS t, sum(pageviews) AS n FROM rollup_minute "
+            "WHERE site = {site:String} AND dimension = '' "
+            "AND bucket < now() - INTERVAL {lag:UInt32} SECOND GROUP BY t HAVING n != 0",
             parameters=parameters,
         ).result_rows
     )
     return bool(raw) and raw == agg
 
 
-# The site's derived rows, as the dashboard reads them (FINAL: one row per key). Traffic has
-# stopped when they are compared, so every minute is complete, closed or not.
+# The site's derived rows, as the dashboard reads them: the minute rollups' deltas summed per
+# key. Traffic has stopped when they are compared, so every minute is complete, closed or not.
 DERIVED_ROWS = {
-    "pageviews_per_minute": (
-        "SELECT window_start, visitor_id, pageviews, first_ts, last_ts, entry_path, exit_path, country "
-        "FROM pageviews_per_minute FINAL WHERE site = {site:String}"
+    # The site's totals per minute.
+    "totals": (
+        "SELECT bucket, sum(pageviews) AS n, sum(visitors) FROM rollup_minute "
+        "WHERE site = {site:String} AND dimension = '' GROUP BY bucket HAVING n != 0"
     ),
-    "pageviews_by_dimension": (
-        "SELECT window_start, dimension, value, visitor_id, pageviews "
-        "FROM pageviews_by_dimension FINAL WHERE site = {site:String}"
+    # Breakdowns by the event dimensions (page views with that value in the minute).
+    "breakdowns": (
+        "SELECT dimension, bucket, value, sum(pageviews) AS n, sum(visitors) FROM rollup_minute "
+        "WHERE site = {site:String} AND dimension IN ('path', 'country', 'browser', 'os', 'device') "
+        "GROUP BY dimension, bucket, value HAVING n != 0"
     ),
 }
 

@@ -1,5 +1,7 @@
 """The dashboard's rate-limiting panel reads what the stream jobs write (storage/rate_limits.py):
-per-client panes summed over the window that ends now, the latest version of each row only."""
+per-client panes summed over the window that ends now. A pane's rows are deltas (the activity
+query writes each batch's page views of a pane as a row of their own), so a pane is the sum of
+its rows."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def test_busiest_clients_sum_their_panes_in_the_window_and_show_who_is_blocked(s
         [
             pane(SCRAPER, 50, 70),
             pane(SCRAPER, 10, 30),
-            pane(SCRAPER, 10, 80, batch_id=2),  # the same pane rewritten by a later batch
+            pane(SCRAPER, 10, 50, batch_id=2),  # the same pane, 50 more page views in a later batch
             pane(SCRAPER, 61, 500),  # before the window: not counted
             pane(READER, 5, 12),
         ],

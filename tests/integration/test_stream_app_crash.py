@@ -3,9 +3,12 @@ as an uninterrupted run over the same log.
 
 The application runs as under `tally up`: `python -m stream_jobs.app` in its own process
 group (the Python driver and the JVM it launched); the whole group is killed at once, as a
-container's OOM kill or a power cut would. The uninterrupted run to compare with is a run of
-the same queries from fresh checkpoints over the whole log (stream_jobs.replay.rebuild), in
-this test session's Spark.
+container's OOM kill or a power cut would. It is killed halfway through writing a
+micro-batch: it reaches the store through a proxy (tests/fixtures/store_proxy.py) that holds
+its insert into `rate_limit_counters`, so the batch's rollups and sessions are written and the
+rest is not when the kill lands. The uninterrupted run to compare with is a run of the same
+query from a fresh checkpoint over the whole log (stream_jobs.replay.rebuild), in this test
+session's Spark.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from storage import tables
 from storage.client import connect
 from stream_jobs.app import QUERIES
 from stream_jobs.context import REPLAY_SUFFIX
@@ -39,6 +43,7 @@ from tests.fixtures.spark import (
     table_contents,
     wait_until,
 )
+from tests.fixtures.store_proxy import store_proxy
 
 pytestmark = pytest.mark.integration
 
@@ -52,15 +57,20 @@ def test_sigkill_of_the_driver_mid_stream_leaves_the_tables_of_an_uninterrupted_
     sites = site_names(3)
     t = minutes_ago(120)
     produce(settings, mixed_traffic(sites, t, minutes=3))
-    with running_app(settings, tmp_path / "app-1.log") as app:
-        assert wait_until(lambda: queries_with_batches(settings), lambda n: n == len(QUERIES)) == len(QUERIES)
-        before = rows_written(settings)
-        # A bigger round; the three queries work on it side by side. Once the first has
-        # written its batch, the others are still in theirs: the driver dies then.
-        produce(settings, mixed_traffic(sites, t + timedelta(minutes=3), minutes=30, seed=1))
-        assert wait_until(lambda: rows_written(settings), lambda n: n > before) > before
-        os.killpg(app.pid, signal.SIGKILL)
-        app.wait()
+    with store_proxy(settings.clickhouse_url) as proxy:
+        proxied = settings.model_copy(update={"clickhouse_url": proxy.url})
+        with running_app(proxied, tmp_path / "app-1.log") as app:
+            started = wait_until(lambda: queries_with_batches(settings), lambda n: n == len(QUERIES))
+            assert started == len(QUERIES)
+            # A bigger round. Only a batch with page views writes rate-limit panes, after its
+            # rollups and sessions: held there, it is the batch in flight when the driver dies.
+            proxy.faults.held_table = tables.RATE_LIMIT_COUNTERS
+            second_round = t + timedelta(minutes=3)
+            produce(settings, mixed_traffic(sites, second_round, minutes=30, seed=1))
+            assert wait_until(lambda: proxy.faults.inserts_held, lambda n: n > 0) > 0
+            assert rollup_rows_since(settings, second_round) > 0, "the batch wrote its rollups"
+            os.killpg(app.pid, signal.SIGKILL)
+            app.wait()
     in_flight = [name for name in QUERIES if uncommitted_batches(settings.checkpoints_dir / name)]
     assert in_flight, "the kill should land while a micro-batch is running"
 
@@ -107,15 +117,19 @@ def running_app(settings: Settings, log_path: Path) -> Iterator[subprocess.Popen
                     app.wait()
 
 
-def rows_written(settings: Settings) -> int:
-    return int(connect(settings).query("SELECT sum(rows) FROM stream_batches").result_rows[0][0])
-
-
 def uncommitted_batches(checkpoint: Path) -> set[int]:
     """Batches Spark planned (offsets written) but did not commit: they run again on restart."""
     planned = {int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()}
     committed = {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
     return planned - committed
+
+
+def rollup_rows_since(settings: Settings, start: datetime) -> int:
+    rows = connect(settings).query(
+        "SELECT count() FROM rollup_minute WHERE bucket >= {start:DateTime('UTC')}",
+        parameters={"start": start},
+    )
+    return int(rows.result_rows[0][0])
 
 
 def queries_with_batches(settings: Settings) -> int:
