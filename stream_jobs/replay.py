@@ -33,12 +33,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import time
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
 from storage.tables import DERIVED_TABLES
@@ -76,7 +74,7 @@ def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
     queries = start_queries(spark, context, QUERIES)
     try:
         for query in queries:
-            stop_when_caught_up(query)
+            query.awaitTermination()
             if query.exception():
                 raise ReplayError(f"{query.name} failed: {query.exception()}")
         batches = {query.name: len(query.recentProgress) for query in queries}
@@ -86,28 +84,6 @@ def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
     finally:
         for query in queries:
             query.stop()
-
-
-def stop_when_caught_up(query: StreamingQuery, poll_s: float = 0.5) -> None:
-    """Wait until a Trigger.AvailableNow query has read the log up to where it ended at the
-    start (a batch that read nothing), then stop it.
-
-    Not awaitTermination: the activity query's processing-time timeouts make Spark plan a
-    no-data batch after every batch (FlatMapGroupsWithStateExec.shouldRunAnotherBatch is
-    always true with ProcessingTimeTimeout), so AvailableNow never ends by itself; seen here,
-    a replay of 120 events ran 900 empty batches in 12 minutes. Stopping after the first batch
-    that read nothing leaves what a live run would have written by then; the live query resumes
-    from these checkpoints and state, and its timeouts go on from there. The stop interrupts
-    the next empty batch, already under way (AvailableNow runs them back to back, so waiting
-    for a gap between batches is waiting in vain): the live query runs it again on its start,
-    as after any crash (the sink is idempotent per batch).
-    """
-    while query.isActive:
-        progress = query.lastProgress
-        if progress is not None and progress["numInputRows"] == 0:
-            query.stop()
-            return
-        time.sleep(poll_s)
 
 
 def swap(settings: Settings) -> None:
