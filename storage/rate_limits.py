@@ -31,7 +31,7 @@ SELECT ip_hash, sum(pageviews) AS pageviews,
        ip_hash IN (
            SELECT ip_hash FROM {BLOCKS} FINAL WHERE window_end > {{now:DateTime64(3, 'UTC')}}
        ) AS blocked
-FROM {COUNTERS} FINAL
+FROM {COUNTERS}
 WHERE window_start > {{now:DateTime64(3, 'UTC')}} - INTERVAL {{window_s:UInt32}} SECOND
   AND window_start <= {{now:DateTime64(3, 'UTC')}}
 GROUP BY ip_hash
