@@ -65,14 +65,9 @@ METRICS = (
     "duration_ms",
 )
 ROLLUP_KEY = ("site", "dimension", "bucket", "value")
-SESSION_COLUMNS = (
-    "site",
-    "session_start",
-    "visitor_id",
-    "session_end",
-    "duration_s",
-    "pageviews",
-    "is_bounce",
+# A session's pages, attribution (of its first page view) and client, as VisitorActivity
+# emits them and `sessions` stores them.
+SESSION_ATTRIBUTES = (
     "entry_path",
     "exit_path",
     "referrer_domain",
@@ -83,6 +78,16 @@ SESSION_COLUMNS = (
     "device",
     "browser",
     "os",
+)
+SESSION_COLUMNS = (
+    "site",
+    "session_start",
+    "visitor_id",
+    "session_end",
+    "duration_s",
+    "pageviews",
+    "is_bounce",
+    *SESSION_ATTRIBUTES,
     "is_closed",
     "is_deleted",
 )
@@ -128,16 +133,7 @@ _GROUPING = (
     "session_start_ms",
     "session_end_ms",
     "session_pageviews",
-    "entry_path",
-    "exit_path",
-    "referrer_domain",
-    "utm_source",
-    "utm_medium",
-    "utm_campaign",
-    "country",
-    "device",
-    "browser",
-    "os",
+    *SESSION_ATTRIBUTES,
     "is_closed",
     "is_deleted",
 )
@@ -228,7 +224,7 @@ def session_rows(rows: pa.Table) -> pa.Table:
         "duration_s": duration,
         "pageviews": pc.cast(found["session_pageviews"], pa.uint64()),
         "is_bounce": pc.cast(pc.equal(found["session_pageviews"], 1), pa.uint8()),
-        **{name: found[name] for name in SESSION_COLUMNS[7:17]},
+        **{name: found[name] for name in SESSION_ATTRIBUTES},
         "is_closed": pc.cast(found["is_closed"], pa.uint8()),
         "is_deleted": pc.cast(found["is_deleted"], pa.uint8()),
     }
