@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
@@ -109,8 +110,18 @@ class ProgressListener(StreamingQueryListener):
             progress.batchId,
             progress.numInputRows,
             progress.durationMs.get("triggerExecution", -1),
-            progress.eventTime.get("watermark", "-"),
+            self.watermark(progress.eventTime.get("watermark")),
         )
+
+    def watermark(self, spark_watermark: str | None) -> str:
+        """The activity query's watermark: Spark's lags by design (activity.py)."""
+        if not spark_watermark:
+            return "-"
+        moment = datetime.fromisoformat(spark_watermark.replace("Z", "+00:00"))
+        if moment.timestamp() <= 0:
+            return "-"
+        shift = timedelta(milliseconds=activity.watermark_shift_ms(self.settings.watermark_s))
+        return (moment + shift).isoformat()
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         heartbeat.beat(self.settings, HEARTBEAT)

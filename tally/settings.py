@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     spark_driver_memory: str = "768m"
     # The address executors use to reach the driver (a cluster needs the driver's hostname).
     spark_driver_host: str = "127.0.0.1"
-    spark_trigger_s: float = 2.0
+    spark_trigger_s: float = 1.0
 
     rate_limit: int = 100
     rate_window_s: int = 3600
