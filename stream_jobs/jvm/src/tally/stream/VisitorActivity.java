@@ -285,10 +285,10 @@ public final class VisitorActivity
         after.addAll(added);
         Collections.sort(after, EVENT_ORDER);
 
-        if (!added.isEmpty()) {
-            emitRollupDeltas(site, contribution(before), contribution(after), out);
-        }
         List<Session> sessionsAfter = sessions(after);
+        if (!added.isEmpty()) {
+            emitRollupDeltas(site, contribution(before, sessionsBefore), contribution(after, sessionsAfter), out);
+        }
         emitSessionChanges(site, visitorId, sessionsBefore, state.watermarkMs, sessionsAfter, watermark, out);
         for (Map.Entry<String, Long> pane : panes.entrySet()) {
             String[] parts = pane.getKey().split("\u001f", -1);
@@ -403,8 +403,8 @@ public final class VisitorActivity
 
     // --- rollup contributions -----------------------------------------------------------------
 
-    /** What these page views (one visitor's) add to every rollup cell. */
-    Map<Cell, long[]> contribution(List<Event> events) {
+    /** What these page views (one visitor's, and their sessions) add to every rollup cell. */
+    Map<Cell, long[]> contribution(List<Event> events, List<Session> sessions) {
         Map<Cell, long[]> cells = new HashMap<>();
         if (events.isEmpty()) {
             return cells;
@@ -420,7 +420,7 @@ public final class VisitorActivity
         }
         // Sessions count at their start: totals (sessions, bounces, duration) and the session
         // dimensions (those, plus their page views, and their visitors by session start).
-        for (Session session : sessions(events)) {
+        for (Session session : sessions) {
             long minute = floor(session.first.ts, MINUTE_MS);
             addSession(cell(cells, minute, TOTAL, TOTAL), session);
             String[][] facets = {
