@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, time, timedelta
+from uuid import uuid4
 
 from clickhouse_connect.driver.client import Client
 
@@ -126,10 +127,28 @@ _SESSION_COLUMNS = (
 )  # fmt: skip
 
 
-def rollup_sql(table: str, session_gap_q: StatsQuery, suffix: str = "") -> str:
-    """The INSERT … SELECT of one rollup table for the day [start, end) of `session_gap_q`."""
+# A day's points, computed once and read by the three rollup inserts: as a CTE they were
+# computed again at each of its eight references (sessionising the day each time).
+_POINTS_TABLE = """
+CREATE TABLE {name}
+(
+    dimension String, value String, t DateTime64(3, 'UTC'), visitor UInt64, pageviews Int64,
+    sessions Int64, bounces Int64, duration_ms Int64, is_point UInt8
+)
+ENGINE = MergeTree ORDER BY (dimension, value, t)
+"""
+
+
+def points_sql(points_table: str, session_gap_q: StatsQuery) -> str:
+    """The INSERT of the day [start, end) of `session_gap_q`'s points into `points_table`."""
+    sessions = raw_sessions_sql(session_gap_q, tuple(SESSION_DIMENSIONS))
+    return f"INSERT INTO {points_table} " + _POINTS.format(sessions=sessions)
+
+
+def rollup_sql(table: str, points_table: str, suffix: str = "") -> str:
+    """The INSERT … SELECT of one rollup table from a day's points (points_sql)."""
     bucket, histograms, firsts = _TABLES[table]
-    points = _POINTS.format(sessions=raw_sessions_sql(session_gap_q, tuple(SESSION_DIMENSIONS)))
+    points = f"SELECT * FROM {points_table}"
     return _ROLLUP.format(
         table=table + suffix,
         histograms="".join(f"{name}, " for name in histograms),
@@ -155,14 +174,21 @@ def backfill_rollups(
     rollup_minute/hour/day and sessions (each name + `table_suffix`, e.g. '_replay')."""
     if not re.fullmatch(r"[A-Za-z0-9_]*", table_suffix):
         raise ValueError(f"table suffix must be letters, digits and underscores: {table_suffix!r}")
-    day = start_day
-    while day < end_day:
-        midnight = datetime.combine(day, time(), UTC)
-        q = StatsQuery(site, midnight, midnight + timedelta(days=1), session_gap_s=session_gap_s)
-        for table in _TABLES:
-            client.command(rollup_sql(table, q, table_suffix), parameters=q.parameters())
-        sessions = raw_sessions_sql(q, _SESSION_COLUMNS)
-        client.command(
-            _SESSIONS.format(table=SESSIONS + table_suffix, sessions=sessions), parameters=q.parameters()
-        )
-        day += timedelta(days=1)
+    points_table = f"backfill_points_{uuid4().hex[:12]}"
+    client.command(_POINTS_TABLE.format(name=points_table))
+    try:
+        day = start_day
+        while day < end_day:
+            midnight = datetime.combine(day, time(), UTC)
+            q = StatsQuery(site, midnight, midnight + timedelta(days=1), session_gap_s=session_gap_s)
+            client.command(f"TRUNCATE TABLE {points_table}")
+            client.command(points_sql(points_table, q), parameters=q.parameters())
+            for table in _TABLES:
+                client.command(rollup_sql(table, points_table, table_suffix), parameters=q.parameters())
+            sessions = raw_sessions_sql(q, _SESSION_COLUMNS)
+            client.command(
+                _SESSIONS.format(table=SESSIONS + table_suffix, sessions=sessions), parameters=q.parameters()
+            )
+            day += timedelta(days=1)
+    finally:
+        client.command(f"DROP TABLE IF EXISTS {points_table} SYNC")
