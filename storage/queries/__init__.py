@@ -32,7 +32,7 @@ from storage.queries.contract import (
     validate,
 )
 from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
-from storage.tables import EVENTS, ROLLUP_DAY
+from storage.tables import EVENTS
 
 __all__ = [
     "DIMENSIONS",
@@ -119,11 +119,11 @@ def late_pageviews(client: Client, q: StatsQuery) -> int:
 
 
 def sites(client: Client) -> list[str]:
-    """Sites with page views, busiest first: from the daily rollups (a few rows per site and
-    day), not the archive (a scan of every event: 450 ms at 110M events, on every page load)."""
+    """Sites that have events in the archive, busiest first. A scan of the archive's site
+    column: 50 ms at 10M events, 450 ms at 121M (the rollups would be cheaper, but a site is
+    listed as soon as its first event is archived, before the stream jobs derive it)."""
     rows = client.query(
-        f"SELECT site FROM {ROLLUP_DAY} WHERE dimension = '' "
-        "GROUP BY site HAVING sum(pageviews) > 0 ORDER BY sum(pageviews) DESC LIMIT 1000"
+        f"SELECT site FROM {EVENTS} GROUP BY site ORDER BY count() DESC LIMIT 1000"
     ).result_rows
     return [row[0] for row in rows]
 
