@@ -52,13 +52,6 @@ class BatchOffsets:
     start: PartitionOffsets
     end: PartitionOffsets
 
-    def is_empty(self) -> bool:
-        return all(
-            self.start.get(topic, {}).get(partition) == offset
-            for topic, partitions in self.end.items()
-            for partition, offset in partitions.items()
-        )
-
 
 @dataclass(frozen=True)
 class BatchProgress:

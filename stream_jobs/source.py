@@ -1,12 +1,9 @@
-"""The `pageviews` topic as Spark reads it: as a stream, and one batch's offsets again."""
+"""The `pageviews` topic as Spark reads it: a stream, from the earliest retained offset."""
 
 from __future__ import annotations
 
-import json
-
 from pyspark.sql import DataFrame, SparkSession
 
-from stream_jobs.offset_log import BatchOffsets
 from tally.settings import Settings
 
 # Caps one micro-batch when catching up on a backlog (first start, replay, after downtime):
@@ -33,28 +30,6 @@ def read_pageview_log(spark: SparkSession, settings: Settings) -> DataFrame:
         # waiting out the broker's fetch.max.wait.ms (500 ms) once: a 200-event batch took
         # 1.1-1.5 s here, 0.5 s with 10 ms. A short wait costs nothing when the records
         # are there, and tasks never read past them.
-        .option("kafka.fetch.max.wait.ms", KAFKA_FETCH_MAX_WAIT_MS)
-        .load()
-    )
-
-
-def read_offset_range(spark: SparkSession, settings: Settings, offsets: BatchOffsets) -> DataFrame:
-    """The Kafka rows of exactly one micro-batch's offsets (a batch read, not a stream).
-
-    Partitions with no start offset (the batch that first saw them) start at the earliest.
-    """
-    assign = {topic: [int(p) for p in partitions] for topic, partitions in offsets.end.items()}
-    start = {
-        topic: {p: offsets.start.get(topic, {}).get(p, -2) for p in partitions}
-        for topic, partitions in offsets.end.items()
-    }
-    return (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-        .option("assign", json.dumps(assign))
-        .option("startingOffsets", json.dumps(start))
-        .option("endingOffsets", json.dumps(offsets.end))
-        .option("failOnDataLoss", "false")
         .option("kafka.fetch.max.wait.ms", KAFKA_FETCH_MAX_WAIT_MS)
         .load()
     )
