@@ -1,9 +1,8 @@
-"""What a streaming query's checkpoint says about one micro-batch: its offsets and watermark.
+"""What a streaming query's checkpoint says about one micro-batch: its watermarks.
 
 Spark writes `<checkpoint>/offsets/<batch_id>` before it runs a batch (the "v1" offset log:
 a version line, a JSON line of batch metadata with `batchWatermarkMs`, then one line per
-source with that source's end offsets, here `{"topic": {"partition": offset}}`). A batch
-covers, per partition, from the previous batch's end offsets to its own.
+source with that source's end offsets).
 
 Two watermarks matter for batch N (Spark's WatermarkPropagator, multiple stateful operators
 allowed, the default since 3.4):
@@ -21,46 +20,26 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-PartitionOffsets = dict[str, dict[str, int]]  # topic → partition → offset
 
-
-@dataclass(frozen=True)
-class OffsetLogEntry:
-    batch_id: int
-    watermark_ms: int
-    end_offsets: PartitionOffsets  # of the (single) Kafka source
-
-
-def read_entry(checkpoint: Path, batch_id: int) -> OffsetLogEntry | None:
-    """The offset log entry of `batch_id`, or None if there is none (before batch 0)."""
+def read_watermark(checkpoint: Path, batch_id: int) -> int | None:
+    """The watermark the offset log records for `batch_id`, or None if there is no entry
+    (before batch 0)."""
     path = checkpoint / "offsets" / str(batch_id)
     if batch_id < 0 or not path.exists():
         return None
     lines = path.read_text().splitlines()
     if not lines or lines[0] != "v1":
         raise ValueError(f"{path}: unknown offset log version {lines[:1]}")
-    metadata = json.loads(lines[1])
-    source = lines[2] if len(lines) > 2 else "-"
-    offsets = json.loads(source) if source != "-" else {}
-    return OffsetLogEntry(batch_id, int(metadata.get("batchWatermarkMs", 0)), offsets)
-
-
-@dataclass(frozen=True)
-class BatchOffsets:
-    """The Kafka offsets one batch read: [start, end) per partition; start None = earliest."""
-
-    start: PartitionOffsets
-    end: PartitionOffsets
+    return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
 
 
 @dataclass(frozen=True)
 class BatchProgress:
-    """Watermarks and offsets of one micro-batch, as its checkpoint records them."""
+    """The watermarks of one micro-batch, as its checkpoint records them."""
 
     batch_id: int
     late_watermark_ms: int  # events behind this were dropped in this batch
     watermark_ms: int  # windows ending at or before this are closed once the batch is written
-    offsets: BatchOffsets
 
     def shifted(self, shift_ms: int) -> BatchProgress:
         """With the query's own watermarks, when Spark's lag by `shift_ms` (activity.py);
@@ -75,13 +54,8 @@ class BatchProgress:
 
 
 def batch_progress(checkpoint: Path, batch_id: int) -> BatchProgress:
-    current = read_entry(checkpoint, batch_id)
+    current = read_watermark(checkpoint, batch_id)
     if current is None:
         raise FileNotFoundError(f"no offset log entry for batch {batch_id} in {checkpoint}")
-    previous = read_entry(checkpoint, batch_id - 1)
-    return BatchProgress(
-        batch_id=batch_id,
-        late_watermark_ms=previous.watermark_ms if previous else 0,
-        watermark_ms=current.watermark_ms,
-        offsets=BatchOffsets(start=previous.end_offsets if previous else {}, end=current.end_offsets),
-    )
+    previous = read_watermark(checkpoint, batch_id - 1)
+    return BatchProgress(batch_id=batch_id, late_watermark_ms=previous or 0, watermark_ms=current)
