@@ -171,6 +171,7 @@ class Collector:
             screen_width=payload.screen_width,
             ts=ts,
             hash_mode=payload.hash_mode,
+            event_id=payload.event_id,
         )
 
     async def append(self, events: list[PageViewEvent]) -> Response | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from urllib.parse import parse_qs, urlsplit
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from collector.geo import CountryLookup
 from collector.user_agent import classify, is_bot
@@ -60,6 +60,7 @@ class Draft:
     screen_width: int
     ts: datetime
     hash_mode: bool = False
+    event_id: UUID | None = None  # the sender's, if it gave one
     fields: dict[str, object] = field(default_factory=dict)
 
 
@@ -156,7 +157,7 @@ def enrich(draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step
     for _name, step in pipeline:
         step(draft, context)
     return PageViewEvent(
-        event_id=uuid4(),
+        event_id=draft.event_id or uuid4(),
         site=draft.site,
         name=draft.name,
         ts=draft.ts,

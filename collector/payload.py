@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from ipaddress import ip_address
 from typing import Annotated, Any
+from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -36,6 +37,9 @@ class BrowserEvent(BaseModel):
     screen_width: Annotated[int, Field(ge=0, le=100_000)] = Field(
         default=0, validation_alias=AliasChoices("screen_width", "w")
     )
+    # The sender's own id for the event: re-sent with the same id (after a lost 202, a 503, a
+    # timeout), it is archived and counted once (docs/architecture.md, "Retries count once").
+    event_id: UUID | None = Field(default=None, validation_alias=AliasChoices("event_id", "i"))
 
     @field_validator("url")
     @classmethod

@@ -60,12 +60,26 @@ def test_plausible_field_names_are_accepted() -> None:
             "props",
         ),
         ({"site": "example.com", "url": "https://e.com/", "props": {"n": 1}}, "props"),
+        ({"site": "example.com", "url": "https://e.com/", "event_id": "not-a-uuid"}, "event_id"),
+        ({"site": "example.com", "url": "https://e.com/", "event_id": 7}, "event_id"),
     ],
 )
 def test_invalid_event_names_the_bad_field(body: dict, field: str) -> None:
     with pytest.raises(ValidationError) as error:
         BrowserEvent.model_validate(body)
     assert error.value.errors()[0]["loc"][0] in {field, "d", "u", "n", "p"}
+
+
+def test_the_senders_event_id_becomes_the_events() -> None:
+    sent = "0192f3a4-5b6c-7d8e-9fa0-b1c2d3e4f5a6"
+    payload = ServerEvent.model_validate({"site": "e.com", "url": "https://e.com/", "event_id": sent})
+    draft = _draft()
+    draft.event_id = payload.event_id
+    event = enrich(draft, _context(), pipeline())
+    assert str(event.event_id) == sent
+    # Without one, the collector assigns a fresh id to each event.
+    first, second = (enrich(_draft(), _context(), pipeline()) for _ in range(2))
+    assert first.event_id != second.event_id
 
 
 def test_server_event_takes_epoch_millis() -> None:
