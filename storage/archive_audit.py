@@ -1,9 +1,11 @@
 """The archive checked against the log: is `events` a gapless copy of each partition?
 
 Per partition, the offsets the archive accounts for (rows in `events`, dead letters in
-`archive_deadletters`) are compared with the log's range: from the earliest offset Kafka still
-retains to the last archived one, every offset must be there, once. A hole is re-read from
-Kafka — exactly that offset range — and archived; the insert carries a deduplication token
+`archive_deadletters`, copies of re-sent events in `archive_duplicates`) are compared with the
+log's range: from the earliest offset Kafka still retains to the last archived one, every
+offset must be there, once. A hole is re-read from Kafka — exactly that offset range — and
+archived by the archiver's own rule (storage/archive_rows.py, write_batch: a copy of an event
+archived elsewhere is recorded as one); the insert carries a deduplication token
 named after the range, so a repair run twice at once (the archiver's own audit and `tally
 verify`) lands once, and the archive is checked again right before it.
 
@@ -26,7 +28,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
 from storage import queries
-from storage.archive_rows import SYNTHETIC_PARTITION, insert_rows, parse, record_dead_letters
+from storage.archive_rows import SYNTHETIC_PARTITION, ArchiveRow, parse, write_batch
 from storage.client import connect
 from tally.settings import Settings
 
@@ -39,6 +41,8 @@ _ACCOUNTED = """
 SELECT kafka_partition, kafka_offset FROM events WHERE kafka_partition != {synthetic:UInt16}
 UNION ALL
 SELECT kafka_partition, kafka_offset FROM archive_deadletters FINAL
+UNION ALL
+SELECT kafka_partition, kafka_offset FROM archive_duplicates FINAL
 """
 
 _SUMMARY = f"""
@@ -56,6 +60,22 @@ SELECT kafka_offset + 1, next_offset FROM (
           WHERE kafka_partition = {{partition:UInt16}}
             AND kafka_offset BETWEEN {{low:UInt64}} AND {{high:UInt64}})
 ) WHERE next_offset > kafka_offset + 1 ORDER BY kafka_offset
+"""
+
+# Offsets recorded as copies of re-sent events, per partition (storage/archive_copies.py).
+_COPIES = "SELECT kafka_partition, count() FROM archive_duplicates FINAL GROUP BY kafka_partition"
+
+# Events archived more than once although re-sent within the window (what archive_ids is
+# for): ids with two rows received at most the window apart, among the events of the last two
+# windows (the index keeps ids about one).
+_REPEATED_IDS = """
+SELECT countIf(arrayExists(gap -> gap <= {window_ms:UInt64}, arrayPopFront(arrayDifference(received))))
+FROM (
+    SELECT arraySort(groupArray(toUnixTimestamp64Milli(received_at))) AS received FROM events
+    WHERE kafka_partition != {synthetic:UInt16}
+      AND received_at >= now64(3) - toIntervalSecond({window_s:UInt32} * 2)
+    GROUP BY site, event_id HAVING count() > 1
+)
 """
 
 _HELD_IN_RANGE = f"""
@@ -87,6 +107,7 @@ class PartitionAudit:
     duplicates: int  # offsets archived more than once
     holes: list[Hole] = field(default_factory=list)
     repaired: int = 0  # offsets re-read from the log and archived by this audit
+    copies: int = 0  # offsets holding a copy of an event archived at another (not an error)
 
     @property
     def missing(self) -> int:
@@ -122,6 +143,7 @@ def find_holes(client: Client, logs: dict[int, tuple[int, int]]) -> list[Partiti
             _SUMMARY, parameters={"synthetic": SYNTHETIC_PARTITION}
         ).result_rows
     }
+    copies = {int(p): int(n) for p, n in client.query(_COPIES).result_rows}
     audits = []
     for partition, (log_start, log_end) in sorted(logs.items()):
         if partition not in summary:
@@ -129,6 +151,7 @@ def find_holes(client: Client, logs: dict[int, tuple[int, int]]) -> list[Partiti
             continue
         low, high, distinct, total = summary[partition]
         audit = PartitionAudit(partition, log_start, log_end, low, high, total - distinct)
+        audit.copies = copies.get(partition, 0)
         checked_from = max(low, log_start)  # below what Kafka retains, nothing can be re-read
         if low > log_start:
             audit.holes.append(Hole(partition, log_start, min(low, log_end)))
@@ -172,15 +195,17 @@ async def repair(settings: Settings, client: Client, hole: Hole) -> int:
         consumer.assign([tp])
         for start in range(hole.start, hole.end, REPAIR_CHUNK):
             chunk = Hole(hole.partition, start, min(start + REPAIR_CHUNK, hole.end))
-            repaired += await _repair_chunk(consumer, tp, client, chunk)
+            repaired += await _repair_chunk(consumer, tp, client, chunk, settings.dedup_window_s)
     finally:
         await consumer.stop()
     return repaired
 
 
-async def _repair_chunk(consumer: AIOKafkaConsumer, tp: TopicPartition, client: Client, chunk: Hole) -> int:
+async def _repair_chunk(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, client: Client, chunk: Hole, window_s: float
+) -> int:
     consumer.seek(tp, chunk.start)
-    rows: list[bytes] = []
+    rows: list[ArchiveRow] = []
     dead = []
     expected = chunk.start
     while expected < chunk.end:
@@ -216,10 +241,10 @@ async def _repair_chunk(consumer: AIOKafkaConsumer, tp: TopicPartition, client: 
     ).result_rows[0][0]
     if held:
         return 0
-    if dead:
-        record_dead_letters(client, dead)
-    if rows:
-        insert_rows(client, rows, deduplication_token=f"repair:{chunk.partition}:{chunk.start}:{chunk.end}")
+    # The archiver's own rule, through the same function: a copy of an event archived
+    # elsewhere is recorded as such, not archived a second time.
+    token = f"repair:{chunk.partition}:{chunk.start}:{chunk.end}"
+    write_batch(client, rows, dead, window_s, deduplication_token=token)
     return len(chunk)
 
 
@@ -295,10 +320,11 @@ class VerifyReport:
     partitions: list[PartitionAudit]
     mismatches: list[DayMismatch]
     days_compared: int
+    repeated_ids: int = 0  # (site, event_id) archived more than once within the window
 
     @property
     def ok(self) -> bool:
-        return all(p.gapless for p in self.partitions) and not self.mismatches
+        return all(p.gapless for p in self.partitions) and not self.mismatches and not self.repeated_ids
 
     def lines(self) -> list[str]:
         lines = []
@@ -307,8 +333,10 @@ class VerifyReport:
             holes = ", ".join(f"{h.start}..{h.end - 1}" for h in p.holes) or "none"
             lines.append(
                 f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, archived {archived}, "
-                f"holes {holes} ({p.missing} offsets), repaired {p.repaired}, duplicates {p.duplicates}"
+                f"holes {holes} ({p.missing} offsets), repaired {p.repaired}, duplicates {p.duplicates}, "
+                f"re-sent copies not archived {p.copies}"
             )
+        lines.append(f"event ids archived more than once within the dedup window: {self.repeated_ids}")
         lines.append(
             f"derived tables: {self.days_compared} site-days compared, {len(self.mismatches)} differ"
         )
@@ -342,12 +370,21 @@ def derived_mismatches(client: Client) -> tuple[list[DayMismatch], int]:
     return mismatches, compared
 
 
+def repeated_ids(client: Client, window_s: int) -> int:
+    """How many (site, event_id) the archive holds twice, received at most the window apart (a
+    re-sent event archived twice), among the events received in the last two windows."""
+    parameters = {"synthetic": SYNTHETIC_PARTITION, "window_s": window_s, "window_ms": window_s * 1000}
+    rows = client.query(_REPEATED_IDS, parameters=parameters).result_rows
+    return int(rows[0][0])
+
+
 def verify(settings: Settings, fix: bool = True) -> VerifyReport:
-    """The archive against the log (holes repaired with `fix`), the derived tables against the
-    archive."""
+    """The archive against the log (holes repaired with `fix`), each re-sent event archived
+    once, the derived tables against the archive."""
     try:
         client = connect(settings)
         partitions = asyncio.run(audit_archive(settings, client, fix=fix))
+        repeated = repeated_ids(client, settings.dedup_window_s)
         mismatches, compared = derived_mismatches(client)
     except KafkaError as error:
         raise AuditUnavailable(
@@ -361,7 +398,7 @@ def verify(settings: Settings, fix: bool = True) -> VerifyReport:
         raise AuditUnavailable(
             f"ClickHouse at {settings.clickhouse_url} failed the audit: {_first_line(error)}"
         ) from error
-    return VerifyReport(partitions, mismatches, compared)
+    return VerifyReport(partitions, mismatches, compared, repeated)
 
 
 def _first_line(error: Exception) -> str:

@@ -2,15 +2,22 @@
 
 Each row is a validated PageViewEvent plus where it came from on the log (kafka_partition,
 kafka_offset); a message that fails validation is recorded in `archive_deadletters` instead,
-so that every offset read is accounted for in the store.
+and a copy of an event already archived (its sender re-sent it) in `archive_duplicates`, so
+that every offset read is accounted for in the store. `write_batch` is the one way both
+write: the archiver's batches and the audit's repaired holes follow the same rule.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
 
 from aiokafka import ConsumerRecord
 from clickhouse_connect.driver.client import Client
 from pydantic import ValidationError
 
+from storage.archive_copies import Copy, drop_copies, index_rows, record_copies
 from tally.event import PageViewEvent, describe_validation_error
 
 EVENT_COLUMNS = list(PageViewEvent.model_fields)
@@ -23,26 +30,73 @@ SYNTHETIC_PARTITION = 65535
 INSERT_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 0}
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveRow:
+    """One event to archive: its JSONEachRow line, and what tells a re-sent copy of it."""
+
+    line: bytes
+    partition: int
+    offset: int
+    site: str
+    event_id: UUID
+    received_at: datetime
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.partition, self.offset)
+
+
 def archive_row(event: PageViewEvent, partition: int, offset: int) -> bytes:
     """The event as one JSONEachRow line of `events`, with where it came from on the log."""
     validated = event.model_dump_json().encode()
     return b'{"kafka_partition":%d,"kafka_offset":%d,%s' % (partition, offset, validated[1:])
 
 
-def parse(record: ConsumerRecord) -> bytes | str:
+def parse(record: ConsumerRecord) -> ArchiveRow | str:
     """The record's archive row, or why it cannot be archived."""
     try:
         event = PageViewEvent.from_json(record.value or b"")
     except ValidationError as error:
         return describe_validation_error(error, whole="value")
-    return archive_row(event, record.partition, record.offset)
+    line = archive_row(event, record.partition, record.offset)
+    return ArchiveRow(line, record.partition, record.offset, event.site, event.event_id, event.received_at)
 
 
-def insert_rows(client: Client, rows: list[bytes], deduplication_token: str = "") -> None:
+def write_batch(
+    client: Client,
+    rows: list[ArchiveRow],
+    dead: list[tuple[ConsumerRecord, str]],
+    window_s: float,
+    deduplication_token: str = "",
+) -> list[Copy]:
+    """Archive `rows` but the copies of events already archived, and account for every offset.
+
+    The order is what keeps every offset accounted for, whatever fails in between: the ids
+    first (an id indexed but not archived yet is archived when its offset is read again: a row
+    at the indexed position is never its own copy), then the rows, then the copies and the dead
+    letters (recorded before the rows, one of their offsets would be the archive's end with
+    the rows below it not in yet — a hole to the audit). Each step may be retried whole:
+    retried inserts land once (the tables' deduplication windows, `deduplication_token`),
+    and the copies are found again the same way."""
+    kept, copies = drop_copies(client, rows, window_s)
+    if kept:
+        body = b"\n".join(row.line for row in kept)
+        index_rows(client, body, deduplication_token)
+        insert_rows(client, body, deduplication_token)
+    if copies:
+        record_copies(client, copies)
+    if dead:
+        record_dead_letters(client, dead)
+    return copies
+
+
+def insert_rows(client: Client, rows: list[bytes] | bytes, deduplication_token: str = "") -> None:
+    """Rows straight into `events` (the JSONEachRow lines, or their body joined by newlines)."""
     settings: dict[str, object] = dict(INSERT_SETTINGS)
     if deduplication_token:
         settings["insert_deduplication_token"] = deduplication_token
-    client.raw_insert("events", ARCHIVE_COLUMNS, b"\n".join(rows), settings=settings, fmt="JSONEachRow")
+    body = rows if isinstance(rows, bytes) else b"\n".join(rows)
+    client.raw_insert("events", ARCHIVE_COLUMNS, body, settings=settings, fmt="JSONEachRow")
 
 
 def record_dead_letters(client: Client, letters: list[tuple[ConsumerRecord, str]]) -> None:

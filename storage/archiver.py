@@ -11,7 +11,9 @@ audits itself against the log at start and every archive_audit_interval_s, archi
 hole it finds (storage/archive_audit.py).
 
 Malformed messages go to `deadletter` with the reason, and their offsets to the
-`archive_deadletters` table; they never block a partition.
+`archive_deadletters` table; they never block a partition. A copy of an event already archived
+(its sender re-sent it with the same event_id) is not archived again: its offset goes to
+`archive_duplicates` (storage/archive_copies.py).
 While ClickHouse is down the archiver retries the same batch with backoff and fetches at
 most one batch ahead: memory stays bounded by two batches.
 
@@ -28,7 +30,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 import orjson
 import structlog
@@ -42,9 +44,9 @@ from storage.archive_rows import (
     ARCHIVE_COLUMNS,
     EVENT_COLUMNS,
     SYNTHETIC_PARTITION,
-    insert_rows,
+    ArchiveRow,
     parse,
-    record_dead_letters,
+    write_batch,
 )
 from storage.client import connect
 from storage.schema import apply_migrations
@@ -52,6 +54,7 @@ from tally import heartbeat, structured_logging
 from tally.settings import Settings
 
 log = structlog.get_logger()
+T = TypeVar("T")
 
 GROUP_ID = "tally-archiver"
 # The archive's row shape lives in storage.archive_rows; named here too for existing importers.
@@ -72,7 +75,7 @@ class Batch:
     """
 
     generation: int = 0  # the archiver's rebalance count when collection began
-    rows: dict[int, list[bytes]] = field(default_factory=dict)  # JSONEachRow lines, per partition
+    rows: dict[int, list[ArchiveRow]] = field(default_factory=dict)  # per partition, in offset order
     dead: dict[int, list[tuple[ConsumerRecord, str]]] = field(default_factory=dict)
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     first_offsets: dict[int, int] = field(default_factory=dict)  # where each run began
@@ -110,7 +113,7 @@ class Batch:
         next_expected[record.partition] = resume
         return Jump(TopicPartition(record.topic, record.partition), expected, record.offset, resume)
 
-    def all_rows(self) -> list[bytes]:
+    def all_rows(self) -> list[ArchiveRow]:
         return [row for rows in self.rows.values() for row in rows]
 
     def all_dead(self) -> list[tuple[ConsumerRecord, str]]:
@@ -136,6 +139,7 @@ def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int,
         "SELECT kafka_partition, max(kafka_offset) + 1 FROM ("
         " SELECT kafka_partition, kafka_offset FROM events"
         " UNION ALL SELECT kafka_partition, kafka_offset FROM archive_deadletters"
+        " UNION ALL SELECT kafka_partition, kafka_offset FROM archive_duplicates"
         ") WHERE kafka_partition IN {partitions:Array(UInt16)} GROUP BY kafka_partition",
         parameters={"partitions": topic_partitions},
     ).result_rows
@@ -328,29 +332,28 @@ class Archiver:
         for record, reason in dead:
             await self._dead_letter(record, reason)
         rows = batch.all_rows()
-        if rows:
-            await self._with_retry(insert_rows, rows)
-        # Recorded after the rows: recorded first, a dead letter's offset would be the archive's
-        # end while the rows below it are not in yet — a hole to the audit, which would archive
-        # them a second time.
-        if dead:
-            await self._with_retry(record_dead_letters, dead)
+        # Copies of events already archived are looked up here, in the sequential step: the
+        # previous batch is in the archive (and its ids in the index) before this one looks.
+        window_s = self.settings.dedup_window_s
+        copies = await self._with_retry(lambda client: write_batch(client, rows, dead, window_s))
         if batch.next_offsets:
             try:
                 await self.consumer.commit(batch.next_offsets)
             except KafkaError as error:  # e.g. mid-rebalance: the archive stays the record
                 log.warning("offset_commit_failed", error=str(error)[:300])
-        log.debug("archived", rows=len(rows), dead=len(batch) - len(rows), skipped=batch.skipped)
+        if copies:
+            log.info("resent_copies_dropped", copies=len(copies))
+        archived = len(rows) - len(copies)
+        log.debug("archived", rows=archived, copies=len(copies), dead=len(dead), skipped=batch.skipped)
 
-    async def _with_retry(self, write: Callable[[Client, list[Any]], None], items: list[Any]) -> None:
+    async def _with_retry(self, write: Callable[[Client], T]) -> T:
         """Write to the store until it takes it: ClickHouse down or slow, keep the batch, back
         off, retry. A retried insert that had landed after all is dropped by the store as a
-        duplicate block (migration 0019)."""
+        duplicate block (migration 0019), and its rows are no copies of themselves."""
         delay_s = 0.5
         while True:
             try:
-                await asyncio.to_thread(write, self.client, items)
-                return
+                return await asyncio.to_thread(write, self.client)
             except Exception as error:
                 log.warning("archive_insert_failed", error=str(error)[:300], retry_in_s=delay_s)
                 heartbeat.beat(self.settings, "archiver")

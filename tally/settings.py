@@ -19,6 +19,8 @@ from tally.private_files import create_private_file
 
 # Where the checked-out project lives: poms, migrations and the resolved jars hang off it.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The longest deduplication window for re-sent events: 7 days, as long as `pageviews` keeps them.
+DEDUP_WINDOW_MAX_S = 7 * 24 * 3600
 
 
 class Settings(BaseSettings):
@@ -51,6 +53,11 @@ class Settings(BaseSettings):
     # How often the archiver checks itself against the log and repairs holes (it also does
     # at start); see storage/archive_audit.py.
     archive_audit_interval_s: float = 300.0
+    # A sender's re-sent event (same site and event_id) is archived once if it was received
+    # within this long of the first copy (docs/architecture.md, "Retries count once"). The
+    # archive's index of ids keeps them a day longer (migration 0021's TTL): the window can be
+    # shortened here, not lengthened without raising that TTL.
+    dedup_window_s: int = Field(default=DEDUP_WINDOW_MAX_S, gt=0, le=DEDUP_WINDOW_MAX_S)
 
     clickhouse_url: str = "http://127.0.0.1:8123"
     clickhouse_database: str = "tally"
