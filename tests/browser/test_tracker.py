@@ -10,20 +10,25 @@ can be asserted without sleeping.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from playwright.async_api import Page
+from playwright.async_api import Page, Route
 
 import collector
+from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.archive import archived
 from tests.fixtures.browser import VIEWPORT, Websites
 from tests.fixtures.collector_server import register_site
+from tests.integration.test_archiver import archive_until
 
 pytestmark = pytest.mark.browser
 
@@ -114,6 +119,14 @@ async def events_before_end_marker(settings: Settings, site: str, expected: int)
         await consumer.stop()
     assert ended, f"the end marker of {site} never reached the log within {DEADLINE_S}s"
     return events
+
+
+def times_archived(settings: Settings, site: str, event_id: UUID) -> int:
+    rows = connect(settings).query(
+        "SELECT count() FROM events WHERE site = {site:String} AND event_id = {id:UUID}",
+        parameters={"site": site, "id": event_id},
+    )
+    return int(rows.result_rows[0][0])
 
 
 def described(events: list[PageViewEvent]) -> list[tuple[str, str, dict[str, str]]]:
@@ -257,16 +270,54 @@ async def test_call_queued_before_the_snippet_loads_is_sent(site: TrackedSite, p
     assert described(events) == [("pageview", home, {}), ("signup", home, {"plan": "pro"})]
 
 
-async def test_fetch_keepalive_carries_events_when_beacons_are_refused(site: TrackedSite, page: Page) -> None:
-    # sendBeacon refuses what it cannot queue (over 64 KB in flight, or disabled by the browser).
-    await page.add_init_script("Navigator.prototype.sendBeacon = () => false")
-    fetched: list[str] = []
-    page.on("request", lambda request: request.resource_type == "fetch" and fetched.append(request.url))
+async def test_events_are_sent_with_fetch_keepalive_and_an_id_of_their_own(
+    site: TrackedSite, page: Page
+) -> None:
+    # fetch, not sendBeacon: the tracker must see the answer to retry a failed send; keepalive
+    # lets the request outlive the page (an outbound click, above).
+    sent: list[tuple[str, str]] = []
+    page.on("request", lambda request: sent.append((request.resource_type, request.post_data or "")))
+    home = site.publish("/", head=SPA_ROUTER, body='<a href="/pricing">Pricing</a>')
+    await page.goto(home)
+    await page.click("text=Pricing")
+
+    events = await site.logged_events(expected=2)
+    ids = [UUID(json.loads(body)["i"]) for kind, body in sent if kind == "fetch"]
+    assert len(ids) == 2 and all(event_id.version == 4 for event_id in ids)
+    assert sorted(event.event_id for event in events) == sorted(ids)
+
+
+# Short names: the test's site is named after it, within 40 characters.
+@pytest.mark.parametrize("failure", ["503", "reset"])
+async def test_retried_send_is_archived_once(
+    site: TrackedSite, page: Page, settings: Settings, failure: str
+) -> None:
+    """The collector takes the event, and its answer never reaches the browser: a proxy in
+    between answers 503 (a timeout), or the connection is reset. The tracker sends it again with
+    the same id; the log holds it twice, the archive once."""
+    answers: list[int] = []
+
+    async def lose_the_first_answer(route: Route) -> None:
+        if answers:
+            await route.continue_()
+            return
+        answers.append((await route.fetch()).status)  # the real collector took it
+        if failure == "503":
+            await route.fulfill(status=503, headers={"Access-Control-Allow-Origin": "*"}, body="{}")
+        else:
+            await route.abort("connectionreset")
+
+    await page.route(f"{site.collector_url}/api/event", lose_the_first_answer)
     home = site.publish("/")
     await page.goto(home)
 
-    assert described(await site.logged_events(expected=1)) == [("pageview", home, {})]
-    assert fetched == [f"{site.collector_url}/api/event"]
+    sent_twice = await site.logged_events(expected=2)
+    assert answers == [202]
+    assert len(sent_twice) == 2 and len({event.event_id for event in sent_twice}) == 1
+    [event_id] = {event.event_id for event in sent_twice}
+    await archive_until(settings, site.domain, expected=2)  # the page view and the end marker
+    assert archived(settings, site.domain) == (2, 2)
+    assert times_archived(settings, site.domain, event_id) == 1
 
 
 async def test_self_hosted_snippet_sends_to_data_api(
