@@ -3,17 +3,21 @@ at fixed times into the run, and `tally verify` once it is clean."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import psutil
+
 from loadgen.__main__ import LoadPlan, run_plan
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
 from loadgen.traffic import TrafficMix
-from tests.fixtures.local_stack import LocalStack
+from tests.fixtures.local_stack import LocalStack, eventually
 
 #: How long after its planned end the traffic may still be answering (slow 503s, retries).
 TRAFFIC_GRACE_S = 120
@@ -28,6 +32,24 @@ def component_pid(stack: LocalStack, name: str) -> int | None:
 
 def healthy(stack: LocalStack) -> bool:
     return stack.tally("status").returncode == 0
+
+
+def sigkill_tree(pid: int) -> None:
+    """A crash: the process and its children (Spark's JVM) die at once, no cleanup."""
+    process = psutil.Process(pid)
+    for victim in [*process.children(recursive=True), process]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            victim.send_signal(signal.SIGKILL)
+
+
+def kill_and_wait_for_recovery(stack: LocalStack, name: str) -> None:
+    """SIGKILL a component; supervisord restarts it; wait until every component is healthy."""
+    before = component_pid(stack, name)
+    assert before is not None, f"{name} is not running"
+    sigkill_tree(before)
+    eventually(
+        lambda: component_pid(stack, name) not in (None, before) and healthy(stack), f"{name} back", 180
+    )
 
 
 def verify_clean(stack: LocalStack) -> str:

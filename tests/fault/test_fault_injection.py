@@ -7,18 +7,15 @@ anything by hand."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
 from collections import Counter
 
-import psutil
 import pytest
 
 from ops.local import supervisor
 from storage.client import connect
 from tally.settings import Settings
-from tests.fault.scenario import Fault, Traffic, component_pid, healthy, inject, verify_clean
+from tests.fault.scenario import Fault, Traffic, healthy, inject, kill_and_wait_for_recovery, verify_clean
 from tests.fixtures.archive import archived
 from tests.fixtures.local_stack import LocalStack, eventually
 
@@ -27,22 +24,6 @@ pytestmark = pytest.mark.fault
 SITE = "fault.example.com"
 RATE = 40
 DURATION_S = 150
-
-
-def sigkill_tree(pid: int) -> None:
-    """A crash: the process and its children (Spark's JVM) die at once, no cleanup."""
-    process = psutil.Process(pid)
-    for victim in [*process.children(recursive=True), process]:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            victim.send_signal(signal.SIGKILL)
-
-
-def kill_and_wait_for_recovery(stack: LocalStack, name: str) -> None:
-    before = component_pid(stack, name)
-    sigkill_tree(before)
-    eventually(
-        lambda: component_pid(stack, name) not in (None, before) and healthy(stack), f"{name} back", 180
-    )
 
 
 def clickhouse_away(stack: LocalStack, seconds: float) -> None:
