@@ -9,8 +9,9 @@ the window (TALLY_DEDUP_WINDOW_S, 7 days) before or after it, is archived or bei
 * within a batch, the first by (kafka_partition, kafka_offset) is kept — within a partition
   the lowest offset, as the stream jobs keep;
 * against the archive, `archive_ids` (migration 0021) holds every archived event's id, written
-  before the event's row; a row found there at its own position is not a copy but the same
-  row archived again (an audit repairing a hole, a batch retried after a crash).
+  by the very INSERT that archives the row (a materialized view on `events`); a row found
+  there at its own position is not a copy but the same row archived again (an audit
+  repairing a hole, a batch retried after a lost answer).
 
 The key is scoped to the site, so that one site's sender can never suppress another site's
 events. A copy is not archived: its offset goes to `archive_duplicates` with the position of
@@ -35,13 +36,16 @@ if TYPE_CHECKING:
 
 INDEX = "archive_ids"
 DUPLICATES = "archive_duplicates"
-INDEX_COLUMNS = ["event_id", "site", "kafka_partition", "kafka_offset", "received_at"]
-# The index is filled from the archive's own rows: the fields it does not keep are skipped.
-_INDEX_INSERT_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 1}
 
+# The ids are sent in pieces of 2,500 (about 100 KB) joined again in the query: a parameter
+# this long goes to the server as a form field, and clickhouse-server takes at most 128 KiB
+# per field (http_max_field_value_size). One query per batch, not one per piece: each query
+# reads every part of the index.
+PIECE = 2_500
+PIECES = 4  # 10,000 ids, the archiver's batch
 _LOOKUP = f"""
 SELECT site, event_id, kafka_partition, kafka_offset, toUnixTimestamp64Milli(received_at)
-FROM {INDEX} WHERE event_id IN {{ids:Array(UUID)}}
+FROM {INDEX} WHERE event_id IN arrayConcat({", ".join(f"{{ids{n}:Array(UUID)}}" for n in range(PIECES))})
 """
 
 Key = tuple[str, UUID]  # (site, event_id)
@@ -117,25 +121,34 @@ def _copies_of(candidates: list[ArchiveRow], known: list[Seen], window_ms: int) 
 def archived_ids(client: Client, event_ids: list[UUID]) -> dict[Key, list[Seen]]:
     """What the index holds of these ids, per (site, event_id)."""
     found: dict[Key, list[Seen]] = {}
-    for site, event_id, partition, offset, received_ms in client.query(
-        _LOOKUP, parameters={"ids": event_ids}
-    ).result_rows:
-        found.setdefault((site, event_id), []).append(Seen(int(partition), int(offset), int(received_ms)))
+    per_query = PIECE * PIECES
+    for start in range(0, len(event_ids), per_query):
+        ids = event_ids[start : start + per_query]
+        pieces = {f"ids{n}": _UuidArray(ids[n * PIECE : (n + 1) * PIECE]) for n in range(PIECES)}
+        for site, event_id, partition, offset, received_ms in client.query(
+            _LOOKUP, parameters=pieces
+        ).result_rows:
+            found.setdefault((site, event_id), []).append(Seen(int(partition), int(offset), int(received_ms)))
     return found
+
+
+class _UuidArray:
+    """An Array(UUID) query parameter, written at once. clickhouse-connect formats a list
+    element by element (about 20 ms for 10,000 UUIDs, holding the GIL the archiver's parsing
+    needs); a UUID's text needs no escaping, and clickhouse-connect sends any other object as
+    its str()."""
+
+    def __init__(self, ids: list[UUID]) -> None:
+        self._text = "['" + "','".join(map(str, ids)) + "']" if ids else "[]"
+
+    def __str__(self) -> str:
+        return self._text
 
 
 def _ms(row: ArchiveRow) -> int:
     """The receive time in whole milliseconds, truncated as the archive's DateTime64(3) keeps it."""
     at = row.received_at if row.received_at.tzinfo else row.received_at.replace(tzinfo=UTC)
     return (at - _EPOCH) // timedelta(milliseconds=1)
-
-
-def index_rows(client: Client, body: bytes, deduplication_token: str = "") -> None:
-    """Index the archive rows in `body` (JSONEachRow lines of `events`)."""
-    settings: dict[str, object] = dict(_INDEX_INSERT_SETTINGS)
-    if deduplication_token:
-        settings["insert_deduplication_token"] = deduplication_token
-    client.raw_insert(INDEX, INDEX_COLUMNS, body, settings=settings, fmt="JSONEachRow")
 
 
 def record_copies(client: Client, copies: list[Copy]) -> None:

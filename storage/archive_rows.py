@@ -17,7 +17,7 @@ from aiokafka import ConsumerRecord
 from clickhouse_connect.driver.client import Client
 from pydantic import ValidationError
 
-from storage.archive_copies import Copy, drop_copies, index_rows, record_copies
+from storage.archive_copies import Copy, drop_copies, record_copies
 from tally.event import PageViewEvent, describe_validation_error
 
 EVENT_COLUMNS = list(PageViewEvent.model_fields)
@@ -71,18 +71,16 @@ def write_batch(
 ) -> list[Copy]:
     """Archive `rows` but the copies of events already archived, and account for every offset.
 
-    The order is what keeps every offset accounted for, whatever fails in between: the ids
-    first (an id indexed but not archived yet is archived when its offset is read again: a row
-    at the indexed position is never its own copy), then the rows, then the copies and the dead
-    letters (recorded before the rows, one of their offsets would be the archive's end with
-    the rows below it not in yet — a hole to the audit). Each step may be retried whole:
-    retried inserts land once (the tables' deduplication windows, `deduplication_token`),
-    and the copies are found again the same way."""
+    The rows' ids enter `archive_ids` with the rows, in the same INSERT (a materialized view on
+    `events`), so no crash of the archiver can leave an archived id unindexed. The copies and
+    the dead letters are recorded after the rows: recorded first, one of their offsets would be
+    the archive's end with the rows below it not in yet — a hole to the audit. The whole may be
+    retried: a retried insert lands once (`events`' deduplication window,
+    `deduplication_token`) while the view still indexes its rows, and rows found indexed at
+    their own position are archived again, not taken for copies of themselves."""
     kept, copies = drop_copies(client, rows, window_s)
     if kept:
-        body = b"\n".join(row.line for row in kept)
-        index_rows(client, body, deduplication_token)
-        insert_rows(client, body, deduplication_token)
+        insert_rows(client, b"\n".join(row.line for row in kept), deduplication_token)
     if copies:
         record_copies(client, copies)
     if dead:
