@@ -62,6 +62,9 @@ class Seen:
     received_ms: int
 
 
+Archived = dict[Key, list[Seen]]  # what the index holds of some ids
+
+
 @dataclass(frozen=True)
 class Copy:
     """A row not archived: its event was already archived, at `first`."""
@@ -77,11 +80,15 @@ def drop_copies(
     earlier or kept earlier in `rows`."""
     if not rows:
         return [], []
-    return split_copies(rows, archived_ids(client, list({row.event_id for row in rows})), window_s)
+    event_ids = {row.event_id for row in rows}
+    archived = archived_ids(client, list(event_ids))
+    if not archived and len(event_ids) == len(rows):
+        return rows, []  # nearly always: no id seen before, none twice in the batch
+    return split_copies(rows, archived, window_s)
 
 
 def split_copies(
-    rows: list[ArchiveRow], archived: dict[Key, list[Seen]], window_s: float
+    rows: list[ArchiveRow], archived: Archived, window_s: float
 ) -> tuple[list[ArchiveRow], list[Copy]]:
     """`drop_copies` given what the index holds of the rows' ids."""
     by_key: dict[Key, list[ArchiveRow]] = {}
@@ -118,9 +125,9 @@ def _copies_of(candidates: list[ArchiveRow], known: list[Seen], window_ms: int) 
     return copies
 
 
-def archived_ids(client: Client, event_ids: list[UUID]) -> dict[Key, list[Seen]]:
+def archived_ids(client: Client, event_ids: list[UUID]) -> Archived:
     """What the index holds of these ids, per (site, event_id)."""
-    found: dict[Key, list[Seen]] = {}
+    found: Archived = {}
     per_query = PIECE * PIECES
     for start in range(0, len(event_ids), per_query):
         ids = event_ids[start : start + per_query]
