@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import crawleruseragents
 import pytest
 from pydantic import ValidationError
 
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.geo import CountryLookup
 from collector.payload import BrowserEvent, ServerEvent
+from collector.user_agent import classify, is_bot
 from tally.client_ip import client_ip, network_key, parse_networks
 from tally.event import PageViewEvent
 
@@ -224,3 +226,28 @@ def test_pipeline_drops_with_a_typed_reason(
 def test_user_agent_gives_browser_os_and_device(user_agent: str, browser: str, os: str, device: str) -> None:
     event = enrich(_draft(), _context(ua=user_agent), pipeline())
     assert (event.browser, event.os, event.device) == (browser, os, device)
+
+
+def test_bot_check_agrees_with_the_crawler_lists_own_matcher() -> None:
+    """The RE2 alternation must say what the list's 1,500 `re` patterns say: every example
+    the list ships is a bot, and the everyday browsers are not."""
+    examples = [
+        instance
+        for entry in crawleruseragents.CRAWLER_USER_AGENTS_DATA
+        for instance in entry.get("instances", [])
+    ]
+    browsers = [WINDOWS_CHROME, IPAD_SAFARI, ANDROID_CHROME]
+    assert len(examples) > 1000
+    assert [is_bot(ua) for ua in examples + browsers] == [
+        crawleruseragents.is_crawler(ua) for ua in examples + browsers
+    ]
+    assert not any(is_bot(ua) for ua in browsers)
+
+
+def test_user_agents_the_parser_never_saw_are_parsed_by_its_rules() -> None:
+    # Uncached: each version is new to the cache, and still gets its family from the rules.
+    for build in range(3):
+        client = classify(
+            f"Mozilla/5.0 (X11; Linux x86_64; rv:13{build}.0) Gecko/20100101 Firefox/13{build}.0"
+        )
+        assert (client.browser, client.os, client.device) == ("Firefox", "Linux", "desktop")
