@@ -86,7 +86,7 @@ def run_wrk(
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, **env},
+        env={**os.environ, "BENCH_WRK_DIR": str(WRK_SCRIPTS), **env},
         timeout=duration_s + 60,
         check=True,
     )

@@ -23,7 +23,7 @@ import orjson
 import structlog
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from collector.blocklist import Blocklist
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
-from collector.event_log import EventLog, KafkaEventLog, LogUnavailable
+from collector.event_log import EventLog, KafkaEventLog, LogRecord, LogUnavailable
 from collector.geo import CountryLookup
 from collector.http_protocol import bounded_httptools
 from collector.known_sites import KnownSites
@@ -41,7 +41,7 @@ from collector.salts import DailySalts
 from storage.client import connect
 from tally import structured_logging
 from tally.client_ip import client_ip, parse_networks
-from tally.event import PageViewEvent, describe_validation_error, utc_now
+from tally.event import describe_validation_error, encode_fields, event_key, utc_now
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -118,13 +118,32 @@ async def read_json(request: Request, limit: int, timeout_s: float) -> object:
         raise RejectedEvent(400, "body: not valid UTF-8 JSON", "invalid") from None
 
 
-def parse(model: type[BaseModel], value: object, prefix: str = "") -> BaseModel:
+def parse(model: type[BaseModel], value: object) -> BaseModel:
     if not isinstance(value, dict):
-        raise RejectedEvent(400, f"{prefix or 'body'}: must be a JSON object", "invalid")
+        raise RejectedEvent(400, "body: must be a JSON object", "invalid")
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise RejectedEvent(400, describe_validation_error(exc, prefix), "invalid") from None
+        raise RejectedEvent(400, describe_validation_error(exc), "invalid") from None
+
+
+SERVER_EVENTS = TypeAdapter(list[ServerEvent])
+
+
+def parse_batch(body: list[object]) -> list[ServerEvent]:
+    """Every event of a batch, validated in one call (pydantic's core loops over the array);
+    the first error names its event and field: `[3].url: ...`."""
+    try:
+        return SERVER_EVENTS.validate_python(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        index, *field = first["loc"]
+        if not field and first["type"] in ("model_type", "dict_type"):
+            message = "must be a JSON object"
+        else:
+            message = first["msg"]
+        location = f"[{index}]" + "".join(f".{part}" for part in field)
+        raise RejectedEvent(400, f"{location}: {message}", "invalid") from None
 
 
 class Collector:
@@ -132,6 +151,8 @@ class Collector:
         self.settings = settings
         self.parts = parts
         self.metrics = CollectorMetrics()
+        self.accepted = self.metrics.accepted
+        self.latency = {endpoint: self.metrics.latency.labels(endpoint) for endpoint in ("event", "events")}
         self.trusted_proxies = parse_networks(settings.trusted_proxies)
         self.pipeline = build_pipeline(
             is_known_site=parts.sites.__contains__,
@@ -174,16 +195,16 @@ class Collector:
             event_id=payload.event_id,
         )
 
-    async def append(self, events: list[PageViewEvent]) -> Response | None:
+    async def append(self, records: list[LogRecord]) -> Response | None:
         """Append to the log; a 503 response if it cannot take the write, else None."""
         try:
-            await self.parts.event_log.append(events)
+            await self.parts.event_log.append(records)
         except LogUnavailable as unavailable:
             self.metrics.kafka_errors.inc()
-            self.metrics.rejected.labels("log_unavailable").inc(len(events))
+            self.metrics.rejected.labels("log_unavailable").inc(len(records))
             log.warning("log_unavailable", error=str(unavailable)[:200])
             return error(503, "the event log is unavailable, retry later", {"Retry-After": "5"})
-        self.metrics.accepted.inc(len(events))
+        self.accepted.inc(len(records))
         return None
 
     # -- POST /api/event: one browser event ----------------------------------------------
@@ -203,7 +224,7 @@ class Collector:
         except RejectedEvent as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
             response = error(rejected.status, rejected.message, rejected.headers)
-        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        self.latency[endpoint].observe(time.perf_counter() - started)
         return response
 
     async def _one_event(self, request: Request) -> Response:
@@ -215,7 +236,7 @@ class Collector:
             event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
         except Dropped as dropped:
             return self._dropped_response(dropped.reason, payload.site)
-        return await self.append([event]) or Response(status_code=202)
+        return await self.append([log_record(event)]) or Response(status_code=202)
 
     def _dropped_response(self, reason: DropReason, site: str) -> Response:
         self._count_drop(reason)
@@ -247,17 +268,15 @@ class Collector:
         if not 1 <= len(body) <= MAX_BATCH_EVENTS:
             raise RejectedEvent(400, f"body: 1 to {MAX_BATCH_EVENTS} events per batch", "invalid")
         # Validate everything first: a batch is taken whole or refused whole.
-        payloads = [parse(ServerEvent, item, prefix=f"[{index}].") for index, item in enumerate(body)]
+        payloads = parse_batch(body)
         await asyncio.gather(*(self.parts.sites.confirm(site) for site in {p.site for p in payloads}))
         events, dropped = self._enrich_batch(request, payloads)
         if events and (unavailable := await self.append(events)):
             return unavailable
         return JSONResponse({"accepted": len(events), "dropped": dict(dropped)}, status_code=202)
 
-    def _enrich_batch(
-        self, request: Request, payloads: list[ServerEvent]
-    ) -> tuple[list[PageViewEvent], Counter]:
-        events: list[PageViewEvent] = []
+    def _enrich_batch(self, request: Request, payloads: list[ServerEvent]) -> tuple[list[LogRecord], Counter]:
+        events: list[LogRecord] = []
         dropped: Counter[str] = Counter()
         for index, payload in enumerate(payloads):
             context = self.context(request, sent=payload)
@@ -265,7 +284,7 @@ class Collector:
             if ts > context.received_at + MAX_FUTURE_SKEW:
                 raise RejectedEvent(400, f"[{index}].ts: in the future", "invalid")
             try:
-                events.append(enrich(self.draft(payload, ts), context, self.pipeline))
+                events.append(log_record(enrich(self.draft(payload, ts), context, self.pipeline)))
             except Dropped as drop:
                 if drop.reason is DropReason.UNKNOWN_SITE:
                     message = f"[{index}].site: {payload.site!r} is not registered"
@@ -301,6 +320,10 @@ class Collector:
         if request.headers.get("if-none-match") == self.tracker_etag:
             return Response(status_code=304, headers=headers)
         return Response(self.tracker_js, media_type="application/javascript", headers=headers)
+
+
+def log_record(event: dict[str, object]) -> LogRecord:
+    return event_key(str(event["site"]), str(event["visitor_id"])), encode_fields(event)
 
 
 def _background(*refreshers: Callable[[], Awaitable[None]]) -> list[asyncio.Task[None]]:

@@ -9,6 +9,7 @@ it, not to one address. Used by the collector and by the dashboard's sign-in.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 
 Network = IPv4Network | IPv6Network
@@ -18,30 +19,40 @@ Network = IPv4Network | IPv6Network
 IPV6_CLIENT_PREFIX = 64
 
 
-def parse_networks(spec: str) -> list[Network]:
-    return [ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip()]
+class Networks:
+    """A set of networks, asked on every request whether it holds an address: the answers
+    for the few addresses asked about again and again (the proxies themselves) are cached."""
+
+    def __init__(self, networks: Sequence[Network]) -> None:
+        self._networks = tuple(networks)
+        self.holds = lru_cache(maxsize=4096)(self._holds)
+
+    def _holds(self, address: str) -> bool | None:
+        """Whether an address is in one of the networks; None if it is no IP address."""
+        try:
+            ip = ip_address(address)
+        except ValueError:
+            return None
+        return any(ip in network for network in self._networks)
 
 
-def _trusted(address: str, proxies: list[Network]) -> bool:
-    try:
-        ip = ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in proxies)
+def parse_networks(spec: str) -> Networks:
+    return Networks([ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip()])
 
 
-def client_ip(peer: str, forwarded_for: Sequence[str], proxies: list[Network]) -> str:
+def client_ip(peer: str, forwarded_for: Sequence[str], proxies: Networks) -> str:
     """`forwarded_for`: every X-Forwarded-For line of the request, in order. A proxy may
     append its own line (HAProxy's `option forwardfor`) instead of extending the client's,
     so the lines are one list: the client's own line comes first and is read last."""
-    if not forwarded_for or not _trusted(peer, proxies):
+    if not forwarded_for or not proxies.holds(peer):
         return peer
     hops = [hop.strip() for line in forwarded_for for hop in line.split(",") if hop.strip()]
     for hop in reversed(hops):
-        if not _trusted(hop, proxies):
-            return hop if _valid(hop) else peer
+        trusted = proxies.holds(hop)
+        if not trusted:
+            return peer if trusted is None else hop
     # Every hop is a trusted proxy: the left-most is the origin.
-    return hops[0] if hops and _valid(hops[0]) else peer
+    return hops[0] if hops else peer
 
 
 def network_key(address: str) -> str:
@@ -56,11 +67,3 @@ def network_key(address: str) -> str:
             return str(ip.ipv4_mapped)
         return str(ip_network(f"{ip}/{IPV6_CLIENT_PREFIX}", strict=False))
     return str(ip)
-
-
-def _valid(address: str) -> bool:
-    try:
-        ip_address(address)
-    except ValueError:
-        return False
-    return True
