@@ -77,11 +77,14 @@ class PartitionQueue:
     """One partition's records on their way to the broker: the batch in flight (at most
     one) and the batches waiting behind it, the last of which takes new records."""
 
-    def __init__(self, producer: AIOKafkaProducer, topic: str, partition: int) -> None:
+    def __init__(self, producer: AIOKafkaProducer, topic: str, partition: int, timeout_s: float) -> None:
         self._producer = producer
         self._topic = topic
         self._partition = partition
-        self._waiting: deque[tuple[BatchBuilder, asyncio.Future[None]]] = deque()
+        self._timeout_s = timeout_s
+        # Batches not sent yet: (records, acknowledged, deadline). A batch fails once its
+        # first record has waited timeout_s, in the queue and in flight together.
+        self._waiting: deque[tuple[BatchBuilder, asyncio.Future[None], float]] = deque()
         self._sender: asyncio.Task[None] | None = None
 
     def add(self, key: bytes, value: bytes) -> asyncio.Future[None]:
@@ -95,22 +98,29 @@ class PartitionQueue:
         return self._waiting[-1][1]
 
     def _open_batch(self) -> None:
-        acknowledged = asyncio.get_running_loop().create_future()
-        # A request that timed out no longer awaits its batch; its failure is logged by the
-        # sender, not reported as never retrieved.
+        loop = asyncio.get_running_loop()
+        acknowledged = loop.create_future()
+        # Logged by the sender when it fails; not "never retrieved" when no request waits.
         acknowledged.add_done_callback(lambda future: future.cancelled() or future.exception())
-        self._waiting.append((self._producer.create_batch(), acknowledged))
+        self._waiting.append((self._producer.create_batch(), acknowledged, loop.time() + self._timeout_s))
 
     async def _send_waiting(self) -> None:
         try:
+            partition = self._partition
             while self._waiting:
-                batch, acknowledged = self._waiting.popleft()
+                batch, acknowledged, deadline = self._waiting.popleft()
                 try:
-                    delivery = await self._producer.send_batch(batch, self._topic, partition=self._partition)
-                    await delivery
+                    async with asyncio.timeout_at(deadline):
+                        delivery = await self._producer.send_batch(batch, self._topic, partition=partition)
+                        # Shielded: on a timeout the producer still owns the batch (it may yet
+                        # land: the sender's retry then finds it archived, by its event_id).
+                        await asyncio.shield(delivery)
                 except Exception as error:  # every request waiting on the batch gets its 503
-                    log.warning("log_append_failed", partition=self._partition, error=str(error)[:200])
-                    acknowledged.set_exception(LogUnavailable(str(error) or type(error).__name__))
+                    reason = str(error) or type(error).__name__
+                    if isinstance(error, TimeoutError):
+                        reason = f"not acknowledged within {self._timeout_s:g} s"
+                    log.warning("log_append_failed", partition=partition, error=reason[:200])
+                    acknowledged.set_exception(LogUnavailable(reason))
                 else:
                     acknowledged.set_result(None)
         finally:
@@ -122,7 +132,7 @@ class PartitionQueue:
 
     def fail_waiting(self, reason: str) -> None:
         while self._waiting:
-            _batch, acknowledged = self._waiting.popleft()
+            _batch, acknowledged, _deadline = self._waiting.popleft()
             if not acknowledged.done():
                 acknowledged.set_exception(LogUnavailable(reason))
 
@@ -164,7 +174,8 @@ class KafkaEventLog:
             log.warning("kafka_unreachable", error=str(error))
             await producer.stop()
             return False
-        self._queues = [PartitionQueue(producer, self._topic, partition) for partition in sorted(partitions)]
+        timeout_s = self._send_timeout_s
+        self._queues = [PartitionQueue(producer, self._topic, p, timeout_s) for p in sorted(partitions)]
         self._producer = producer
         return True
 
@@ -196,9 +207,7 @@ class KafkaEventLog:
             raise LogUnavailable("not connected to Kafka")
         queues = self._queues
         acknowledged = {queues[partition_for(key, len(queues))].add(key, value) for key, value in records}
-        done, pending = await asyncio.wait(acknowledged, timeout=self._send_timeout_s)
-        if pending:
-            raise LogUnavailable(f"not acknowledged within {self._send_timeout_s:g} s")
-        for future in done:
-            if error := future.exception():
-                raise error
+        # Each batch fails by itself once its deadline passed (PartitionQueue), so no request
+        # waits longer than the send timeout. Shielded: the futures are shared by requests.
+        for future in acknowledged:
+            await asyncio.shield(future)

@@ -24,7 +24,7 @@ class Networks:
     for the few addresses asked about again and again (the proxies themselves) are cached."""
 
     def __init__(self, networks: Sequence[Network]) -> None:
-        self._networks = tuple(networks)
+        self.networks = tuple(networks)
         self.holds = lru_cache(maxsize=4096)(self._holds)
 
     def _holds(self, address: str) -> bool | None:
@@ -33,7 +33,7 @@ class Networks:
             ip = ip_address(address)
         except ValueError:
             return None
-        return any(ip in network for network in self._networks)
+        return any(ip in network for network in self.networks)
 
 
 def parse_networks(spec: str) -> Networks:
