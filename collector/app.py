@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import hmac
 import time
@@ -25,7 +26,7 @@ import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -38,6 +39,7 @@ from collector.known_sites import KnownSites
 from collector.metrics import CollectorMetrics
 from collector.payload import BrowserEvent, ServerEvent
 from collector.salts import DailySalts
+from collector.user_agent import classify, is_bot
 from storage.client import connect
 from tally import structured_logging
 from tally.client_ip import client_ip, parse_networks
@@ -68,6 +70,10 @@ PREFLIGHT_CORS = {
 }
 
 
+class ClientGone(Exception):
+    """The client hung up (or was cut off for being too slow) before its body was in."""
+
+
 class RejectedEvent(Exception):
     def __init__(self, status: int, message: str, reason: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -92,26 +98,23 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def read_json(request: Request, limit: int, timeout_s: float) -> object:
+async def read_json(request: Request, limit: int) -> object:
     """The body as JSON, whatever the content type (beacons send text/plain).
 
-    The whole body must arrive within `timeout_s`: uvicorn has no body timeout, and a client
-    that sends headers and then dribbles or stalls would hold its connection and request
-    slot for as long as it likes. It gets a 408 and the connection is closed (the rest of
-    its body is never read)."""
+    How long the body may take is the protocol's to enforce (collector/http_protocol.py: a
+    client that dribbles or stalls gets its 408 there and the connection closed); reading it
+    here then ends with the client gone."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
     body = bytearray()
     try:
-        async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
-    except TimeoutError:
-        message = f"body: not received within {timeout_s:g} s"
-        raise RejectedEvent(408, message, "slow_body", {"Connection": "close"}) from None
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
+    except ClientDisconnect:
+        raise ClientGone from None
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -224,11 +227,13 @@ class Collector:
         except RejectedEvent as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
             response = error(rejected.status, rejected.message, rejected.headers)
+        except ClientGone:
+            return Response(status_code=400)  # nobody to read it (uvicorn drops it)
         self.latency[endpoint].observe(time.perf_counter() - started)
         return response
 
     async def _one_event(self, request: Request) -> Response:
-        body = await read_json(request, MAX_EVENT_BYTES, self.settings.collector_body_timeout_s)
+        body = await read_json(request, MAX_EVENT_BYTES)
         payload = parse(BrowserEvent, body)
         await self.parts.sites.confirm(payload.site)
         context = self.context(request)
@@ -262,7 +267,7 @@ class Collector:
 
     async def _batch(self, request: Request) -> Response:
         self._authorise(request)
-        body = await read_json(request, MAX_BATCH_BYTES, self.settings.collector_body_timeout_s)
+        body = await read_json(request, MAX_BATCH_BYTES)
         if not isinstance(body, list):
             raise RejectedEvent(400, "body: must be a JSON array of events", "invalid")
         if not 1 <= len(body) <= MAX_BATCH_EVENTS:
@@ -292,6 +297,9 @@ class Collector:
                 self._count_drop(drop.reason)
                 dropped[drop.reason.value] += 1
         return events, dropped
+
+    def count_slow_body(self) -> None:
+        self.metrics.rejected.labels("slow_body").inc()
 
     def _count_drop(self, reason: DropReason) -> None:
         if reason is DropReason.BOT:
@@ -348,7 +356,7 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
             await parts.blocklist.stop()
             await parts.event_log.stop()  # flushes in-flight sends
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/api/event", collector.post_event, methods=["POST"]),
             Route("/api/event", collector.preflight, methods=["OPTIONS"]),
@@ -359,6 +367,8 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    app.state.collector = collector
+    return app
 
 
 def production_parts(settings: Settings) -> CollectorParts:
@@ -371,11 +381,26 @@ def production_parts(settings: Settings) -> CollectorParts:
     )
 
 
+def load_lookups(parts: CollectorParts) -> None:
+    """Load the country database and compile the user-agent rules before the first request,
+    then move everything loaded so far out of the garbage collector's sight: a full
+    collection would otherwise walk those millions of objects again and again while
+    requests allocate (`gc.freeze`, as long-running servers do)."""
+    parts.countries.load()
+    classify("Mozilla/5.0")
+    is_bot("Mozilla/5.0")
+    gc.collect()
+    gc.freeze()
+
+
 def main() -> None:
     structured_logging.configure()
     settings = Settings()
+    parts = production_parts(settings)
+    load_lookups(parts)
+    app = build_app(settings, parts)
     uvicorn.run(
-        build_app(settings, production_parts(settings)),
+        app,
         host=settings.collector_host,
         port=settings.collector_port,
         log_level="warning",
@@ -385,9 +410,13 @@ def main() -> None:
         # every X-Forwarded-For line): uvicorn's own rewrite would trust 127.0.0.1 and read
         # only the last header line, a second policy the settings do not describe.
         proxy_headers=False,
-        # Bounds on slow or abusive clients: headers (size and time) in collector/http_protocol.py,
-        # the body in `read_json`.
-        http=bounded_httptools(settings.collector_header_timeout_s, MAX_HEADER_BYTES),
+        # Bounds on slow or abusive clients (headers' size, headers' and body's time).
+        http=bounded_httptools(
+            settings.collector_header_timeout_s,
+            MAX_HEADER_BYTES,
+            settings.collector_body_timeout_s,
+            on_slow_body=app.state.collector.count_slow_body,
+        ),
         limit_concurrency=4096,
         timeout_keep_alive=KEEP_ALIVE_S,
     )

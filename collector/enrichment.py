@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID, uuid4
 
@@ -119,8 +120,16 @@ def put_visitor_identity(draft: Draft, context: RequestContext) -> None:
 
 
 def keyed_hash(salt: bytes, *parts: str) -> str:
-    """HMAC-BLAKE2b-512 of the parts, 16 hex digits (OpenSSL's one-shot HMAC)."""
-    return hmac.digest(salt, "\x1f".join(parts).encode(), "blake2b512").hex()[:16]
+    """HMAC-BLAKE2b-512 of the parts, 16 hex digits."""
+    mac = _keyed_with(salt).copy()
+    mac.update("\x1f".join(parts).encode())
+    return mac.hexdigest()[:16]
+
+
+@lru_cache(maxsize=4)
+def _keyed_with(salt: bytes) -> hmac.HMAC:
+    """The HMAC keyed with a salt, copied for each message (OpenSSL's, not hmac.py's own)."""
+    return hmac.new(salt, digestmod="blake2b512")
 
 
 def build_pipeline(

@@ -8,11 +8,13 @@ it, not to one address. Used by the collector and by the dashboard's sign-in.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from functools import lru_cache
-from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 
 Network = IPv4Network | IPv6Network
+Address = IPv4Address | IPv6Address
 
 # An IPv6 subscriber is routed a whole /64 (often a /56 or /48) and picks any address in it
 # at will, so one client is one /64, as one IPv4 client is one address.
@@ -29,11 +31,26 @@ class Networks:
 
     def _holds(self, address: str) -> bool | None:
         """Whether an address is in one of the networks; None if it is no IP address."""
-        try:
-            ip = ip_address(address)
-        except ValueError:
-            return None
-        return any(ip in network for network in self.networks)
+        ip = parse_ip(address)
+        return None if ip is None else any(ip in network for network in self.networks)
+
+
+def parse_ip(address: str) -> Address | None:
+    """The address, or None if it is none. The C parser first (the collector parses every
+    client's address: ~0.5 µs, where `ip_address` takes ~2 µs); what it refuses (an IPv6
+    zone such as `fe80::1%eth0`) gets the standard library's word."""
+    try:
+        return IPv4Address(int.from_bytes(socket.inet_pton(socket.AF_INET, address), "big"))
+    except (OSError, ValueError):
+        pass
+    try:
+        return IPv6Address(socket.inet_pton(socket.AF_INET6, address))
+    except (OSError, ValueError):
+        pass
+    try:
+        return ip_address(address)
+    except ValueError:
+        return None
 
 
 def parse_networks(spec: str) -> Networks:
@@ -58,9 +75,8 @@ def client_ip(peer: str, forwarded_for: Sequence[str], proxies: Networks) -> str
 def network_key(address: str) -> str:
     """What a client is keyed on for rate limits and blocks: an IPv4 address as it is, an
     IPv6 address as its /64 (an IPv4-mapped IPv6 address as the IPv4 address)."""
-    try:
-        ip = ip_address(address)
-    except ValueError:
+    ip = parse_ip(address)
+    if ip is None:
         return address
     if isinstance(ip, IPv6Address):
         if ip.ipv4_mapped is not None:

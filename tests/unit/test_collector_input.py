@@ -256,3 +256,22 @@ def test_user_agents_the_parser_never_saw_are_parsed_by_its_rules() -> None:
             f"Mozilla/5.0 (X11; Linux x86_64; rv:13{build}.0) Gecko/20100101 Firefox/13{build}.0"
         )
         assert (client.browser, client.os, client.device) == ("Firefox", "Linux", "desktop")
+
+
+@pytest.mark.parametrize(
+    ("address", "country"),
+    [
+        ("81.2.69.142", "GB"),
+        ("8.8.8.8", "US"),
+        ("2a00:1450:4001:80b::200e", "DE"),
+        ("10.0.0.1", ""),
+        ("127.0.0.1", ""),
+        ("::1", ""),
+        ("not-an-ip", ""),
+    ],
+)
+def test_country_lookup_agrees_with_the_databases_own(address: str, country: str) -> None:
+    countries = CountryLookup()
+    assert countries.country(address) == country
+    own = countries._database.lookup(address).country_code
+    assert countries.country(address) == (own if len(own) == 2 and own.isalpha() else "")
