@@ -166,23 +166,29 @@ class Collector:
         self.tracker_js = TRACKER_JS.read_bytes()
         self.tracker_etag = '"' + hashlib.sha256(self.tracker_js).hexdigest()[:20] + '"'
 
-    def context(self, request: Request, sent: ServerEvent | None = None) -> RequestContext:
-        """Who sent the event: the request itself, or — for a batch — what the sender says."""
+    def context(self, request: Request) -> RequestContext:
+        """Who sent the event: the request's client (behind trusted proxies), at this moment."""
         peer = request.client.host if request.client else "0.0.0.0"
         received_at = utc_now()
-        if sent is None:
-            forwarded_for = request.headers.getlist("x-forwarded-for")
-            ip = client_ip(peer, forwarded_for, self.trusted_proxies)
-            user_agent = request.headers.get("user-agent", "")
-        else:
-            ip, user_agent = sent.ip or peer, sent.user_agent
+        headers = request.headers
         return RequestContext(
-            client_ip=ip,
-            user_agent=user_agent[:1000],
-            accept_language=request.headers.get("accept-language", ""),
+            client_ip=client_ip(peer, headers.getlist("x-forwarded-for"), self.trusted_proxies),
+            user_agent=headers.get("user-agent", "")[:1000],
+            accept_language=headers.get("accept-language", ""),
             received_at=received_at,
             salt=self.parts.salts.for_time(received_at),
-            server_side=sent is not None,
+        )
+
+    @staticmethod
+    def sent_context(request_context: RequestContext, peer: str, sent: ServerEvent) -> RequestContext:
+        """One event of a batch: the client is whom the authenticated sender says it is."""
+        return RequestContext(
+            client_ip=sent.ip or peer,
+            user_agent=sent.user_agent,
+            accept_language=request_context.accept_language,
+            received_at=request_context.received_at,
+            salt=request_context.salt,
+            server_side=True,
         )
 
     def draft(self, payload: BrowserEvent, ts: datetime) -> Draft:
@@ -283,10 +289,13 @@ class Collector:
     def _enrich_batch(self, request: Request, payloads: list[ServerEvent]) -> tuple[list[LogRecord], Counter]:
         events: list[LogRecord] = []
         dropped: Counter[str] = Counter()
+        request_context = self.context(request)
+        peer = request.client.host if request.client else "0.0.0.0"
+        latest = request_context.received_at + MAX_FUTURE_SKEW
         for index, payload in enumerate(payloads):
-            context = self.context(request, sent=payload)
+            context = self.sent_context(request_context, peer, payload)
             ts = payload.ts or context.received_at
-            if ts > context.received_at + MAX_FUTURE_SKEW:
+            if ts > latest:
                 raise RejectedEvent(400, f"[{index}].ts: in the future", "invalid")
             try:
                 events.append(log_record(enrich(self.draft(payload, ts), context, self.pipeline)))

@@ -81,5 +81,9 @@ def network_key(address: str) -> str:
     if isinstance(ip, IPv6Address):
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)
-        return str(ip_network(f"{ip}/{IPV6_CLIENT_PREFIX}", strict=False))
+        # The /64 written by the C library (RFC 5952, as `ipaddress` writes it: a unit test
+        # holds them equal), ~0.5 µs where building an IPv6Network takes ~8.
+        host_bits = 128 - IPV6_CLIENT_PREFIX
+        network = (int(ip) >> host_bits << host_bits).to_bytes(16, "big")
+        return f"{socket.inet_ntop(socket.AF_INET6, network)}/{IPV6_CLIENT_PREFIX}"
     return str(ip)
