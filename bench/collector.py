@@ -2,7 +2,13 @@
 in the same run (wrk from Debian as the load, on loopback, bounded in time).
 
 Needs the stack's Kafka and ClickHouse running (`tally up -d`); starts its own collector
-and bare app on free ports. `python -m bench.collector` prints the figures.
+and bare app on free ports, one process each (uvicorn's default: the comparison holds the
+worker count equal). The load is realistic (bench/wrk/traffic.lua): a user-agent mix with a
+long tail the collector's caches have never seen, client IPs through a trusted proxy,
+referrers and UTM tags, a sender's event_id on each event. Beside events/s and latency each
+scenario reports the server's CPU time per request, which says where a gap comes from even
+when the two runs see different background load (reported too: the load average).
+`python -m bench.collector` prints the figures.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from ops.local.ports import free_port
 from storage.client import connect
@@ -38,6 +45,8 @@ class WrkResult:
     p99_ms: float
     non_2xx: int
     errors: int
+    server_cpu_us_per_request: float
+    load_average_1m: float
 
 
 @contextmanager
@@ -62,6 +71,7 @@ def _server(
 
 
 def run_wrk(
+    server: subprocess.Popen,
     url: str,
     script: str,
     scenario: str,
@@ -72,6 +82,7 @@ def run_wrk(
 ) -> WrkResult:
     if not shutil.which("wrk"):
         raise RuntimeError("wrk is not installed (apt-get install wrk)")
+    cpu_before = psutil.Process(server.pid).cpu_times()
     result = subprocess.run(
         [
             "wrk",
@@ -86,10 +97,12 @@ def run_wrk(
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, **env},
+        env={**os.environ, "BENCH_WRK_DIR": str(WRK_SCRIPTS), **env},
         timeout=duration_s + 60,
         check=True,
     )
+    cpu_after = psutil.Process(server.pid).cpu_times()
+    cpu_s = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
     line = next(line for line in result.stdout.splitlines() if line.startswith("BENCH "))
     figures = json.loads(line.removeprefix("BENCH "))
     seconds = figures["duration_us"] / 1e6
@@ -102,6 +115,8 @@ def run_wrk(
         p99_ms=round(figures["p99_us"] / 1000, 2),
         non_2xx=figures["non_2xx"],
         errors=figures["errors"],
+        server_cpu_us_per_request=round(cpu_s * 1e6 / max(figures["requests"], 1), 1),
+        load_average_1m=round(os.getloadavg()[0], 2),
     )
 
 
@@ -114,8 +129,10 @@ def run_collector_bench(
     results = []
     bare_port = free_port()
     bare = f"http://127.0.0.1:{bare_port}"
-    with _server([sys.executable, "-m", "bench.bare_asgi", str(bare_port)], bare, env, "/api/event"):
-        results.append(run_wrk(bare, "single_event.lua", "bare_starlette_202", duration_s, connections))
+    bare_command = [sys.executable, "-m", "bench.bare_asgi", str(bare_port)]
+    with _server(bare_command, bare, env, "/api/event") as server:
+        ceiling = run_wrk(server, bare, "single_event.lua", "bare_starlette_202", duration_s, connections)
+        results.append(ceiling)
     collector_port = free_port()
     collector = f"http://127.0.0.1:{collector_port}"
     collector_env = {
@@ -123,13 +140,14 @@ def run_collector_bench(
         "TALLY_COLLECTOR_PORT": str(collector_port),
         "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
     }
-    with _server([sys.executable, "-m", "collector.app"], collector, collector_env, "/healthz"):
+    with _server([sys.executable, "-m", "collector.app"], collector, collector_env, "/healthz") as server:
         time.sleep(3)  # let the collector learn the freshly added site
         results.append(
-            run_wrk(collector, "single_event.lua", "collector_single_event", duration_s, connections)
+            run_wrk(server, collector, "single_event.lua", "collector_single_event", duration_s, connections)
         )
         results.append(
             run_wrk(
+                server,
                 collector,
                 "batch.lua",
                 f"collector_batch_{batch}",
@@ -146,6 +164,8 @@ def run_collector_bench(
         "single_event_share_of_ceiling": round(results[1].events_per_s / ceiling, 3) if ceiling else None,
         "duration_s": duration_s,
         "connections": connections,
+        "worker_processes": 1,
+        "consumers": "archiver and stream jobs paused",
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import hmac
 import time
@@ -23,25 +24,26 @@ import orjson
 import structlog
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from collector.blocklist import Blocklist
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
-from collector.event_log import EventLog, KafkaEventLog, LogUnavailable
+from collector.event_log import EventLog, KafkaEventLog, LogRecord, LogUnavailable
 from collector.geo import CountryLookup
 from collector.http_protocol import bounded_httptools
 from collector.known_sites import KnownSites
 from collector.metrics import CollectorMetrics
 from collector.payload import BrowserEvent, ServerEvent
 from collector.salts import DailySalts
+from collector.user_agent import classify, is_bot
 from storage.client import connect
 from tally import structured_logging
 from tally.client_ip import client_ip, parse_networks
-from tally.event import PageViewEvent, describe_validation_error, utc_now
+from tally.event import describe_validation_error, encode_fields, event_key, utc_now
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -68,6 +70,10 @@ PREFLIGHT_CORS = {
 }
 
 
+class ClientGone(Exception):
+    """The client hung up (or was cut off for being too slow) before its body was in."""
+
+
 class RejectedEvent(Exception):
     def __init__(self, status: int, message: str, reason: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -92,39 +98,55 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def read_json(request: Request, limit: int, timeout_s: float) -> object:
+async def read_json(request: Request, limit: int) -> object:
     """The body as JSON, whatever the content type (beacons send text/plain).
 
-    The whole body must arrive within `timeout_s`: uvicorn has no body timeout, and a client
-    that sends headers and then dribbles or stalls would hold its connection and request
-    slot for as long as it likes. It gets a 408 and the connection is closed (the rest of
-    its body is never read)."""
+    How long the body may take is the protocol's to enforce (collector/http_protocol.py: a
+    client that dribbles or stalls gets its 408 there and the connection closed); reading it
+    here then ends with the client gone."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
     body = bytearray()
     try:
-        async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
-    except TimeoutError:
-        message = f"body: not received within {timeout_s:g} s"
-        raise RejectedEvent(408, message, "slow_body", {"Connection": "close"}) from None
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise RejectedEvent(413, f"body: over {limit} bytes", "too_large")
+    except ClientDisconnect:
+        raise ClientGone from None
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         raise RejectedEvent(400, "body: not valid UTF-8 JSON", "invalid") from None
 
 
-def parse(model: type[BaseModel], value: object, prefix: str = "") -> BaseModel:
+def parse(model: type[BaseModel], value: object) -> BaseModel:
     if not isinstance(value, dict):
-        raise RejectedEvent(400, f"{prefix or 'body'}: must be a JSON object", "invalid")
+        raise RejectedEvent(400, "body: must be a JSON object", "invalid")
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise RejectedEvent(400, describe_validation_error(exc, prefix), "invalid") from None
+        raise RejectedEvent(400, describe_validation_error(exc), "invalid") from None
+
+
+SERVER_EVENTS = TypeAdapter(list[ServerEvent])
+
+
+def parse_batch(body: list[object]) -> list[ServerEvent]:
+    """Every event of a batch, validated in one call (pydantic's core loops over the array);
+    the first error names its event and field: `[3].url: ...`."""
+    try:
+        return SERVER_EVENTS.validate_python(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        index, *field = first["loc"]
+        if not field and first["type"] in ("model_type", "dict_type"):
+            message = "must be a JSON object"
+        else:
+            message = first["msg"]
+        location = f"[{index}]" + "".join(f".{part}" for part in field)
+        raise RejectedEvent(400, f"{location}: {message}", "invalid") from None
 
 
 class Collector:
@@ -132,6 +154,8 @@ class Collector:
         self.settings = settings
         self.parts = parts
         self.metrics = CollectorMetrics()
+        self.accepted = self.metrics.accepted
+        self.latency = {endpoint: self.metrics.latency.labels(endpoint) for endpoint in ("event", "events")}
         self.trusted_proxies = parse_networks(settings.trusted_proxies)
         self.pipeline = build_pipeline(
             is_known_site=parts.sites.__contains__,
@@ -142,23 +166,29 @@ class Collector:
         self.tracker_js = TRACKER_JS.read_bytes()
         self.tracker_etag = '"' + hashlib.sha256(self.tracker_js).hexdigest()[:20] + '"'
 
-    def context(self, request: Request, sent: ServerEvent | None = None) -> RequestContext:
-        """Who sent the event: the request itself, or — for a batch — what the sender says."""
+    def context(self, request: Request) -> RequestContext:
+        """Who sent the event: the request's client (behind trusted proxies), at this moment."""
         peer = request.client.host if request.client else "0.0.0.0"
         received_at = utc_now()
-        if sent is None:
-            forwarded_for = request.headers.getlist("x-forwarded-for")
-            ip = client_ip(peer, forwarded_for, self.trusted_proxies)
-            user_agent = request.headers.get("user-agent", "")
-        else:
-            ip, user_agent = sent.ip or peer, sent.user_agent
+        headers = request.headers
         return RequestContext(
-            client_ip=ip,
-            user_agent=user_agent[:1000],
-            accept_language=request.headers.get("accept-language", ""),
+            client_ip=client_ip(peer, headers.getlist("x-forwarded-for"), self.trusted_proxies),
+            user_agent=headers.get("user-agent", "")[:1000],
+            accept_language=headers.get("accept-language", ""),
             received_at=received_at,
             salt=self.parts.salts.for_time(received_at),
-            server_side=sent is not None,
+        )
+
+    @staticmethod
+    def sent_context(request_context: RequestContext, peer: str, sent: ServerEvent) -> RequestContext:
+        """One event of a batch: the client is whom the authenticated sender says it is."""
+        return RequestContext(
+            client_ip=sent.ip or peer,
+            user_agent=sent.user_agent,
+            accept_language=request_context.accept_language,
+            received_at=request_context.received_at,
+            salt=request_context.salt,
+            server_side=True,
         )
 
     def draft(self, payload: BrowserEvent, ts: datetime) -> Draft:
@@ -174,16 +204,16 @@ class Collector:
             event_id=payload.event_id,
         )
 
-    async def append(self, events: list[PageViewEvent]) -> Response | None:
+    async def append(self, records: list[LogRecord]) -> Response | None:
         """Append to the log; a 503 response if it cannot take the write, else None."""
         try:
-            await self.parts.event_log.append(events)
+            await self.parts.event_log.append(records)
         except LogUnavailable as unavailable:
             self.metrics.kafka_errors.inc()
-            self.metrics.rejected.labels("log_unavailable").inc(len(events))
+            self.metrics.rejected.labels("log_unavailable").inc(len(records))
             log.warning("log_unavailable", error=str(unavailable)[:200])
             return error(503, "the event log is unavailable, retry later", {"Retry-After": "5"})
-        self.metrics.accepted.inc(len(events))
+        self.accepted.inc(len(records))
         return None
 
     # -- POST /api/event: one browser event ----------------------------------------------
@@ -203,11 +233,13 @@ class Collector:
         except RejectedEvent as rejected:
             self.metrics.rejected.labels(rejected.reason).inc()
             response = error(rejected.status, rejected.message, rejected.headers)
-        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        except ClientGone:
+            return Response(status_code=400)  # nobody to read it (uvicorn drops it)
+        self.latency[endpoint].observe(time.perf_counter() - started)
         return response
 
     async def _one_event(self, request: Request) -> Response:
-        body = await read_json(request, MAX_EVENT_BYTES, self.settings.collector_body_timeout_s)
+        body = await read_json(request, MAX_EVENT_BYTES)
         payload = parse(BrowserEvent, body)
         await self.parts.sites.confirm(payload.site)
         context = self.context(request)
@@ -215,7 +247,7 @@ class Collector:
             event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
         except Dropped as dropped:
             return self._dropped_response(dropped.reason, payload.site)
-        return await self.append([event]) or Response(status_code=202)
+        return await self.append([log_record(event)]) or Response(status_code=202)
 
     def _dropped_response(self, reason: DropReason, site: str) -> Response:
         self._count_drop(reason)
@@ -241,31 +273,32 @@ class Collector:
 
     async def _batch(self, request: Request) -> Response:
         self._authorise(request)
-        body = await read_json(request, MAX_BATCH_BYTES, self.settings.collector_body_timeout_s)
+        body = await read_json(request, MAX_BATCH_BYTES)
         if not isinstance(body, list):
             raise RejectedEvent(400, "body: must be a JSON array of events", "invalid")
         if not 1 <= len(body) <= MAX_BATCH_EVENTS:
             raise RejectedEvent(400, f"body: 1 to {MAX_BATCH_EVENTS} events per batch", "invalid")
         # Validate everything first: a batch is taken whole or refused whole.
-        payloads = [parse(ServerEvent, item, prefix=f"[{index}].") for index, item in enumerate(body)]
+        payloads = parse_batch(body)
         await asyncio.gather(*(self.parts.sites.confirm(site) for site in {p.site for p in payloads}))
         events, dropped = self._enrich_batch(request, payloads)
         if events and (unavailable := await self.append(events)):
             return unavailable
         return JSONResponse({"accepted": len(events), "dropped": dict(dropped)}, status_code=202)
 
-    def _enrich_batch(
-        self, request: Request, payloads: list[ServerEvent]
-    ) -> tuple[list[PageViewEvent], Counter]:
-        events: list[PageViewEvent] = []
+    def _enrich_batch(self, request: Request, payloads: list[ServerEvent]) -> tuple[list[LogRecord], Counter]:
+        events: list[LogRecord] = []
         dropped: Counter[str] = Counter()
+        request_context = self.context(request)
+        peer = request.client.host if request.client else "0.0.0.0"
+        latest = request_context.received_at + MAX_FUTURE_SKEW
         for index, payload in enumerate(payloads):
-            context = self.context(request, sent=payload)
+            context = self.sent_context(request_context, peer, payload)
             ts = payload.ts or context.received_at
-            if ts > context.received_at + MAX_FUTURE_SKEW:
+            if ts > latest:
                 raise RejectedEvent(400, f"[{index}].ts: in the future", "invalid")
             try:
-                events.append(enrich(self.draft(payload, ts), context, self.pipeline))
+                events.append(log_record(enrich(self.draft(payload, ts), context, self.pipeline)))
             except Dropped as drop:
                 if drop.reason is DropReason.UNKNOWN_SITE:
                     message = f"[{index}].site: {payload.site!r} is not registered"
@@ -273,6 +306,9 @@ class Collector:
                 self._count_drop(drop.reason)
                 dropped[drop.reason.value] += 1
         return events, dropped
+
+    def count_slow_body(self) -> None:
+        self.metrics.rejected.labels("slow_body").inc()
 
     def _count_drop(self, reason: DropReason) -> None:
         if reason is DropReason.BOT:
@@ -303,6 +339,10 @@ class Collector:
         return Response(self.tracker_js, media_type="application/javascript", headers=headers)
 
 
+def log_record(event: dict[str, object]) -> LogRecord:
+    return event_key(str(event["site"]), str(event["visitor_id"])), encode_fields(event)
+
+
 def _background(*refreshers: Callable[[], Awaitable[None]]) -> list[asyncio.Task[None]]:
     return [asyncio.create_task(refresh()) for refresh in refreshers]
 
@@ -325,7 +365,7 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
             await parts.blocklist.stop()
             await parts.event_log.stop()  # flushes in-flight sends
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/api/event", collector.post_event, methods=["POST"]),
             Route("/api/event", collector.preflight, methods=["OPTIONS"]),
@@ -336,6 +376,8 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    app.state.collector = collector
+    return app
 
 
 def production_parts(settings: Settings) -> CollectorParts:
@@ -348,11 +390,26 @@ def production_parts(settings: Settings) -> CollectorParts:
     )
 
 
+def load_lookups(parts: CollectorParts) -> None:
+    """Load the country database and compile the user-agent rules before the first request,
+    then move everything loaded so far out of the garbage collector's sight: a full
+    collection would otherwise walk those millions of objects again and again while
+    requests allocate (`gc.freeze`, as long-running servers do)."""
+    parts.countries.load()
+    classify("Mozilla/5.0")
+    is_bot("Mozilla/5.0")
+    gc.collect()
+    gc.freeze()
+
+
 def main() -> None:
     structured_logging.configure()
     settings = Settings()
+    parts = production_parts(settings)
+    load_lookups(parts)
+    app = build_app(settings, parts)
     uvicorn.run(
-        build_app(settings, production_parts(settings)),
+        app,
         host=settings.collector_host,
         port=settings.collector_port,
         log_level="warning",
@@ -362,9 +419,13 @@ def main() -> None:
         # every X-Forwarded-For line): uvicorn's own rewrite would trust 127.0.0.1 and read
         # only the last header line, a second policy the settings do not describe.
         proxy_headers=False,
-        # Bounds on slow or abusive clients: headers (size and time) in collector/http_protocol.py,
-        # the body in `read_json`.
-        http=bounded_httptools(settings.collector_header_timeout_s, MAX_HEADER_BYTES),
+        # Bounds on slow or abusive clients (headers' size, headers' and body's time).
+        http=bounded_httptools(
+            settings.collector_header_timeout_s,
+            MAX_HEADER_BYTES,
+            settings.collector_body_timeout_s,
+            on_slow_body=app.state.collector.count_slow_body,
+        ),
         limit_concurrency=4096,
         timeout_keep_alive=KEEP_ALIVE_S,
     )

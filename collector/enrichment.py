@@ -8,19 +8,19 @@ to look up the country; it is never copied into the event.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID, uuid4
 
 from collector.geo import CountryLookup
 from collector.user_agent import classify, is_bot
 from tally.client_ip import network_key
-from tally.event import PageViewEvent
+from tally.event import SCHEMA_VERSION
 
 
 class DropReason(StrEnum):
@@ -81,11 +81,11 @@ def put_url_parts(draft: Draft, context: RequestContext) -> None:
     draft.fields["hostname"] = (parts.hostname or "").removeprefix("www.")
     fragment = f"#{parts.fragment}" if draft.hash_mode and parts.fragment else ""
     draft.fields["path"] = (parts.path or "/") + fragment
-    query = parse_qs(parts.query)
+    query = parse_qs(parts.query) if parts.query else {}
     for utm in UTM_FIELDS:
         draft.fields[utm] = query.get(utm, [""])[0][:500]
     # ?ref= and ?source= are common stand-ins for utm_source (as in Plausible).
-    if not draft.fields["utm_source"]:
+    if not draft.fields["utm_source"] and query:
         draft.fields["utm_source"] = (query.get("ref") or query.get("source") or [""])[0][:500]
 
 
@@ -120,7 +120,16 @@ def put_visitor_identity(draft: Draft, context: RequestContext) -> None:
 
 
 def keyed_hash(salt: bytes, *parts: str) -> str:
-    return hmac.new(salt, "\x1f".join(parts).encode(), hashlib.blake2b).hexdigest()[:16]
+    """HMAC-BLAKE2b-512 of the parts, 16 hex digits."""
+    mac = _keyed_with(salt).copy()
+    mac.update("\x1f".join(parts).encode())
+    return mac.hexdigest()[:16]
+
+
+@lru_cache(maxsize=4)
+def _keyed_with(salt: bytes) -> hmac.HMAC:
+    """The HMAC keyed with a salt, copied for each message (OpenSSL's, not hmac.py's own)."""
+    return hmac.new(salt, digestmod="blake2b512")
 
 
 def build_pipeline(
@@ -152,19 +161,32 @@ def build_pipeline(
     ]
 
 
-def enrich(draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step]]) -> PageViewEvent:
-    """Run the steps; raises Dropped at the first step that drops the event."""
+def enrich(draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step]]) -> dict[str, object]:
+    """Run the steps; the event's fields, in PageViewEvent's order (tally.event.encode_fields
+    turns them into the log's value). Raises Dropped at the first step that drops the event."""
     for _name, step in pipeline:
         step(draft, context)
-    return PageViewEvent(
-        event_id=draft.event_id or uuid4(),
-        site=draft.site,
-        name=draft.name,
-        ts=draft.ts,
-        received_at=context.received_at,
-        url=draft.url,
-        referrer=draft.referrer,
-        props=draft.props,
-        screen_width=draft.screen_width,
-        **draft.fields,
-    )
+    fields = draft.fields
+    return {
+        "event_id": draft.event_id or uuid4(),
+        "schema_version": SCHEMA_VERSION,
+        "site": draft.site,
+        "name": draft.name,
+        "ts": draft.ts,
+        "received_at": context.received_at,
+        "url": draft.url,
+        "hostname": fields["hostname"],
+        "path": fields["path"],
+        "referrer": draft.referrer,
+        "referrer_domain": fields["referrer_domain"],
+        **{utm: fields[utm] for utm in UTM_FIELDS},
+        "visitor_id": fields["visitor_id"],
+        "ip_hash": fields["ip_hash"],
+        "country": fields["country"],
+        "browser": fields["browser"],
+        "os": fields["os"],
+        "device": fields["device"],
+        "screen_width": draft.screen_width,
+        "language": fields["language"],
+        "props": draft.props,
+    }

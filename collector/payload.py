@@ -6,11 +6,12 @@ Native field names and the Plausible Events API's short names are both accepted.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from ipaddress import ip_address
 from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from tally.client_ip import parse_ip
 
 MAX_PROPS = 30
 MAX_NAME_LENGTH = 120
@@ -86,11 +87,8 @@ class ServerEvent(BrowserEvent):
     @field_validator("ip")
     @classmethod
     def _ip_address(cls, ip: str | None) -> str | None:
-        if ip is not None:
-            try:
-                ip_address(ip)
-            except ValueError:
-                raise ValueError("must be an IPv4 or IPv6 address") from None
+        if ip is not None and parse_ip(ip) is None:
+            raise ValueError("must be an IPv4 or IPv6 address")
         return ip
 
     @field_validator("ts", mode="before")

@@ -62,11 +62,12 @@ STOP_GRACE_S = 15.0
 class Query:
     start: Callable[[DataFrame, StreamContext], StreamingQuery]
     event_fields: tuple[str, ...]  # what it reads of each PageViewEvent
+    kafka_columns: tuple[str, ...] = ()  # what it reads of each Kafka record besides the value
 
 
 # Every streaming query of Tally, by name: one module each.
 QUERIES: dict[str, Query] = {
-    activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS),
+    activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS, activity.KAFKA_COLUMNS),
 }
 
 
@@ -79,7 +80,11 @@ def start_queries(
     queries = []
     for name in names or QUERIES:
         query = QUERIES[name]
-        pageviews = parse_pageviews(read_pageview_log(spark, context.settings), fields=query.event_fields)
+        pageviews = parse_pageviews(
+            read_pageview_log(spark, context.settings),
+            fields=query.event_fields,
+            kafka_columns=query.kafka_columns,
+        )
         queries.append(query.start(pageviews, context))
     return queries
 

@@ -1,22 +1,29 @@
--- A batch of BENCH_BATCH page views per request to /api/events (server-side sender).
+-- BENCH_BATCH page views per request to /api/events, as a server-side sender posts them:
+-- each with its visitor's IP and user agent, a time a little in the past and its event_id.
+local traffic = dofile(os.getenv("BENCH_WRK_DIR") .. "/traffic.lua")
 local site = os.getenv("BENCH_SITE") or "bench.example.com"
 local size = tonumber(os.getenv("BENCH_BATCH") or "100")
 local key = os.getenv("BENCH_INGEST_KEY") or ""
-local events = {}
-for i = 1, size do
-  events[i] = string.format('{"n":"pageview","site":"%s","url":"https://%s/p/%d","ip":"10.1.%d.%d",' ..
-    '"user_agent":"Mozilla/5.0 (X11; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0"}',
-    site, site, i % 20, math.floor(i / 250) % 256, 1 + i % 250)
+
+function setup(thread)
+  thread:set("id", math.random(1, 1000000))
 end
-wrk.method = "POST"
-wrk.path = "/api/events"
-wrk.body = "[" .. table.concat(events, ",") .. "]"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. key
+
+function init(args)
+  traffic.seed(id)
+end
+
+function request()
+  local now_ms = os.time() * 1000
+  local events = {}
+  for i = 1, size do
+    events[i] = string.format('{%s,"ip":"%s","user_agent":"%s","ts":%d}', traffic.pageview_fields(site),
+      traffic.client_ip(), traffic.user_agent(), now_ms - math.random(0, 60000))
+  end
+  local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}
+  return wrk.format("POST", "/api/events", headers, "[" .. table.concat(events, ",") .. "]")
+end
 
 done = function(summary, latency, requests)
-  io.write(string.format('BENCH {"requests":%d,"duration_us":%d,"non_2xx":%d,"errors":%d,' ..
-    '"p50_us":%d,"p99_us":%d}\n', summary.requests, summary.duration, summary.errors.status,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    latency:percentile(50), latency:percentile(99)))
+  traffic.report(summary, latency)
 end

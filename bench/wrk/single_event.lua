@@ -1,23 +1,26 @@
--- One page view per request, from a different client IP each time (so no client is rate limited).
+-- One page view per request to /api/event, as tracker.js sends it, through a trusted proxy
+-- (X-Forwarded-For from loopback) so that each request comes from another client.
+local traffic = dofile(os.getenv("BENCH_WRK_DIR") .. "/traffic.lua")
 local site = os.getenv("BENCH_SITE") or "bench.example.com"
-local paths = {"/", "/pricing", "/blog", "/docs", "/about", "/signup", "/blog/kafka-at-home", "/docs/api"}
-local counter = 0
 
-request = function()
-  counter = counter + 1
-  local body = string.format('{"n":"pageview","d":"%s","u":"https://%s%s","w":1440}',
-    site, site, paths[(counter % #paths) + 1])
+function setup(thread)
+  thread:set("id", math.random(1, 1000000))
+end
+
+function init(args)
+  traffic.seed(id)
+end
+
+function request()
   local headers = {
     ["Content-Type"] = "text/plain",
-    ["User-Agent"] = "Mozilla/5.0 (X11; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0",
-    ["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.random(0, 255), math.random(0, 255), math.random(1, 254)),
+    ["User-Agent"] = traffic.user_agent(),
+    ["Accept-Language"] = "en-GB,en;q=0.9",
+    ["X-Forwarded-For"] = traffic.client_ip(),
   }
-  return wrk.format("POST", "/api/event", headers, body)
+  return wrk.format("POST", "/api/event", headers, "{" .. traffic.pageview_fields(site) .. "}")
 end
 
 done = function(summary, latency, requests)
-  io.write(string.format('BENCH {"requests":%d,"duration_us":%d,"non_2xx":%d,"errors":%d,' ..
-    '"p50_us":%d,"p99_us":%d}\n', summary.requests, summary.duration, summary.errors.status,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    latency:percentile(50), latency:percentile(99)))
+  traffic.report(summary, latency)
 end

@@ -35,8 +35,11 @@ async def test_offsets_the_collector_writes_are_contiguous(settings: Settings) -
         event_log = KafkaEventLog(settings)
         await event_log.start()
         try:
-            for _ in range(5):
-                await event_log.append(make_events("contiguous.example.com", 50))
+            # Concurrent appends, as concurrent requests make them: they share record batches.
+            appends = [make_events("contiguous.example.com", 50) for _ in range(5)]
+            await asyncio.gather(
+                *(event_log.append([(e.key, e.to_json()) for e in events]) for events in appends)
+            )
         finally:
             await event_log.stop()
         ends = await reader.end_offsets(partitions)

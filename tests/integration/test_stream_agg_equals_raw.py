@@ -9,12 +9,14 @@ micro-batches (behind the newest event time, within the watermark); on one site,
 arriving behind the watermark, which agg counts as late instead; and (second test) a session
 gap below one minute. The same events go to the raw archive (`events`) as the archiver writes
 them. Ranges: whole days, a day's head and tail, an hour, a segment inside a day, and one that
-straddles midnight.
+straddles midnight. Third test: events re-sent with the same event_id (issue 15), in the same
+micro-batch and in a later one; the archive holds the first copy of each, and agg must agree.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -22,16 +24,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from storage import queries
-from storage.archiver import EVENT_COLUMNS
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import start_queries
+from stream_jobs.app import start_queries, stop_gracefully
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
-from tests.fixtures.events import PATHS, page_view, visitor_attributes
+from tests.fixtures.events import PATHS, archive_rows, page_view, visitor_attributes
 from tests.fixtures.spark import isolated_settings, produce, site_names, wait_for, wait_for_watermark
 
 pytestmark = pytest.mark.integration
@@ -117,6 +118,95 @@ def test_agg_equals_raw_with_a_session_gap_below_one_minute(
     assert_spark_equals_backfill(settings, [site], t0, session_gap_s=30)
 
 
+def test_a_resent_event_counts_once_as_its_first_copy_in_agg_as_in_raw(
+    spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
+) -> None:
+    settings = stream_settings
+    site, late_site, clock_site = site_names(3)
+    t0 = last_midnight() - timedelta(hours=5)
+    at = lambda minutes, seconds=0: t0 + timedelta(minutes=minutes, seconds=seconds)  # noqa: E731
+    reader = [page_view(site, "reader", at(0), path="/a"), page_view(site, "reader", at(3), path="/b")]
+    thrice = page_view(site, "thrice", at(5), path="/docs")
+    bounce = page_view(site, "bounce", at(20), path="/landing")
+    # Ahead of the watermark after the first round (< 30 min), as a new visitor must be.
+    bounce_later = page_view(site, "bounce-later", at(38), path="/landing")
+    # The copy later in the log has the earlier ts: the first copy (7:50) counts, so the session
+    # runs 7:30-7:50 from /y to /x, not 7:10-7:30 from /x to /y.
+    reordered = [
+        page_view(site, "reordered", at(7, 50), path="/x"),
+        page_view(site, "reordered", at(7, 30), path="/y"),
+    ]
+    late = page_view(late_site, "late", at(1))
+    # First round, one micro-batch: copies next to their originals.
+    first_round = [
+        *visits([site], t0, timedelta(minutes=30)),
+        reader[0],
+        reader[1],
+        resent(reader[1]),  # a server-side sender's retry: same ts
+        thrice,
+        resent(thrice),
+        bounce,
+        resent(bounce, later=timedelta(seconds=40)),  # a browser's retry: ts = its receive time
+        *reordered,
+        resent(reordered[0], later=-timedelta(seconds=40)),
+    ]
+    # Second round, after a restart (so, one micro-batch on the state restored from the
+    # checkpoint): copies of page views counted in the first, a new page view, and a page view
+    # behind the watermark twice (late once, not twice).
+    second_round = [
+        resent(reader[0]),
+        resent(thrice),
+        page_view(site, "reader", at(40), path="/c"),
+        bounce_later,  # new, with its copy behind it in the same batch ...
+        resent(bounce_later, later=timedelta(seconds=40)),
+        resent(bounce, later=timedelta(seconds=40)),  # ... and a copy of a counted one
+        late,
+        resent(late),
+    ]
+    truth = first_copies(first_round + second_round)
+    assert len(truth) < len(first_round) + len(second_round)
+    archive(settings, truth)
+
+    produce(settings, first_round)
+    [query] = start_queries(spark, settings, [QUERY_NAME])
+    running_queries.append(query)
+    wait_for_activity(settings, max(e.ts for e in first_round))
+    stop_gracefully(query)
+    produce(settings, second_round)
+    running_queries.extend(start_queries(spark, settings, [QUERY_NAME]))
+    wait_for_activity(settings, max(e.ts for e in second_round))
+
+    client = connect(settings)
+    q = queries.StatsQuery(site, t0, t0 + RANGE)
+    distinct = len([e for e in truth if e.site == site])
+    assert queries.aggregate(client, q, "agg")["pageviews"] == distinct
+    assert queries.aggregate(client, q, "raw")["pageviews"] == distinct
+    per_client = Counter(e.ip_hash for e in truth if e.site == site)
+    assert panes(settings, {e.ip_hash for e in truth}) == dict(per_client)
+    bounces = [s for s in queries.sessions(client, q, 1000, "agg") if s.visitor_id.startswith("bounce")]
+    assert [(s.pageviews, s.duration_s, s.is_bounce) for s in bounces] == [(1, 0.0, True)] * 2
+    [session] = [s for s in queries.sessions(client, q, 1000, "agg") if s.visitor_id == "reordered"]
+    assert (session.start.replace(tzinfo=UTC), session.entry_path, session.exit_path) == (
+        at(7, 30),
+        "/y",
+        "/x",
+    )
+    for q in ranges(site, t0):
+        assert reports(client, q, "agg") == reports(client, q, "raw"), q
+
+    # The page view behind the watermark is in the archive once, and reported late once.
+    q_late = queries.StatsQuery(late_site, t0, t0 + RANGE)
+    assert queries.late_pageviews(client, q_late) == 1
+    assert queries.aggregate(client, q_late, "raw")["pageviews"] == 1
+
+    # Once the watermark has closed every session, the numbers still agree.
+    send(settings, [page_view(clock_site, "clock", t0 + RANGE + timedelta(hours=1))])
+    wait_for_watermark(settings, QUERY_NAME, t0 + RANGE)
+    assert wait_for(lambda: open_sessions(client, [site]), 0) == 0
+    for q in ranges(site, t0):
+        assert reports(client, q, "agg") == reports(client, q, "raw"), q
+
+
 # --- traffic ------------------------------------------------------------------------------
 
 
@@ -194,8 +284,26 @@ def send(settings: Settings, events: list[PageViewEvent]) -> None:
     if not events:
         return
     produce(settings, events)
-    rows = [[getattr(e, column) for column in EVENT_COLUMNS] + [0, 0] for e in events]
-    connect(settings).insert("events", rows, column_names=[*EVENT_COLUMNS, "kafka_partition", "kafka_offset"])
+    archive(settings, events)
+
+
+def archive(settings: Settings, events: list[PageViewEvent]) -> None:
+    rows, columns = archive_rows(events)
+    connect(settings).insert("events", rows, column_names=columns)
+
+
+def resent(event: PageViewEvent, later: timedelta = timedelta(0)) -> PageViewEvent:
+    """A copy of `event` sent again (same event_id); a browser's copy has a later ts, its
+    receive time."""
+    return event.model_copy(update={"ts": event.ts + later, "received_at": event.received_at + later})
+
+
+def first_copies(log: list[PageViewEvent]) -> list[PageViewEvent]:
+    """What the archive keeps of a log: the first copy of each event_id."""
+    first: dict[object, PageViewEvent] = {}
+    for event in log:
+        first.setdefault(event.event_id, event)
+    return list(first.values())
 
 
 def wait_for_activity(settings: Settings, newest: datetime) -> None:
@@ -239,6 +347,16 @@ def total_agg_pageviews(client: object, sites: list[str], t0: datetime) -> int:
     return sum(
         queries.aggregate(client, queries.StatsQuery(s, t0, t0 + RANGE), "agg")["pageviews"] for s in sites
     )
+
+
+def panes(settings: Settings, ip_hashes: set[str]) -> dict[str, int]:
+    """Page views per client in the rate-limit panes."""
+    rows = connect(settings).query(
+        "SELECT ip_hash, sum(pageviews) FROM rate_limit_counters "
+        "WHERE ip_hash IN {ip_hashes:Array(String)} GROUP BY ip_hash HAVING sum(pageviews) != 0",
+        parameters={"ip_hashes": sorted(ip_hashes)},
+    )
+    return {ip_hash: int(count) for ip_hash, count in rows.result_rows}
 
 
 def open_sessions(client: object, sites: list[str]) -> int:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import crawleruseragents
 import pytest
 from pydantic import ValidationError
 
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.geo import CountryLookup
 from collector.payload import BrowserEvent, ServerEvent
+from collector.user_agent import classify, is_bot
 from tally.client_ip import client_ip, network_key, parse_networks
 from tally.event import PageViewEvent
 
@@ -26,6 +28,11 @@ ANDROID_CHROME = (
     "Chrome/130.0.0.0 Mobile Safari/537.36"
 )
 LOOPBACK = parse_networks("127.0.0.1/8,::1/128")
+
+
+def enriched(draft: Draft, context: RequestContext, steps: list) -> PageViewEvent:
+    """The enriched event, read back through the contract (so every field is checked too)."""
+    return PageViewEvent.model_validate(enrich(draft, context, steps))
 
 
 def test_plausible_field_names_are_accepted() -> None:
@@ -75,10 +82,10 @@ def test_the_senders_event_id_becomes_the_events() -> None:
     payload = ServerEvent.model_validate({"site": "e.com", "url": "https://e.com/", "event_id": sent})
     draft = _draft()
     draft.event_id = payload.event_id
-    event = enrich(draft, _context(), pipeline())
+    event = enriched(draft, _context(), pipeline())
     assert str(event.event_id) == sent
     # Without one, the collector assigns a fresh id to each event.
-    first, second = (enrich(_draft(), _context(), pipeline()) for _ in range(2))
+    first, second = (enriched(_draft(), _context(), pipeline()) for _ in range(2))
     assert first.event_id != second.event_id
 
 
@@ -151,7 +158,7 @@ def pipeline(known: set[str] = frozenset({"example.com"}), blocked: set[str] = f
 
 
 def test_enrichment_splits_url_and_utm() -> None:
-    event = enrich(_draft(referrer="https://news.ycombinator.com/item?id=1"), _context(), pipeline())
+    event = enriched(_draft(referrer="https://news.ycombinator.com/item?id=1"), _context(), pipeline())
     assert (event.hostname, event.path, event.utm_source, event.utm_campaign) == (
         "example.com",
         "/pricing",
@@ -163,15 +170,15 @@ def test_enrichment_splits_url_and_utm() -> None:
 
 
 def test_self_referral_is_dropped() -> None:
-    event = enrich(_draft(referrer="https://example.com/"), _context(), pipeline())
+    event = enriched(_draft(referrer="https://example.com/"), _context(), pipeline())
     assert (event.referrer, event.referrer_domain) == ("", "")
 
 
 def test_visitor_id_is_stable_within_a_salt_and_never_the_raw_ip() -> None:
-    first = enrich(_draft(), _context(), pipeline())
-    second = enrich(_draft(), _context(), pipeline())
-    other_day = enrich(_draft(), _context(salt=b"t" * 32), pipeline())
-    other_ip = enrich(_draft(), _context(ip="198.51.100.8"), pipeline())
+    first = enriched(_draft(), _context(), pipeline())
+    second = enriched(_draft(), _context(), pipeline())
+    other_day = enriched(_draft(), _context(salt=b"t" * 32), pipeline())
+    other_ip = enriched(_draft(), _context(ip="198.51.100.8"), pipeline())
     assert first.visitor_id == second.visitor_id
     assert first.visitor_id not in (other_day.visitor_id, other_ip.visitor_id)
     assert "198.51.100.7" not in first.to_json().decode()
@@ -179,7 +186,7 @@ def test_visitor_id_is_stable_within_a_salt_and_never_the_raw_ip() -> None:
 
 def test_ipv6_clients_of_one_64_share_the_ip_hash_but_not_the_visitor_id() -> None:
     def event(ip: str) -> PageViewEvent:
-        return enrich(_draft(), _context(ip=ip), pipeline())
+        return enriched(_draft(), _context(ip=ip), pipeline())
 
     first, neighbour = event("2001:db8:1:2::a"), event("2001:db8:1:2:ffff::b")
     other_network = event("2001:db8:1:3::a")
@@ -207,9 +214,9 @@ def test_pipeline_drops_with_a_typed_reason(
 ) -> None:
     context = _context(ua=user_agent)
     if blocked:
-        blocked = {enrich(_draft(), _context(), pipeline()).ip_hash}
+        blocked = {enriched(_draft(), _context(), pipeline()).ip_hash}
     with pytest.raises(Dropped) as dropped:
-        enrich(_draft(), context, pipeline(known, blocked))
+        enriched(_draft(), context, pipeline(known, blocked))
     assert dropped.value.reason is reason
 
 
@@ -222,5 +229,49 @@ def test_pipeline_drops_with_a_typed_reason(
     ],
 )
 def test_user_agent_gives_browser_os_and_device(user_agent: str, browser: str, os: str, device: str) -> None:
-    event = enrich(_draft(), _context(ua=user_agent), pipeline())
+    event = enriched(_draft(), _context(ua=user_agent), pipeline())
     assert (event.browser, event.os, event.device) == (browser, os, device)
+
+
+def test_bot_check_agrees_with_the_crawler_lists_own_matcher() -> None:
+    """The RE2 alternation must say what the list's 1,500 `re` patterns say: every example
+    the list ships is a bot, and the everyday browsers are not."""
+    examples = [
+        instance
+        for entry in crawleruseragents.CRAWLER_USER_AGENTS_DATA
+        for instance in entry.get("instances", [])
+    ]
+    browsers = [WINDOWS_CHROME, IPAD_SAFARI, ANDROID_CHROME]
+    assert len(examples) > 1000
+    assert [is_bot(ua) for ua in examples + browsers] == [
+        crawleruseragents.is_crawler(ua) for ua in examples + browsers
+    ]
+    assert not any(is_bot(ua) for ua in browsers)
+
+
+def test_user_agents_the_parser_never_saw_are_parsed_by_its_rules() -> None:
+    # Uncached: each version is new to the cache, and still gets its family from the rules.
+    for build in range(3):
+        client = classify(
+            f"Mozilla/5.0 (X11; Linux x86_64; rv:13{build}.0) Gecko/20100101 Firefox/13{build}.0"
+        )
+        assert (client.browser, client.os, client.device) == ("Firefox", "Linux", "desktop")
+
+
+@pytest.mark.parametrize(
+    ("address", "country"),
+    [
+        ("81.2.69.142", "GB"),
+        ("8.8.8.8", "US"),
+        ("2a00:1450:4001:80b::200e", "DE"),
+        ("10.0.0.1", ""),
+        ("127.0.0.1", ""),
+        ("::1", ""),
+        ("not-an-ip", ""),
+    ],
+)
+def test_country_lookup_agrees_with_the_databases_own(address: str, country: str) -> None:
+    countries = CountryLookup()
+    assert countries.country(address) == country
+    own = countries._database.lookup(address).country_code
+    assert countries.country(address) == (own if len(own) == 2 and own.isalpha() else "")

@@ -8,13 +8,16 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.TreeMap;
 
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
@@ -57,6 +60,23 @@ import org.apache.spark.sql.types.StructType;
  * watermark is counted as usual: the rollups take deltas, so a minute is never "closed". The
  * rate-limit panes count only page views ahead of the watermark (the present).
  *
+ * <p>Each event counts once (issue 15). A sender that lost a 202 sends the event again with the
+ * same event_id, so the log may hold it twice, at different offsets and, for a browser event (ts =
+ * receive time), at different times. The raw archive keeps the first copy (lowest offset); so does
+ * this function: the page views of a call are taken in log order (Kafka offset; a visitor's
+ * messages share one partition), and one whose event_id the state already holds, or that came
+ * earlier in the call, is dropped before anything else: it counts in no rollup, session, pane or
+ * late row. The state keeps every accepted page view (and so its event_id) as long as anything of
+ * the visitor can change: at least to the end of the UTC day of its last page view. Limits: a copy
+ * arriving after the state is gone (the day of the original closed; a browser copy received on a
+ * later day has another visitor key, see below) is behind the watermark with no state, hence late:
+ * reported in late_events, as any late page view, though the archive drops it. A late page view is
+ * not kept, so its copy in a later call is judged again. A copy under another visitor key (another
+ * client IP or user agent, or the daily salt rotated between the two sends: a retry across
+ * midnight UTC) is another group and cannot be recognised here: the archive drops it, the rollups
+ * count it. Deduplicating that too would need state by event_id over the whole retention, which
+ * Spark would scan on every batch.
+ *
  * <p>Output rows, by {@code kind}: "rollup" (site, bucket = minute, dimension, value, metrics),
  * "session" (a session's newest version, or a tombstone for a session whose start moved),
  * "pane" (page views per ip_hash and minute, for the rate limits), "late" (late page views per
@@ -90,7 +110,7 @@ public final class VisitorActivity
     static final String[] EVENT_DIMENSIONS = {"path", "country", "browser", "os", "device"};
     static final String[] SESSION_DIMENSIONS = {"entry_path", "exit_path", "referrer_domain", "utm_source"};
 
-    /** The page view fields the function reads (besides ts_ms), in this order. */
+    /** The page view fields the function reads (besides ts_ms and the Kafka offset), in this order. */
     static final String[] EVENT_FIELDS = {
         "event_id", "path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
         "country", "device", "browser", "os", "ip_hash",
@@ -263,18 +283,20 @@ public final class VisitorActivity
         ArrayList<Event> added = new ArrayList<>();
         List<Event> before = decode(state.events);
         List<Session> sessionsBefore = sessions(before);
-        while (rows.hasNext()) {
-            Row row = rows.next();
-            long ts = row.<Long>getAs("ts_ms");
+        Set<String> seen = new HashSet<>();
+        for (Event event : before) {
+            seen.add(event.eventId);
+        }
+        for (Copy copy : inLogOrder(rows)) {
+            Event event = copy.event();
+            if (!seen.add(event.eventId)) {
+                continue; // a re-sent copy: the first (the archive's) is the one that counts
+            }
+            long ts = event.ts;
             if (ts <= watermark && isLate(ts, before.isEmpty(), sessionsBefore, watermark)) {
                 late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
                 continue;
             }
-            String[] fields = new String[EVENT_FIELDS.length - 1];
-            for (int i = 1; i < EVENT_FIELDS.length; i++) {
-                fields[i - 1] = Objects.requireNonNullElse(row.<String>getAs(EVENT_FIELDS[i]), "");
-            }
-            Event event = new Event(ts, row.<String>getAs("event_id"), fields);
             added.add(event);
             if (ts > watermark) {
                 panes.merge(event.field("ip_hash") + "\u001f" + floor(ts, MINUTE_MS), 1L, Long::sum);
@@ -312,6 +334,35 @@ public final class VisitorActivity
             group.remove(); // every session and day closed: nothing of this visitor can change
         }
         return out.iterator();
+    }
+
+    /** A page view as it came, with its Kafka offset. */
+    record Copy(long offset, Event event) {}
+
+    /**
+     * Log order: by Kafka offset (a visitor's messages share one partition, keyed by site and
+     * visitor), so the first copy of an event_id is the one the archive keeps. Ties, possible
+     * only across partitions (the topic's partitions were changed), go to the content, so the
+     * choice never depends on the order Spark hands the rows over in.
+     */
+    static final Comparator<Copy> LOG_ORDER = Comparator.comparingLong(Copy::offset)
+            .thenComparingLong(copy -> copy.event().ts)
+            .thenComparing(copy -> copy.event().eventId)
+            .thenComparing(copy -> copy.event().fields, Arrays::compare);
+
+    static List<Copy> inLogOrder(Iterator<Row> rows) {
+        List<Copy> copies = new ArrayList<>();
+        while (rows.hasNext()) {
+            Row row = rows.next();
+            String[] fields = new String[EVENT_FIELDS.length - 1];
+            for (int i = 1; i < EVENT_FIELDS.length; i++) {
+                fields[i - 1] = Objects.requireNonNullElse(row.<String>getAs(EVENT_FIELDS[i]), "");
+            }
+            Event event = new Event(row.<Long>getAs("ts_ms"), row.<String>getAs("event_id"), fields);
+            copies.add(new Copy(row.<Long>getAs("offset"), event));
+        }
+        copies.sort(LOG_ORDER);
+        return copies;
     }
 
     /** Whether a page view at or behind the watermark would change a number already final. */
