@@ -5,14 +5,6 @@ local site = os.getenv("BENCH_SITE") or "bench.example.com"
 local size = tonumber(os.getenv("BENCH_BATCH") or "100")
 local key = os.getenv("BENCH_INGEST_KEY") or ""
 
-function setup(thread)
-  thread:set("id", math.random(1, 1000000))
-end
-
-function init(args)
-  traffic.seed(id)
-end
-
 function request()
   local now_ms = os.time() * 1000
   local events = {}
@@ -22,8 +14,4 @@ function request()
   end
   local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}
   return wrk.format("POST", "/api/events", headers, "[" .. table.concat(events, ",") .. "]")
-end
-
-done = function(summary, latency, requests)
-  traffic.report(summary, latency)
 end

@@ -3,14 +3,6 @@
 local traffic = dofile(os.getenv("BENCH_WRK_DIR") .. "/traffic.lua")
 local site = os.getenv("BENCH_SITE") or "bench.example.com"
 
-function setup(thread)
-  thread:set("id", math.random(1, 1000000))
-end
-
-function init(args)
-  traffic.seed(id)
-end
-
 function request()
   local headers = {
     ["Content-Type"] = "text/plain",
@@ -19,8 +11,4 @@ function request()
     ["X-Forwarded-For"] = traffic.client_ip(),
   }
   return wrk.format("POST", "/api/event", headers, "{" .. traffic.pageview_fields(site) .. "}")
-end
-
-done = function(summary, latency, requests)
-  traffic.report(summary, latency)
 end

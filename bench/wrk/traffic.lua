@@ -1,7 +1,7 @@
 -- Realistic page views for the collector benchmark: a user-agent mix with a long tail the
 -- collector's cache has never seen, paths with a few popular pages, referrers and UTM tags
 -- on some, client IPs varied (IPv4 and IPv6) and a sender's event_id on each.
--- Loaded by single_event.lua and batch.lua (dofile); seeded per wrk thread.
+-- Loaded by single_event.lua and batch.lua (dofile), which define `request`; seeded per wrk thread.
 
 local traffic = {}
 
@@ -79,6 +79,19 @@ function traffic.report(summary, latency)
     '"p50_us":%d,"p99_us":%d}\n', summary.requests, summary.duration, summary.errors.status,
     summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
     latency:percentile(50), latency:percentile(99)))
+end
+
+-- wrk's hooks, the same for every script that loads this file (which defines `request`).
+function setup(thread)
+  thread:set("id", math.random(1, 1000000))
+end
+
+function init(args)
+  traffic.seed(id)
+end
+
+function done(summary, latency, requests)
+  traffic.report(summary, latency)
 end
 
 return traffic
