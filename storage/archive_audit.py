@@ -28,7 +28,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
 from storage import queries
-from storage.archive_rows import SYNTHETIC_PARTITION, ArchiveRow, parse, write_batch
+from storage.archive_rows import ACCOUNTED_OFFSETS, SYNTHETIC_PARTITION, ArchiveRow, parse, write_batch
 from storage.client import connect
 from tally.settings import Settings
 
@@ -36,18 +36,9 @@ log = structlog.get_logger()
 
 REPAIR_CHUNK = 10_000  # offsets read and inserted at a time
 
-# Every offset the archive accounts for, per partition.
-_ACCOUNTED = """
-SELECT kafka_partition, kafka_offset FROM events WHERE kafka_partition != {synthetic:UInt16}
-UNION ALL
-SELECT kafka_partition, kafka_offset FROM archive_deadletters FINAL
-UNION ALL
-SELECT kafka_partition, kafka_offset FROM archive_duplicates FINAL
-"""
-
 _SUMMARY = f"""
 SELECT kafka_partition, min(kafka_offset), max(kafka_offset), uniqExact(kafka_offset), count()
-FROM ({_ACCOUNTED}) GROUP BY kafka_partition
+FROM ({ACCOUNTED_OFFSETS}) GROUP BY kafka_partition
 """
 
 # Runs of missing offsets between two accounted ones, as half-open [start, end).
@@ -56,7 +47,7 @@ SELECT kafka_offset + 1, next_offset FROM (
     SELECT kafka_offset,
            leadInFrame(kafka_offset, 1, kafka_offset + 1)
                OVER (ORDER BY kafka_offset ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS next_offset
-    FROM (SELECT DISTINCT kafka_offset FROM ({_ACCOUNTED})
+    FROM (SELECT DISTINCT kafka_offset FROM ({ACCOUNTED_OFFSETS})
           WHERE kafka_partition = {{partition:UInt16}}
             AND kafka_offset BETWEEN {{low:UInt64}} AND {{high:UInt64}})
 ) WHERE next_offset > kafka_offset + 1 ORDER BY kafka_offset
@@ -79,7 +70,7 @@ FROM (
 """
 
 _HELD_IN_RANGE = f"""
-SELECT count() FROM ({_ACCOUNTED})
+SELECT count() FROM ({ACCOUNTED_OFFSETS})
 WHERE kafka_partition = {{partition:UInt16}}
   AND kafka_offset >= {{start:UInt64}} AND kafka_offset < {{end:UInt64}}
 """
@@ -173,7 +164,7 @@ def find_holes(client: Client, logs: dict[int, tuple[int, int]]) -> list[Partiti
 
 def _held_below(client: Client, partition: int, offset: int) -> int:
     rows = client.query(
-        f"SELECT uniqExact(kafka_offset) FROM ({_ACCOUNTED}) "
+        f"SELECT uniqExact(kafka_offset) FROM ({ACCOUNTED_OFFSETS}) "
         "WHERE kafka_partition = {partition:UInt16} AND kafka_offset < {offset:UInt64}",
         parameters={"partition": partition, "offset": offset, "synthetic": SYNTHETIC_PARTITION},
     ).result_rows

@@ -28,6 +28,15 @@ SYNTHETIC_PARTITION = 65535
 # ISO-8601 times as pydantic writes them ("2026-11-22T06:32:33.123Z"); a field the table
 # does not know is an error, not silently dropped.
 INSERT_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 0}
+# Every offset of the log the archive accounts for, per partition: archived rows, dead letters,
+# copies of re-sent events (a query's parameter {synthetic:UInt16} is SYNTHETIC_PARTITION).
+ACCOUNTED_OFFSETS = """
+SELECT kafka_partition, kafka_offset FROM events WHERE kafka_partition != {synthetic:UInt16}
+UNION ALL
+SELECT kafka_partition, kafka_offset FROM archive_deadletters FINAL
+UNION ALL
+SELECT kafka_partition, kafka_offset FROM archive_duplicates FINAL
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +89,7 @@ def write_batch(
     their own position are archived again, not taken for copies of themselves."""
     kept, copies = drop_copies(client, rows, window_s)
     if kept:
-        insert_rows(client, b"\n".join(row.line for row in kept), deduplication_token)
+        insert_rows(client, [row.line for row in kept], deduplication_token)
     if copies:
         record_copies(client, copies)
     if dead:
@@ -88,13 +97,11 @@ def write_batch(
     return copies
 
 
-def insert_rows(client: Client, rows: list[bytes] | bytes, deduplication_token: str = "") -> None:
-    """Rows straight into `events` (the JSONEachRow lines, or their body joined by newlines)."""
+def insert_rows(client: Client, rows: list[bytes], deduplication_token: str = "") -> None:
     settings: dict[str, object] = dict(INSERT_SETTINGS)
     if deduplication_token:
         settings["insert_deduplication_token"] = deduplication_token
-    body = rows if isinstance(rows, bytes) else b"\n".join(rows)
-    client.raw_insert("events", ARCHIVE_COLUMNS, body, settings=settings, fmt="JSONEachRow")
+    client.raw_insert("events", ARCHIVE_COLUMNS, b"\n".join(rows), settings=settings, fmt="JSONEachRow")
 
 
 def record_dead_letters(client: Client, letters: list[tuple[ConsumerRecord, str]]) -> None:

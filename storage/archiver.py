@@ -41,6 +41,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage.archive_audit import AuditTotals, audit_archive
 from storage.archive_rows import (
+    ACCOUNTED_OFFSETS,
     ARCHIVE_COLUMNS,
     EVENT_COLUMNS,
     SYNTHETIC_PARTITION,
@@ -136,12 +137,9 @@ class Jump:
 def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int, int]:
     """Next offset to read per partition, according to what the archive already holds."""
     rows = client.query(
-        "SELECT kafka_partition, max(kafka_offset) + 1 FROM ("
-        " SELECT kafka_partition, kafka_offset FROM events"
-        " UNION ALL SELECT kafka_partition, kafka_offset FROM archive_deadletters"
-        " UNION ALL SELECT kafka_partition, kafka_offset FROM archive_duplicates"
-        ") WHERE kafka_partition IN {partitions:Array(UInt16)} GROUP BY kafka_partition",
-        parameters={"partitions": topic_partitions},
+        f"SELECT kafka_partition, max(kafka_offset) + 1 FROM ({ACCOUNTED_OFFSETS})"
+        " WHERE kafka_partition IN {partitions:Array(UInt16)} GROUP BY kafka_partition",
+        parameters={"partitions": topic_partitions, "synthetic": SYNTHETIC_PARTITION},
     ).result_rows
     return {int(partition): int(offset) for partition, offset in rows}
 
