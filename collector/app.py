@@ -179,18 +179,6 @@ class Collector:
             salt=self.parts.salts.for_time(received_at),
         )
 
-    @staticmethod
-    def sent_context(request_context: RequestContext, peer: str, sent: ServerEvent) -> RequestContext:
-        """One event of a batch: the client is whom the authenticated sender says it is."""
-        return RequestContext(
-            client_ip=sent.ip or peer,
-            user_agent=sent.user_agent,
-            accept_language=request_context.accept_language,
-            received_at=request_context.received_at,
-            salt=request_context.salt,
-            server_side=True,
-        )
-
     def draft(self, payload: BrowserEvent, ts: datetime) -> Draft:
         return Draft(
             site=payload.site.lower().removeprefix("www."),
@@ -289,12 +277,22 @@ class Collector:
     def _enrich_batch(self, request: Request, payloads: list[ServerEvent]) -> tuple[list[LogRecord], Counter]:
         events: list[LogRecord] = []
         dropped: Counter[str] = Counter()
-        request_context = self.context(request)
+        # Each event's client is whom the authenticated sender says it is; the rest is the request's.
         peer = request.client.host if request.client else "0.0.0.0"
-        latest = request_context.received_at + MAX_FUTURE_SKEW
+        received_at = utc_now()
+        salt = self.parts.salts.for_time(received_at)
+        language = request.headers.get("accept-language", "")
+        latest = received_at + MAX_FUTURE_SKEW
         for index, payload in enumerate(payloads):
-            context = self.sent_context(request_context, peer, payload)
-            ts = payload.ts or context.received_at
+            context = RequestContext(
+                client_ip=payload.ip or peer,
+                user_agent=payload.user_agent,
+                accept_language=language,
+                received_at=received_at,
+                salt=salt,
+                server_side=True,
+            )
+            ts = payload.ts or received_at
             if ts > latest:
                 raise RejectedEvent(400, f"[{index}].ts: in the future", "invalid")
             try:
