@@ -183,22 +183,14 @@ def assert_each_event_archived_and_counted_once(
     assert "more than once within the dedup window: 0" in str(verified), verified
 
 
-def test_batches_resent_across_a_collector_crash_are_archived_and_counted_once(
-    local_stack: LocalStack,
+@pytest.mark.parametrize(("victim", "seed"), [("collector", 15), ("kafka", 16)])
+def test_batches_resent_across_a_crash_are_archived_and_counted_once(
+    local_stack: LocalStack, victim: str, seed: int
 ) -> None:
-    site = "resent-collector.example.com"
+    site = f"resent-{victim}.example.com"
     assert local_stack.tally("sites", "add", site).returncode == 0
-    senders = send_through(local_stack, site, "collector", seed=15)
+    senders = send_through(local_stack, site, victim, seed=seed)
     # The crash was felt: some batches had to be sent again.
-    answers = sum((sender.answers for sender in senders), Counter())
-    assert set(answers) - {"202"}, answers
-    assert_each_event_archived_and_counted_once(local_stack, site, senders)
-
-
-def test_batches_resent_across_a_kafka_crash_are_archived_and_counted_once(local_stack: LocalStack) -> None:
-    site = "resent-kafka.example.com"
-    assert local_stack.tally("sites", "add", site).returncode == 0
-    senders = send_through(local_stack, site, "kafka", seed=16)
     answers = sum((sender.answers for sender in senders), Counter())
     assert set(answers) - {"202"}, answers
     assert_each_event_archived_and_counted_once(local_stack, site, senders)
