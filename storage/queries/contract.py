@@ -27,6 +27,22 @@ Once the stream jobs have processed an event both give the same numbers. The def
   its first / last page view) and count the page views and visitors of those sessions, a
   visitor on the day its session starts.
 - live visitors: distinct visitors with a page view in the last 5 minutes.
+- funnel (funnels.py): an ordered list of 2-8 steps, each a page path pattern
+  (storage/page_patterns.py: `*` any run of characters; matched by page views) or a custom
+  event's name (an event with name != 'pageview'; 'engagement' is never a step). Funnels are
+  evaluated per funnel session: one visitor's page views AND custom events of one site
+  (engagement events excluded), split where the gap between consecutive events exceeds
+  session_gap_s, events in the same millisecond ordered by event_id. A session reaches step k
+  when it has events matching steps 1..k in that order, each strictly after the one matching
+  the step before (greedy, one step per event: a page view matching steps 1 and 2 reaches
+  step 1 only). A session counts in the range its first event falls in. Per step: sessions
+  reaching it; visitors reaching it as distinct (UTC day of the session's start, visitor_id);
+  drop-off = the previous step's visitors - this step's, drop-off rate = drop-off / the
+  previous step's visitors, conversion rate = visitors / the first step's visitors (0-1; 0
+  where the base is 0). Filters restrict which sessions are considered: those with at least
+  one page view matching every filter; all of a considered session's events count for its
+  steps. `source=agg` answers funnels from the archive too, and the report says so: the
+  rollups hold counts, not the order of a session's events, so they cannot answer exactly.
 """
 
 from __future__ import annotations

@@ -1,0 +1,196 @@
+"""Funnels: how many sessions and visitors go through an ordered list of steps (contract.py
+states the definition). Computed from the archive (`events`) for both sources: the rollups
+keep counts, not the order of a session's events, so no rollup can answer a funnel exactly.
+
+One query: each event of the site (page views and custom events; engagement events are
+never part of a session here) carries a bitmask of the steps it matches and whether it is a
+page view passing the filters; each visitor's events are sorted by (ts, event_id) and split
+into sessions at gaps longer than the session gap, as raw.py's sessions are; a fold over a
+session's masks gives the deepest step it reaches. The steps' texts travel as parameters
+(page patterns as anchored RE2 expressions from storage.page_patterns), never in the SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from clickhouse_connect.driver.client import Client
+
+from storage.page_patterns import BadPattern, pattern_regex, validate_pattern
+from storage.queries.contract import Source, StatsQuery, UnsupportedQuery, validate
+from storage.tables import EVENTS
+
+StepKind = Literal["page", "event"]
+STEP_KINDS: tuple[StepKind, ...] = ("page", "event")
+MIN_STEPS = 2
+MAX_STEPS = 8
+# The collector accepts event names of at most 120 characters: a longer one matches nothing.
+MAX_EVENT_NAME_LENGTH = 120
+# Names that are no custom event: page views are page steps, engagement events never count.
+RESERVED_EVENT_NAMES = {
+    "pageview": 'use a page step, e.g. {"page": "/*"}',
+    "engagement": "engagement events are not steps",
+}
+
+
+class BadFunnel(UnsupportedQuery):
+    """Funnel steps Tally cannot evaluate; the message says which step and why."""
+
+
+@dataclass(frozen=True)
+class FunnelStep:
+    """One step: a page path pattern (`/product/*`) or a custom event's name (`Signup`)."""
+
+    kind: StepKind
+    value: str
+
+    def label(self) -> str:
+        return self.value if self.kind == "page" else f"Event: {self.value}"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    step: FunnelStep
+    visitors: int
+    sessions: int
+    dropoff: int  # visitors of the previous step who do not reach this one (0 for the first)
+    dropoff_rate: float  # dropoff / the previous step's visitors, 0-1
+    conversion_rate: float  # visitors / the first step's visitors, 0-1
+
+
+@dataclass(frozen=True)
+class FunnelReport:
+    source: Source  # the source that answered: always "raw" (the archive), whatever was asked
+    steps: list[StepResult]
+
+
+def checked_steps(steps: Sequence[FunnelStep]) -> list[FunnelStep]:
+    """The steps, values stripped, or BadFunnel naming the step at fault (1-based)."""
+    if not MIN_STEPS <= len(steps) <= MAX_STEPS:
+        raise BadFunnel(f"a funnel has {MIN_STEPS} to {MAX_STEPS} steps, not {len(steps)}")
+    return [_checked(index, step) for index, step in enumerate(steps, start=1)]
+
+
+def _checked(index: int, step: FunnelStep) -> FunnelStep:
+    if step.kind not in STEP_KINDS:
+        raise BadFunnel(f"step {index}: a step is a page or an event, not {step.kind!r}")
+    value = step.value.strip() if isinstance(step.value, str) else ""
+    if not value:
+        raise BadFunnel(f"step {index}: empty {step.kind}")
+    if step.kind == "page":
+        try:
+            return FunnelStep("page", validate_pattern(value))
+        except BadPattern as refused:
+            raise BadFunnel(f"step {index}: {refused}") from None
+    if len(value) > MAX_EVENT_NAME_LENGTH:
+        raise BadFunnel(f"step {index}: an event name has at most {MAX_EVENT_NAME_LENGTH} characters")
+    if not value.isprintable():
+        raise BadFunnel(f"step {index}: an event name cannot hold control characters")
+    if value in RESERVED_EVENT_NAMES:
+        raise BadFunnel(f"step {index}: {value!r} is no custom event; {RESERVED_EVENT_NAMES[value]}")
+    return FunnelStep("event", value)
+
+
+# Per visitor: events sorted by (ts, event_id) as (ts, event_id, step mask, passes filters),
+# split where the gap to the previous event exceeds the session gap; as raw.py's sessions,
+# the day before the range and the day after it are read, since a session may start before
+# midnight and a visitor id lives one UTC day.
+_FUNNEL = """
+SELECT step, count() AS sessions, uniqExact(cityHash64(visitor_key, toDate(start))) AS visitors
+FROM
+(
+    SELECT
+        visitor_key,
+        session[1].1 AS start,
+        arrayFold(
+            (reached, event) ->
+                if(reached < {steps} AND bitTest(event.3, reached), toUInt16(reached + 1), reached),
+            session, toUInt16(0)
+        ) AS reached
+    FROM
+    (
+        SELECT
+            visitor_key,
+            arraySort(groupArray((ts, toString(event_id), {mask}, {passes}))) AS events,
+            arrayJoin(arraySplit(
+                (event, i) -> i > 1 AND dateDiff('millisecond', events[i - 1].1, event.1) > {{gap_ms:UInt64}},
+                events, arrayEnumerate(events)
+            )) AS session
+        FROM {table}
+        WHERE site = {{site:String}} AND name != 'engagement'
+          AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+          AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+        GROUP BY visitor_key
+    )
+    WHERE start >= {{start:DateTime64(3, 'UTC')}} AND start < {{end:DateTime64(3, 'UTC')}}
+      AND arrayExists(event -> event.4, session)
+)
+ARRAY JOIN range(1, reached + 1) AS step
+GROUP BY step
+"""
+
+
+def _step_sql(index: int, step: FunnelStep) -> str:
+    """Whether an event matches step `index` (0-based), its text a parameter."""
+    if step.kind == "page":
+        return f"(name = 'pageview' AND match(path, {{step_{index}:String}}))"
+    return f"(name = {{step_{index}:String}})"
+
+
+def _mask_sql(steps: Sequence[FunnelStep]) -> str:
+    """The bitmask of the steps an event matches: bit i for step i (0-based)."""
+    return "toUInt16(" + " + ".join(f"{_step_sql(i, step)} * {1 << i}" for i, step in enumerate(steps)) + ")"
+
+
+def _passes_sql(q: StatsQuery) -> str:
+    """Whether an event is a page view matching every filter: a session is considered when
+    one of its page views is (columns from EVENT_DIMENSIONS only, values parameters)."""
+    if not q.filters:
+        return "1"
+    return "(name = 'pageview'" + q.filter_sql() + ")"
+
+
+def funnel_sql(q: StatsQuery, steps: Sequence[FunnelStep]) -> str:
+    """(step, sessions, visitors) for every step some session reaches."""
+    return _FUNNEL.format(steps=len(steps), mask=_mask_sql(steps), passes=_passes_sql(q), table=EVENTS)
+
+
+def funnel_parameters(q: StatsQuery, steps: Sequence[FunnelStep]) -> dict[str, object]:
+    parameters = q.parameters()
+    for index, step in enumerate(steps):
+        parameters[f"step_{index}"] = pattern_regex(step.value) if step.kind == "page" else step.value
+    return parameters
+
+
+def funnel(client: Client, q: StatsQuery, steps: Sequence[FunnelStep]) -> FunnelReport:
+    """Visitors and sessions reaching each step of the funnel, with drop-off and conversion."""
+    validate(q)  # filters name EVENT_DIMENSIONS only: _passes_sql splices their columns
+    steps = checked_steps(steps)
+    rows = client.query(funnel_sql(q, steps), parameters=funnel_parameters(q, steps)).result_rows
+    reached = {int(step): (int(sessions), int(visitors)) for step, sessions, visitors in rows}
+    return FunnelReport(
+        "raw", step_results(steps, [reached.get(k, (0, 0)) for k in range(1, len(steps) + 1)])
+    )
+
+
+def step_results(steps: Sequence[FunnelStep], counts: Sequence[tuple[int, int]]) -> list[StepResult]:
+    """Per step its (sessions, visitors) with the drop-off from the step before and the
+    conversion from the first, in visitors (0 where the base is 0)."""
+    first_visitors = counts[0][1] if counts else 0
+    results, previous = [], None
+    for step, (sessions, visitors) in zip(steps, counts, strict=True):
+        dropoff = 0 if previous is None else previous - visitors
+        results.append(
+            StepResult(
+                step=step,
+                visitors=visitors,
+                sessions=sessions,
+                dropoff=dropoff,
+                dropoff_rate=round(dropoff / previous, 4) if previous else 0.0,
+                conversion_rate=round(visitors / first_visitors, 4) if first_visitors else 0.0,
+            )
+        )
+        previous = visitors
+    return results
