@@ -17,7 +17,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
-from storage.queries import Point, SessionRow, StatsQuery
+from storage.queries import Point, SessionRow, StatsQuery, StepResult
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -76,6 +76,13 @@ def stats_api(
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         rows = queries.breakdown(clients(), q, by, limit, source=parameters.source(arguments))
         return jsonify([{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows])
+
+    @api.get("/stats/funnel")
+    def funnel() -> Response:
+        arguments, q = asked()
+        steps = parameters.funnel_steps(arguments)
+        report = queries.funnel(clients(), q, steps, source=parameters.source(arguments))
+        return jsonify({"steps": [step_json(row) for row in report.steps], "meta": {"source": report.source}})
 
     @api.get("/stats/realtime")
     def realtime() -> Response:
@@ -175,4 +182,15 @@ def session_json(row: SessionRow) -> dict[str, object]:
         "device": row.device,
         "browser": row.browser,
         "os": row.os,
+    }
+
+
+def step_json(row: StepResult) -> dict[str, object]:
+    return {
+        "step": {row.step.kind: row.step.value},
+        "visitors": row.visitors,
+        "sessions": row.sessions,
+        "dropoff": row.dropoff,
+        "dropoff_rate": row.dropoff_rate,
+        "conversion_rate": row.conversion_rate,
     }

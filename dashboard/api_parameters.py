@@ -10,15 +10,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from storage import queries
-from storage.queries import Interval, Source, StatsQuery
+from storage.queries import FunnelStep, Interval, Source, StatsQuery
 
-PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters")
+PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps")
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day")
 DEFAULT_RANGE = timedelta(days=30)
 MAX_BUCKETS = 10_000
 MAX_LIMIT = 1000
 MAX_SITE_LENGTH = 253  # the longest domain name
+# Eight steps of the longest page pattern (500 characters) with their JSON, and then some.
+MAX_STEPS_LENGTH = 8192
+STEPS_EXAMPLE = '[{"page": "/product/*"}, {"event": "Signup"}, {"page": "/thanks"}]'
 # DateTime64 holds 1900-2299; refusing dates far outside any traffic keeps the range sane.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
@@ -168,3 +171,37 @@ def limit(arguments: Arguments, default: int) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= MAX_LIMIT):
         raise BadParameter("limit", f"must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
+
+
+def funnel_steps(arguments: Arguments) -> list[FunnelStep]:
+    """A JSON array of 2-8 steps, each {"page": PATTERN} or {"event": NAME}; the query layer
+    decides what a valid pattern or name is."""
+    text = arguments.get("steps")
+    if not text:
+        raise BadParameter("steps", f"required, a JSON array of steps, e.g. {STEPS_EXAMPLE}")
+    if len(text) > MAX_STEPS_LENGTH:
+        raise BadParameter("steps", f"too long: at most {MAX_STEPS_LENGTH:,} characters")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise BadParameter("steps", f"not JSON; expected e.g. {STEPS_EXAMPLE}") from None
+    if not isinstance(parsed, list):
+        raise BadParameter("steps", f"expected a JSON array, e.g. {STEPS_EXAMPLE}")
+    steps = [funnel_step(index, item) for index, item in enumerate(parsed, start=1)]
+    try:
+        return queries.checked_steps(steps)
+    except queries.UnsupportedQuery as refused:
+        raise BadParameter("steps", str(refused)) from None
+
+
+def funnel_step(index: int, item: object) -> FunnelStep:
+    if not isinstance(item, dict) or len(item) != 1:
+        raise BadParameter(
+            "steps", f'step {index}: expected one key, {{"page": "/x/*"}} or {{"event": "Signup"}}'
+        )
+    ((kind, value),) = item.items()
+    if kind not in ("page", "event"):
+        raise BadParameter("steps", f"step {index}: unknown key {kind!r}; a step is a page or an event")
+    if not isinstance(value, str):
+        raise BadParameter("steps", f"step {index}: the {kind} must be a string")
+    return FunnelStep(kind, value)

@@ -11,6 +11,7 @@ from typing import Any
 
 from dashboard import api_parameters as parameters
 from storage import queries
+from storage.queries.funnels import MAX_STEPS, MIN_STEPS
 
 JSON = dict[str, Any]
 
@@ -67,6 +68,16 @@ PARAMETERS: dict[str, JSON] = {
         "JSON object of dimension → value; only the page views matching every filter count. "
         f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)}.",
         {"type": "string", "example": '{"path": "/pricing"}'},
+    ),
+    "steps": _parameter(
+        "steps",
+        f"The funnel: a JSON array of {MIN_STEPS} to {MAX_STEPS} steps, "
+        'in order, each {"page": PATTERN} (a page path; * stands for any run of characters) or '
+        '{"event": NAME} (a custom event). Evaluated within sessions of page views and custom events; '
+        "a session counts in the range it starts in; filters keep the sessions with a page view "
+        "matching them.",
+        {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": parameters.STEPS_EXAMPLE},
+        required=True,
     ),
 }
 
@@ -158,6 +169,53 @@ SCHEMAS: dict[str, JSON] = {
             "os": {"type": "string"},
         },
     },
+    "FunnelStep": {
+        "type": "object",
+        "required": ["step", "visitors", "sessions", "dropoff", "dropoff_rate", "conversion_rate"],
+        "properties": {
+            "step": {"type": "object", "description": 'the step as asked: {"page": …} or {"event": …}'},
+            "visitors": {
+                "type": "integer",
+                "description": "visitors reaching the step: distinct (UTC day of session start, visitor)",
+            },
+            "sessions": {"type": "integer", "description": "sessions reaching the step"},
+            "dropoff": {
+                "type": "integer",
+                "description": "the previous step's visitors not reaching this one",
+            },
+            "dropoff_rate": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "dropoff / the previous step's visitors (0 for the first step)",
+            },
+            "conversion_rate": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "visitors / the first step's visitors",
+            },
+        },
+    },
+    "Funnel": {
+        "type": "object",
+        "required": ["steps", "meta"],
+        "properties": {
+            "steps": {"type": "array", "items": {"$ref": "#/components/schemas/FunnelStep"}},
+            "meta": {
+                "type": "object",
+                "required": ["source"],
+                "properties": {
+                    "source": {
+                        "type": "string",
+                        "enum": ["raw"],
+                        "description": "the source that answered: funnels are always computed from the "
+                        "raw archive (the rollups hold no event order), also when source=agg is asked",
+                    }
+                },
+            },
+        },
+    },
     "Error": {
         "type": "object",
         "required": ["error"],
@@ -189,6 +247,11 @@ def openapi_document() -> JSON:
                 "Page views and visitors per value of a dimension, most visitors first",
                 [*RANGE, "by", "breakdown_limit"],
                 _ok({"type": "array", "items": _schema("BreakdownRow")}, "one row per value"),
+            ),
+            "/api/v1/stats/funnel": _operation(
+                "Visitors and sessions reaching each step of a funnel, with drop-off and conversion",
+                [*RANGE, "steps"],
+                _ok(_schema("Funnel"), "one row per step, in order"),
             ),
             "/api/v1/stats/realtime": _operation(
                 "Visitors and page views in the last 5 minutes",

@@ -409,11 +409,18 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "/api/v1/stats/timeseries",
         "/api/v1/stats/breakdown",
         "/api/v1/stats/realtime",
+        "/api/v1/stats/funnel",
         "/api/v1/sessions",
         "/api/v1/openapi.json",
     }
     parameters = document["components"]["parameters"]
-    samples = {"site": SITE, "from": DAY_RANGE["from"], "to": DAY_RANGE["to"], "by": "path"}
+    samples = {
+        "site": SITE,
+        "from": DAY_RANGE["from"],
+        "to": DAY_RANGE["to"],
+        "by": "path",
+        "steps": json.dumps([{"page": "/"}, {"page": "/pricing"}]),
+    }
     for path, item in paths.items():
         names = [
             parameters[ref["$ref"].rsplit("/", 1)[1]]["name"] for ref in item["get"].get("parameters", [])
