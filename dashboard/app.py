@@ -17,6 +17,7 @@ from waitress import serve
 from dashboard.api import stats_api
 from dashboard.auth import install_login
 from dashboard.explore import register_explore
+from dashboard.funnel import register_funnel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.store import ClientFactory, thread_local_clients
@@ -49,6 +50,7 @@ def build_app(
     app.layout = build_layout(topojson_url=app.get_asset_url("topojson/"))
     register_overview(app, settings, clients, clock)
     register_explore(app, settings, clients)
+    register_funnel(app, settings, clients)
     return app
 
 

@@ -1,5 +1,5 @@
 """The dashboard's page: header (site, period, live visitors), filter chips, the Overview
-(metrics, chart, breakdowns, map, realtime, rate limiting) and the Explore tab.
+(metrics, chart, breakdowns, map, realtime, rate limiting), the Explore and Funnel tabs.
 
 Static structure only; dashboard.overview and dashboard.explore fill it. The ids `site`,
 `total-pageviews`, `pageviews-per-minute` and `refresh` are also read by
@@ -12,6 +12,7 @@ from dash import dcc, html
 
 from dashboard import figures
 from dashboard.components import panel, panel_tabs
+from dashboard.funnel import funnel_section
 from dashboard.periods import DEFAULT_PRESET, PRESETS
 
 LIVE_REFRESH_MS = 5_000
@@ -43,13 +44,14 @@ def build_layout(topojson_url: str) -> html.Div:
                 options=[
                     {"label": "Overview", "value": "overview"},
                     {"label": "Explore", "value": "explore"},
+                    {"label": "Funnel", "value": "funnel"},
                 ],
                 value="overview",
                 inline=True,
                 className="view-tabs",
                 labelClassName="view-tab",
             ),
-            html.Main([_overview(topojson_url), _explore()]),
+            html.Main([_overview(topojson_url), _explore(), funnel_section()]),
         ],
         className="page",
     )

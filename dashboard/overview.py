@@ -242,8 +242,9 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         Input("tabs", "value"),
     )
     def show_tab(tab: str) -> tuple[dict, dict]:
+        # Other tabs (the Funnel) show and hide their own sections.
         hidden, shown = {"display": "none"}, {"display": "block"}
-        return (shown, hidden) if tab == "overview" else (hidden, shown)
+        return (shown if tab == "overview" else hidden), (shown if tab == "explore" else hidden)
 
 
 def register_breakdown(
