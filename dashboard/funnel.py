@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dash import Dash, Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
 
 from dashboard import display
 from dashboard.components import notice
@@ -129,12 +130,15 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
         Input("site", "value"),
         Input("period", "data"),
         Input("filters", "data"),
+        Input("tabs", "value"),
         State("funnel-steps", "value"),
     )
     @friendly(lambda message: notice(message, "error"))
     def show_funnel(
-        _: int, site: str | None, period_data: dict | None, filters: dict | None, text: str | None
+        _: int, site: str | None, period_data: dict | None, filters: dict | None, tab: str, text: str | None
     ) -> Any:
+        if tab != "funnel":  # computed when shown: a hidden tab's funnel would load the store for nothing
+            raise PreventUpdate
         if not site or not period_data:
             return notice("Pick a site first.")
         if not text or not text.strip():
