@@ -105,7 +105,7 @@ def filters(arguments: Arguments) -> dict[str, str]:
         return {}
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         raise BadParameter("filters", 'not JSON; expected e.g. {"path": "/pricing"}') from None
     if not isinstance(parsed, dict) or not all(
         isinstance(name, str) and isinstance(value, str) for name, value in parsed.items()
@@ -183,7 +183,7 @@ def funnel_steps(arguments: Arguments) -> list[FunnelStep]:
         raise BadParameter("steps", f"too long: at most {MAX_STEPS_LENGTH:,} characters")
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         raise BadParameter("steps", f"not JSON; expected e.g. {STEPS_EXAMPLE}") from None
     if not isinstance(parsed, list):
         raise BadParameter("steps", f"expected a JSON array, e.g. {STEPS_EXAMPLE}")

@@ -110,6 +110,7 @@ def test_funnel_honours_filters_and_the_range(api: FlaskClient, auth: dict[str, 
         ([{"page": "/x"}, {"page": 7}], "step 2: the page must be a string"),
         ([{"page": "/x"}, {"event": "a\nb"}], "step 2: an event name cannot hold control characters"),
         ("[" + '{"page": "/x"},' * 700 + "]", "too long"),
+        ("[" * 5000, "not JSON"),  # nested deeper than the parser recurses
     ],
 )
 def test_bad_steps_are_a_400_naming_steps(
@@ -122,6 +123,11 @@ def test_bad_steps_are_a_400_naming_steps(
     assert response.status_code == 400
     error = response.get_json()["error"]
     assert error.startswith("steps: ") and problem in error, error
+
+
+def test_deeply_nested_filters_are_a_400_naming_filters(api: FlaskClient, auth: dict[str, str]) -> None:
+    status, body = funnel(api, auth, CHECKOUT, filters="[" * 5000)
+    assert status == 400 and body["error"].startswith("filters: not JSON"), body
 
 
 def test_funnel_needs_the_api_key(api: FlaskClient) -> None:
