@@ -113,16 +113,23 @@ FROM
     (
         SELECT
             visitor_key,
-            arraySort(groupArray((ts, toString(event_id), {mask}, {passes}))) AS events,
+            arraySort(groupArray((ts, toString(event_id), mask, passes))) AS events,
             arrayJoin(arraySplit(
                 (event, i) -> i > 1 AND dateDiff('millisecond', events[i - 1].1, event.1) > {{gap_ms:UInt64}},
                 events, arrayEnumerate(events)
             )) AS session
-        FROM {table}
-        WHERE site = {{site:String}} AND name != 'engagement'
-          AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
-          AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+        FROM
+        (
+            SELECT visitor_key, ts, event_id, {mask} AS mask, {passes} AS passes
+            FROM {table}
+            WHERE site = {{site:String}} AND name != 'engagement'
+              AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+              AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+        )
         GROUP BY visitor_key
+        -- a visitor with no event matching step 1, or no page view passing the filters, has
+        -- no session to count: their events are not sorted and split at all
+        HAVING max(bitTest(mask, 0)) AND max(passes)
     )
     WHERE start >= {{start:DateTime64(3, 'UTC')}} AND start < {{end:DateTime64(3, 'UTC')}}
       AND arrayExists(event -> event.4, session)
