@@ -220,6 +220,10 @@ def visits(sites: list[str], t0: datetime, span: timedelta) -> list[PageViewEven
             ts = t0 + timedelta(seconds=rng.uniform(0, span.total_seconds() - 1200))
             while ts < t0 + span:
                 attributes["referrer_domain"] = rng.choice(["", "google.com", attributes["referrer_domain"]])
+                # Session dimensions take the first page view's value, event dimensions each one's.
+                attributes["utm_content"] = rng.choice(["", "banner", attributes["utm_content"]])
+                attributes["language"] = rng.choice(["en-US", attributes["language"]])
+                attributes["screen_width"] = rng.choice([0, 800, attributes["screen_width"]])
                 events.append(page_view(site, visitor, ts, path=rng.choice(PATHS), **attributes))
                 think = rng.choices([(5, 180), (300, 1500), (1860, 3000)], weights=[6, 3, 1])[0]
                 if rng.random() < 0.25:
