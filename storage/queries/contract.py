@@ -32,6 +32,9 @@ Once the stream jobs have processed an event both give the same numbers. The def
   thresholds): Mobile < 576 px, Tablet < 992 px, Laptop < 1440 px, Desktop otherwise;
   '' when the width is unknown (0).
 - live visitors: distinct visitors with a page view in the last 5 minutes.
+Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
+only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
+ones from the log (README, "Upgrading").
 """
 
 from __future__ import annotations
