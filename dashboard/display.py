@@ -17,9 +17,24 @@ DIMENSION_LABELS = {
     "browser": "Browser",
     "os": "Operating system",
     "device": "Device",
+    "utm_medium": "UTM medium",
+    "utm_campaign": "UTM campaign",
+    "utm_content": "UTM content",
+    "utm_term": "UTM term",
+    "language": "Language",
+    "screen_size": "Screen size",
 }
 # What an empty value means for each dimension.
-EMPTY_VALUES = {"referrer_domain": "Direct / none", "utm_source": "(no UTM source)"}
+EMPTY_VALUES = {
+    "referrer_domain": "Direct / none",
+    "utm_source": "(no UTM source)",
+    "utm_medium": "(no UTM medium)",
+    "utm_campaign": "(no UTM campaign)",
+    "utm_content": "(no UTM content)",
+    "utm_term": "(no UTM term)",
+    "language": "(unknown)",
+    "screen_size": "(unknown)",
+}
 
 
 @dataclass(frozen=True)

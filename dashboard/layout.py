@@ -180,7 +180,31 @@ def _overview(topojson_url: str) -> html.Section:
                     panel(
                         "Devices",
                         [loading(html.Div(id="devices-list"))],
-                        panel_tabs("devices-by", {"device": "Devices", "browser": "Browsers", "os": "OS"}),
+                        panel_tabs(
+                            "devices-by",
+                            {"device": "Devices", "browser": "Browsers", "os": "OS", "screen_size": "Sizes"},
+                        ),
+                    ),
+                    panel(
+                        "Campaigns",
+                        [loading(html.Div(id="campaigns-list"))],
+                        panel_tabs(
+                            "campaigns-by",
+                            {
+                                "utm_medium": "Medium",
+                                "utm_campaign": "Campaign",
+                                "utm_content": "Content",
+                                "utm_term": "Term",
+                            },
+                        ),
+                    ),
+                    # One dimension, no tabs: the list reads its dimension from a store.
+                    panel(
+                        "Languages",
+                        [
+                            dcc.Store(id="languages-by", data="language"),
+                            loading(html.Div(id="languages-list")),
+                        ],
                     ),
                     panel(
                         "Realtime",

@@ -11,6 +11,7 @@ from typing import Any
 
 from dashboard import api_parameters as parameters
 from storage import queries
+from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
 
 JSON = dict[str, Any]
@@ -19,6 +20,13 @@ JSON = dict[str, Any]
 def _parameter(name: str, description: str, schema: JSON, required: bool = False) -> JSON:
     return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
 
+
+# screen_size's classes, from the table that defines them (storage/queries/contract.py).
+SCREEN_SIZE_DEFINITION = (
+    "screen_size classes the screen width: "
+    + ", ".join(f"{name} < {below} px" for name, below in SCREEN_SIZES)
+    + f", {SCREEN_SIZE_WIDEST} otherwise, '' when the width is unknown (0)."
+)
 
 PARAMETERS: dict[str, JSON] = {
     "site": _parameter(
@@ -45,7 +53,13 @@ PARAMETERS: dict[str, JSON] = {
         {"type": "string", "enum": list(parameters.INTERVALS)},
     ),
     "by": _parameter(
-        "by", "The dimension to break down by.", {"type": "string", "enum": list(queries.DIMENSIONS)}, True
+        "by",
+        "The dimension to break down by. Event dimensions count page views by their own value: "
+        f"{', '.join(queries.EVENT_DIMENSIONS)}. Session dimensions count the page views and visitors "
+        "of the sessions starting in the range by the value of their first page view (exit_path: "
+        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}. {SCREEN_SIZE_DEFINITION}",
+        {"type": "string", "enum": list(queries.DIMENSIONS)},
+        True,
     ),
     "breakdown_limit": _parameter(
         "limit",
@@ -67,7 +81,7 @@ PARAMETERS: dict[str, JSON] = {
         "filters",
         "JSON object of dimension → value; only the page views matching every filter count. "
         f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)}.",
-        {"type": "string", "example": '{"path": "/pricing"}'},
+        {"type": "string", "example": '{"path": "/pricing", "screen_size": "Mobile"}'},
     ),
     "steps": _parameter(
         "steps",

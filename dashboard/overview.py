@@ -181,8 +181,12 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         ("pages-list", "pages-by"),
         ("sources-list", "sources-by"),
         ("devices-list", "devices-by"),
+        ("campaigns-list", "campaigns-by"),
     ):
-        register_breakdown(app, list_id, tabs_id, clients, source, stats_query, inputs_ready)
+        register_breakdown(app, list_id, Input(tabs_id, "value"), clients, source, stats_query, inputs_ready)
+    register_breakdown(
+        app, "languages-list", Input("languages-by", "data"), clients, source, stats_query, inputs_ready
+    )
 
     @app.callback(
         Output("country-map", "figure"),
@@ -250,20 +254,21 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
 def register_breakdown(
     app: Dash,
     list_id: str,
-    tabs_id: str,
+    dimension: Input,
     clients: ClientFactory,
     source: Source,
     stats_query: Callable[..., StatsQuery],
     inputs_ready: Callable[[str | None, dict | None], Period | None],
 ) -> None:
-    """One breakdown panel: its list follows the site, period, filters and the panel's tab."""
+    """One breakdown panel: its list follows the site, period, filters and `dimension` (the
+    panel's tabs, or a store holding its one dimension)."""
 
     @app.callback(
         Output(list_id, "children"),
         Input("site", "value"),
         Input("period", "data"),
         Input("filters", "data"),
-        Input(tabs_id, "value"),
+        dimension,
     )
     @friendly(lambda message: notice(message, "error"))
     def breakdown(site: str | None, period_data: dict | None, filters: dict | None, by: str) -> Any:

@@ -131,6 +131,8 @@ class Sender:
             "X-Forwarded-For": visit.client_ip,
             "Content-Type": "text/plain",
         }
+        if visit.accept_language:
+            headers["Accept-Language"] = visit.accept_language
         return await self.client.post(f"{self.target}/api/event", json=visit.body(), headers=headers)
 
     async def _post_batch(self, visits: list[Visit], ts: list[datetime]) -> httpx.Response:

@@ -1,8 +1,9 @@
 """A model of realistic web traffic, deterministic for a seed.
 
 Visitors arrive, each runs a session of a geometric number of page views with think
-times between them; pages follow a Zipf popularity; visitors bring a referrer / UTM mix,
-a user agent from a real-world mix and a client IP from some country's address space.
+times between them; pages follow a Zipf popularity; visitors bring a referrer / campaign
+(utm_*) mix, a user agent, screen width and preferred language from real-world mixes and a
+client IP from some country's address space.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from urllib.parse import urlencode
 from uuid import uuid4
 
 from tally.event import PageViewEvent
@@ -32,7 +34,28 @@ REFERRERS = [
     ("https://github.com/", 0.05),
 ]
 
-UTM_SOURCES = [("", 0.8), ("newsletter", 0.1), ("twitter", 0.05), ("producthunt", 0.05)]
+# A session's campaign: the utm_* parameters of its landing page's URL.
+_DIGEST = {"utm_source": "newsletter", "utm_medium": "email", "utm_campaign": "november-digest"}
+_ADS = {"utm_source": "google", "utm_medium": "cpc", "utm_campaign": "brand"}
+CAMPAIGNS: list[tuple[dict[str, str], float]] = [
+    ({}, 0.8),
+    ({**_DIGEST, "utm_content": "header-link"}, 0.05),
+    ({**_DIGEST, "utm_content": "footer-link"}, 0.03),
+    ({"utm_source": "twitter", "utm_medium": "social", "utm_campaign": "launch-week"}, 0.05),
+    ({**_ADS, "utm_term": "self-hosted analytics"}, 0.04),
+    ({**_ADS, "utm_term": "plausible alternative"}, 0.02),
+    ({"utm_source": "producthunt", "utm_medium": "referral", "utm_campaign": "launch-week"}, 0.01),
+]
+# Accept-Language headers, as browsers send them (the collector keeps the first language).
+LANGUAGES = [
+    ("en-US,en;q=0.9", 0.45),
+    ("de-DE,de;q=0.9,en;q=0.8", 0.15),
+    ("en-GB,en;q=0.9", 0.12),
+    ("fr-FR,fr;q=0.9", 0.1),
+    ("ja-JP,ja;q=0.9", 0.06),
+    ("pt-BR,pt;q=0.9", 0.06),
+    ("es-ES,es;q=0.9", 0.06),
+]
 
 USER_AGENTS = [
     (
@@ -74,7 +97,7 @@ COUNTRY_PREFIXES = [
     ("2", 0.1),
 ]
 
-SCREEN_WIDTHS = [(1920, 0.35), (390, 0.3), (1440, 0.15), (412, 0.1), (820, 0.1)]
+SCREEN_WIDTHS = [(1920, 0.3), (390, 0.3), (1440, 0.1), (1366, 0.1), (412, 0.1), (820, 0.1)]
 
 
 def site_names(count: int, demo: bool = False) -> list[str]:
@@ -122,6 +145,7 @@ class Visit:
     screen_width: int
     think_time_s: float  # pause before the next page view of the same session
     delay_s: float = 0.0  # for late events: how far in the past the event happened
+    accept_language: str = ""  # the browser's Accept-Language header
 
     def body(self) -> dict[str, object]:
         return {
@@ -164,6 +188,7 @@ class Visitor:
     user_agent: str
     client_ip: str
     screen_width: int
+    accept_language: str
 
 
 class TrafficModel:
@@ -191,6 +216,7 @@ class TrafficModel:
             user_agent=_weighted(rng, USER_AGENTS),
             client_ip=f"{_weighted(rng, COUNTRY_PREFIXES)}.{host}",
             screen_width=_weighted(rng, SCREEN_WIDTHS),
+            accept_language=_weighted(rng, LANGUAGES),
         )
 
     def _page(self) -> str:
@@ -225,11 +251,11 @@ class TrafficModel:
         site = rng.choice(self.sites)
         visitor = rng.choice(self.visitor_pool) if self.visitor_pool else self._new_visitor()
         referrer = _weighted(rng, REFERRERS)
-        utm_source = _weighted(rng, UTM_SOURCES)
+        campaign = _weighted(rng, CAMPAIGNS)
         first = True
         while True:
             path = self._page()
-            query = f"?utm_source={utm_source}" if first and utm_source else ""
+            query = f"?{urlencode(campaign)}" if first and campaign else ""
             yield Visit(
                 kind=Kind.BROWSER,
                 site=site,
@@ -240,6 +266,7 @@ class TrafficModel:
                 client_ip=visitor.client_ip,
                 screen_width=visitor.screen_width,
                 think_time_s=rng.expovariate(1 / 20),
+                accept_language=visitor.accept_language,
             )
             first = False
             if rng.random() > self.continue_probability:

@@ -5,11 +5,13 @@ Used where the stream jobs are not the point: the dashboard benchmark's 10M-even
 and the tests of the agg backend. A test compares these rows with Spark's on a sample, so
 the definitions here are the migration's and the raw query layer's, exactly:
 - a page view is a point of its visitor at `ts`, for the totals (dimension '') and for
-  each event dimension (path, country, browser, os, device) with its value;
+  each event dimension (EVENT_DIMENSIONS: path, country, browser, os, device, language,
+  screen_size) with its value;
 - sessions follow the gap rule of raw_sessions_sql (ties on ts ordered by event_id), read
   from the day before to the day after, so a session crossing midnight belongs to the day
   it starts in; a session is a point of its visitor at its start for each session
-  dimension (entry_path, exit_path, referrer_domain, utm_source), carrying its page views;
+  dimension (SESSION_DIMENSIONS: entry_path, exit_path, referrer_domain, utm_*), carrying
+  its page views;
 - the totals row counts page views (and visitors) by event time and sessions, bounces and
   duration_ms by session start; session-dimension rows carry their sessions' page views,
   sessions, bounces and duration_ms; event-dimension rows have no session numbers (0);

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from storage import tables
+from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from stream_jobs import rate_limits
 from stream_jobs.clickhouse_sink import ClickHouseSink, TableOutput
 from stream_jobs.context import StreamContext
@@ -42,7 +43,8 @@ PAGEVIEW_EVENT_NAME = "pageview"
 # Spark's own watermark delay: longer than any lateness Tally accepts or reports, so that Spark
 # never drops a row itself (a page view this far behind the newest is older than any log).
 SPARK_WATERMARK_DELAY_S = 3650 * 86400
-# What VisitorActivity reads of each page view (besides site, visitor_id, event_id and ts).
+# What VisitorActivity reads of each page view (besides site, visitor_id, event_id, ts and
+# screen_size, the class of screen_width: screen_size()), in its EVENT_FIELDS' order.
 PAGEVIEW_FIELDS = (
     "path",
     "referrer_domain",
@@ -54,8 +56,11 @@ PAGEVIEW_FIELDS = (
     "browser",
     "os",
     "ip_hash",
+    "utm_content",
+    "utm_term",
+    "language",
 )
-EVENT_FIELDS = ("name", "ts", *PAGEVIEW_FIELDS)
+EVENT_FIELDS = ("name", "ts", "screen_width", *PAGEVIEW_FIELDS)
 # The Kafka offset orders copies of one event_id (a re-sent event): VisitorActivity counts the
 # first, as the archive keeps it.
 KAFKA_COLUMNS = ("offset",)
@@ -119,6 +124,9 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
             F.unix_millis("ts").alias("ts_ms"),
             *KAFKA_COLUMNS,
             *PAGEVIEW_FIELDS,
+            # The width as the archive keeps it (UInt16: the collector accepts up to 100,000
+            # and ClickHouse wraps), so that agg classes each page view as raw does.
+            screen_size(F.pmod(F.col("screen_width"), F.lit(65536))).alias("screen_size"),
         )
     )
     spark = events.sparkSession
@@ -126,6 +134,14 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
         pageviews._jdf, gap_s * 1000, watermark_shift_ms(watermark_s)
     )
     return DataFrame(activity, spark)
+
+
+def screen_size(width: Column) -> Column:
+    """The screen-size class of a width, as storage.queries.contract.screen_size_sql classes it."""
+    classed = F.when(width == 0, F.lit(""))
+    for name, below in SCREEN_SIZES:
+        classed = classed.when(width < below, F.lit(name))
+    return classed.otherwise(F.lit(SCREEN_SIZE_WIDEST))
 
 
 def watermark_shift_ms(watermark_s: int) -> int:

@@ -22,10 +22,15 @@ Once the stream jobs have processed an event both give the same numbers. The def
 - bounce: a session with exactly one page view; bounce_rate = bounces / sessions (0 if none).
 - session duration: last page view time - first page view time, in seconds.
 - entry / exit page: path of the first / last page view of the session.
-- breakdowns: path, country, browser, os, device count page views (event level);
-  entry_path, exit_path, referrer_domain, utm_source are properties of a session (those of
-  its first / last page view) and count the page views and visitors of those sessions, a
-  visitor on the day its session starts.
+- breakdowns: path, country, browser, os, device, language, screen_size count page views
+  (event level); entry_path, exit_path, referrer_domain, utm_source, utm_medium,
+  utm_campaign, utm_content, utm_term are properties of a session (those of its first / last
+  page view) and count the page views and visitors of those sessions, a visitor on the day
+  its session starts.
+- language: the browser's preferred language as the collector recorded it ('' unknown).
+- screen_size: the class of the page view's screen width (SCREEN_SIZES, Plausible's
+  thresholds): Mobile < 576 px, Tablet < 992 px, Laptop < 1440 px, Desktop otherwise;
+  '' when the width is unknown (0).
 - live visitors: distinct visitors with a page view in the last 5 minutes.
 - funnel (funnels.py): an ordered list of 2-8 steps, each a page path pattern
   (storage/page_patterns.py: `*` any run of characters; matched by page views) or a custom
@@ -43,6 +48,9 @@ Once the stream jobs have processed an event both give the same numbers. The def
   one page view matching every filter; all of a considered session's events count for its
   steps. `source=agg` answers funnels from the archive too, and the report says so: the
   rollups hold counts, not the order of a session's events, so they cannot answer exactly.
+Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
+only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
+ones from the log (README, "Upgrading").
 """
 
 from __future__ import annotations
@@ -62,19 +70,38 @@ LIVE_WINDOW = timedelta(minutes=5)
 RAW_VISITORS = "uniqExact(cityHash64(visitor_key, toDate(ts)))"
 SESSION_VISITORS = "uniqExact(cityHash64(cityHash64(visitor_id), toDate(start)))"
 
-# Dimension name → column (event level) or session property. Never a user string in SQL.
+# Screen-size classes: (class, widths below this many px); wider is SCREEN_SIZE_WIDEST, an
+# unknown width (0) is ''. The stream jobs classify with the same table (stream_jobs/activity.py).
+SCREEN_SIZES = (("Mobile", 576), ("Tablet", 992), ("Laptop", 1440))
+SCREEN_SIZE_WIDEST = "Desktop"
+
+
+def screen_size_sql(width: str) -> str:
+    """The ClickHouse expression classing the column `width` (fixed constants, no user value)."""
+    classes = "".join(f"{width} < {below}, '{name}', " for name, below in SCREEN_SIZES)
+    return f"multiIf({width} = 0, '', {classes}'{SCREEN_SIZE_WIDEST}')"
+
+
+# Dimension name → column or expression (event level), or session property. Never a user
+# string in SQL.
 EVENT_DIMENSIONS = {
     "path": "path",
     "country": "country",
     "browser": "browser",
     "os": "os",
     "device": "device",
+    "language": "language",
+    "screen_size": screen_size_sql("screen_width"),
 }
 SESSION_DIMENSIONS = {
     "entry_path": "entry_path",
     "exit_path": "exit_path",
     "referrer_domain": "referrer_domain",
     "utm_source": "utm_source",
+    "utm_medium": "utm_medium",
+    "utm_campaign": "utm_campaign",
+    "utm_content": "utm_content",
+    "utm_term": "utm_term",
 }
 DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
 INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}

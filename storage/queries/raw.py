@@ -43,6 +43,8 @@ SESSION_PROPERTIES = {
     "os": ("os", 1),
     "utm_medium": ("utm_medium", 1),
     "utm_campaign": ("utm_campaign", 1),
+    "utm_content": ("utm_content", 1),
+    "utm_term": ("utm_term", 1),
 }
 # What the sessions list shows (SessionRow's properties).
 LISTED_PROPERTIES = (

@@ -29,9 +29,15 @@ from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import (
     CLIENTS,
     COUNTRIES,
+    LANGUAGES,
     PATHS,
     REFERRER_DOMAINS,
+    SCREEN_WIDTHS,
+    UTM_CAMPAIGNS,
+    UTM_CONTENTS,
+    UTM_MEDIUMS,
     UTM_SOURCES,
+    UTM_TERMS,
     archive_rows,
     page_view,
 )
@@ -59,6 +65,15 @@ def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageView
         country = rng.choice(COUNTRIES)
         referrer = rng.choice(REFERRER_DOMAINS)
         utm = rng.choice(UTM_SOURCES)
+        # The issue-16 dimensions, from a generator of their own (the draws above stay as they were).
+        more = random.Random(seed * 1000 + index)
+        campaign = {
+            "utm_medium": more.choice(UTM_MEDIUMS),
+            "utm_campaign": more.choice(UTM_CAMPAIGNS),
+            "utm_content": more.choice(UTM_CONTENTS),
+            "utm_term": more.choice(UTM_TERMS),
+        }
+        client = {"language": more.choice(LANGUAGES), "screen_width": more.choice(SCREEN_WIDTHS)}
         at = start
         for step in range(1 if index < 3 else rng.choice([1, 1, 2, 3, 5])):
             path = PATHS[min(int(rng.paretovariate(1.2)) - 1, len(PATHS) - 1)]
@@ -70,6 +85,8 @@ def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageView
                     path,
                     referrer_domain=referrer if step == 0 else "",
                     utm_source=utm if step == 0 else "",
+                    **(campaign if step == 0 else {}),
+                    **client,
                     country=country,
                     device=device,
                     browser=browser,
@@ -306,3 +323,79 @@ async def test_dashboard_reads_on_a_phone(dashboard: DashboardServer, browser: B
         await screenshot(page, "phone-explore")
     finally:
         await context.close()
+
+
+# What an empty value reads as in each new panel (dashboard/display.py says so for the user).
+EMPTY_AS = {
+    "utm_medium": "(no UTM medium)",
+    "utm_campaign": "(no UTM campaign)",
+    "utm_content": "(no UTM content)",
+    "utm_term": "(no UTM term)",
+    "language": "(unknown)",
+    "screen_size": "(unknown)",
+}
+
+
+def shown(server: DashboardServer, by: str, period: dict[str, str]) -> list[str]:
+    """The breakdown API's values, in its order, as the panel writes them."""
+    rows = api(server, "/stats/breakdown", site=SITE, by=by, **period)
+    assert isinstance(rows, list) and rows, by
+    return [row["value"] or EMPTY_AS[by] for row in rows]
+
+
+async def expect_campaigns_languages_and_sizes(page: Page, server: DashboardServer) -> None:
+    """Every tab of the Campaigns panel, the Languages panel and the Devices panel's Sizes tab
+    list the breakdown API's values in its order; session dimensions (utm_*) are plain text,
+    event dimensions (language, screen size) buttons that filter."""
+    period = await period_shown(page)
+    for label, by in (("Medium", "utm_medium"), ("Campaign", "utm_campaign"), ("Content", "utm_content"),
+                      ("Term", "utm_term")):  # fmt: skip
+        await page.locator("#campaigns-by label", has_text=label).click()
+        await expect(page.locator("#campaigns-list .breakdown-header")).to_contain_text(
+            by.replace("utm_", "UTM ")
+        )
+        await expect(page.locator("#campaigns-list .breakdown-text")).to_have_text(shown(server, by, period))
+    await expect(page.locator("#languages-list .breakdown-link")).to_have_text(
+        shown(server, "language", period)
+    )
+    await page.locator("#devices-by label", has_text="Sizes").click()
+    await expect(page.locator("#devices-list .breakdown-link")).to_have_text(
+        shown(server, "screen_size", period)
+    )
+
+
+async def test_campaigns_languages_and_screen_sizes_show_the_api_breakdowns(
+    dashboard: DashboardServer, desktop: BrowserContext, browser: Browser
+) -> None:
+    page = await desktop.new_page()
+    await sign_in(page, dashboard)
+    await pick_site(page, SITE)
+    await expect_campaigns_languages_and_sizes(page, dashboard)
+    await page.locator("#campaigns-list").scroll_into_view_if_needed()
+    await screenshot(page, "desktop-campaigns-languages-sizes")
+
+    # A screen size filters the dashboard like any event dimension.
+    period = await period_shown(page)
+    await page.locator("#devices-list .breakdown-link", has_text=re.compile(r"^Mobile$")).click()
+    await expect(page.locator("#filter-chips .chip")).to_contain_text("Screen size is Mobile")
+    await expect_metrics(
+        page,
+        api(
+            dashboard, "/stats/aggregate", site=SITE, filters=json.dumps({"screen_size": "Mobile"}), **period
+        ),  # type: ignore[arg-type]
+    )
+
+    phone = await browser.new_context(
+        viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True, locale="en-GB"
+    )
+    phone.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = await phone.new_page()
+        await sign_in(page, dashboard)
+        await pick_site(page, SITE)
+        await expect_campaigns_languages_and_sizes(page, dashboard)
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], width
+        await screenshot(page, "phone-campaigns-languages-sizes")
+    finally:
+        await phone.close()

@@ -35,6 +35,7 @@ SHORT_GAP_SITE = "short-gap.agg.queries.example.com"
 DAY = datetime(2026, 11, 10, tzinfo=UTC)  # the middle one of three days of traffic
 GAP = timedelta(seconds=queries.SESSION_GAP_S)
 SHORT_GAP_S = 30
+DIMENSIONS_SITE = "dimensions.agg.queries.example.com"
 
 
 def traffic(rng: random.Random) -> list[PageViewEvent]:
@@ -80,6 +81,33 @@ def short_gap_events() -> list[PageViewEvent]:
     return views
 
 
+def dimension_events() -> list[PageViewEvent]:
+    """Hand-made visitors for the issue-16 dimensions, whose answers are written out in the test:
+    screen widths on each side of 576, 992 and 1440 px and unknown (0); utm_* that change after
+    a session's first page view (which alone counts for a session dimension)."""
+    t, later = DAY + timedelta(hours=11), timedelta(minutes=5)
+    campaign = {"utm_source": "newsletter", "utm_medium": "email", "utm_campaign": "launch"}
+    return [
+        # p: one session on a phone; its second page view's utm_* do not count.
+        page_view(DIMENSIONS_SITE, "p", t, "/", screen_width=390, language="de-DE", **campaign,
+                  utm_content="header", utm_term="analytics"),
+        page_view(DIMENSIONS_SITE, "p", t + later, "/b", screen_width=390, language="de-DE",
+                  utm_content="footer"),
+        # l: one session, 1439 px (Laptop) then 1440 px (Desktop).
+        page_view(DIMENSIONS_SITE, "l", t, "/", screen_width=1439, language="en-US", utm_medium="social",
+                  utm_campaign="launch", utm_content="footer", utm_term="kafka"),
+        page_view(DIMENSIONS_SITE, "l", t + later, "/c", screen_width=1440, language="en-US"),
+        # t: a bounce at exactly 576 px (Tablet), no language.
+        page_view(DIMENSIONS_SITE, "t", t, "/", screen_width=576),
+        # u: unknown width; two sessions, each with its own utm_content.
+        page_view(DIMENSIONS_SITE, "u", t, "/", language="fr-FR", utm_content="header"),
+        page_view(DIMENSIONS_SITE, "u", t + timedelta(hours=2), "/", language="fr-FR", utm_content="footer"),
+        # m: 575 px (Mobile), then 991 px (Tablet) in a second session.
+        page_view(DIMENSIONS_SITE, "m", t, "/", screen_width=575, language="en-GB"),
+        page_view(DIMENSIONS_SITE, "m", t + timedelta(hours=3), "/", screen_width=991, language="en-GB"),
+    ]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Iterator[Client]:
     """The archive of both sites and their rollups, built by the backfill."""
@@ -90,11 +118,14 @@ def store(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoin
     )
     apply_migrations(settings)
     client = connect(settings)
-    rows, columns = archive_rows(traffic(random.Random(14)) + edge_cases() + short_gap_events())
+    rows, columns = archive_rows(
+        traffic(random.Random(14)) + edge_cases() + short_gap_events() + dimension_events()
+    )
     client.insert("events", rows, column_names=columns)
     first, last = (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=2)).date()
     backfill_rollups(client, SITE, first, last)
     backfill_rollups(client, SHORT_GAP_SITE, first, last, session_gap_s=SHORT_GAP_S)
+    backfill_rollups(client, DIMENSIONS_SITE, first, last)
     yield client
 
 
@@ -159,3 +190,31 @@ def test_a_session_gap_under_a_minute(store: Client) -> None:
 def test_live_visitors_as_raw_counts_them(store: Client, now: datetime) -> None:
     # Moments when no session runs on past `now` (the backfill writes sessions closed).
     assert queries.realtime(store, SITE, now, "agg") == queries.realtime(store, SITE, now, "raw")
+
+
+# value → (page views, visitors) over DAY, worked out by hand from dimension_events().
+KNOWN_BREAKDOWNS = {
+    "screen_size": {"Mobile": (3, 2), "Tablet": (2, 2), "Laptop": (1, 1), "Desktop": (1, 1), "": (2, 1)},
+    "language": {"de-DE": (2, 1), "en-US": (2, 1), "fr-FR": (2, 1), "en-GB": (2, 1), "": (1, 1)},
+    "utm_medium": {"email": (2, 1), "social": (2, 1), "": (5, 3)},
+    "utm_campaign": {"launch": (4, 2), "": (5, 3)},
+    "utm_content": {"header": (3, 2), "footer": (3, 2), "": (3, 2)},
+    "utm_term": {"analytics": (2, 1), "kafka": (2, 1), "": (5, 3)},
+}
+
+
+@pytest.mark.parametrize("source", ["raw", "agg"])
+@pytest.mark.parametrize("by", list(KNOWN_BREAKDOWNS))
+def test_issue_16_dimensions_give_the_known_answers(store: Client, by: str, source: queries.Source) -> None:
+    q = StatsQuery(DIMENSIONS_SITE, DAY, DAY + timedelta(days=1))
+    rows = queries.breakdown(store, q, by, 100, source)
+    assert {row.value: (row.pageviews, row.visitors) for row in rows} == KNOWN_BREAKDOWNS[by]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "pageviews"), [("screen_size", "Mobile", 3), ("language", "de-DE", 2)]
+)
+def test_filter_by_a_new_event_dimension(store: Client, name: str, value: str, pageviews: int) -> None:
+    q = StatsQuery(DIMENSIONS_SITE, DAY, DAY + timedelta(days=1), filters={name: value})
+    for source in ("raw", "agg"):
+        assert queries.aggregate(store, q, source)["pageviews"] == pageviews

@@ -37,7 +37,7 @@ DAY_RANGE = {"site": SITE, "from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:
 GAP = timedelta(minutes=30)
 
 
-A = {"country": "CH", "device": "desktop", "browser": "Firefox", "os": "Linux"}
+A = {"country": "CH", "device": "desktop", "browser": "Firefox", "os": "Linux", "screen_width": 1440}
 # a: a 3-page session from Hacker News (gaps of 10 and exactly 30 minutes), a bounce at 12:00.
 # b: a bounce from a newsletter on a phone. c: a custom event (not a page view).
 # d: a bounce in the last millisecond of the day; e: the first millisecond of the next (outside).
@@ -53,6 +53,12 @@ EVENTS = [
         "/pricing",
         referrer_domain="google.com",
         utm_source="newsletter",
+        utm_medium="email",
+        utm_campaign="launch",
+        utm_content="cta",
+        utm_term="analytics",
+        language="de-DE",
+        screen_width=390,
         country="DE",
         device="mobile",
         browser="Safari",
@@ -148,12 +154,23 @@ def expected_aggregate(start: datetime, end: datetime, **filters: str) -> dict[s
     }
 
 
+def event_value(e: PageViewEvent, by: str) -> str:
+    """An event dimension's value; screen_size by the documented classes (Plausible's)."""
+    if by != "screen_size":
+        return getattr(e, by)
+    width = e.screen_width
+    return "" if not width else next((c for c, below in SCREEN_CLASSES if width < below), "Desktop")
+
+
+SCREEN_CLASSES = (("Mobile", 576), ("Tablet", 992), ("Laptop", 1440))
+
+
 def expected_breakdown(by: str) -> list[tuple[str, int, int]]:
     counts: dict[str, tuple[int, set[str]]] = defaultdict(lambda: (0, set()))
     if by in queries.EVENT_DIMENSIONS:
         for e in pageviews_in(DAY, DAY + timedelta(days=1)):
-            views, visitors = counts[getattr(e, by)]
-            counts[getattr(e, by)] = (views + 1, visitors | {e.visitor_id})
+            views, visitors = counts[event_value(e, by)]
+            counts[event_value(e, by)] = (views + 1, visitors | {e.visitor_id})
     else:  # a session's property: of its first (entry, referrer, utm) or last (exit) page view
         for s in sessions_in(DAY, DAY + timedelta(days=1)):
             source = s.events[-1] if by == "exit_path" else s.events[0]
@@ -240,6 +257,14 @@ def test_filters_restrict_the_page_views_counted(api: FlaskClient, auth: dict[st
     assert (body["pageviews"], body["visitors"], body["sessions"]) == (2, 2, 2)
 
 
+def test_a_filter_by_screen_size_or_language_counts_those_page_views(
+    api: FlaskClient, auth: dict[str, str]
+) -> None:
+    for filters in ({"screen_size": "Mobile"}, {"language": "de-DE"}):
+        _, body = get(api, auth, "/stats/aggregate", **DAY_RANGE, filters=json.dumps(filters), source="raw")
+        assert (body["pageviews"], body["visitors"], body["sessions"]) == (1, 1, 1)  # b's bounce
+
+
 def test_realtime_counts_the_last_five_minutes(api: FlaskClient, auth: dict[str, str]) -> None:
     assert get(api, auth, "/stats/realtime", site=SITE, source="raw") == (
         200,
@@ -323,6 +348,9 @@ BAD_PARAMETERS = [
     ("/stats/timeseries", {**DAY_RANGE, "from": "2000-01-01", "interval": "minute"}, "interval"),
     ("/stats/breakdown", DAY_RANGE, "by"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "ip_hash"}, "by"),
+    ("/stats/breakdown", {**DAY_RANGE, "by": "screen_width"}, "by"),
+    ("/stats/breakdown", {**DAY_RANGE, "by": "utm_contents"}, "by"),
+    ("/stats/aggregate", {**DAY_RANGE, "filters": '{"utm_content": "cta"}'}, "filters"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "path", "limit": "0"}, "limit"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "path", "limit": "1001"}, "limit"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "path", "limit": "-1"}, "limit"),

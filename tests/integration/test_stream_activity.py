@@ -39,7 +39,18 @@ pytestmark = pytest.mark.integration
 Counts = dict[tuple[str, datetime], tuple[int, int]]  # (site, minute) → (pageviews, visitors)
 # (site, day, dimension, value) → (page views, visitors)
 Breakdown = dict[tuple[str, date, str, str], tuple[int, int]]
-DIMENSIONS = ("path", "country", "browser", "os", "device")
+DIMENSIONS = ("path", "country", "browser", "os", "device", "language", "screen_size")
+
+
+def dimension_value(event: PageViewEvent, dimension: str) -> str:
+    """An event dimension's value, computed here: screen_size classes the width with the
+    documented thresholds (Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop; '' for 0)."""
+    if dimension != "screen_size":
+        return getattr(event, dimension)
+    width = event.screen_width
+    if width == 0:
+        return ""
+    return "Mobile" if width < 576 else "Tablet" if width < 992 else "Laptop" if width < 1440 else "Desktop"
 
 
 def test_pageviews_and_visitors_per_minute_and_per_dimension_match_the_events_produced(
@@ -144,7 +155,7 @@ def expected_breakdown(events: list[PageViewEvent]) -> Breakdown:
     visitors: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
     for e in events:
         for dimension in DIMENSIONS:
-            key = (e.site, e.ts.date(), dimension, getattr(e, dimension))
+            key = (e.site, e.ts.date(), dimension, dimension_value(e, dimension))
             pageviews[key] += 1
             visitors[key].add(e.visitor_id)
     return {key: (pageviews[key], len(visitors[key])) for key in pageviews}

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from storage import queries
+from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
@@ -32,7 +33,7 @@ from stream_jobs.app import start_queries, stop_gracefully
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
-from tests.fixtures.events import PATHS, archive_rows, page_view, visitor_attributes
+from tests.fixtures.events import PATHS, page_view, visitor_attributes
 from tests.fixtures.spark import isolated_settings, produce, site_names, wait_for, wait_for_watermark
 
 pytestmark = pytest.mark.integration
@@ -220,6 +221,10 @@ def visits(sites: list[str], t0: datetime, span: timedelta) -> list[PageViewEven
             ts = t0 + timedelta(seconds=rng.uniform(0, span.total_seconds() - 1200))
             while ts < t0 + span:
                 attributes["referrer_domain"] = rng.choice(["", "google.com", attributes["referrer_domain"]])
+                # Session dimensions take the first page view's value, event dimensions each one's.
+                attributes["utm_content"] = rng.choice(["", "banner", attributes["utm_content"]])
+                attributes["language"] = rng.choice(["en-US", attributes["language"]])
+                attributes["screen_width"] = rng.choice([0, 800, attributes["screen_width"]])
                 events.append(page_view(site, visitor, ts, path=rng.choice(PATHS), **attributes))
                 think = rng.choices([(5, 180), (300, 1500), (1860, 3000)], weights=[6, 3, 1])[0]
                 if rng.random() < 0.25:
@@ -230,7 +235,7 @@ def visits(sites: list[str], t0: datetime, span: timedelta) -> list[PageViewEven
 
 def edge_cases(site: str, t0: datetime, gap: timedelta) -> list[PageViewEvent]:
     """Gaps of gap - 1 s (one session) and gap + 1 s (two); two page views in one millisecond;
-    a session that crosses midnight when t0 is an hour before one."""
+    a session that crosses midnight when t0 is an hour before one; screen widths past UInt16."""
     second = timedelta(seconds=1)
     at = t0 + timedelta(minutes=5)
     views = [
@@ -240,6 +245,9 @@ def edge_cases(site: str, t0: datetime, gap: timedelta) -> list[PageViewEvent]:
         page_view(site, "gap-plus", at + gap + second, path="/b"),
         page_view(site, "same-ms", at, path="/one"),
         page_view(site, "same-ms", at, path="/two"),
+        # Widths past UInt16 (the collector takes up to 100,000): classed as the archive keeps them.
+        page_view(site, "wide", at, path="/wide", screen_width=66_000),
+        page_view(site, "wide", at + second, path="/wide", screen_width=100_000),
     ]
     midnight = datetime.combine((t0 + timedelta(hours=1)).date(), time(), UTC)
     if timedelta(0) < midnight - t0 <= timedelta(hours=1):
@@ -288,8 +296,9 @@ def send(settings: Settings, events: list[PageViewEvent]) -> None:
 
 
 def archive(settings: Settings, events: list[PageViewEvent]) -> None:
-    rows, columns = archive_rows(events)
-    connect(settings).insert("events", rows, column_names=columns)
+    """As the archiver writes them (JSONEachRow lines), so values the archive's column types
+    change (a screen width past UInt16) are stored as the archiver stores them."""
+    insert_rows(connect(settings), [archive_row(e, SYNTHETIC_PARTITION, i) for i, e in enumerate(events)])
 
 
 def resent(event: PageViewEvent, later: timedelta = timedelta(0)) -> PageViewEvent:

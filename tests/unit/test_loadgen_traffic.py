@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from urllib.parse import parse_qs, urlsplit
 
 from loadgen.runner import VisitSchedule
 from loadgen.traffic import PAGES, Kind, TrafficMix, TrafficModel
@@ -34,3 +35,13 @@ def test_visitor_pool_bounds_distinct_people_and_pages_follow_zipf() -> None:
     assert len({v.visitor_key for v in browsing}) <= 50
     by_page = Counter(v.path for v in browsing)
     assert by_page[PAGES[0]] > by_page[PAGES[5]] > by_page[PAGES[-1]]
+
+
+def test_sessions_carry_campaigns_languages_and_screen_sizes_for_every_dashboard_panel() -> None:
+    browsing = [v for v in visits(seed=1, bot_fraction=0.0) if v.kind is Kind.BROWSER]
+    landing_queries = [parse_qs(urlsplit(v.url).query) for v in browsing]
+    for parameter in ("utm_source", "utm_medium", "utm_campaign", "utm_content", "utm_term"):
+        assert len({q[parameter][0] for q in landing_queries if parameter in q}) >= 2, parameter
+    assert len({v.accept_language.split(",")[0] for v in browsing}) >= 4
+    # Widths in each screen-size class (Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop).
+    assert {sum(v.screen_width >= edge for edge in (576, 992, 1440)) for v in browsing} == {0, 1, 2, 3}

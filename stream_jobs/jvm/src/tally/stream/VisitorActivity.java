@@ -107,14 +107,36 @@ public final class VisitorActivity
     };
 
     static final String TOTAL = "";
-    static final String[] EVENT_DIMENSIONS = {"path", "country", "browser", "os", "device"};
-    static final String[] SESSION_DIMENSIONS = {"entry_path", "exit_path", "referrer_domain", "utm_source"};
+    static final String[] EVENT_DIMENSIONS = {"path", "country", "browser", "os", "device", "language", "screen_size"};
+    /** Properties of a session: entry_path / exit_path are its first / last path, the rest its first page view's. */
+    static final String[] SESSION_DIMENSIONS = {
+        "entry_path", "exit_path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
+        "utm_content", "utm_term",
+    };
 
-    /** The page view fields the function reads (besides ts_ms and the Kafka offset), in this order. */
+    /**
+     * The page view fields the function reads (besides ts_ms and the Kafka offset), in this order.
+     * screen_size is the class of the screen width, computed by the query (stream_jobs/activity.py).
+     */
     static final String[] EVENT_FIELDS = {
+        "event_id", "path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
+        "country", "device", "browser", "os", "ip_hash", "utm_content", "utm_term", "language", "screen_size",
+    };
+
+    /**
+     * The fields of a state written before issue 16 (encoding v1, no version marker), in their order:
+     * running deployments restore such states from their checkpoints.
+     */
+    static final String[] V1_EVENT_FIELDS = {
         "event_id", "path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
         "country", "device", "browser", "os", "ip_hash",
     };
+
+    /**
+     * The leading int of an encoding v2 state; v1 states begin with their page view count (≥ 0),
+     * so a negative marker tells them apart without a checkpoint reset.
+     */
+    static final int ENCODING_V2 = -2;
 
     public static final StructType OUTPUT = outputSchema();
 
@@ -160,13 +182,18 @@ public final class VisitorActivity
         }
 
         String field(String name) {
-            for (int i = 1; i < EVENT_FIELDS.length; i++) {
-                if (EVENT_FIELDS[i].equals(name)) {
-                    return fields[i - 1];
-                }
-            }
-            throw new IllegalArgumentException(name);
+            return fields[fieldIndex(name)];
         }
+    }
+
+    /** The position of a field (not event_id) in Event.fields. */
+    static int fieldIndex(String name) {
+        for (int i = 1; i < EVENT_FIELDS.length; i++) {
+            if (EVENT_FIELDS[i].equals(name)) {
+                return i - 1;
+            }
+        }
+        throw new IllegalArgumentException(name);
     }
 
     static final Comparator<Event> EVENT_ORDER =
@@ -203,8 +230,10 @@ public final class VisitorActivity
         }
     }
 
+    /** Encoding v2: ENCODING_V2, the count, then per page view ts, event_id and EVENT_FIELDS' values. */
     static byte[] encode(List<Event> events) {
         try (ByteArrayOutputStream bytes = new ByteArrayOutputStream(); DataOutputStream out = new DataOutputStream(bytes)) {
+            out.writeInt(ENCODING_V2);
             out.writeInt(events.size());
             for (Event event : events) {
                 out.writeLong(event.ts);
@@ -225,14 +254,26 @@ public final class VisitorActivity
             return new ArrayList<>();
         }
         try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(encoded))) {
-            int count = in.readInt();
+            int first = in.readInt();
+            boolean v1 = first >= 0;
+            int count = v1 ? first : in.readInt();
+            if (!v1 && first != ENCODING_V2) {
+                throw new IllegalStateException("unknown visitor state encoding " + first);
+            }
+            // Where each stored value goes among EVENT_FIELDS (after event_id); fields a v1
+            // state lacks stay '' (their dimensions count the value '' for those page views).
+            int[] positions = new int[(v1 ? V1_EVENT_FIELDS.length : EVENT_FIELDS.length) - 1];
+            for (int i = 0; i < positions.length; i++) {
+                positions[i] = v1 ? fieldIndex(V1_EVENT_FIELDS[i + 1]) : i;
+            }
             List<Event> events = new ArrayList<>(count);
             for (int n = 0; n < count; n++) {
                 long ts = in.readLong();
                 String eventId = in.readUTF();
                 String[] fields = new String[EVENT_FIELDS.length - 1];
-                for (int i = 0; i < fields.length; i++) {
-                    fields[i] = in.readUTF();
+                Arrays.fill(fields, "");
+                for (int position : positions) {
+                    fields[position] = in.readUTF();
                 }
                 events.add(new Event(ts, eventId, fields));
             }
@@ -474,23 +515,27 @@ public final class VisitorActivity
         for (Session session : sessions) {
             long minute = floor(session.first.ts, MINUTE_MS);
             addSession(cell(cells, minute, TOTAL, TOTAL), session);
-            String[][] facets = {
-                {"entry_path", session.first.field("path")},
-                {"exit_path", session.last.field("path")},
-                {"referrer_domain", session.first.field("referrer_domain")},
-                {"utm_source", session.first.field("utm_source")},
-            };
-            for (String[] facet : facets) {
-                long[] metrics = cell(cells, minute, facet[0], facet[1]);
+            for (String dimension : SESSION_DIMENSIONS) {
+                String value = sessionProperty(session, dimension);
+                long[] metrics = cell(cells, minute, dimension, value);
                 addSession(metrics, session);
                 metrics[PAGEVIEWS] += session.pageviews;
-                points.computeIfAbsent(List.of(facet[0], facet[1]), k -> new ArrayList<>()).add(session.first.ts);
+                points.computeIfAbsent(List.of(dimension, value), k -> new ArrayList<>()).add(session.first.ts);
             }
         }
         for (Map.Entry<List<String>, List<Long>> facet : points.entrySet()) {
             countVisitor(cells, facet.getKey().get(0), facet.getKey().get(1), facet.getValue());
         }
         return cells;
+    }
+
+    /** A session dimension's value: entry / exit page, or an attribute of its first page view. */
+    static String sessionProperty(Session session, String dimension) {
+        return switch (dimension) {
+            case "entry_path" -> session.first.field("path");
+            case "exit_path" -> session.last.field("path");
+            default -> session.first.field(dimension);
+        };
     }
 
     private static void addPageview(

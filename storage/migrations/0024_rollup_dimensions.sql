@@ -1,0 +1,12 @@
+-- Issue 16: more dimensions, no schema change (this file has no statement: it records the
+-- change in the data model where the tables are described). The rollups (0020) are keyed by
+-- (site, dimension, bucket, value), so new dimensions are new values of `dimension`:
+--   event dimensions (page views by their own value): language, screen_size (the class of
+--     screen_width: Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop, '' when 0);
+--   session dimensions (sessions by their first page view's value): utm_medium, utm_campaign,
+--     utm_content, utm_term.
+-- `sessions` keeps its columns: the session-dimension breakdowns read the rollups, and the
+-- sessions list shows no utm_content / utm_term.
+-- Old data: the stream jobs write these rows only for page views they process after the
+-- upgrade (their checkpoint stays valid: old visitor states still decode). `tally replay`
+-- rebuilds the rollups from the log, so periods before the upgrade show them too.

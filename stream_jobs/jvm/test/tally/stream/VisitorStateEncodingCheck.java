@@ -1,0 +1,76 @@
+package tally.stream;
+
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.util.List;
+
+/**
+ * Visitor states survive the encoding change of issue 16: a state written before it (v1, ten
+ * fields, no version marker), as running deployments hold in their checkpoints, decodes with its
+ * values in place and the new fields empty; a state is written as v2 and reads back unchanged.
+ * Run by tests/unit/test_visitor_state_encoding.py (javac + java, no Spark session): exits 1 with
+ * the failed check on stderr.
+ */
+public final class VisitorStateEncodingCheck {
+
+    private VisitorStateEncodingCheck() {}
+
+    public static void main(String[] args) throws IOException {
+        List<VisitorActivity.Event> v1 = VisitorActivity.decode(v1State());
+        check(v1.size() == 2, "two page views decoded from a v1 state, got " + v1.size());
+        VisitorActivity.Event first = v1.get(0);
+        check(first.ts == 1_700_000_000_000L && first.eventId.equals("id-0"), "ts and event_id of a v1 page view");
+        for (int i = 1; i < VisitorActivity.V1_EVENT_FIELDS.length; i++) {
+            String name = VisitorActivity.V1_EVENT_FIELDS[i];
+            check(first.field(name).equals(name + "-0"), "v1 field " + name + " = " + first.field(name));
+        }
+        for (String added : new String[] {"utm_content", "utm_term", "language", "screen_size"}) {
+            check(first.field(added).isEmpty(), "a field v1 lacks reads '': " + added + " = " + first.field(added));
+        }
+        check(v1.get(1).field("path").equals("path-1"), "second v1 page view's path");
+
+        byte[] v2 = VisitorActivity.encode(v1);
+        check(v2[0] < 0, "a state is written with the v2 marker");
+        List<VisitorActivity.Event> again = VisitorActivity.decode(v2);
+        check(again.size() == 2, "v2 round trip keeps the page views");
+        String[] fields = new String[VisitorActivity.EVENT_FIELDS.length - 1];
+        for (int i = 0; i < fields.length; i++) {
+            fields[i] = "value-" + i;
+        }
+        List<VisitorActivity.Event> full =
+                VisitorActivity.decode(VisitorActivity.encode(List.of(new VisitorActivity.Event(5L, "id", fields))));
+        check(java.util.Arrays.equals(full.get(0).fields, fields), "v2 round trip keeps every field");
+        check(VisitorActivity.decode(new byte[0]).isEmpty(), "an empty state is no page views");
+        try {
+            VisitorActivity.decode(new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xfd, 0, 0, 0, 0});
+            check(false, "an unknown encoding marker (-3) is refused");
+        } catch (IllegalStateException expected) {
+            // refused, not misread
+        }
+        System.out.println("ok");
+    }
+
+    /** Two page views exactly as the encoder before issue 16 wrote them. */
+    private static byte[] v1State() throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        out.writeInt(2);
+        for (int n = 0; n < 2; n++) {
+            out.writeLong(1_700_000_000_000L + n);
+            out.writeUTF("id-" + n);
+            for (int i = 1; i < VisitorActivity.V1_EVENT_FIELDS.length; i++) {
+                out.writeUTF(VisitorActivity.V1_EVENT_FIELDS[i] + "-" + n);
+            }
+        }
+        out.flush();
+        return bytes.toByteArray();
+    }
+
+    private static void check(boolean ok, String what) {
+        if (!ok) {
+            System.err.println("failed: " + what);
+            System.exit(1);
+        }
+    }
+}
