@@ -22,6 +22,7 @@ from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.queries import PageEngagement, StatsQuery
 from storage.rollup_backfill import backfill_rollups
+from storage.schema import apply_migrations
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import PATHS, archive_rows, page_view
@@ -215,3 +216,27 @@ def test_the_page_breakdown_shows_time_on_page_and_scroll_depth(
     other = get(api, dashboard_settings, "/stats/breakdown", site=SITE, by="country", source=source,
                 **{"from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"})  # fmt: skip
     assert all("time_on_page_s" not in row for row in other)
+
+
+def test_the_migration_backfills_the_engagement_archived_before_it(
+    tmp_path_factory: pytest.TempPathFactory, dashboard_settings: Settings
+) -> None:
+    """Engagement events archived while engagement_minute and its view did not exist (a
+    database of its own, 0023 undone but for its columns): applying 0023 counts them."""
+    home = tmp_path_factory.mktemp("backfill-home")
+    update = {"home": home, "clickhouse_database": "engagement_backfill"}
+    settings = dashboard_settings.model_copy(update=update)
+    apply_migrations(settings)
+    client = connect(settings)
+    client.command("DROP VIEW engagement_minute_from_events")
+    client.command("DROP TABLE engagement_minute")
+    client.command("DELETE FROM schema_migrations WHERE version = '0023_engagement'")
+    rows, columns = archive_rows(page_views(SITE) + ENGAGEMENT)
+    client.insert("events", rows, column_names=columns)
+
+    assert apply_migrations(settings) == ["0023_engagement"]
+    day = StatsQuery(SITE, DAY, DAY + timedelta(days=1))
+    assert both(client, day, ["/", "/pricing"]) == {
+        "/": PageEngagement("/", 3, 20.0, 33.3),
+        "/pricing": PageEngagement("/pricing", 1, 5.0, 100.0),
+    }
