@@ -190,6 +190,8 @@ class Collector:
             ts=ts,
             hash_mode=payload.hash_mode,
             event_id=payload.event_id,
+            scroll_depth=payload.scroll_depth,
+            engagement_ms=payload.engagement_ms,
         )
 
     async def append(self, records: list[LogRecord]) -> Response | None:

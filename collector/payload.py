@@ -15,6 +15,9 @@ from tally.client_ip import parse_ip
 
 MAX_PROPS = 30
 MAX_NAME_LENGTH = 120
+# An engagement event's engaged time covers one page view since its previous engagement
+# event: more than a day of it is no browser's measurement.
+MAX_ENGAGEMENT_MS = 24 * 3600 * 1000
 
 ShortString = Annotated[str, Field(max_length=2048)]
 
@@ -41,6 +44,14 @@ class BrowserEvent(BaseModel):
     # The sender's own id for the event: re-sent with the same id (after a lost 202, a 503, a
     # timeout), it is archived and counted once (docs/architecture.md, "Retries count once").
     event_id: UUID | None = Field(default=None, validation_alias=AliasChoices("event_id", "i"))
+    # Engagement events (Plausible's short keys): the deepest point of the page seen, in
+    # percent, and the engaged time since the previous engagement event, in ms.
+    scroll_depth: Annotated[int, Field(ge=0, le=100)] = Field(
+        default=0, validation_alias=AliasChoices("scroll_depth", "sd")
+    )
+    engagement_ms: Annotated[int, Field(ge=0, le=MAX_ENGAGEMENT_MS)] = Field(
+        default=0, validation_alias=AliasChoices("engagement_ms", "e")
+    )
 
     @field_validator("url")
     @classmethod

@@ -1,16 +1,1 @@
-/* Tally tracker, see README.md "Tracking a site". Queue: window.tally=window.tally||function(){(tally.q=tally.q||[]).push(arguments)} */
-((w,d,l,s)=>{let D=s.dataset,q=w.tally?.q||[],a=D.api||new URL("/api/event",s.src).href,z,
-t=(n,o={})=>{let p=o.props,b,i
-try{i=localStorage.tally_ignore=="true"}catch{}
-if(!i&&("allowLocal"in D||!(/^(localhost|127[\d.]+|\[::1\]|)$/.test(l.hostname)||navigator.webdriver))){
-b=JSON.stringify({n,u:l.href,d:D.site||l.hostname,r:d.referrer,w:w.innerWidth,p,h:"hash"in D?1:void 0,i:crypto.randomUUID?.()||([1e7]+-1e3+-4e3+-8e3+-1e11).replace(/[018]/g,c=>(c^crypto.getRandomValues(new Uint8Array(1))[0]&15>>c/4).toString(16))},function(k,v){return this==p?""+v:v})
-f(b,0)}
-o.callback?.()},
-f=(b,k)=>fetch(a,{method:"POST",body:b,keepalive:!0}).then(r=>{if(r.status==503||r.status==408)throw 0}).catch(()=>k<2&&setTimeout(f,1e3<<2*k,b,k+1)),
-v=()=>{let h=l.pathname+("hash"in D?l.hash:"");h!=z&&(z=h,t("pageview"))},
-c=e=>{let k=e.target.closest("a"),n=k&&e.button<2&&("outbound"in D&&k.host&&k.host!=l.host?"Outbound Link: Click":"downloads"in D&&/\.(pdf|(doc|xls|ppt)x?|csv|zip|gz|dmg|pkg|exe|msi|apk|mp[34])$/i.test(k.pathname)&&"File Download")
-n&&t(n,{props:{url:k.href}})}
-for(let m of["pushState","replaceState"]){let f=history[m];history[m]=function(){f.apply(this,arguments);v()}}
-w.addEventListener("popstate",v);w.addEventListener("hashchange",v);d.addEventListener("click",c);d.addEventListener("auxclick",c)
-d.prerendering?d.addEventListener("prerenderingchange",v):v()
-w.tally=t;for(let x of q)t(...x)})(window,document,location,document.currentScript)
+((e,t,a,n)=>{let i,o,r,l,h,s=n.dataset,c=e.tally?.q||[],d=s.api||new URL("/api/event",n.src).href,p=0,u=(e,t,a)=>e.addEventListener(t,a),g=(n,i={})=>{let o,r=i.props;try{o="true"==localStorage.tally_ignore}catch{}o||!("allowLocal"in s)&&(/^(localhost|127[\d.]+|\[::1\]|)$/.test(a.hostname)||navigator.webdriver)||f(JSON.stringify({n,u:a.href,d:s.site||a.hostname,r:t.referrer,w:e.innerWidth,p:r,h:"hash"in s||void 0,i:URL.createObjectURL(new Blob).slice(-36),...i.x},function(e,t){return this==r?""+t:t}),0),i.callback?.()},f=(e,t)=>fetch(d,{method:"POST",body:e,keepalive:!0}).then(e=>{if(503==e.status||408==e.status)throw 0}).catch(()=>t<2&&setTimeout(f,1e3<<2*t,e,t+1)),m=()=>{r=Math.max(r,Math.min(100,100*(scrollY+innerHeight)/t.body.scrollHeight|0))},w=()=>{o&&(p+=Date.now()-o,o=0),h&&(p||r>l)&&(l=r,g("engagement",{x:{u:h,sd:r,e:p}}),p=0)},y=()=>{let e=a.pathname+("hash"in s?a.hash:"");e!=i&&(i=e,w(),g("pageview"),h=a.href,p=r=0,l=-1,o=Date.now(),m())},b=e=>{let t=e.target.closest("a"),n=t&&e.button<2&&("outbound"in s&&t.host&&t.host!=a.host?"Outbound Link: Click":"downloads"in s&&/\.(pdf|(doc|xls|ppt)x?|csv|zip|gz|dmg|pkg|exe|msi|apk|mp[34])$/i.test(t.pathname)&&"File Download");n&&g(n,{props:{url:t.href}})};for(let e of["pushState","replaceState"]){let t=history[e];history[e]=function(){t.apply(this,arguments),y()}}u(e,"popstate",y),u(e,"hashchange",y),u(t,"click",b),u(t,"auxclick",b),u(t,"scroll",m),u(t,"visibilitychange",()=>t.hidden?w():o||=Date.now()),u(e,"pagehide",w),t.prerendering?u(t,"prerenderingchange",y):y(),e.tally=g;for(let e of c)g(...e)})(window,document,location,document.currentScript);

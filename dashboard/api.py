@@ -74,8 +74,16 @@ def stats_api(
         arguments, q = asked()
         by = parameters.dimension(arguments)
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
-        rows = queries.breakdown(clients(), q, by, limit, source=parameters.source(arguments))
-        return jsonify([{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows])
+        source = parameters.source(arguments)
+        rows = queries.breakdown(clients(), q, by, limit, source=source)
+        answer = [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
+        if by == "path":  # a page's engagement (storage/queries/contract.py), 0 without any
+            engaged = queries.engagement(clients(), q, [r.value for r in rows], source=source)
+            for row in answer:
+                page = engaged.get(str(row["value"]))
+                row["time_on_page_s"] = page.time_on_page_s if page else 0.0
+                row["scroll_depth"] = page.scroll_depth if page else 0.0
+        return jsonify(answer)
 
     @api.get("/stats/funnel")
     def funnel() -> Response:

@@ -9,7 +9,7 @@ from dash import dcc, html
 
 from dashboard import display
 from dashboard.display import Metric
-from storage.queries import BreakdownRow
+from storage.queries import BreakdownRow, PageEngagement
 from storage.rate_limits import RateLimitStatus
 
 # Breakdown values go into component ids, which Dash restricts; base64url keeps any path,
@@ -57,25 +57,56 @@ def metric_card(metric: Metric, current: float, previous: float | None) -> html.
 
 
 def breakdown_list(
-    rows: list[BreakdownRow], dimension: str, filter_dimension: str | None, empty: str
+    rows: list[BreakdownRow],
+    dimension: str,
+    filter_dimension: str | None,
+    empty: str,
+    engagement: dict[str, PageEngagement] | None = None,
 ) -> html.Div | list:
     """Rows as Plausible shows them: a bar sized by visitors behind each value. A value is a
-    button that filters the dashboard when `filter_dimension` is given."""
+    button that filters the dashboard when `filter_dimension` is given. With `engagement` (the
+    Pages panel) each page also shows its time on page and scroll depth ("-" without any)."""
     if not rows:
         return notice(empty)
     most = max(row.visitors for row in rows) or 1
+    engaged = " with-engagement" if engagement is not None else ""
     header = html.Div(
         [
             html.Span(display.DIMENSION_LABELS[dimension], className="col-value"),
             html.Span("Visitors", className="col-number"),
             html.Span("Views", className="col-number"),
+            *(
+                [
+                    html.Span("Time", className="col-number", title="Time on page: engaged time per visitor"),
+                    html.Span("Scroll", className="col-number", title="Average deepest scroll depth"),
+                ]
+                if engagement is not None
+                else []
+            ),
         ],
-        className="breakdown-header",
+        className=f"breakdown-header{engaged}",
     )
-    return html.Div([header, *(_breakdown_row(row, dimension, filter_dimension, most) for row in rows)])
+    return html.Div(
+        [header, *(_breakdown_row(row, dimension, filter_dimension, most, engagement) for row in rows)]
+    )
 
 
-def _breakdown_row(row: BreakdownRow, dimension: str, filter_dimension: str | None, most: int) -> html.Div:
+def _engagement_cells(page: PageEngagement | None) -> list[html.Span]:
+    if page is None:
+        return [html.Span("-", className="col-number muted"), html.Span("-", className="col-number muted")]
+    return [
+        html.Span(display.duration(page.time_on_page_s), className="col-number muted"),
+        html.Span(f"{page.scroll_depth:.0f}%", className="col-number muted"),
+    ]
+
+
+def _breakdown_row(
+    row: BreakdownRow,
+    dimension: str,
+    filter_dimension: str | None,
+    most: int,
+    engagement: dict[str, PageEngagement] | None = None,
+) -> html.Div:
     label = display.dimension_value(dimension, row.value)
     value = (
         html.Button(
@@ -94,8 +125,9 @@ def _breakdown_row(row: BreakdownRow, dimension: str, filter_dimension: str | No
             html.Div(value, className="col-value"),
             html.Span(display.count(row.visitors), className="col-number"),
             html.Span(display.count(row.pageviews), className="col-number muted"),
+            *(_engagement_cells(engagement.get(row.value)) if engagement is not None else []),
         ],
-        className="breakdown-row",
+        className="breakdown-row with-engagement" if engagement is not None else "breakdown-row",
     )
 
 

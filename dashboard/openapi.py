@@ -154,6 +154,22 @@ SCHEMAS: dict[str, JSON] = {
             "value": {"type": "string"},
             "pageviews": {"type": "integer"},
             "visitors": {"type": "integer"},
+            # Only with by=path: the page's engagement, from `engagement` events (never page views).
+            "time_on_page_s": {
+                "type": "number",
+                "minimum": 0,
+                "description": "by=path only: the page's total engaged time (visible and focused, from "
+                "`engagement` events) ÷ the visitors with an engagement event on it, in seconds; 0 "
+                "without any. Engagement events never count as page views, visitors or sessions, and "
+                "do not change bounces (a bounce is a session with one page view).",
+            },
+            "scroll_depth": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 100,
+                "description": "by=path only: the average, over the visitors with an engagement event "
+                "on the page, of the deepest scroll depth each reached on it, in percent; 0 without any.",
+            },
         },
     },
     "Realtime": {
@@ -258,7 +274,8 @@ def openapi_document() -> JSON:
                 _ok({"type": "array", "items": _schema("Point")}, "one point per bucket"),
             ),
             "/api/v1/stats/breakdown": _operation(
-                "Page views and visitors per value of a dimension, most visitors first",
+                "Page views and visitors per value of a dimension, most visitors first; by=path adds "
+                "each page's time_on_page_s and scroll_depth",
                 [*RANGE, "by", "breakdown_limit"],
                 _ok({"type": "array", "items": _schema("BreakdownRow")}, "one row per value"),
             ),

@@ -275,7 +275,9 @@ def register_breakdown(
         period = inputs_ready(site, period_data)
         if period is None:
             return notice(NO_SITE)
-        rows = queries.breakdown(
-            clients(), stats_query(site, period, filters), by, BREAKDOWN_ROWS, source=source
-        )
-        return components.breakdown_list(rows, by, filter_dimension(by), EMPTY)
+        q = stats_query(site, period, filters)
+        rows = queries.breakdown(clients(), q, by, BREAKDOWN_ROWS, source=source)
+        # The Pages tab also shows each page's time on page and scroll depth.
+        paths = [row.value for row in rows] if by == "path" else None
+        engagement = None if paths is None else queries.engagement(clients(), q, paths, source=source)
+        return components.breakdown_list(rows, by, filter_dimension(by), EMPTY, engagement)

@@ -26,8 +26,15 @@ ARCHIVE_COLUMNS = [*EVENT_COLUMNS, "kafka_partition", "kafka_offset"]
 # it, so these rows never move the archiver's resume position for a real partition.
 SYNTHETIC_PARTITION = 65535
 # ISO-8601 times as pydantic writes them ("2026-11-22T06:32:33.123Z"); a field the table
-# does not know is an error, not silently dropped.
-INSERT_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 0}
+# does not know is an error, not silently dropped. A retried insert that `events` drops as a
+# duplicate block still reaches its materialized views: the views' own tables that keep a
+# deduplication window (engagement_minute, migration 0023) drop it too, so the engaged time of
+# a retried batch is summed once; archive_ids, without a window, still indexes the retry's rows.
+INSERT_SETTINGS = {
+    "date_time_input_format": "best_effort",
+    "input_format_skip_unknown_fields": 0,
+    "deduplicate_blocks_in_dependent_materialized_views": 1,
+}
 # Every offset of the log the archive accounts for, per partition: archived rows, dead letters,
 # copies of re-sent events (a query's parameter {synthetic:UInt16} is SYNTHETIC_PARTITION).
 ACCOUNTED_OFFSETS = """

@@ -23,6 +23,9 @@ RATE_LIMIT_BLOCKS = "rate_limit_blocks"
 LATE_EVENTS = "late_events"
 STREAM_WATERMARKS = "stream_watermarks"
 STREAM_BATCHES = "stream_batches"  # a log of the stream jobs' runs, not derived
+# Engagement per (site, minute, path), kept by a materialized view on `events` (migration
+# 0023): derived from the archive, not the log, so a replay leaves it as it is.
+ENGAGEMENT_MINUTE = "engagement_minute"
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (

@@ -44,6 +44,11 @@ class PageViewEvent(BaseModel):
     screen_width: int = 0
     language: str = ""
     props: dict[str, str] = Field(default_factory=dict)
+    # Engagement events (name = 'engagement', Plausible's tracker and Tally's): the deepest
+    # point of the page seen so far, in percent, and the engaged time since the page view's
+    # previous engagement event, in ms. 0 on every other event.
+    scroll_depth: int = 0
+    engagement_ms: int = 0
 
     @property
     def key(self) -> bytes:

@@ -24,6 +24,7 @@ from storage.queries.contract import (
     SESSION_GAP_S,
     BreakdownRow,
     Interval,
+    PageEngagement,
     Point,
     SessionRow,
     Source,
@@ -49,6 +50,7 @@ __all__ = [
     "FunnelReport",
     "FunnelStep",
     "Interval",
+    "PageEngagement",
     "Point",
     "SessionRow",
     "Source",
@@ -59,6 +61,7 @@ __all__ = [
     "breakdown",
     "buckets",
     "checked_steps",
+    "engagement",
     "funnel",
     "late_pageviews",
     "pageviews_per_minute",
@@ -99,6 +102,16 @@ def breakdown(
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
+
+
+def engagement(
+    client: Client, q: StatsQuery, paths: list[str], source: Source = "raw"
+) -> dict[str, PageEngagement]:
+    """Time on page and scroll depth of each of `paths` (contract.py), those with engagement."""
+    validate(q)
+    if not paths:
+        return {}
+    return (agg if uses_agg(q, source) else raw).engagement(client, q, paths)
 
 
 def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:

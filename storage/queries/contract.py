@@ -48,6 +48,17 @@ Once the stream jobs have processed an event both give the same numbers. The def
   one page view matching every filter; all of a considered session's events count for its
   steps. `source=agg` answers funnels from the archive too, and the report says so: the
   rollups hold counts, not the order of a session's events, so they cannot answer exactly.
+- engagement event: an event with name = 'engagement' (Tally's tracker and Plausible's send one
+  when a page is hidden or left): `engagement_ms`, the engaged time (page visible and focused)
+  since the page view's previous engagement event, and `scroll_depth`, the deepest point of the
+  page seen so far in percent. Engagement events are never page views or custom events, and do
+  not change visitors, sessions, session durations or bounces: a bounce stays a session with
+  exactly one page view, whether or not its visitor was engaged.
+- per page (path), over the engagement events whose `ts` is in [start, end) (agg: whose minute
+  starts in it) that pass the filters: engaged visitors = distinct visitors (as above) with an
+  engagement event on the page; time_on_page_s = the page's total engaged time ÷ its engaged
+  visitors, in seconds (Plausible's definition); scroll_depth = the average over its engaged
+  visitors of the deepest scroll depth each reached on the page, in percent (0 if none).
 Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
 ones from the log (README, "Upgrading").
@@ -150,6 +161,27 @@ class BreakdownRow:
     value: str
     pageviews: int
     visitors: int
+
+
+@dataclass(frozen=True)
+class PageEngagement:
+    """A page's engagement (module docstring): its engaged visitors and their averages."""
+
+    path: str
+    visitors: int
+    time_on_page_s: float
+    scroll_depth: float
+
+
+def page_engagement(path: str, visitors: int, engaged_ms: int, depth_sum: int) -> PageEngagement:
+    """Both sources count the same integers (visitors, Σ engaged ms, Σ visitors' deepest
+    scroll) and divide here, so they round alike."""
+    visitors = int(visitors)
+    if not visitors:
+        return PageEngagement(path, 0, 0.0, 0.0)
+    return PageEngagement(
+        path, visitors, round(int(engaged_ms) / visitors / 1000, 1), round(int(depth_sum) / visitors, 1)
+    )
 
 
 @dataclass(frozen=True)

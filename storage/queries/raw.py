@@ -16,11 +16,13 @@ from storage.queries.contract import (
     SESSION_VISITORS,
     BreakdownRow,
     Interval,
+    PageEngagement,
     Point,
     SessionRow,
     StatsQuery,
     fill,
     metrics,
+    page_engagement,
     session_row,
 )
 from storage.tables import EVENTS
@@ -157,6 +159,32 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
             f"{SESSION_VISITORS} AS visitors FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))})"
         )
     return ranked(client, sql, q.parameters(), limit)
+
+
+# Per page and engaged visitor its engaged time and deepest scroll, then per page the sums
+# contract.page_engagement divides (the module docstring of contract.py defines them).
+_ENGAGEMENT = f"""
+SELECT path, count(), sum(engaged_ms), sum(depth)
+FROM
+(
+    SELECT path, cityHash64(visitor_key, toDate(ts)) AS visitor,
+           sum(engagement_ms) AS engaged_ms, max(scroll_depth) AS depth
+    FROM {EVENTS}
+    WHERE site = {{{{site:String}}}} AND name = 'engagement'
+      AND ts >= {{{{start:DateTime64(3, 'UTC')}}}} AND ts < {{{{end:DateTime64(3, 'UTC')}}}}
+      AND has({{{{paths:Array(String)}}}}, path){{filters}}
+    GROUP BY path, visitor
+)
+GROUP BY path
+"""
+
+
+def engagement(client: Client, q: StatsQuery, paths: list[str]) -> dict[str, PageEngagement]:
+    """The engagement of each of `paths` (those without any are left out)."""
+    rows = client.query(
+        _ENGAGEMENT.format(filters=q.filter_sql()), parameters={**q.parameters(), "paths": paths}
+    ).result_rows
+    return {row[0]: page_engagement(*row) for row in rows}
 
 
 # The newest sessions are looked for in the range's last day, then its last week, then all of

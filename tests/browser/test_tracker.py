@@ -14,18 +14,21 @@ import json
 import re
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from playwright.async_api import Page, Route
+from playwright.async_api import Browser, Page, Route
 
 import collector
+from dashboard.app import build_app
+from storage import queries
 from storage.client import connect
+from storage.queries import PageEngagement, StatsQuery
 from tally.event import PageViewEvent
-from tally.settings import Settings
-from tests.fixtures.archive import archived
+from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.browser import VIEWPORT, Websites
 from tests.fixtures.collector_server import register_site
 from tests.integration.test_archiver import archive_until
@@ -36,11 +39,12 @@ TRACKER_JS = Path(collector.__file__).with_name("tracker.js")
 
 # What a site owner embeds: every opt-in on, and allowed here because the browser is automated.
 EVERY_OPTION = "data-allow-local data-outbound data-downloads"
-# The queue documented in tracker.js for calls made before the snippet has loaded.
+# The queue documented in README.md for calls made before the snippet has loaded.
 QUEUE_SNIPPET = "window.tally=window.tally||function(){(tally.q=tally.q||[]).push(arguments)}"
 END_HOST = "end.test"
 DEADLINE_S = 60
 # Playwright's Chromium reports itself automated; this makes it look like a visitor's browser.
+FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0"
 HIDE_WEBDRIVER = "Object.defineProperty(Navigator.prototype, 'webdriver', {get: () => false})"
 
 # A client-side router as SPA frameworks do it: same-site links become history.pushState.
@@ -82,10 +86,11 @@ class TrackedSite:
     def snippet_url(self) -> str:
         return f"{self.collector_url}/tracker.js"
 
-    async def logged_events(self, expected: int) -> list[PageViewEvent]:
-        """The site's events on the log, once the end marker and at least `expected` others are in."""
+    async def logged_events(self, expected: int, engagement: bool = False) -> list[PageViewEvent]:
+        """The site's events on the log, once the end marker and at least `expected` others are
+        in; the engagement events a page sends when hidden or left only if asked for."""
         await self._visit_end_marker()
-        return await events_before_end_marker(self.settings, self.domain, expected)
+        return await events_before_end_marker(self.settings, self.domain, expected, engagement)
 
     async def _visit_end_marker(self) -> None:
         # Another origin, so nothing the test put in the page's storage (an opt-out) applies.
@@ -97,7 +102,9 @@ class TrackedSite:
         await marker.close()
 
 
-async def events_before_end_marker(settings: Settings, site: str, expected: int) -> list[PageViewEvent]:
+async def events_before_end_marker(
+    settings: Settings, site: str, expected: int, engagement: bool = False
+) -> list[PageViewEvent]:
     consumer = AIOKafkaConsumer(
         settings.pageviews_topic, bootstrap_servers=settings.kafka_bootstrap, auto_offset_reset="earliest"
     )
@@ -109,7 +116,7 @@ async def events_before_end_marker(settings: Settings, site: str, expected: int)
         while not (ended and len(events) >= expected) and time.monotonic() < deadline:
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 for event in (PageViewEvent.from_json(record.value) for record in records):
-                    if event.site != site:
+                    if event.site != site or (event.name == "engagement" and not engagement):
                         continue
                     if event.hostname == END_HOST:
                         ended = True
@@ -127,6 +134,20 @@ def times_archived(settings: Settings, site: str, event_id: UUID) -> int:
         parameters={"site": site, "id": event_id},
     )
     return int(rows.result_rows[0][0])
+
+
+def archived_page_views(settings: Settings, site: str) -> tuple[int, int]:
+    """The site's page views in the archive: (rows, distinct event ids)."""
+    count, unique = (
+        connect(settings)
+        .query(
+            "SELECT count(), uniqExact(event_id) FROM events "
+            "WHERE site = {site:String} AND name = 'pageview'",
+            parameters={"site": site},
+        )
+        .result_rows[0]
+    )
+    return int(count), int(unique)
 
 
 def described(events: list[PageViewEvent]) -> list[tuple[str, str, dict[str, str]]]:
@@ -261,7 +282,9 @@ async def test_custom_event_carries_props_as_strings_and_calls_back(site: Tracke
 
 
 async def test_call_queued_before_the_snippet_loads_is_sent(site: TrackedSite, page: Page) -> None:
-    assert QUEUE_SNIPPET in TRACKER_JS.read_text(), "the queue snippet tested here is the one documented"
+    # tracker.js has no byte to spare for a comment since it sends engagement: README documents it.
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert QUEUE_SNIPPET in readme, "the queue snippet tested here is the one documented"
     queued = f"<script>{QUEUE_SNIPPET}; tally('signup', {{props: {{plan: 'pro'}}}})</script>"
     home = site.publish("/", head=queued)
     await page.goto(home)
@@ -282,7 +305,9 @@ async def test_events_are_sent_with_fetch_keepalive_and_an_id_of_their_own(
     await page.click("text=Pricing")
 
     events = await site.logged_events(expected=2)
-    ids = [UUID(json.loads(body)["i"]) for kind, body in sent if kind == "fetch"]
+    bodies = [json.loads(body) for kind, body in sent if kind == "fetch"]
+    # Leaving "/" for /pricing also sends "/"'s engagement: not one of the events counted here.
+    ids = [UUID(body["i"]) for body in bodies if body["n"] != "engagement"]
     assert len(ids) == 2 and all(event_id.version == 4 for event_id in ids)
     assert sorted(event.event_id for event in events) == sorted(ids)
 
@@ -315,8 +340,10 @@ async def test_retried_send_is_archived_once(
     assert answers == [202]
     assert len(sent_twice) == 2 and len({event.event_id for event in sent_twice}) == 1
     [event_id] = {event.event_id for event in sent_twice}
-    await archive_until(settings, site.domain, expected=2)  # the page view and the end marker
-    assert archived(settings, site.domain) == (2, 2)
+    # the page view and the end marker (the engagement of the end marker's page, sent as it
+    # closes, may come too)
+    await archive_until(settings, site.domain, expected=2, rows=lambda s, d: archived_page_views(s, d)[0])
+    assert archived_page_views(settings, site.domain) == (2, 2)
     assert times_archived(settings, site.domain, event_id) == 1
 
 
@@ -379,3 +406,96 @@ async def test_snippet_sets_no_cookie_and_stores_nothing(site: TrackedSite, page
         ["theme"],
         0,
     ]
+
+
+# A page three viewports tall: scrolled to its middle, the deepest point seen is two thirds down.
+TALL_PAGE = '<div style="height: 2400px">a long read</div>'
+DEPTH_SEEN = "Math.min(100, (scrollY + innerHeight) * 100 / document.body.scrollHeight | 0)"
+
+
+async def test_page_scrolled_and_left_sends_an_engagement_event_that_is_archived(
+    site: TrackedSite, page: Page, settings: Settings
+) -> None:
+    # Left by a client-side navigation: the page is still alive to send it. (Left by loading
+    # another document, Chromium sends it too, but without the test's user agent override:
+    # headless Chromium's own, which the collector drops as a bot.)
+    home = site.publish("/article", head=SPA_ROUTER, body=f'<a href="/next">Next</a>{TALL_PAGE}')
+    opened = time.monotonic()
+    await page.goto(home)
+    await page.wait_for_function("typeof tally === 'function'")
+    await page.evaluate("window.scrollTo(0, 900)")
+    await page.wait_for_function("scrollY >= 900")
+    depth = await page.evaluate(DEPTH_SEEN)
+    await page.evaluate("window.scrollTo(0, 0)")  # back up: the deepest point counts
+    await page.wait_for_timeout(1000)  # a second of reading, so that there is engaged time
+    await page.click("text=Next")
+    stayed_ms = (time.monotonic() - opened) * 1000
+
+    events = await site.logged_events(expected=3, engagement=True)
+    assert sorted((event.name, event.path) for event in events) == [
+        ("engagement", "/article"),
+        ("pageview", "/article"),
+        ("pageview", "/next"),
+    ]
+    [engaged] = [event for event in events if event.name == "engagement"]
+    assert engaged.url == home and len({event.visitor_id for event in events}) == 1
+    assert 50 <= depth == engaged.scroll_depth < 100
+    assert 1000 <= engaged.engagement_ms <= stayed_ms
+
+    await archive_until(settings, site.domain, expected=4)  # and the end marker
+    rows = connect(settings).query(
+        "SELECT scroll_depth, engagement_ms FROM events WHERE site = {site:String} AND event_id = {id:UUID}",
+        parameters={"site": site.domain, "id": engaged.event_id},
+    )
+    assert rows.result_rows == [(engaged.scroll_depth, engaged.engagement_ms)]
+
+
+async def test_engagement_shaped_like_plausibles_reaches_the_dashboards_numbers(
+    page: Page, browser: Browser, websites: Websites, collector_url: str, settings: Settings
+) -> None:
+    """What Plausible's tracker sends (its short keys and script version) for two visitors of
+    /guide: one reads for 40 s in two engagement events down to 75 %, the other 20 s to 25 %.
+    The stats API's page breakdown shows 30 s and 50 % for it, from both sources."""
+    domain = "plausible-engagement.test"
+    register_site(settings, collector_url, domain)
+    # The site's own page, without Tally's snippet: the events below are all it sends.
+    home = websites.publish(domain, "/", "<h1>a site tracked by Plausible's script</h1>")
+    guide = websites.url(domain, "/guide")
+    send = """async ([api, site, url, events]) => {
+        for (const [n, extra] of events) {
+            const body = JSON.stringify({n, u: url, d: site, r: null, p: {}, v: 27, ...extra});
+            await fetch(api, {method: 'POST', body});
+        }
+    }"""
+    visits = [
+        [["pageview", {}], ["engagement", {"sd": 40, "e": 25_000}], ["engagement", {"sd": 75, "e": 15_000}]],
+        [["pageview", {}], ["engagement", {"sd": 25, "e": 20_000}]],
+    ]
+    other = await browser.new_context(user_agent=FIREFOX)  # another browser: another visitor
+    try:
+        for tab, visit in zip((page, await other.new_page()), visits, strict=True):
+            await tab.goto(home)
+            await tab.evaluate(send, [f"{collector_url}/api/event", domain, guide, visit])
+    finally:
+        await other.close()
+
+    await archive_until(settings, domain, expected=5)
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    span = {"from": today.isoformat(), "to": (today + timedelta(days=1)).isoformat()}
+    response = (
+        build_app(settings)
+        .server.test_client()
+        .get(
+            "/api/v1/stats/breakdown",
+            query_string={"site": domain, "by": "path", "source": "raw", **span},
+            headers={"Authorization": f"Bearer {settings.resolved_api_key()}"},
+        )
+    )
+    assert response.get_json() == [
+        {"value": "/guide", "pageviews": 2, "visitors": 2, "time_on_page_s": 30.0, "scroll_depth": 50.0}
+    ]
+    # agg: no stream jobs run here to count the page views, but engagement_minute is the archive's
+    q = StatsQuery(domain, today, today + timedelta(days=1))
+    assert queries.engagement(connect(settings), q, ["/guide"], source="agg") == {
+        "/guide": PageEngagement("/guide", 2, 30.0, 50.0)
+    }

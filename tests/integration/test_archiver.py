@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
@@ -31,11 +32,18 @@ async def produce(settings: Settings, values: list[tuple[bytes, bytes]]) -> None
         await producer.stop()
 
 
-async def archive_until(settings: Settings, site: str, expected: int, timeout_s: float = 240) -> Archiver:
+async def archive_until(
+    settings: Settings,
+    site: str,
+    expected: int,
+    timeout_s: float = 240,
+    rows: Callable[[Settings, str], int] = lambda settings, site: archived(settings, site)[0],
+) -> Archiver:
+    """Run an archiver until `rows` (by default all the site's) counts `expected` archived."""
     archiver = Archiver(settings, connect(settings))
     task = asyncio.create_task(archiver.run())
     deadline = asyncio.get_running_loop().time() + timeout_s
-    while archived(settings, site)[0] < expected and asyncio.get_running_loop().time() < deadline:
+    while rows(settings, site) < expected and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.5)
     await asyncio.sleep(2)  # let a late duplicate, if any, land before we look
     archiver.stop()

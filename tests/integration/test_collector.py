@@ -39,6 +39,7 @@ SITES = [
     "batch.example.com",
     "bots.example.com",
     "blocked.example.com",
+    "engagement.example.com",
 ]
 
 
@@ -143,6 +144,27 @@ def test_beacon_pageview_is_on_the_log_enriched_and_without_the_ip(
             400,
             "props",
         ),
+        (
+            b'{"d": "bad.example.com", "u": "https://bad.example.com/", "n": "engagement", "sd": -1}',
+            400,
+            "sd",
+        ),
+        (
+            b'{"d": "bad.example.com", "u": "https://bad.example.com/", "n": "engagement", "sd": 101}',
+            400,
+            "sd",
+        ),
+        (b'{"d": "bad.example.com", "u": "https://bad.example.com/", "n": "engagement", "e": -5}', 400, "e"),
+        (
+            b'{"d": "bad.example.com", "u": "https://bad.example.com/", "n": "engagement", "e": 86400001}',
+            400,
+            "e",
+        ),
+        (
+            b'{"d": "bad.example.com", "u": "https://bad.example.com/", "scroll_depth": "deep"}',
+            400,
+            "scroll_depth",
+        ),
         (b"not json", 400, "body"),
         (b"\xff\xfe\x00garbage", 400, "body"),
         (b"[1, 2]", 400, "body"),
@@ -179,6 +201,26 @@ def test_batch_needs_the_ingest_key(collector: TestClient, settings: Settings) -
     wrong = collector.post("/api/events", json=batch, headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
     assert "authorization" in wrong.json()["error"]
+
+
+def test_engagement_events_carry_scroll_depth_and_engaged_time_on_the_log(
+    collector: TestClient, settings: Settings
+) -> None:
+    site = "engagement.example.com"
+    # As Plausible's tracker sends it (short keys, props as a JSON string)...
+    beacon = {"n": "engagement", "d": site, "u": f"https://{site}/docs", "sd": 64, "e": 12_345, "p": "{}"}
+    assert post_beacon(collector, beacon) == 202
+    # ... and as a server-side batch with the native names.
+    batch = [{"name": "engagement", "site": site, "url": f"https://{site}/blog", "scroll_depth": 100,
+              "engagement_ms": 86_400_000, "ip": "5.9.1.1", "user_agent": BROWSER_UA}]  # fmt: skip
+    key = settings.resolved_ingest_key()
+    response = collector.post("/api/events", json=batch, headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 202
+    events = sorted(events_on_log_for(settings, site), key=lambda e: e.path)
+    assert [(e.name, e.path, e.scroll_depth, e.engagement_ms) for e in events] == [
+        ("engagement", "/blog", 100, 86_400_000),
+        ("engagement", "/docs", 64, 12_345),
+    ]
 
 
 def test_batch_honours_explicit_time_and_ip(collector: TestClient, settings: Settings) -> None:
@@ -218,6 +260,9 @@ def test_batch_honours_explicit_time_and_ip(collector: TestClient, settings: Set
         ([{"site": "other.example.com", "url": "https://other.example.com/"}], "[0].site"),
         ([{"site": "batch.example.com", "url": "https://batch.example.com/"}] * 1001, "body"),
         ({"site": "batch.example.com"}, "body"),
+        ([{"site": "batch.example.com", "url": "https://b/", "engagement_ms": -1}], "[0].engagement_ms"),
+        ([{"site": "batch.example.com", "url": "https://b/", "e": 90_000_000}], "[0].e"),
+        ([{"site": "batch.example.com", "url": "https://b/", "scroll_depth": 150}], "[0].scroll_depth"),
     ],
 )
 def test_bad_batch_is_refused_whole_naming_the_event_and_field(

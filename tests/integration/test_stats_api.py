@@ -216,10 +216,15 @@ def test_every_endpoint_answers_what_the_query_layer_answers(
         for p in queries.timeseries(archive, q, "hour", source=source_)
     ]
     for by in queries.DIMENSIONS:
-        assert get(api, auth, "/stats/breakdown", **DAY_RANGE, by=by, source=source)[1] == [
-            {"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors}
-            for r in queries.breakdown(archive, q, by, 10, source=source_)
-        ], by
+        rows = queries.breakdown(archive, q, by, 10, source=source_)
+        expected = [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
+        if by == "path":  # and each page's engagement (none here: no engagement events)
+            engaged = queries.engagement(archive, q, [r.value for r in rows], source=source_)
+            for row in expected:
+                page = engaged.get(str(row["value"]))
+                row |= {"time_on_page_s": page.time_on_page_s if page else 0.0}
+                row |= {"scroll_depth": page.scroll_depth if page else 0.0}
+        assert get(api, auth, "/stats/breakdown", **DAY_RANGE, by=by, source=source)[1] == expected, by
     assert get(api, auth, "/stats/realtime", site=SITE, source=source)[1] == queries.realtime(
         archive, SITE, now=NOW, source=source_
     )

@@ -48,9 +48,23 @@ moments = st.datetimes(
     ),
     client_ip=st.sampled_from(["81.2.69.142", "2001:db8::1", "10.0.0.1"]),
     language=text,
+    scroll_depth=st.integers(0, 100),
+    engagement_ms=st.integers(0, 86_400_000),
 )
 def test_the_collectors_encoding_is_the_contracts(
-    path, query, referrer, props, screen_width, ts, received_at, event_id, user_agent, client_ip, language
+    path,
+    query,
+    referrer,
+    props,
+    screen_width,
+    ts,
+    received_at,
+    event_id,
+    user_agent,
+    client_ip,
+    language,
+    scroll_depth,
+    engagement_ms,
 ) -> None:
     draft = Draft(
         site="example.com",
@@ -61,6 +75,8 @@ def test_the_collectors_encoding_is_the_contracts(
         screen_width=screen_width,
         ts=ts,
         event_id=event_id,
+        scroll_depth=scroll_depth,
+        engagement_ms=engagement_ms,
     )
     context = RequestContext(
         client_ip=client_ip,
