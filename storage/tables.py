@@ -23,6 +23,11 @@ RATE_LIMIT_BLOCKS = "rate_limit_blocks"
 LATE_EVENTS = "late_events"
 STREAM_WATERMARKS = "stream_watermarks"
 STREAM_BATCHES = "stream_batches"  # a log of the stream jobs' runs, not derived
+# Goals and the aggregates of custom events (migration 0022): materialized views on the
+# archive, not the stream jobs' tables, so a replay leaves them as they are.
+GOALS = "goals"
+GOAL_EVENTS_MINUTE = "goal_events_minute"
+GOAL_PROPS_MINUTE = "goal_props_minute"
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
+from storage.goals import find_goal, list_goals
 from storage.queries import agg, raw
 from storage.queries.contract import (
     DIMENSIONS,
@@ -22,6 +23,8 @@ from storage.queries.contract import (
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
     BreakdownRow,
+    EventRow,
+    GoalRow,
     Interval,
     Point,
     SessionRow,
@@ -44,6 +47,8 @@ __all__ = [
     "SESSION_GAP_S",
     "SESSION_PROPERTIES",
     "BreakdownRow",
+    "EventRow",
+    "GoalRow",
     "Interval",
     "Point",
     "SessionRow",
@@ -53,8 +58,11 @@ __all__ = [
     "aggregate",
     "breakdown",
     "buckets",
+    "custom_events",
+    "goals",
     "late_pageviews",
     "pageviews_per_minute",
+    "properties",
     "raw_sessions_sql",
     "realtime",
     "sessions",
@@ -135,3 +143,34 @@ def total_pageviews(client: Client, site: str) -> int:
             parameters={"site": site},
         ).result_rows[0][0]
     )
+
+
+# --- goals, custom events, properties (issue 16) ---------------------------------------------
+
+MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
+
+
+def goals(client: Client, q: StatsQuery, source: Source = "raw") -> list[GoalRow]:
+    """The site's goals' numbers over the range (contract.py: goals)."""
+    validate(q)
+    site_goals = list_goals(client, q.site)
+    if not site_goals:
+        return []
+    return (agg if uses_agg(q, source) else raw).goals(client, q, site_goals)
+
+
+def custom_events(client: Client, q: StatsQuery, limit: int = 10, source: Source = "raw") -> list[EventRow]:
+    """Custom events by name (breakdown `event:name`)."""
+    validate(q)
+    return (agg if uses_agg(q, source) else raw).custom_events(client, q, limit)
+
+
+def properties(
+    client: Client, q: StatsQuery, key: str, goal: str = "", limit: int = 10, source: Source = "raw"
+) -> list[EventRow]:
+    """Values of property `key` on the custom events, or on goal `goal`'s events."""
+    validate(q)
+    if not key or len(key) > MAX_PROPERTY_KEY:
+        raise UnsupportedQuery(f"a property key has 1 to {MAX_PROPERTY_KEY} characters")
+    site_goal = find_goal(client, q.site, goal) if goal else None
+    return (agg if uses_agg(q, source) else raw).properties(client, q, key, site_goal, limit)

@@ -27,13 +27,36 @@ Once the stream jobs have processed an event both give the same numbers. The def
   its first / last page view) and count the page views and visitors of those sessions, a
   visitor on the day its session starts.
 - live visitors: distinct visitors with a page view in the last 5 minutes.
+
+Goals, custom events and properties (issue 16; storage/goals.py, migration 0022):
+- custom event: an event whose name is neither 'pageview' nor 'engagement'.
+- a goal's events: for an event goal the custom events of its name, for a page goal the page
+  views whose path matches its pattern (`*` any run of characters); ts in [start, end).
+- a goal's visitors (unique conversions): distinct visitors (as above: (UTC day, visitor_id))
+  with at least one of its events in the range.
+- conversion_rate = the goal's visitors / the site's visitors (those with a page view in the
+  range), rounded to 4 places; 0 when the site had no visitor.
+- revenue (revenue goals, which name a currency): only the goal's events carrying revenue in
+  the goal's currency count; events in another currency are left out (no conversion rates are
+  assumed). revenue_total is their sum, revenue_events their number, revenue_average the
+  total / revenue_events (0 if none), exact decimals with 6 places (rounded to 2 for display).
+- property breakdown by KEY: the custom events carrying KEY (all of them, or one goal's),
+  per value: events and visitors. Page goals' page views carry no properties of their own
+  in Tally's model, so a page goal's breakdown is empty.
+- custom event breakdown (`event:name`): per custom event name, events and visitors.
+On agg these are read from goal_events_minute / goal_props_minute (materialized views on the
+archive), at minute resolution: the minute buckets whose start is in [start, end).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from decimal import Decimal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from storage.goals import Goal
 
 Source = Literal["raw", "agg"]
 Interval = Literal["minute", "hour", "day"]
@@ -106,6 +129,33 @@ class Point:
 class BreakdownRow:
     value: str
     pageviews: int
+    visitors: int
+
+
+@dataclass(frozen=True)
+class GoalRow:
+    """One goal's numbers over a range (module docstring: goals)."""
+
+    goal: str
+    kind: str
+    visitors: int
+    events: int
+    conversion_rate: float
+    currency: str = ""
+    revenue_total: Decimal = Decimal(0)
+    revenue_events: int = 0
+
+    @property
+    def revenue_average(self) -> Decimal:
+        return self.revenue_total / self.revenue_events if self.revenue_events else Decimal(0)
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A custom event name or a property value: its events and visitors."""
+
+    value: str
+    events: int
     visitors: int
 
 
@@ -187,3 +237,36 @@ def fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
 
 def session_row(row: dict[str, object]) -> SessionRow:
     return SessionRow(**{name: row[name] for name in SessionRow.__dataclass_fields__})
+
+
+def goal_condition(goal: Goal, index: int) -> tuple[str, dict[str, object]]:
+    """SQL true for the goal's events over columns `name` and `path` (events and
+    goal_events_minute both have them); the goal's values as parameters goal_<index>_*."""
+    if goal.kind == "page":
+        from storage.page_patterns import pattern_regex
+
+        sql = f"(name = 'pageview' AND match(path, {{goal_{index}_re:String}}))"
+        return sql, {f"goal_{index}_re": pattern_regex(goal.page_pattern)}
+    return f"(name = {{goal_{index}_name:String}})", {f"goal_{index}_name": goal.event_name}
+
+
+def conversion_rate(visitors: int, site_visitors: int) -> float:
+    return round(visitors / site_visitors, 4) if site_visitors else 0.0
+
+
+def goal_row(
+    goal: Goal, events: int, visitors: int, site_visitors: int, revenue: Decimal, revenue_events: int
+) -> GoalRow:
+    if not goal.currency:
+        revenue, revenue_events = Decimal(0), 0
+    rate = conversion_rate(int(visitors), int(site_visitors))
+    return GoalRow(
+        goal.name,
+        goal.kind,
+        int(visitors),
+        int(events),
+        rate,
+        goal.currency,
+        Decimal(revenue),
+        int(revenue_events),
+    )
