@@ -8,18 +8,21 @@ dimension at a time).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
-from storage.goals import find_goal, list_goals
+from storage.goals import InvalidGoal, find_goal, list_goals
 from storage.queries import agg, raw
 from storage.queries.contract import (
     DIMENSIONS,
     EVENT_DIMENSIONS,
+    GOAL_FILTER,
     INTERVAL_SQL,
     INTERVAL_STEP,
     LIVE_WINDOW,
+    MAX_PROPERTY_KEY,
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
     BreakdownRow,
@@ -74,20 +77,33 @@ __all__ = [
 ]
 
 
+def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
+    """`q` validated, with the goal its `goal` filter names looked up (UnsupportedQuery if the
+    site has no such goal)."""
+    validate(q)
+    name = q.filters.get(GOAL_FILTER)
+    if name is None:
+        return q
+    try:
+        return replace(q, goal=find_goal(client, q.site, name))
+    except InvalidGoal as error:
+        raise UnsupportedQuery(f"goal filter: {error}") from None
+
+
 def uses_agg(q: StatsQuery, source: Source) -> bool:
     """Whether `source` answers `q`: filters always read the archive."""
     return source == "agg" and not q.filters
 
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
-    validate(q)
+    q = with_goal(client, q)
     return (agg if uses_agg(q, source) else raw).aggregate(client, q)
 
 
 def timeseries(
     client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
 ) -> list[Point]:
-    validate(q)
+    q = with_goal(client, q)
     if interval not in INTERVAL_SQL:
         raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
     return (agg if uses_agg(q, source) else raw).timeseries(client, q, interval)
@@ -96,14 +112,14 @@ def timeseries(
 def breakdown(
     client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
 ) -> list[BreakdownRow]:
-    validate(q)
+    q = with_goal(client, q)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
 
 
 def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
-    validate(q)
+    q = with_goal(client, q)
     return (agg if uses_agg(q, source) else raw).sessions(client, q, limit)
 
 
@@ -147,12 +163,10 @@ def total_pageviews(client: Client, site: str) -> int:
 
 # --- goals, custom events, properties (issue 16) ---------------------------------------------
 
-MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
-
 
 def goals(client: Client, q: StatsQuery, source: Source = "raw") -> list[GoalRow]:
     """The site's goals' numbers over the range (contract.py: goals)."""
-    validate(q)
+    q = with_goal(client, q)
     site_goals = list_goals(client, q.site)
     if not site_goals:
         return []
@@ -161,7 +175,7 @@ def goals(client: Client, q: StatsQuery, source: Source = "raw") -> list[GoalRow
 
 def custom_events(client: Client, q: StatsQuery, limit: int = 10, source: Source = "raw") -> list[EventRow]:
     """Custom events by name (breakdown `event:name`)."""
-    validate(q)
+    q = with_goal(client, q)
     return (agg if uses_agg(q, source) else raw).custom_events(client, q, limit)
 
 
@@ -169,8 +183,11 @@ def properties(
     client: Client, q: StatsQuery, key: str, goal: str = "", limit: int = 10, source: Source = "raw"
 ) -> list[EventRow]:
     """Values of property `key` on the custom events, or on goal `goal`'s events."""
-    validate(q)
+    q = with_goal(client, q)
     if not key or len(key) > MAX_PROPERTY_KEY:
         raise UnsupportedQuery(f"a property key has 1 to {MAX_PROPERTY_KEY} characters")
-    site_goal = find_goal(client, q.site, goal) if goal else None
+    try:
+        site_goal = find_goal(client, q.site, goal) if goal else None
+    except InvalidGoal as error:
+        raise UnsupportedQuery(f"goal: {error}") from None
     return (agg if uses_agg(q, source) else raw).properties(client, q, key, site_goal, limit)

@@ -27,6 +27,10 @@ Once the stream jobs have processed an event both give the same numbers. The def
   its first / last page view) and count the page views and visitors of those sessions, a
   visitor on the day its session starts.
 - live visitors: distinct visitors with a page view in the last 5 minutes.
+- filters restrict the events every report counts: a dimension (path, country, …) to events
+  with that value; `goal` to the visitors (day, visitor) who converted on that goal in the
+  range (all their events in the range count); `props.KEY` to events carrying KEY = value.
+  A filtered report is computed from the archive (raw) on either source.
 
 Goals, custom events and properties (issue 16; storage/goals.py, migration 0022):
 - custom event: an event whose name is neither 'pageview' nor 'engagement'.
@@ -84,6 +88,11 @@ SESSION_DIMENSIONS = {
     "utm_source": "utm_source",
 }
 DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
+# Filters beyond the dimensions: a goal's converted visitors, a property's value (props.KEY).
+GOAL_FILTER = "goal"
+PROPS_FILTER = "props."
+MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
+GOAL_VISITOR = "cityHash64(visitor_key, toDate(ts))"
 INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
 INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
@@ -91,13 +100,16 @@ INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "da
 @dataclass(frozen=True)
 class StatsQuery:
     """What a report asks about: one site, the half-open UTC range [start, end), and
-    optional filters (event-level dimension → value) that restrict the page views counted."""
+    optional filters that restrict the events counted: an event-level dimension → value,
+    `goal` → a goal's name, `props.KEY` → a property value (module docstring: filters).
+    `goal` is the named goal itself, looked up by the query layer (storage.queries)."""
 
     site: str
     start: datetime
     end: datetime
     filters: dict[str, str] = field(default_factory=dict)
     session_gap_s: int = SESSION_GAP_S
+    goal: Goal | None = None
 
     def parameters(self) -> dict[str, object]:
         parameters: dict[str, object] = {
@@ -106,15 +118,37 @@ class StatsQuery:
             "end": self.end,
             "gap_ms": self.session_gap_s * 1000,
         }
-        for index, value in enumerate(self.filters.values()):
+        for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value
+            if name.startswith(PROPS_FILTER):
+                parameters[f"filter_{index}_key"] = name.removeprefix(PROPS_FILTER)
+        if self.goal is not None:
+            parameters |= goal_condition(self.goal, "filter")[1]
         return parameters
 
     def filter_sql(self) -> str:
-        """`AND column = {filter_i:String}` for each filter; columns come from EVENT_DIMENSIONS only."""
-        return "".join(
-            f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
-            for index, name in enumerate(self.filters)
+        """An `AND …` per filter; columns come from EVENT_DIMENSIONS only, values and
+        property keys are parameters."""
+        sql = ""
+        for index, name in enumerate(self.filters):
+            if name == GOAL_FILTER:
+                sql += self.goal_filter_sql()
+            elif name.startswith(PROPS_FILTER):
+                sql += f" AND props[{{filter_{index}_key:String}}] = {{filter_{index}:String}}"
+                sql += f" AND mapContains(props, {{filter_{index}_key:String}})"
+            else:
+                sql += f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
+        return sql
+
+    def goal_filter_sql(self) -> str:
+        """The visitors (day, visitor) who converted on the goal in the range."""
+        if self.goal is None:
+            raise UnsupportedQuery("the goal filter's goal was not looked up")
+        condition = goal_condition(self.goal, "filter")[0]
+        return (
+            f" AND {GOAL_VISITOR} IN (SELECT {GOAL_VISITOR} FROM events WHERE site = {{site:String}} "
+            "AND ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')} "
+            f"AND {condition})"
         )
 
 
@@ -182,9 +216,10 @@ class UnsupportedQuery(ValueError):
 
 
 def validate(q: StatsQuery) -> None:
-    unknown = set(q.filters) - set(EVENT_DIMENSIONS)
+    unknown = {name for name in q.filters if not is_filter(name)}
     if unknown:
-        raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {sorted(EVENT_DIMENSIONS)}")
+        known = [*sorted(EVENT_DIMENSIONS), GOAL_FILTER, f"{PROPS_FILTER}KEY"]
+        raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {known}")
     if q.end <= q.start:
         raise UnsupportedQuery("`to` must be after `from`")
 
@@ -239,7 +274,16 @@ def session_row(row: dict[str, object]) -> SessionRow:
     return SessionRow(**{name: row[name] for name in SessionRow.__dataclass_fields__})
 
 
-def goal_condition(goal: Goal, index: int) -> tuple[str, dict[str, object]]:
+def is_filter(name: str) -> bool:
+    key = name.removeprefix(PROPS_FILTER)
+    return (
+        name in EVENT_DIMENSIONS
+        or name == GOAL_FILTER
+        or (name.startswith(PROPS_FILTER) and 0 < len(key) <= MAX_PROPERTY_KEY)
+    )
+
+
+def goal_condition(goal: Goal, index: int | str) -> tuple[str, dict[str, object]]:
     """SQL true for the goal's events over columns `name` and `path` (events and
     goal_events_minute both have them); the goal's values as parameters goal_<index>_*."""
     if goal.kind == "page":

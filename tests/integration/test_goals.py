@@ -11,6 +11,7 @@ event); the next day one returning visitor id (another visitor: a visitor is a (
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -209,3 +210,38 @@ def independent_goal_numbers(events: list[PageViewEvent], q: StatsQuery) -> dict
             len(paid),
         )
     return found
+
+
+@pytest.mark.parametrize("source", ["raw", "agg"])
+def test_goal_and_property_filters_restrict_every_report(store: Client, source: queries.Source) -> None:
+    signed_up = StatsQuery(SITE, *FIRST_DAY, filters={"goal": "Signup"})
+    # v0, v1, v2 converted on Signup: their page views, and all their events
+    assert queries.aggregate(store, signed_up, source)["visitors"] == 3
+    assert queries.aggregate(store, signed_up, source)["pageviews"] == 3
+    assert queries.breakdown(store, signed_up, "path", 10, source) == [queries.BreakdownRow("/", 3, 3)]
+    rows = {row.goal: row for row in queries.goals(store, signed_up, source)}
+    assert (rows["Signup"].visitors, rows["Signup"].conversion_rate) == (3, 1.0)
+    assert rows["Purchase"].visitors == 0
+    pro = StatsQuery(SITE, *FIRST_DAY, filters={"props.plan": "pro"})
+    assert queries.custom_events(store, pro, 10, source) == [queries.EventRow("Signup", 3, 2)]
+    assert queries.aggregate(store, pro, source)["pageviews"] == 0  # page views carry no plan
+    both = StatsQuery(SITE, *FIRST_DAY, filters={"goal": "Signup", "props.plan": "free"})
+    assert queries.properties(store, both, "plan", source=source) == [queries.EventRow("free", 1, 1)]
+
+
+@pytest.mark.parametrize(
+    ("filters", "named"),
+    [
+        ({"goal": "Nothing"}, "has no goal 'Nothing'"),
+        ({"props.": "x"}, "cannot filter by ['props.']"),
+        ({"plan": "pro"}, "cannot filter by ['plan']"),
+    ],
+)
+def test_bad_filters_are_named(store: Client, filters: dict[str, str], named: str) -> None:
+    with pytest.raises(queries.UnsupportedQuery, match=re.escape(named)):
+        queries.aggregate(store, StatsQuery(SITE, *FIRST_DAY, filters=filters))
+
+
+def test_property_breakdown_of_an_unknown_goal_is_refused(store: Client) -> None:
+    with pytest.raises(queries.UnsupportedQuery, match=r"goal: .*has no goal 'Nothing'"):
+        queries.properties(store, StatsQuery(SITE, *FIRST_DAY), "plan", goal="Nothing")
