@@ -43,9 +43,11 @@ from storage.tables import EVENTS
 __all__ = [
     "DIMENSIONS",
     "EVENT_DIMENSIONS",
+    "GOAL_FILTER",
     "INTERVAL_SQL",
     "INTERVAL_STEP",
     "LIVE_WINDOW",
+    "MAX_PROPERTY_KEY",
     "SESSION_DIMENSIONS",
     "SESSION_GAP_S",
     "SESSION_PROPERTIES",
@@ -66,6 +68,7 @@ __all__ = [
     "late_pageviews",
     "pageviews_per_minute",
     "properties",
+    "property_keys",
     "raw_sessions_sql",
     "realtime",
     "sessions",
@@ -87,7 +90,7 @@ def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
     try:
         return replace(q, goal=find_goal(client, q.site, name))
     except InvalidGoal as error:
-        raise UnsupportedQuery(f"goal filter: {error}") from None
+        raise UnsupportedQuery(f"filters: goal: {error}") from None
 
 
 def uses_agg(q: StatsQuery, source: Source) -> bool:
@@ -191,3 +194,9 @@ def properties(
     except InvalidGoal as error:
         raise UnsupportedQuery(f"goal: {error}") from None
     return (agg if uses_agg(q, source) else raw).properties(client, q, key, site_goal, limit)
+
+
+def property_keys(client: Client, q: StatsQuery, limit: int = 50, source: Source = "raw") -> list[str]:
+    """The custom events' property keys in the range, the most used first (the dashboard's picker)."""
+    q = with_goal(client, q)
+    return (agg if uses_agg(q, source) else raw).property_keys(client, q, limit)

@@ -363,3 +363,12 @@ def properties(client: Client, q: StatsQuery, key: str, goal: Goal | None, limit
         {**_minute_bounds(q), **parameters, "prop_key": key},
         limit,
     )
+
+
+def property_keys(client: Client, q: StatsQuery, limit: int) -> list[str]:
+    rows = client.query(
+        f"SELECT prop_key FROM {GOAL_PROPS_MINUTE} WHERE {_GOAL_BUCKETS} "
+        "GROUP BY prop_key ORDER BY sum(events) DESC, prop_key LIMIT {limit:UInt32}",
+        parameters={**_minute_bounds(q), "limit": limit},
+    ).result_rows
+    return [row[0] for row in rows]

@@ -281,3 +281,13 @@ def event_rows(client: Client, sql: str, parameters: dict[str, object], limit: i
         parameters={**parameters, "limit": limit},
     ).result_rows
     return [EventRow(value, int(events), int(visitors)) for value, events, visitors in rows]
+
+
+def property_keys(client: Client, q: StatsQuery, limit: int) -> list[str]:
+    """The property keys the custom events carry, the most used first."""
+    rows = client.query(
+        f"SELECT arrayJoin(mapKeys(props)) AS key FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}"
+        f"{q.filter_sql()} GROUP BY key ORDER BY count() DESC, key LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "limit": limit},
+    ).result_rows
+    return [row[0] for row in rows]

@@ -155,6 +155,7 @@ def test_custom_events_and_properties_known_answers(store: Client, source: queri
     assert queries.properties(store, q, "plan", goal="Purchase", source=source) == []
     assert queries.properties(store, q, "seats", source=source) == [queries.EventRow("5", 1, 1)]
     assert queries.properties(store, q, "sd", source=source) == []  # engagement events' keys
+    assert queries.property_keys(store, q, 10, source) == ["plan", "seats"]
 
 
 RANGES = {
@@ -171,6 +172,7 @@ def reports(client: Client, q: StatsQuery, source: queries.Source) -> dict[str, 
         "custom events": queries.custom_events(client, q, 100, source),
         "plan": queries.properties(client, q, "plan", source=source),
         "plan of Signup": queries.properties(client, q, "plan", goal="Signup", source=source),
+        "keys": queries.property_keys(client, q, 10, source),
     }
 
 
