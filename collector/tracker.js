@@ -3,7 +3,7 @@
 t=(n,o={})=>{let p=o.props,b,i
 try{i=localStorage.tally_ignore=="true"}catch{}
 if(!i&&("allowLocal"in D||!(/^(localhost|127[\d.]+|\[::1\]|)$/.test(l.hostname)||navigator.webdriver))){
-b=JSON.stringify({n,u:l.href,d:D.site||l.hostname,r:d.referrer,w:w.innerWidth,p,h:"hash"in D?1:void 0,i:crypto.randomUUID?.()||([1e7]+-1e3+-4e3+-8e3+-1e11).replace(/[018]/g,c=>(c^crypto.getRandomValues(new Uint8Array(1))[0]&15>>c/4).toString(16))},function(k,v){return this==p?""+v:v})
+b=JSON.stringify({n,u:l.href,d:D.site||l.hostname,r:d.referrer,w:w.innerWidth,p,$:o.revenue,h:"hash"in D?1:void 0,i:crypto.randomUUID?.()||([1e7]+-1e3+-4e3+-8e3+-1e11).replace(/[018]/g,c=>(c^crypto.getRandomValues(new Uint8Array(1))[0]&15>>c/4).toString(16))},function(k,v){return this==p?""+v:v})
 f(b,0)}
 o.callback?.()},
 f=(b,k)=>fetch(a,{method:"POST",body:b,keepalive:!0}).then(r=>{if(r.status==503||r.status==408)throw 0}).catch(()=>k<2&&setTimeout(f,1e3<<2*k,b,k+1)),

@@ -17,6 +17,7 @@ DIMENSION_LABELS = {
     "browser": "Browser",
     "os": "Operating system",
     "device": "Device",
+    "goal": "Goal",
 }
 # What an empty value means for each dimension.
 EMPTY_VALUES = {"referrer_domain": "Direct / none", "utm_source": "(no UTM source)"}

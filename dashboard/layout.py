@@ -12,6 +12,7 @@ from dash import dcc, html
 
 from dashboard import figures
 from dashboard.components import panel, panel_tabs
+from dashboard.goals_panel import goals_panels
 from dashboard.periods import DEFAULT_PRESET, PRESETS
 
 LIVE_REFRESH_MS = 5_000
@@ -194,6 +195,7 @@ def _overview(topojson_url: str) -> html.Section:
                             graph("pageviews-per-minute", 160, className="sparkline"),
                         ],
                     ),
+                    *goals_panels(),
                     panel("Rate limiting", [html.Div(id="rate-limits")]),
                 ],
                 className="grid",
