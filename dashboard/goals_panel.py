@@ -78,12 +78,15 @@ def goals_table(rows: list[GoalRow]) -> Any:
         return notice(NO_GOALS)
     revenue = any(row.currency for row in rows)
     most = max(row.visitors for row in rows) or 1
-    columns = ["Goal", "Uniques", "Total", "CR", *(["Revenue"] if revenue else []), ""]
+    columns = {
+        "Goal": "col-value",
+        "Uniques": "col-number",
+        "Total": "col-number goal-events",
+        "CR": "col-number",
+    }
+    columns |= {"Revenue": "col-number"} if revenue else {}
     header = html.Div(
-        [
-            html.Span(name, className="col-value" if i == 0 else "col-number")
-            for i, name in enumerate(columns)
-        ],
+        [*(html.Span(name, className=style) for name, style in columns.items()), html.Span()],
         className=f"breakdown-header goals-row{' with-revenue' if revenue else ''}",
     )
     return html.Div([header, *(_goal_row(row, revenue, most) for row in rows)], id="goals-table")
