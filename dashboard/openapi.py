@@ -168,8 +168,8 @@ SCHEMAS: dict[str, JSON] = {
             "conversion_rate": {
                 "type": "number",
                 "minimum": 0,
-                "maximum": 1,
-                "description": "visitors / the site's visitors (with a page view) in the range",
+                "description": "visitors / the site's visitors (with a page view) in the range; above 1 "
+                "only if converted visitors had no page view (server-side events)",
             },
             "revenue": {
                 "type": "object",

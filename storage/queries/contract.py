@@ -39,14 +39,14 @@ Goals, custom events and properties (issue 16; storage/goals.py, migration 0022)
 - a goal's visitors (unique conversions): distinct visitors (as above: (UTC day, visitor_id))
   with at least one of its events in the range.
 - conversion_rate = the goal's visitors / the site's visitors (those with a page view in the
-  range), rounded to 4 places; 0 when the site had no visitor.
+  range), rounded to 4 places; 0 when the site had no visitor. It may exceed 1 when custom
+  events come from visitors without a page view in the range (a server-side sender).
 - revenue (revenue goals, which name a currency): only the goal's events carrying revenue in
   the goal's currency count; events in another currency are left out (no conversion rates are
   assumed). revenue_total is their sum, revenue_events their number, revenue_average the
   total / revenue_events (0 if none), exact decimals with 6 places (rounded to 2 for display).
 - property breakdown by KEY: the custom events carrying KEY (all of them, or one goal's),
-  per value: events and visitors. Page goals' page views carry no properties of their own
-  in Tally's model, so a page goal's breakdown is empty.
+  per value: events and visitors. It counts custom events only, so a page goal's is empty.
 - custom event breakdown (`event:name`): per custom event name, events and visitors.
 On agg these are read from goal_events_minute / goal_props_minute (materialized views on the
 archive), at minute resolution: the minute buckets whose start is in [start, end).
