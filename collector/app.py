@@ -190,6 +190,8 @@ class Collector:
             ts=ts,
             hash_mode=payload.hash_mode,
             event_id=payload.event_id,
+            revenue_amount=payload.revenue.amount_text if payload.revenue else "",
+            revenue_currency=payload.revenue.currency if payload.revenue else "",
             scroll_depth=payload.scroll_depth,
             engagement_ms=payload.engagement_ms,
         )

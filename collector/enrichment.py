@@ -61,6 +61,8 @@ class Draft:
     ts: datetime
     hash_mode: bool = False
     event_id: UUID | None = None  # the sender's, if it gave one
+    revenue_amount: str = ""
+    revenue_currency: str = ""
     scroll_depth: int = 0  # engagement events only (tally.event)
     engagement_ms: int = 0
     fields: dict[str, object] = field(default_factory=dict)
@@ -191,6 +193,8 @@ def enrich(draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step
         "screen_width": draft.screen_width,
         "language": fields["language"],
         "props": draft.props,
+        "revenue_amount": draft.revenue_amount,
+        "revenue_currency": draft.revenue_currency,
         "scroll_depth": draft.scroll_depth,
         "engagement_ms": draft.engagement_ms,
     }

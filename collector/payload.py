@@ -6,6 +6,7 @@ Native field names and the Plausible Events API's short names are both accepted.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -20,6 +21,41 @@ MAX_NAME_LENGTH = 120
 MAX_ENGAGEMENT_MS = 24 * 3600 * 1000
 
 ShortString = Annotated[str, Field(max_length=2048)]
+# Revenue amounts: up to 12 digits before the point and 6 after (the archive's Decimal(18, 6)).
+MAX_REVENUE = Decimal("1e12")
+
+
+class Revenue(BaseModel):
+    """A revenue goal event's amount and currency: Plausible's `revenue: {amount, currency}`,
+    Tally's tracker's `$`. The amount may be a number or a decimal string."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    amount: Decimal
+    currency: Annotated[str, Field(pattern=r"^[A-Za-z]{3}$")]
+
+    @field_validator("amount", mode="before")
+    @classmethod
+    def _decimal(cls, amount: Any) -> Any:
+        if isinstance(amount, bool) or not isinstance(amount, int | float | str):
+            raise ValueError("must be a number or a decimal string")
+        try:
+            value = Decimal(str(amount).strip())
+        except InvalidOperation:
+            raise ValueError("must be a number or a decimal string") from None
+        if not value.is_finite() or abs(value) >= MAX_REVENUE:
+            raise ValueError("must be a finite amount below 10^12")
+        return value.quantize(Decimal("0.000001"))
+
+    @field_validator("currency")
+    @classmethod
+    def _upper(cls, currency: str) -> str:
+        return currency.upper()
+
+    @property
+    def amount_text(self) -> str:
+        """The amount as the PageViewEvent carries it: a plain decimal string."""
+        return format(self.amount.normalize(), "f")
 
 
 class BrowserEvent(BaseModel):
@@ -44,6 +80,20 @@ class BrowserEvent(BaseModel):
     # The sender's own id for the event: re-sent with the same id (after a lost 202, a 503, a
     # timeout), it is archived and counted once (docs/architecture.md, "Retries count once").
     event_id: UUID | None = Field(default=None, validation_alias=AliasChoices("event_id", "i"))
+    revenue: Revenue | None = Field(default=None, validation_alias=AliasChoices("revenue", "$"))
+
+    @field_validator("revenue", mode="before")
+    @classmethod
+    def _revenue_object(cls, revenue: Any) -> Any:
+        if isinstance(revenue, str):  # Plausible may send it JSON-encoded, as props
+            import orjson
+
+            try:
+                return orjson.loads(revenue)
+            except orjson.JSONDecodeError:
+                raise ValueError("must be an object {amount, currency}") from None
+        return revenue
+
     # Engagement events (Plausible's short keys): the deepest point of the page seen, in
     # percent, and the engaged time since the previous engagement event, in ms.
     scroll_depth: Annotated[int, Field(ge=0, le=100)] = Field(

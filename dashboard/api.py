@@ -17,7 +17,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
-from storage.queries import Point, SessionRow, StatsQuery, StepResult
+from storage.queries import EventRow, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -73,8 +73,11 @@ def stats_api(
     def breakdown() -> Response:
         arguments, q = asked()
         by = parameters.dimension(arguments)
+        goal = parameters.goal(arguments, by)
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         source = parameters.source(arguments)
+        if by == parameters.EVENT_NAME_BREAKDOWN or by.startswith(parameters.PROP_BREAKDOWN):
+            return jsonify([event_json(row) for row in custom_breakdown(q, by, goal, limit, source)])
         rows = queries.breakdown(clients(), q, by, limit, source=source)
         answer = [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
         if by == "path":  # a page's engagement (storage/queries/contract.py), 0 without any
@@ -91,6 +94,18 @@ def stats_api(
         steps = parameters.funnel_steps(arguments)
         report = queries.funnel(clients(), q, steps, source=parameters.source(arguments))
         return jsonify({"steps": [step_json(row) for row in report.steps], "meta": {"source": report.source}})
+
+    def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:
+        if by == parameters.EVENT_NAME_BREAKDOWN:
+            return queries.custom_events(clients(), q, limit, source)
+        key = by.removeprefix(parameters.PROP_BREAKDOWN)
+        return queries.properties(clients(), q, key, goal, limit, source)  # an unknown goal: 400 naming it
+
+    @api.get("/stats/goals")
+    def goals() -> Response:
+        arguments, q = asked()
+        rows = queries.goals(clients(), q, source=parameters.source(arguments))
+        return jsonify([goal_json(row) for row in rows])
 
     @api.get("/stats/realtime")
     def realtime() -> Response:
@@ -172,6 +187,30 @@ def iso(moment: datetime) -> str:
 
 def point_json(point: Point) -> dict[str, object]:
     return {"t": iso(point.t), "pageviews": point.pageviews, "visitors": point.visitors}
+
+
+def event_json(row: EventRow) -> dict[str, object]:
+    return {"value": row.value, "events": row.events, "visitors": row.visitors}
+
+
+def goal_json(row: GoalRow) -> dict[str, object]:
+    """A goal's numbers; revenue as exact decimal strings (2 places), null for other goals."""
+    revenue = None
+    if row.currency:
+        revenue = {
+            "currency": row.currency,
+            "total": f"{row.revenue_total:.2f}",
+            "average": f"{row.revenue_average:.2f}",
+            "events": row.revenue_events,
+        }
+    return {
+        "goal": row.goal,
+        "kind": row.kind,
+        "visitors": row.visitors,
+        "events": row.events,
+        "conversion_rate": row.conversion_rate,
+        "revenue": revenue,
+    }
 
 
 def session_json(row: SessionRow) -> dict[str, object]:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from storage import queries
 from storage.queries import FunnelStep, Interval, Source, StatsQuery
 
-PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps")
+PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps", "goal")
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day")
 DEFAULT_RANGE = timedelta(days=30)
@@ -155,12 +155,38 @@ def bucket_count(q: StatsQuery, value: Interval) -> int:
     return math.ceil((q.end - q.start) / step) + 1
 
 
+# Breakdowns of custom events (issue 16): by event name, by a property's value.
+EVENT_NAME_BREAKDOWN = "event:name"
+PROP_BREAKDOWN = "prop:"
+
+
 def dimension(arguments: Arguments) -> str:
+    """A dimension, `event:name`, or `prop:KEY` (a custom property's key)."""
     value = arguments.get("by")
+    choices = f"one of {', '.join(queries.DIMENSIONS)}, {EVENT_NAME_BREAKDOWN} or {PROP_BREAKDOWN}KEY"
     if not value:
-        raise BadParameter("by", f"required, one of {', '.join(queries.DIMENSIONS)}")
-    if value not in queries.DIMENSIONS:
-        raise BadParameter("by", f"must be one of {', '.join(queries.DIMENSIONS)}")
+        raise BadParameter("by", f"required, {choices}")
+    key = value.removeprefix(PROP_BREAKDOWN)
+    if value.startswith(PROP_BREAKDOWN) and not 0 < len(key) <= queries.MAX_PROPERTY_KEY:
+        raise BadParameter("by", f"a property key has 1 to {queries.MAX_PROPERTY_KEY} characters")
+    if (
+        value not in queries.DIMENSIONS
+        and value != EVENT_NAME_BREAKDOWN
+        and not value.startswith(PROP_BREAKDOWN)
+    ):
+        raise BadParameter("by", f"must be {choices}")
+    return value
+
+
+def goal(arguments: Arguments, by: str) -> str:
+    """The goal a property breakdown is restricted to ('' for all custom events)."""
+    value = arguments.get("goal")
+    if value is None:
+        return ""
+    if not by.startswith(PROP_BREAKDOWN):
+        raise BadParameter("goal", f"only with by={PROP_BREAKDOWN}KEY")
+    if not value.strip() or len(value) > 200 or not value.isprintable():
+        raise BadParameter("goal", "a goal's name, e.g. Signup or Visit /checkout/*")
     return value
 
 

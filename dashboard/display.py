@@ -23,6 +23,7 @@ DIMENSION_LABELS = {
     "utm_term": "UTM term",
     "language": "Language",
     "screen_size": "Screen size",
+    "goal": "Goal",
 }
 # What an empty value means for each dimension.
 EMPTY_VALUES = {

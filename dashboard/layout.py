@@ -13,6 +13,7 @@ from dash import dcc, html
 from dashboard import figures
 from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
+from dashboard.goals_panel import goals_panels
 from dashboard.periods import DEFAULT_PRESET, PRESETS
 
 LIVE_REFRESH_MS = 5_000
@@ -220,6 +221,7 @@ def _overview(topojson_url: str) -> html.Section:
                             graph("pageviews-per-minute", 160, className="sparkline"),
                         ],
                     ),
+                    *goals_panels(),
                     panel("Rate limiting", [html.Div(id="rate-limits")]),
                 ],
                 className="grid",

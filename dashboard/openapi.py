@@ -57,9 +57,22 @@ PARAMETERS: dict[str, JSON] = {
         "The dimension to break down by. Event dimensions count page views by their own value: "
         f"{', '.join(queries.EVENT_DIMENSIONS)}. Session dimensions count the page views and visitors "
         "of the sessions starting in the range by the value of their first page view (exit_path: "
-        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}. {SCREEN_SIZE_DEFINITION}",
-        {"type": "string", "enum": list(queries.DIMENSIONS)},
+        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}. {SCREEN_SIZE_DEFINITION} "
+        "Or `event:name` (custom events by name) or `prop:KEY` (the values of custom property KEY): "
+        "these two answer events and visitors instead of page views.",
+        {
+            "oneOf": [
+                {"type": "string", "enum": [*queries.DIMENSIONS, parameters.EVENT_NAME_BREAKDOWN]},
+                {"type": "string", "pattern": f"^prop:.{{1,{queries.MAX_PROPERTY_KEY}}}$"},
+            ]
+        },
         True,
+    ),
+    "goal": _parameter(
+        "goal",
+        "With by=prop:KEY only: the values on one goal's events (its name, e.g. Signup). "
+        "An unknown goal is a 400.",
+        {"type": "string", "minLength": 1, "maxLength": 200},
     ),
     "breakdown_limit": _parameter(
         "limit",
@@ -79,9 +92,11 @@ PARAMETERS: dict[str, JSON] = {
     ),
     "filters": _parameter(
         "filters",
-        "JSON object of dimension → value; only the page views matching every filter count. "
-        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)}.",
-        {"type": "string", "example": '{"path": "/pricing", "screen_size": "Mobile"}'},
+        "JSON object of filter → value; only the events matching every filter count. "
+        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)} (the event's value); `goal`: the visitors "
+        "who converted on that goal (its name) in the range; `props.KEY`: events carrying property "
+        "KEY with that value. Filtered reports are computed from the raw archive.",
+        {"type": "string", "example": '{"path": "/pricing", "goal": "Signup", "props.plan": "pro"}'},
     ),
     "steps": _parameter(
         "steps",
@@ -169,6 +184,44 @@ SCHEMAS: dict[str, JSON] = {
                 "maximum": 100,
                 "description": "by=path only: the average, over the visitors with an engagement event "
                 "on the page, of the deepest scroll depth each reached on it, in percent; 0 without any.",
+            },
+        },
+    },
+    "EventRow": {
+        "type": "object",
+        "required": ["value", "events", "visitors"],
+        "properties": {
+            "value": {"type": "string", "description": "a custom event's name or a property's value"},
+            "events": {"type": "integer"},
+            "visitors": {"type": "integer", "description": "distinct (UTC day, visitor) with such an event"},
+        },
+    },
+    "Goal": {
+        "type": "object",
+        "required": ["goal", "kind", "visitors", "events", "conversion_rate", "revenue"],
+        "properties": {
+            "goal": {"type": "string", "description": "its name; a page goal is 'Visit <pattern>'"},
+            "kind": {"type": "string", "enum": ["event", "page"]},
+            "visitors": {"type": "integer", "description": "unique conversions: visitors with a goal event"},
+            "events": {"type": "integer", "description": "custom events of the name / matching page views"},
+            "conversion_rate": {
+                "type": "number",
+                "minimum": 0,
+                "description": "visitors / the site's visitors (with a page view) in the range; above 1 "
+                "only if converted visitors had no page view (server-side events)",
+            },
+            "revenue": {
+                "type": "object",
+                "nullable": True,
+                "description": "revenue goals only: the events with revenue in the goal's currency "
+                "(other currencies are left out); decimal strings, 2 places",
+                "required": ["currency", "total", "average", "events"],
+                "properties": {
+                    "currency": {"type": "string", "description": "ISO-4217"},
+                    "total": {"type": "string", "example": "1234.50"},
+                    "average": {"type": "string", "example": "24.69"},
+                    "events": {"type": "integer"},
+                },
             },
         },
     },
@@ -276,8 +329,16 @@ def openapi_document() -> JSON:
             "/api/v1/stats/breakdown": _operation(
                 "Page views and visitors per value of a dimension, most visitors first; by=path adds "
                 "each page's time_on_page_s and scroll_depth",
-                [*RANGE, "by", "breakdown_limit"],
-                _ok({"type": "array", "items": _schema("BreakdownRow")}, "one row per value"),
+                [*RANGE, "by", "goal", "breakdown_limit"],
+                _ok(
+                    {"type": "array", "items": {"oneOf": [_schema("BreakdownRow"), _schema("EventRow")]}},
+                    "one row per value: BreakdownRow for a dimension, EventRow for event:name and prop:KEY",
+                ),
+            ),
+            "/api/v1/stats/goals": _operation(
+                "Each goal of the site: unique conversions, events, conversion rate, revenue",
+                RANGE,
+                _ok({"type": "array", "items": _schema("Goal")}, "one object per goal, by name"),
             ),
             "/api/v1/stats/funnel": _operation(
                 "Visitors and sessions reaching each step of a funnel, with drop-off and conversion",

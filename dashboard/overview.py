@@ -15,6 +15,7 @@ from dash.exceptions import PreventUpdate
 from dashboard import components, display, figures, periods
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
+from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from storage import queries
@@ -177,6 +178,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         label = "Visitors" if metric == "visitors" else "Page views"
         return figures.timeseries(current, previous, metric, label, period.interval)
 
+    register_goals(app, clients, source, stats_query, inputs_ready)
     for list_id, tabs_id in (
         ("pages-list", "pages-by"),
         ("sources-list", "sources-by"),

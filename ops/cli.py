@@ -136,6 +136,55 @@ def sites_remove(domain: str) -> None:
     console.print(f"removed {domain}")
 
 
+@main.group()
+def goals() -> None:
+    """A site's goals: custom events and pages that count as conversions."""
+
+
+@goals.command("add")
+@click.argument("site")
+@click.argument("event", required=False, default="")
+@click.option(
+    "--page", "page", default="", help='A page goal: a path pattern, * any characters ("/checkout/*").'
+)
+@click.option(
+    "--currency", default="", help="A revenue goal: the ISO-4217 currency its amounts count in (EUR)."
+)
+def goals_add(site: str, event: str, page: str, currency: str) -> None:
+    """Count EVENT (a custom event's name) or --page PATTERN as a goal of SITE."""
+    from storage import goals as goal_store
+    from storage.client import connect
+
+    goal = goal_store.make_goal(site, event, page, currency)  # a typo is reported before the store is asked
+    added = goal_store.add_goal(connect(Settings()), goal)
+    console.print(f"added goal {added.name!r} to {added.site}", highlight=False)
+
+
+@goals.command("list")
+@click.argument("site")
+def goals_list(site: str) -> None:
+    """SITE's goals: name, kind, what it matches, currency."""
+    from storage import goals as goal_store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    for goal in goal_store.list_goals(connect(Settings()), normalise(site)):
+        matched = goal.event_name or goal.page_pattern
+        click.echo("\t".join([goal.name, goal.kind, matched, goal.currency]).rstrip())
+
+
+@goals.command("remove")
+@click.argument("site")
+@click.argument("name")
+def goals_remove(site: str, name: str) -> None:
+    """Stop counting goal NAME of SITE (its events stay in the archive)."""
+    from storage import goals as goal_store
+    from storage.client import connect
+
+    removed = goal_store.remove_goal(connect(Settings()), site, name)
+    console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
+
+
 @main.command()
 @click.argument("sql")
 @click.option("--format", "output_format", type=click.Choice(["table", "csv", "json"]), default="table")

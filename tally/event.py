@@ -44,6 +44,10 @@ class PageViewEvent(BaseModel):
     screen_width: int = 0
     language: str = ""
     props: dict[str, str] = Field(default_factory=dict)
+    # Revenue of a goal event (issue 16): a decimal string ("19.90") and its ISO-4217
+    # currency ("EUR"); both empty when the event carries none.
+    revenue_amount: str = ""
+    revenue_currency: str = ""
     # Engagement events (name = 'engagement', Plausible's tracker and Tally's): the deepest
     # point of the page seen so far, in percent, and the engaged time since the page view's
     # previous engagement event, in ms. 0 on every other event.

@@ -9,20 +9,26 @@ dimension at a time).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
+from storage.goals import InvalidGoal, find_goal, list_goals
 from storage.queries import agg, funnels, raw
 from storage.queries.contract import (
     DIMENSIONS,
     EVENT_DIMENSIONS,
+    GOAL_FILTER,
     INTERVAL_SQL,
     INTERVAL_STEP,
     LIVE_WINDOW,
+    MAX_PROPERTY_KEY,
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
     BreakdownRow,
+    EventRow,
+    GoalRow,
     Interval,
     PageEngagement,
     Point,
@@ -40,15 +46,19 @@ from storage.tables import EVENTS
 __all__ = [
     "DIMENSIONS",
     "EVENT_DIMENSIONS",
+    "GOAL_FILTER",
     "INTERVAL_SQL",
     "INTERVAL_STEP",
     "LIVE_WINDOW",
+    "MAX_PROPERTY_KEY",
     "SESSION_DIMENSIONS",
     "SESSION_GAP_S",
     "SESSION_PROPERTIES",
     "BreakdownRow",
+    "EventRow",
     "FunnelReport",
     "FunnelStep",
+    "GoalRow",
     "Interval",
     "PageEngagement",
     "Point",
@@ -61,10 +71,14 @@ __all__ = [
     "breakdown",
     "buckets",
     "checked_steps",
+    "custom_events",
     "engagement",
     "funnel",
+    "goals",
     "late_pageviews",
     "pageviews_per_minute",
+    "properties",
+    "property_keys",
     "raw_sessions_sql",
     "realtime",
     "sessions",
@@ -76,20 +90,33 @@ __all__ = [
 ]
 
 
+def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
+    """`q` validated, with the goal its `goal` filter names looked up (UnsupportedQuery if the
+    site has no such goal)."""
+    validate(q)
+    name = q.filters.get(GOAL_FILTER)
+    if name is None:
+        return q
+    try:
+        return replace(q, goal=find_goal(client, q.site, name))
+    except InvalidGoal as error:
+        raise UnsupportedQuery(f"filters: goal: {error}") from None
+
+
 def uses_agg(q: StatsQuery, source: Source) -> bool:
     """Whether `source` answers `q`: filters always read the archive."""
     return source == "agg" and not q.filters
 
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
-    validate(q)
+    q = with_goal(client, q)
     return (agg if uses_agg(q, source) else raw).aggregate(client, q)
 
 
 def timeseries(
     client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
 ) -> list[Point]:
-    validate(q)
+    q = with_goal(client, q)
     if interval not in INTERVAL_SQL:
         raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
     return (agg if uses_agg(q, source) else raw).timeseries(client, q, interval)
@@ -98,7 +125,7 @@ def timeseries(
 def breakdown(
     client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
 ) -> list[BreakdownRow]:
-    validate(q)
+    q = with_goal(client, q)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
@@ -115,7 +142,7 @@ def engagement(
 
 
 def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
-    validate(q)
+    q = with_goal(client, q)
     return (agg if uses_agg(q, source) else raw).sessions(client, q, limit)
 
 
@@ -164,3 +191,41 @@ def total_pageviews(client: Client, site: str) -> int:
             parameters={"site": site},
         ).result_rows[0][0]
     )
+
+
+# --- goals, custom events, properties (issue 16) ---------------------------------------------
+
+
+def goals(client: Client, q: StatsQuery, source: Source = "raw") -> list[GoalRow]:
+    """The site's goals' numbers over the range (contract.py: goals)."""
+    q = with_goal(client, q)
+    site_goals = list_goals(client, q.site)
+    if not site_goals:
+        return []
+    return (agg if uses_agg(q, source) else raw).goals(client, q, site_goals)
+
+
+def custom_events(client: Client, q: StatsQuery, limit: int = 10, source: Source = "raw") -> list[EventRow]:
+    """Custom events by name (breakdown `event:name`)."""
+    q = with_goal(client, q)
+    return (agg if uses_agg(q, source) else raw).custom_events(client, q, limit)
+
+
+def properties(
+    client: Client, q: StatsQuery, key: str, goal: str = "", limit: int = 10, source: Source = "raw"
+) -> list[EventRow]:
+    """Values of property `key` on the custom events, or on goal `goal`'s events."""
+    q = with_goal(client, q)
+    if not key or len(key) > MAX_PROPERTY_KEY:
+        raise UnsupportedQuery(f"a property key has 1 to {MAX_PROPERTY_KEY} characters")
+    try:
+        site_goal = find_goal(client, q.site, goal) if goal else None
+    except InvalidGoal as error:
+        raise UnsupportedQuery(f"goal: {error}") from None
+    return (agg if uses_agg(q, source) else raw).properties(client, q, key, site_goal, limit)
+
+
+def property_keys(client: Client, q: StatsQuery, limit: int = 50, source: Source = "raw") -> list[str]:
+    """The custom events' property keys in the range, the most used first (the dashboard's picker)."""
+    q = with_goal(client, q)
+    return (agg if uses_agg(q, source) else raw).property_keys(client, q, limit)

@@ -30,12 +30,15 @@ from datetime import UTC, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.goals import Goal
 from storage.queries import raw
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
     LIVE_WINDOW,
     SESSION_DIMENSIONS,
     BreakdownRow,
+    EventRow,
+    GoalRow,
     Interval,
     PageEngagement,
     Point,
@@ -44,12 +47,15 @@ from storage.queries.contract import (
     as_utc,
     fill,
     floor_to,
+    goal_condition,
     metrics,
     page_engagement,
 )
 from storage.tables import (
     ENGAGEMENT_MINUTE,
     EVENTS,
+    GOAL_EVENTS_MINUTE,
+    GOAL_PROPS_MINUTE,
     LATE_EVENTS,
     ROLLUP_DAY,
     ROLLUP_HOUR,
@@ -325,3 +331,70 @@ def late_pageviews(client: Client, q: StatsQuery) -> int:
             parameters={**q.parameters(), "query": ACTIVITY_QUERY},
         ).result_rows[0][0]
     )
+
+
+# --- goals, custom events, properties (issue 16) ---------------------------------------------
+# Read from the ClickHouse aggregates migration 0022 feeds from the archive (not the rollups):
+# events and revenue are sums, visitors uniqExact states that merge exactly across minutes,
+# paths and names, so every number equals raw's over the same minute buckets.
+
+_GOAL_BUCKETS = (
+    "site = {site:String} AND bucket >= {agg_start:DateTime('UTC')} AND bucket < {agg_end:DateTime('UTC')}"
+)
+
+
+def _minute_bounds(q: StatsQuery) -> dict[str, object]:
+    """The minute buckets whose start is in [start, end)."""
+    return {**q.parameters(), "agg_start": ceil_minute(q.start), "agg_end": ceil_minute(q.end)}
+
+
+def goals(client: Client, q: StatsQuery, site_goals: list[Goal]) -> list[GoalRow]:
+    columns, parameters = ["uniqExactMergeIf(visitors, name = 'pageview')"], _minute_bounds(q)
+    for index, goal in enumerate(site_goals):
+        condition, goal_parameters = goal_condition(goal, index)
+        parameters |= goal_parameters | {f"goal_{index}_currency": goal.currency}
+        in_currency = f"{condition} AND currency = {{goal_{index}_currency:String}}"
+        columns += [
+            f"sumIf(events, {condition})",
+            f"uniqExactMergeIf(visitors, {condition})",
+            f"sumIf(revenue, {in_currency})",
+            f"sumIf(events, {in_currency})",
+        ]
+    row = client.query(
+        f"SELECT {', '.join(columns)} FROM {GOAL_EVENTS_MINUTE} WHERE {_GOAL_BUCKETS}", parameters=parameters
+    ).result_rows[0]
+    return raw.goal_rows(site_goals, row)
+
+
+def custom_events(client: Client, q: StatsQuery, limit: int) -> list[EventRow]:
+    return raw.event_rows(
+        client,
+        f"SELECT name AS value, sum(events) AS events, uniqExactMerge(visitors) AS visitors "
+        f"FROM {GOAL_EVENTS_MINUTE} WHERE {_GOAL_BUCKETS} AND name NOT IN ('pageview', 'engagement')",
+        _minute_bounds(q),
+        limit,
+    )
+
+
+def properties(client: Client, q: StatsQuery, key: str, goal: Goal | None, limit: int) -> list[EventRow]:
+    """All custom events' values of `key`, or an event goal's (its events are one name); a page
+    goal's page views have no row in goal_props_minute, as they have no custom properties."""
+    if goal is not None and goal.kind == "page":
+        return []
+    condition, parameters = goal_condition(goal, 0) if goal else ("1", {})
+    return raw.event_rows(
+        client,
+        f"SELECT prop_value AS value, sum(events) AS events, uniqExactMerge(visitors) AS visitors "
+        f"FROM {GOAL_PROPS_MINUTE} WHERE {_GOAL_BUCKETS} AND prop_key = {{prop_key:String}} AND {condition}",
+        {**_minute_bounds(q), **parameters, "prop_key": key},
+        limit,
+    )
+
+
+def property_keys(client: Client, q: StatsQuery, limit: int) -> list[str]:
+    rows = client.query(
+        f"SELECT prop_key FROM {GOAL_PROPS_MINUTE} WHERE {_GOAL_BUCKETS} "
+        "GROUP BY prop_key ORDER BY sum(events) DESC, prop_key LIMIT {limit:UInt32}",
+        parameters={**_minute_bounds(q), "limit": limit},
+    ).result_rows
+    return [row[0] for row in rows]

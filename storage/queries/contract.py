@@ -59,16 +59,44 @@ Once the stream jobs have processed an event both give the same numbers. The def
   engagement event on the page; time_on_page_s = the page's total engaged time ÷ its engaged
   visitors, in seconds (Plausible's definition); scroll_depth = the average over its engaged
   visitors of the deepest scroll depth each reached on the page, in percent (0 if none).
+- filters restrict the events every report counts: a dimension (path, country, …) to events
+  with that value; `goal` to the visitors (day, visitor) who converted on that goal in the
+  range (all their events in the range count); `props.KEY` to events carrying KEY = value.
+  A filtered report is computed from the archive (raw) on either source.
+
 Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
 ones from the log (README, "Upgrading").
+
+Goals, custom events and properties (issue 16; storage/goals.py, migration 0022):
+- custom event: an event whose name is neither 'pageview' nor 'engagement'.
+- a goal's events: for an event goal the custom events of its name, for a page goal the page
+  views whose path matches its pattern (`*` any run of characters); ts in [start, end).
+- a goal's visitors (unique conversions): distinct visitors (as above: (UTC day, visitor_id))
+  with at least one of its events in the range.
+- conversion_rate = the goal's visitors / the site's visitors (those with a page view in the
+  range), rounded to 4 places; 0 when the site had no visitor. It may exceed 1 when custom
+  events come from visitors without a page view in the range (a server-side sender).
+- revenue (revenue goals, which name a currency): only the goal's events carrying revenue in
+  the goal's currency count; events in another currency are left out (no conversion rates are
+  assumed). revenue_total is their sum, revenue_events their number, revenue_average the
+  total / revenue_events (0 if none), exact decimals with 6 places (rounded to 2 for display).
+- property breakdown by KEY: the custom events carrying KEY (all of them, or one goal's),
+  per value: events and visitors. It counts custom events only, so a page goal's is empty.
+- custom event breakdown (`event:name`): per custom event name, events and visitors.
+On agg these are read from goal_events_minute / goal_props_minute (materialized views on the
+archive), at minute resolution: the minute buckets whose start is in [start, end).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from decimal import Decimal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from storage.goals import Goal
 
 Source = Literal["raw", "agg"]
 Interval = Literal["minute", "hour", "day"]
@@ -115,6 +143,11 @@ SESSION_DIMENSIONS = {
     "utm_term": "utm_term",
 }
 DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
+# Filters beyond the dimensions: a goal's converted visitors, a property's value (props.KEY).
+GOAL_FILTER = "goal"
+PROPS_FILTER = "props."
+MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
+GOAL_VISITOR = "cityHash64(visitor_key, toDate(ts))"
 INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
 INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
@@ -122,13 +155,16 @@ INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "da
 @dataclass(frozen=True)
 class StatsQuery:
     """What a report asks about: one site, the half-open UTC range [start, end), and
-    optional filters (event-level dimension → value) that restrict the page views counted."""
+    optional filters that restrict the events counted: an event-level dimension → value,
+    `goal` → a goal's name, `props.KEY` → a property value (module docstring: filters).
+    `goal` is the named goal itself, looked up by the query layer (storage.queries)."""
 
     site: str
     start: datetime
     end: datetime
     filters: dict[str, str] = field(default_factory=dict)
     session_gap_s: int = SESSION_GAP_S
+    goal: Goal | None = None
 
     def parameters(self) -> dict[str, object]:
         parameters: dict[str, object] = {
@@ -137,15 +173,37 @@ class StatsQuery:
             "end": self.end,
             "gap_ms": self.session_gap_s * 1000,
         }
-        for index, value in enumerate(self.filters.values()):
+        for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value
+            if name.startswith(PROPS_FILTER):
+                parameters[f"filter_{index}_key"] = name.removeprefix(PROPS_FILTER)
+        if self.goal is not None:
+            parameters |= goal_condition(self.goal, "filter")[1]
         return parameters
 
     def filter_sql(self) -> str:
-        """`AND column = {filter_i:String}` for each filter; columns come from EVENT_DIMENSIONS only."""
-        return "".join(
-            f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
-            for index, name in enumerate(self.filters)
+        """An `AND …` per filter; columns come from EVENT_DIMENSIONS only, values and
+        property keys are parameters."""
+        sql = ""
+        for index, name in enumerate(self.filters):
+            if name == GOAL_FILTER:
+                sql += self.goal_filter_sql()
+            elif name.startswith(PROPS_FILTER):
+                sql += f" AND props[{{filter_{index}_key:String}}] = {{filter_{index}:String}}"
+                sql += f" AND mapContains(props, {{filter_{index}_key:String}})"
+            else:
+                sql += f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
+        return sql
+
+    def goal_filter_sql(self) -> str:
+        """The visitors (day, visitor) who converted on the goal in the range."""
+        if self.goal is None:
+            raise UnsupportedQuery("the goal filter's goal was not looked up")
+        condition = goal_condition(self.goal, "filter")[0]
+        return (
+            f" AND {GOAL_VISITOR} IN (SELECT {GOAL_VISITOR} FROM events WHERE site = {{site:String}} "
+            "AND ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')} "
+            f"AND {condition})"
         )
 
 
@@ -185,6 +243,33 @@ def page_engagement(path: str, visitors: int, engaged_ms: int, depth_sum: int) -
 
 
 @dataclass(frozen=True)
+class GoalRow:
+    """One goal's numbers over a range (module docstring: goals)."""
+
+    goal: str
+    kind: str
+    visitors: int
+    events: int
+    conversion_rate: float
+    currency: str = ""
+    revenue_total: Decimal = Decimal(0)
+    revenue_events: int = 0
+
+    @property
+    def revenue_average(self) -> Decimal:
+        return self.revenue_total / self.revenue_events if self.revenue_events else Decimal(0)
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A custom event name or a property value: its events and visitors."""
+
+    value: str
+    events: int
+    visitors: int
+
+
+@dataclass(frozen=True)
 class SessionRow:
     visitor_id: str
     start: datetime
@@ -207,9 +292,10 @@ class UnsupportedQuery(ValueError):
 
 
 def validate(q: StatsQuery) -> None:
-    unknown = set(q.filters) - set(EVENT_DIMENSIONS)
+    unknown = {name for name in q.filters if not is_filter(name)}
     if unknown:
-        raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {sorted(EVENT_DIMENSIONS)}")
+        known = [*sorted(EVENT_DIMENSIONS), GOAL_FILTER, f"{PROPS_FILTER}KEY"]
+        raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {known}")
     if q.end <= q.start:
         raise UnsupportedQuery("`to` must be after `from`")
 
@@ -262,3 +348,45 @@ def fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
 
 def session_row(row: dict[str, object]) -> SessionRow:
     return SessionRow(**{name: row[name] for name in SessionRow.__dataclass_fields__})
+
+
+def is_filter(name: str) -> bool:
+    key = name.removeprefix(PROPS_FILTER)
+    return (
+        name in EVENT_DIMENSIONS
+        or name == GOAL_FILTER
+        or (name.startswith(PROPS_FILTER) and 0 < len(key) <= MAX_PROPERTY_KEY)
+    )
+
+
+def goal_condition(goal: Goal, index: int | str) -> tuple[str, dict[str, object]]:
+    """SQL true for the goal's events over columns `name` and `path` (events and
+    goal_events_minute both have them); the goal's values as parameters goal_<index>_*."""
+    if goal.kind == "page":
+        from storage.page_patterns import pattern_regex
+
+        sql = f"(name = 'pageview' AND match(path, {{goal_{index}_re:String}}))"
+        return sql, {f"goal_{index}_re": pattern_regex(goal.page_pattern)}
+    return f"(name = {{goal_{index}_name:String}})", {f"goal_{index}_name": goal.event_name}
+
+
+def conversion_rate(visitors: int, site_visitors: int) -> float:
+    return round(visitors / site_visitors, 4) if site_visitors else 0.0
+
+
+def goal_row(
+    goal: Goal, events: int, visitors: int, site_visitors: int, revenue: Decimal, revenue_events: int
+) -> GoalRow:
+    if not goal.currency:
+        revenue, revenue_events = Decimal(0), 0
+    rate = conversion_rate(int(visitors), int(site_visitors))
+    return GoalRow(
+        goal.name,
+        goal.kind,
+        int(visitors),
+        int(events),
+        rate,
+        goal.currency,
+        Decimal(revenue),
+        int(revenue_events),
+    )

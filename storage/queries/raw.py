@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.goals import Goal
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
     INTERVAL_SQL,
@@ -15,17 +16,24 @@ from storage.queries.contract import (
     SESSION_DIMENSIONS,
     SESSION_VISITORS,
     BreakdownRow,
+    EventRow,
+    GoalRow,
     Interval,
     PageEngagement,
     Point,
     SessionRow,
     StatsQuery,
     fill,
+    goal_condition,
+    goal_row,
     metrics,
     page_engagement,
     session_row,
 )
 from storage.tables import EVENTS
+
+# What RAW_VISITORS counts distinct: a visitor on a day.
+RAW_VISITORS_ARG = "cityHash64(visitor_key, toDate(ts))"
 
 _PAGEVIEWS = """
 FROM {events}
@@ -234,3 +242,82 @@ def newest_sessions(
         parameters={**parameters, "limit": limit},
     ).named_results()
     return [session_row(row) for row in rows]
+
+
+# --- goals, custom events, properties (issue 16; contract.py states the definitions) --------
+
+_CUSTOM_EVENTS = "name NOT IN ('pageview', 'engagement')"
+_IN_RANGE = "site = {site:String} AND ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')}"
+
+
+def goals(client: Client, q: StatsQuery, site_goals: list[Goal]) -> list[GoalRow]:
+    """Every goal's events, visitors, conversion rate and revenue in one pass over the range."""
+    columns, parameters = [f"uniqExactIf({RAW_VISITORS_ARG}, name = 'pageview')"], q.parameters()
+    for index, goal in enumerate(site_goals):
+        condition, goal_parameters = goal_condition(goal, index)
+        parameters |= goal_parameters | {f"goal_{index}_currency": goal.currency}
+        in_currency = f"{condition} AND revenue_currency = {{goal_{index}_currency:String}}"
+        columns += [
+            f"countIf({condition})",
+            f"uniqExactIf({RAW_VISITORS_ARG}, {condition})",
+            f"sumIf(toDecimal128OrZero(revenue_amount, 6), {in_currency})",
+            f"countIf({in_currency})",
+        ]
+    where = f"{_IN_RANGE} AND name != 'engagement'{q.filter_sql()}"
+    row = client.query(
+        f"SELECT {', '.join(columns)} FROM {EVENTS} WHERE {where}",
+        parameters=parameters,
+    ).result_rows[0]
+    return goal_rows(site_goals, row)
+
+
+def goal_rows(site_goals: list[Goal], row: tuple) -> list[GoalRow]:
+    """GoalRows from (site visitors, then per goal: events, visitors, revenue, revenue events)."""
+    rows = []
+    for index, goal in enumerate(site_goals):
+        events, visitors, revenue, revenue_events = row[1 + 4 * index : 5 + 4 * index]
+        rows.append(goal_row(goal, events, visitors, row[0], revenue, revenue_events))
+    return rows
+
+
+def custom_events(client: Client, q: StatsQuery, limit: int) -> list[EventRow]:
+    """Custom events by name: events and visitors."""
+    return event_rows(
+        client,
+        f"SELECT name AS value, count() AS events, {RAW_VISITORS} AS visitors FROM {EVENTS} "
+        f"WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}{q.filter_sql()}",
+        q.parameters(),
+        limit,
+    )
+
+
+def properties(client: Client, q: StatsQuery, key: str, goal: Goal | None, limit: int) -> list[EventRow]:
+    """The values of property `key` on the custom events (or one goal's events)."""
+    condition, parameters = goal_condition(goal, 0) if goal else (_CUSTOM_EVENTS, {})
+    return event_rows(
+        client,
+        f"SELECT props[{{prop_key:String}}] AS value, count() AS events, {RAW_VISITORS} AS visitors "
+        f"FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS} AND {condition} "
+        f"AND mapContains(props, {{prop_key:String}}){q.filter_sql()}",
+        {**q.parameters(), **parameters, "prop_key": key},
+        limit,
+    )
+
+
+def event_rows(client: Client, sql: str, parameters: dict[str, object], limit: int) -> list[EventRow]:
+    """`sql` selects value, events and visitors: the top `limit` values by visitors, events."""
+    rows = client.query(
+        f"{sql} GROUP BY value ORDER BY visitors DESC, events DESC, value LIMIT {{limit:UInt32}}",
+        parameters={**parameters, "limit": limit},
+    ).result_rows
+    return [EventRow(value, int(events), int(visitors)) for value, events, visitors in rows]
+
+
+def property_keys(client: Client, q: StatsQuery, limit: int) -> list[str]:
+    """The property keys the custom events carry, the most used first."""
+    rows = client.query(
+        f"SELECT arrayJoin(mapKeys(props)) AS key FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}"
+        f"{q.filter_sql()} GROUP BY key ORDER BY count() DESC, key LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "limit": limit},
+    ).result_rows
+    return [row[0] for row in rows]

@@ -1,0 +1,114 @@
+"""Goals: what a site owner counts as a conversion (migration 0022, table `goals`).
+
+A goal is an event goal (a custom event's name, e.g. "Signup") or a page goal (a path
+pattern, e.g. `/checkout/*`, storage/page_patterns.py), optionally a revenue goal (an ISO-4217
+currency). A page goal is named "Visit <pattern>", as Plausible names them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from clickhouse_connect.driver.client import Client
+
+from storage.page_patterns import BadPattern, validate_pattern
+from storage.sites import list_sites, normalise
+
+GoalKind = Literal["event", "page"]
+MAX_GOAL_NAME = 120
+CURRENCY = re.compile(r"^[A-Z]{3}$")
+# Event names that are never goals: page views have page goals; engagement events are
+# another feature's (scroll depth, engaged time).
+RESERVED_EVENTS = frozenset({"pageview", "engagement"})
+
+
+class InvalidGoal(ValueError):
+    """A goal Tally cannot add or remove; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    site: str
+    name: str
+    kind: GoalKind
+    event_name: str = ""
+    page_pattern: str = ""
+    currency: str = ""
+
+    @property
+    def is_revenue(self) -> bool:
+        return bool(self.currency)
+
+
+def page_goal_name(pattern: str) -> str:
+    return f"Visit {pattern}"
+
+
+def make_goal(site: str, event_name: str = "", page_pattern: str = "", currency: str = "") -> Goal:
+    """A validated goal (no store needed): exactly one of event_name and page_pattern."""
+    site = normalise(site)
+    event_name, page_pattern = event_name.strip(), page_pattern.strip()
+    if bool(event_name) == bool(page_pattern):
+        raise InvalidGoal("a goal is either an event name or a page pattern (--page), not both or neither")
+    currency = currency.strip().upper()
+    if currency and not CURRENCY.match(currency):
+        raise InvalidGoal(f"currency must be an ISO-4217 code of 3 letters, e.g. EUR (got {currency!r})")
+    if page_pattern:
+        try:
+            pattern = validate_pattern(page_pattern)
+        except BadPattern as error:
+            raise InvalidGoal(f"page pattern {page_pattern!r}: {error}") from None
+        return Goal(site, page_goal_name(pattern), "page", page_pattern=pattern, currency=currency)
+    if len(event_name) > MAX_GOAL_NAME or not event_name.isprintable():
+        raise InvalidGoal(f"an event name has at most {MAX_GOAL_NAME} printable characters")
+    if event_name.lower() in RESERVED_EVENTS:
+        raise InvalidGoal(f"{event_name!r} is not a custom event (use --page for page goals)")
+    return Goal(site, event_name, "event", event_name=event_name, currency=currency)
+
+
+def add_goal(client: Client, goal: Goal) -> Goal:
+    if goal.site not in list_sites(client):
+        raise InvalidGoal(f"{goal.site} is not registered (see 'tally sites list')")
+    if any(existing.name == goal.name for existing in list_goals(client, goal.site)):
+        raise InvalidGoal(f"{goal.site} already has a goal {goal.name!r}")
+    _write(client, goal, removed=0)
+    return goal
+
+
+def remove_goal(client: Client, site: str, name: str) -> Goal:
+    site = normalise(site)
+    for goal in list_goals(client, site):
+        if goal.name == name.strip():
+            _write(client, goal, removed=1)
+            return goal
+    raise InvalidGoal(f"{site} has no goal {name.strip()!r} (see 'tally goals list {site}')")
+
+
+def list_goals(client: Client, site: str) -> list[Goal]:
+    """The site's goals, by name."""
+    rows = client.query(
+        "SELECT goal, argMax(kind, changed_at), argMax(event_name, changed_at), "
+        "argMax(page_pattern, changed_at), argMax(currency, changed_at) "
+        "FROM goals WHERE site = {site:String} GROUP BY goal "
+        "HAVING argMax(removed, changed_at) = 0 ORDER BY goal",
+        parameters={"site": site},
+    ).result_rows
+    return [Goal(site, name, kind, event, pattern, currency) for name, kind, event, pattern, currency in rows]
+
+
+def find_goal(client: Client, site: str, name: str) -> Goal:
+    """The site's goal called `name`, or InvalidGoal."""
+    for goal in list_goals(client, site):
+        if goal.name == name:
+            return goal
+    raise InvalidGoal(f"{site} has no goal {name!r}")
+
+
+def _write(client: Client, goal: Goal, removed: int) -> None:
+    client.insert(
+        "goals",
+        [[goal.site, goal.name, goal.kind, goal.event_name, goal.page_pattern, goal.currency, removed]],
+        column_names=["site", "goal", "kind", "event_name", "page_pattern", "currency", "removed"],
+    )
