@@ -24,10 +24,13 @@ ORDER BY (site, goal);
 -- currency): events, visitors as uniqExact states (a visitor is a (UTC day, visitor_id), as in
 -- storage/queries/contract.py), revenue. Fed by the archive itself: a row counts exactly once
 -- where the archive's exactly-once insert lands it. The states merge exactly across minutes,
--- paths and names, so wildcard page goals are exact. No deduplication window: two inserts may
--- well aggregate to identical blocks (one visitor's one page view), which must both count.
--- The cost: an archive insert retried after its first try landed (`events` drops the copy)
--- still reaches the view and counts twice here (docs/architecture.md, "Goals").
+-- paths and names, so wildcard page goals are exact. A deduplication window, as on `events`:
+-- an archive insert retried after its first try landed (`events` drops the copy) still reaches
+-- the view; with deduplicate_blocks_in_dependent_materialized_views (storage/archive_rows.py)
+-- the view's block is dropped here too. Its identity derives from the insert's (the archiver's
+-- deduplication token, else the source block), not from its content, so two inserts that
+-- aggregate to identical blocks (one visitor's one Signup in two batches) both count
+-- (tests/integration/test_goals.py).
 CREATE TABLE IF NOT EXISTS goal_events_minute
 (
     site     LowCardinality(String),
@@ -40,7 +43,8 @@ CREATE TABLE IF NOT EXISTS goal_events_minute
     revenue  SimpleAggregateFunction(sum, Decimal(38, 6))
 )
 ENGINE = AggregatingMergeTree
-ORDER BY (site, bucket, name, path, currency);
+ORDER BY (site, bucket, name, path, currency)
+SETTINGS non_replicated_deduplication_window = 1000;
 CREATE MATERIALIZED VIEW IF NOT EXISTS goal_events_from_events TO goal_events_minute AS
 SELECT site, toStartOfMinute(ts) AS bucket, name, path, revenue_currency AS currency,
        toUInt64(count()) AS events,
@@ -62,7 +66,8 @@ CREATE TABLE IF NOT EXISTS goal_props_minute
     visitors   AggregateFunction(uniqExact, UInt64)
 )
 ENGINE = AggregatingMergeTree
-ORDER BY (site, bucket, name, prop_key, prop_value);
+ORDER BY (site, bucket, name, prop_key, prop_value)
+SETTINGS non_replicated_deduplication_window = 1000;
 CREATE MATERIALIZED VIEW IF NOT EXISTS goal_props_from_events TO goal_props_minute AS
 SELECT site, toStartOfMinute(ts) AS bucket, name, prop_key, prop_value,
        toUInt64(count()) AS events,

@@ -21,6 +21,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import goals as goal_store
 from storage import queries
+from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.queries import StatsQuery
 from storage.schema import apply_migrations
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.integration
 SITE = "goals.queries.example.com"
 OTHER_SITE = "other.goals.queries.example.com"
 RANDOM_SITE = "random.goals.queries.example.com"
+RETRIED_SITE = "retried.goals.queries.example.com"
 DAY = datetime(2026, 11, 12, tzinfo=UTC)
 
 
@@ -276,3 +278,30 @@ def test_the_migration_backfills_what_the_archive_already_holds(
     q = StatsQuery(RANDOM_SITE, *BOTH_DAYS)
     assert reports(client, q, "agg") == reports(client, q, "raw")
     assert queries.goals(client, q, "agg")[0].events > 0
+
+
+@pytest.fixture(scope="module")
+def retried_batches(store: Client) -> str:
+    """Two batches whose Signup rows aggregate to identical blocks (same visitor, minute, path:
+    only the event ids differ), and the archiver's retry of the second (same deduplication
+    token: its first try landed, its answer was lost)."""
+    add_site(store, RETRIED_SITE)
+    goal_store.add_goal(store, goal_store.make_goal(RETRIED_SITE, "Signup"))
+    first, second = (
+        page_view(RETRIED_SITE, "r", at(1), name="Signup", props={"plan": "pro"}) for _ in range(2)
+    )
+    insert_rows(store, [archive_row(first, SYNTHETIC_PARTITION, 0)], deduplication_token="goals-batch-1")
+    for _ in range(2):
+        insert_rows(store, [archive_row(second, SYNTHETIC_PARTITION, 1)], deduplication_token="goals-batch-2")
+    return RETRIED_SITE
+
+
+@pytest.mark.parametrize("source", ["raw", "agg"])
+def test_a_retried_archive_insert_counts_once_and_identical_batches_both(
+    store: Client, retried_batches: str, source: queries.Source
+) -> None:
+    q = StatsQuery(retried_batches, *FIRST_DAY)
+    (signup,) = queries.goals(store, q, source)
+    assert (signup.events, signup.visitors) == (2, 1)
+    (pro,) = queries.properties(store, q, "plan", source=source)
+    assert (pro.value, pro.events, pro.visitors) == ("pro", 2, 1)
