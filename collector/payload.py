@@ -74,7 +74,8 @@ class BrowserEvent(BaseModel):
     props: dict[str, str] = Field(default_factory=dict, validation_alias=AliasChoices("props", "p", "m"))
     # Hash-based routing (tracker's data-hash): the URL fragment is part of the page's path.
     hash_mode: bool = Field(default=False, validation_alias=AliasChoices("hash_mode", "h"))
-    screen_width: Annotated[int, Field(ge=0, le=100_000)] = Field(
+    # The archive keeps a UInt16; no screen is 65,536 px wide.
+    screen_width: Annotated[int, Field(ge=0, le=65_535)] = Field(
         default=0, validation_alias=AliasChoices("screen_width", "w")
     )
     # The sender's own id for the event: re-sent with the same id (after a lost 202, a 503, a

@@ -124,8 +124,9 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
             F.unix_millis("ts").alias("ts_ms"),
             *KAFKA_COLUMNS,
             *PAGEVIEW_FIELDS,
-            # The width as the archive keeps it (UInt16: the collector accepts up to 100,000
-            # and ClickHouse wraps), so that agg classes each page view as raw does.
+            # The width as the archive keeps it (UInt16: the collector now refuses more than
+            # 65,535, but older events in the log may be wider, and ClickHouse wraps them),
+            # so that agg classes each page view as raw does.
             screen_size(F.pmod(F.col("screen_width"), F.lit(65536))).alias("screen_size"),
         )
     )

@@ -165,6 +165,7 @@ def test_beacon_pageview_is_on_the_log_enriched_and_without_the_ip(
             400,
             "scroll_depth",
         ),
+        (b'{"site": "bad.example.com", "url": "https://bad.example.com/", "w": 70000}', 400, "w"),
         (b"not json", 400, "body"),
         (b"\xff\xfe\x00garbage", 400, "body"),
         (b"[1, 2]", 400, "body"),
