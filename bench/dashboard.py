@@ -5,7 +5,9 @@ included).
 
 The archive is synthetic and made by ClickHouse itself (INSERT ... SELECT FROM numbers()),
 one site, spread over 30 days: visitors with sessions of a few page views, a Zipf-like page
-popularity, referrers, countries and clients from small lists. Rows carry a Kafka partition
+popularity, referrers, countries and clients from small lists; of every 200 rows 10 are
+engagement events, 5 Signup events with a `plan` property and 1 a Purchase with revenue in EUR
+(the site has goals Signup, Purchase and the page goal /blog/*). Rows carry a Kafka partition
 no topic has, so the archiver's resume-from-archive offsets never see them.
 
 Needs the store (`tally up -d`, or TALLY_CLICKHOUSE_URL). Re-runs reuse the rows already
@@ -28,17 +30,20 @@ from dashboard.periods import Period, period
 from loadgen.runner import percentile
 from loadgen.traffic import PAGES
 from loadgen.traffic import PARSED_CLIENTS as CLIENTS
+from storage import goals as goal_store
 from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
+from storage.sites import add_site
 from storage.tables import EVENTS, ROLLUP_DAY, ROLLUPS, SESSIONS
 from tally.settings import Settings
 
 
 def bench_site(events: int) -> str:
-    """One synthetic site per archive size, so that sizes can be compared in one store."""
-    return f"dashboard-{events}.bench.example.com"
+    """One synthetic site per archive size, so that sizes can be compared in one store; `v2`:
+    the archive's shape since issue 16 (custom events, revenue, engagement events)."""
+    return f"dashboard-{events}.v2.bench.example.com"
 
 
 # Above this many events only the agg path is measured: raw reads scan the archive, seconds
@@ -58,13 +63,20 @@ COUNTRIES = ["US", "DE", "FR", "GB", "IN", "BR", "CA", "JP", "CH", "NL", "ES", "
 _SYNTHETIC_EVENTS = f"""
 INSERT INTO events ({", ".join(ARCHIVE_COLUMNS)})
 SELECT
-    generateUUIDv4(number) AS event_id, 1 AS schema_version, {{site:String}} AS site, 'pageview' AS name,
+    generateUUIDv4(number) AS event_id, 1 AS schema_version, {{site:String}} AS site,
+    multiIf(number % 20 = 7, 'engagement', number % 40 = 13, 'Signup', number % 200 = 17, 'Purchase',
+            'pageview') AS name,
     ts, ts AS received_at, concat('https://', {{site:String}}, path) AS url,
     {{site:String}} AS hostname, path,
     if(referrer_domain = '', '', concat('https://', referrer_domain, '/')) AS referrer, referrer_domain,
     utm_source, '' AS utm_medium, '' AS utm_campaign, '' AS utm_content, '' AS utm_term,
     visitor_id, visitor_id AS ip_hash, country, client.2 AS browser, client.3 AS os, client.1 AS device,
-    if(client.1 = 'desktop', 1920, 390) AS screen_width, 'en' AS language, map() AS props,
+    if(client.1 = 'desktop', 1920, 390) AS screen_width, 'en' AS language,
+    if(name = 'Signup', map('plan', ['free', 'pro', 'team'][1 + cityHash64(number, 6) % 3]), map()) AS props,
+    if(name = 'Purchase', toString(10 + number % 90), '') AS revenue_amount,
+    if(name = 'Purchase', 'EUR', '') AS revenue_currency,
+    if(name = 'engagement', toUInt8(number % 101), 0) AS scroll_depth,
+    if(name = 'engagement', toUInt32(1000 * (number % 60)), 0) AS engagement_ms,
     {{partition:UInt16}} AS kafka_partition, number AS kafka_offset
 FROM
 (
@@ -130,6 +142,24 @@ def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, f
     return {"events": count, "generated_s": round(time.monotonic() - started, 1), "reused": False}
 
 
+BENCH_GOALS = (
+    {"event_name": "Signup"},
+    {"event_name": "Purchase", "currency": "EUR"},
+    {"page_pattern": "/blog/*"},
+)
+
+
+def ensure_goals(settings: Settings, site_name: str) -> None:
+    """The site registered, with the goals the synthetic events convert on."""
+    client = connect(settings)
+    add_site(client, site_name)
+    existing = {goal.name for goal in goal_store.list_goals(client, site_name)}
+    for fields in BENCH_GOALS:
+        goal = goal_store.make_goal(site_name, **fields)
+        if goal.name not in existing:
+            goal_store.add_goal(client, goal)
+
+
 def ensure_derived(settings: Settings, site_name: str) -> dict[str, float]:
     """The rollups and sessions of `site_name` (kept if there; `tally replay` drops them, the
     archive keeps its synthetic rows, so they are rebuilt here when missing), built from the
@@ -189,6 +219,29 @@ def callback_requests(site: str, shown: dict[str, str]) -> dict[str, dict]:
         ),
         "devices": _callback([("devices-list", "children")], {**common, "devices-by.value": "device"}),
         "countries + map": _callback([("country-map", "figure"), ("countries-list", "children")], common),
+        "campaigns (utm_medium)": _callback(
+            [("campaigns-list", "children")], {**common, "campaigns-by.value": "utm_medium"}
+        ),
+        "languages": _callback([("languages-list", "children")], {**common, "languages-by.data": "language"}),
+        "screen sizes": _callback(
+            [("devices-list", "children")], {**common, "devices-by.value": "screen_size"}
+        ),
+        "goals": _callback([("goals-list", "children")], {**common, "goals-version.data": 0}),
+        "goals, filtered by a goal": _callback(
+            [("goals-list", "children")],
+            {**common, "filters.data": {"goal": "Signup"}, "goals-version.data": 0},
+        ),
+        "property keys": _callback(
+            [("property-key", "options"), ("property-key", "value")], common, {"property-key.value": "plan"}
+        ),
+        "properties (plan)": _callback(
+            [("properties-list", "children")], {**common, "property-key.value": "plan"}
+        ),
+        "funnel (3 steps)": _callback(
+            [("funnel-result", "children")],
+            {"funnel-run.n_clicks": 1, **common, "tabs.value": "funnel"},
+            {"funnel-steps.value": "/\n/blog/*\nSignup"},
+        ),
         "live visitors": _callback(
             [("live-visitors", "children")], {"site.value": site, "refresh.n_intervals": 1}
         ),
@@ -257,6 +310,37 @@ def api_requests(
                 "by": "country",
                 "source": source,
             },
+            f"breakdown utm_medium ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "utm_medium",
+                "source": source,
+            },
+            f"breakdown screen_size ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "screen_size",
+                "source": source,
+            },
+            f"goals ({source})": {"path": "/stats/goals", **window, "source": source},
+            f"breakdown event:name ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "event:name",
+                "source": source,
+            },
+            f"breakdown prop:plan ({source})": {
+                "path": "/stats/breakdown",
+                **window,
+                "by": "prop:plan",
+                "source": source,
+            },
+            f"funnel, 3 steps ({source})": {
+                "path": "/stats/funnel",
+                **window,
+                "steps": '[{"page": "/"}, {"page": "/blog/*"}, {"event": "Signup"}]',
+                "source": source,
+            },
             f"realtime ({source})": {"path": "/stats/realtime", "site": site, "source": source},
             f"sessions, 100 newest ({source})": {"path": "/sessions", **window, "source": source},
         }
@@ -294,6 +378,7 @@ def run_dashboard_bench(
     sizes = [events] + ([scale_events] if scale_events else [])
     archives = {size: ensure_archive(settings, size, now) for size in sizes}
     derived = {size: ensure_derived(settings, bench_site(size)) for size in sizes}
+    ensure_goals(settings, bench_site(events))
     password = "bench"
     app = build_app(settings.model_copy(update={"dashboard_password": password}))
     browser: FlaskClient = app.server.test_client()
