@@ -47,7 +47,9 @@ def visible_sites(known: list[str]) -> list[str]:
     return known if link is None else [link.site]
 
 
-def install_sharing(app: Dash, settings: Settings, clients: ClientFactory, overview_outputs: set[str]) -> None:
+def install_sharing(
+    app: Dash, settings: Settings, clients: ClientFactory, overview_outputs: set[str]
+) -> None:
     """`overview_outputs`: the callback outputs a shared session may ask for (the Overview's)."""
     server = app.server
     throttle = LoginThrottle()
@@ -79,10 +81,16 @@ def install_sharing(app: Dash, settings: Settings, clients: ClientFactory, overv
     def open_link(token: str) -> Response | tuple[str, int] | str:
         link = shared_links.resolve(clients(), token)
         if link is None:
-            return render_template_string(MESSAGE_PAGE, message="This link does not exist or was revoked."), 404
+            return render_template_string(
+                MESSAGE_PAGE, message="This link does not exist or was revoked."
+            ), 404
         if link.has_password and session.get("shared_link") != link.id:
             address = network_key(
-                client_ip(request.remote_addr or "unknown", request.headers.getlist("X-Forwarded-For"), trusted_proxies)
+                client_ip(
+                    request.remote_addr or "unknown",
+                    request.headers.getlist("X-Forwarded-For"),
+                    trusted_proxies,
+                )
             )
             if request.method == "GET":
                 return render_template_string(PASSWORD_PAGE, error=None), 200
@@ -131,7 +139,9 @@ def callback_refusal(app: Dash, body: Any, link: SharedLink, allowed_outputs: se
         if not isinstance(sent, list) or len(sent) != len(wanted):
             return "malformed callback request"
         for expected, given in zip(wanted, sent, strict=True):
-            if expected.get("id") == "site" and (not isinstance(given, dict) or given.get("value") != link.site):
+            if expected.get("id") == "site" and (
+                not isinstance(given, dict) or given.get("value") != link.site
+            ):
                 return "a shared view shows only its own site"
     return None
 

@@ -63,7 +63,9 @@ class SharedLink:
     def password_matches(self, candidate: str) -> bool:
         if not self.has_password:
             return True
-        return hmac.compare_digest(_scrypt(candidate, bytes.fromhex(self.password_salt)).hex(), self.password_digest)
+        return hmac.compare_digest(
+            _scrypt(candidate, bytes.fromhex(self.password_salt)).hex(), self.password_digest
+        )
 
 
 @dataclass(frozen=True)
