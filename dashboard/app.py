@@ -20,6 +20,7 @@ from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
+from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.store import ClientFactory, thread_local_clients
 from tally import structured_logging
@@ -55,6 +56,7 @@ def build_app(
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
+    register_share_panel(app, clients)
     return app
 
 

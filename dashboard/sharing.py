@@ -19,6 +19,7 @@ from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
 
 from dashboard.auth import LoginThrottle
+from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
 from storage import shared_links
 from storage.shared_links import SharedLink
@@ -152,7 +153,7 @@ def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.
     def layout() -> html.Div:
         page = full_layout()
         link = shared_link()
-        return page if link is None else read_only(page, link)
+        return with_share_panel(page) if link is None else read_only(page, link)
 
     return layout
 

@@ -16,13 +16,22 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Page, Response, expect
 
 from storage import shared_links
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, api, archive, period_shown, traffic
+from tests.browser.test_dashboard import (
+    DESKTOP,
+    PHONE,
+    api,
+    archive,
+    period_shown,
+    pick_site,
+    sign_in,
+    traffic,
+)
 from tests.fixtures.dashboard_server import DashboardServer
 
 pytestmark = pytest.mark.browser
@@ -66,6 +75,13 @@ async def visitor(browser: Browser) -> AsyncIterator[BrowserContext]:
         yield context
     finally:
         await context.close()
+
+
+def period_changed(response: Response) -> bool:
+    """The answer to the callback a new period triggers: sent after the test's click, unlike a
+    live-visitor refresh that may have left before it."""
+    body = response.request.post_data_json if "/_dash-update-component" in response.url else None
+    return isinstance(body, dict) and "period.data" in body.get("output", "")
 
 
 async def expect_site_numbers(page: Page, server: DashboardServer) -> None:
@@ -201,9 +217,7 @@ async def test_revoked_link_stops_working_for_an_open_page(
     shared_links.revoke_link(connect(dashboard_settings), SHARED_SITE, created.link.id)
 
     # The open page's next request (a new period) is answered 410 Gone.
-    async with page.expect_response(
-        lambda response: "/_dash-update-component" in response.url
-    ) as next_answer:
+    async with page.expect_response(period_changed) as next_answer:
         await page.click("#preset")
         await page.get_by_role("option", name="Last 30 days").click()
     assert (await next_answer.value).status == 410
@@ -212,3 +226,33 @@ async def test_revoked_link_stops_working_for_an_open_page(
     answer = await page.goto(dashboard.url + created.path())
     assert answer is not None and answer.status == 404
     await expect(page.get_by_role("alert")).to_contain_text("revoked")
+
+
+async def test_operator_creates_and_revokes_a_link_from_the_share_panel(
+    dashboard: DashboardServer, browser: Browser, visitor: BrowserContext
+) -> None:
+    operator_context = await browser.new_context(viewport=DESKTOP, locale="en-GB")
+    operator_context.set_default_timeout(TIMEOUT_MS)
+    try:
+        operator = await operator_context.new_page()
+        await sign_in(operator, dashboard)
+        await pick_site(operator, SHARED_SITE)
+        await operator.fill("#share-label", "from the panel")
+        await operator.click("#share-create")
+        url = (await operator.locator("#share-new-url").text_content()) or ""
+        assert re.fullmatch(re.escape(dashboard.url) + r"/share/[A-Za-z0-9_-]{43}", url), url
+        row = operator.locator(".share-link", has_text="from the panel")
+        await expect(row).to_have_count(1)
+
+        viewer = await visitor.new_page()
+        await viewer.goto(url)
+        await expect_site_numbers(viewer, dashboard)
+
+        await row.get_by_role("button", name="Revoke").click()
+        await expect(row).to_contain_text("revoked")
+        async with viewer.expect_response(period_changed) as answer:
+            await viewer.click("#preset")
+            await viewer.get_by_role("option", name="Last 30 days").click()
+        assert (await answer.value).status == 410
+    finally:
+        await operator_context.close()
