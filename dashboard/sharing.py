@@ -120,7 +120,8 @@ def install_sharing(
 
 
 def gone() -> Response:
-    session.pop("shared_link", None)
+    # The session keeps the revoked link's id, so every later request answers 410 too, not a
+    # "sign in" that would suggest another way in.
     if request.method == "GET" and not request.path.startswith(("/_dash-", "/assets/")):
         response = Response(render_template_string(MESSAGE_PAGE, message="This link was revoked."))
     else:

@@ -205,6 +205,14 @@ async def test_password_protected_link_asks_first(
     await expect(page.locator("#shared-banner")).to_contain_text(SHARED_SITE)
     await expect_site_numbers(page, dashboard)
 
+    # Guessing is throttled as at /login: after 10 wrong answers even the right one waits.
+    another = new_link(dashboard_settings, password="another secret")
+    url = dashboard.url + another.path()
+    with httpx.Client(timeout=30) as guesser:
+        answers = [guesser.post(url, data={"password": f"guess {n}"}).status_code for n in range(10)]
+        assert answers == [401] * 10
+        assert guesser.post(url, data={"password": "another secret"}).status_code == 429
+
 
 async def test_revoked_link_stops_working_for_an_open_page(
     dashboard: DashboardServer, dashboard_settings: Settings, visitor: BrowserContext
