@@ -20,6 +20,8 @@ from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
+from dashboard.share_panel import register_share_panel
+from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.store import ClientFactory, thread_local_clients
 from tally import structured_logging
 from tally.settings import Settings
@@ -47,10 +49,14 @@ def build_app(
         return {"status": "ok"}
 
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
-    app.layout = build_layout(topojson_url=app.get_asset_url("topojson/"))
+    topojson_url = app.get_asset_url("topojson/")
+    app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
+    before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
+    install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
+    register_share_panel(app, clients)
     return app
 
 

@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import quote
 
-from flask import Flask, Response, jsonify, redirect, render_template_string, request, session
+from flask import Flask, Response, g, jsonify, redirect, render_template_string, request, session
 
 from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 SESSION_LIFETIME = timedelta(days=14)
 OPEN_PATHS = {"/healthz", "/login", "/logout"}
-OPEN_PREFIXES = ("/api/v1/",)
+# /share/ answers for itself (dashboard/sharing.py): a link's token is its credential.
+OPEN_PREFIXES = ("/api/v1/", "/share/")
 # Where a sign-in may send the browser on: printable ASCII without spaces or backslashes.
 # Browsers drop tabs and newlines from a URL and read a backslash as `/`, so any of those could turn
 # a path into `//other.host`; a newline would also break the Location header.
@@ -99,6 +100,8 @@ def install_login(server: Flask, settings: Settings) -> None:
     def require_sign_in() -> Response | None:
         path = request.path
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
+            return None
+        if g.get("shared_link") is not None:  # let through, scoped, by dashboard/sharing.py's guard
             return None
         if request.method == "GET" and not path.startswith(("/_dash-", "/assets/")):
             # Encoded whole, so the page's own query string comes back intact.

@@ -17,6 +17,7 @@ from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
+from dashboard.sharing import visible_sites
 from dashboard.store import ClientFactory
 from storage import queries
 from storage.queries import Source, StatsQuery
@@ -72,7 +73,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     )
     @friendly(lambda message: (no_update, no_update))
     def site_options(_: int | None, current: str | None) -> tuple[list[str], str | None]:
-        known = queries.sites(clients())
+        known = visible_sites(queries.sites(clients()))
         return known, current if current in known else (known[0] if known else None)
 
     @app.callback(

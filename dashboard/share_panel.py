@@ -1,0 +1,136 @@
+"""The signed-in operator's Share panel: create, list and revoke the shared links of the site in
+the header's site picker. Its callbacks are Dash callbacks like the rest of the dashboard (JSON
+POSTs behind the sign-in cookie, SameSite=Lax: a cross-site page can neither send the cookie nor
+the JSON content type without a preflight), and a shared session is refused them by the guard in
+dashboard/sharing.py (they are not the Overview's).
+"""
+
+from __future__ import annotations
+
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from flask import request
+
+from dashboard.components import notice, panel
+from dashboard.store import ClientFactory
+from storage import shared_links
+from storage.sites import InvalidDomain
+
+REVOKE = "share-revoke"
+
+
+def share_panel() -> html.Section:
+    return panel(
+        "Share",
+        [
+            html.P(
+                "Read-only links to this site's Overview, for people without an account. "
+                "The link is shown once: copy it when it is created.",
+                className="hint",
+            ),
+            html.Div(
+                [
+                    dcc.Input(id="share-label", placeholder="Label (who is it for?)", maxLength=100),
+                    dcc.Input(id="share-password", type="password", placeholder="Password (optional)"),
+                    html.Button("Create link", id="share-create", className="button-primary", n_clicks=0),
+                ],
+                className="share-form",
+            ),
+            html.Div(id="share-created"),
+            html.Div(id="share-list"),
+        ],
+        id="share-panel",
+    )
+
+
+def with_share_panel(page: html.Div) -> html.Div:
+    """The operator's page with the Share panel at the end of the Overview."""
+    overview = _find(page, "overview-section")
+    if overview is not None:
+        overview.children = [*_children(overview), share_panel()]
+    return page
+
+
+def _find(component: object, component_id: str) -> object | None:
+    if getattr(component, "id", None) == component_id:
+        return component
+    for child in _children(component):
+        if (found := _find(child, component_id)) is not None:
+            return found
+    return None
+
+
+def _children(component: object) -> list:
+    children = getattr(component, "children", None)
+    if isinstance(children, list | tuple):
+        return list(children)
+    return [] if children is None or isinstance(children, str) else [children]
+
+
+def register_share_panel(app: Dash, clients: ClientFactory) -> None:
+    @app.callback(
+        Output("share-created", "children"),
+        Output("share-password", "value"),
+        Input("share-create", "n_clicks"),
+        State("site", "value"),
+        State("share-label", "value"),
+        State("share-password", "value"),
+        prevent_initial_call=True,
+    )
+    def create(_: int, site: str | None, label: str | None, password: str | None) -> tuple:
+        if not site:
+            return notice("Pick a site first.", "warning"), no_update
+        try:
+            created = shared_links.create_link(clients(), site, label or "", password or None)
+        except (shared_links.SharedLinkError, InvalidDomain) as refused:
+            return notice(str(refused), "warning"), no_update
+        url = request.host_url.rstrip("/") + created.path()
+        return (
+            html.Div(
+                [
+                    html.Span("New link (shown only now): "),
+                    html.Code(url, id="share-new-url"),
+                ],
+                className="notice notice-info",
+                role="status",
+            ),
+            "",
+        )
+
+    @app.callback(
+        Output("share-list", "children"),
+        Input("site", "value"),
+        Input("share-created", "children"),
+        Input({"type": REVOKE, "id": ALL}, "n_clicks"),
+    )
+    def links(site: str | None, _: object, revokes: list[int | None]) -> object:
+        if not site:
+            return None
+        triggered = ctx.triggered_id
+        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
+        clicked = bool(ctx.triggered and ctx.triggered[0].get("value"))
+        if isinstance(triggered, dict) and triggered.get("type") == REVOKE and clicked:
+            try:
+                shared_links.revoke_link(clients(), site, str(triggered["id"]))
+            except shared_links.SharedLinkError as refused:
+                return notice(str(refused), "warning")
+        try:
+            found = shared_links.list_links(clients(), site)
+        except InvalidDomain as refused:
+            return notice(str(refused), "warning")
+        if not found:
+            return html.P("No shared links yet.", className="hint")
+        return html.Ul([_row(link) for link in found], className="share-links")
+
+
+def _row(link: shared_links.SharedLink) -> html.Li:
+    details = [
+        html.Strong(link.label or "(no label)"),
+        f" · {link.id} · created {link.created_at:%Y-%m-%d %H:%M} UTC",
+        " · password" if link.has_password else "",
+    ]
+    if link.revoked:
+        return html.Li([*details, html.Span(" · revoked", className="share-revoked")], className="share-link")
+    return html.Li(
+        [*details, " ", html.Button("Revoke", id={"type": REVOKE, "id": link.id}, className="button-quiet")],
+        className="share-link",
+    )

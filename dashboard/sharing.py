@@ -1,0 +1,253 @@
+"""Shared links in the dashboard: `/share/<token>` opens a read-only Overview of one site.
+
+Opening a live link (after its password, if it has one) starts a *shared session*: the Flask
+session holds only the link's id, never `signed_in`, so it cannot reach anything the operator's
+session can. On every request of a shared session the link is looked up again (a revoked link
+answers 410 at once, also to a page already open), and the guard lets through only the Dash
+routes the page needs and, of the callbacks, only the Overview's (no Explore, Funnel or rate
+limiting), each with the link's site wherever a callback takes `site`. The layout a shared
+session gets has no site switcher, no other tabs and no log-out button; but the guard, not the
+layout, is what keeps other sites out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dash import Dash, html
+from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
+
+from dashboard.auth import LoginThrottle
+from dashboard.share_panel import with_share_panel
+from dashboard.store import ClientFactory
+from storage import shared_links
+from storage.shared_links import SharedLink
+from tally.client_ip import client_ip, network_key, parse_networks
+from tally.settings import Settings
+
+SHARE_PREFIX = "/share/"
+# What the Dash page of a shared session fetches besides its callbacks.
+DASH_PATHS = {"/_dash-layout", "/_dash-dependencies", "/_favicon.ico"}
+DASH_PREFIXES = ("/_dash-component-suites/", "/assets/")
+CALLBACK_PATH = "/_dash-update-component"
+# Replaced by empty placeholders in a shared layout (their callbacks are refused anyway).
+HIDDEN_SECTIONS = ("explore-section", "funnel-section")
+# Dropped with the element around them: the global rate-limiting panel and the log-out form.
+DROPPED_WITH_PARENT = ("rate-limits", "logout")
+
+
+def shared_link() -> SharedLink | None:
+    """The link of the current request's shared session (None for the operator)."""
+    return g.get("shared_link") if has_request_context() else None
+
+
+def visible_sites(known: list[str]) -> list[str]:
+    """The sites this request may see: all for the operator, the link's one for a shared session."""
+    link = shared_link()
+    return known if link is None else [link.site]
+
+
+def install_sharing(
+    app: Dash, settings: Settings, clients: ClientFactory, overview_outputs: set[str]
+) -> None:
+    """`overview_outputs`: the callback outputs a shared session may ask for (the Overview's)."""
+    server = app.server
+    throttle = LoginThrottle()
+    trusted_proxies = parse_networks(settings.trusted_proxies)
+    allowed_outputs = {output for output in overview_outputs if "rate-limits" not in output}
+
+    def guard() -> Response | None:
+        link_id = session.get("shared_link")
+        if link_id is None or session.get("signed_in") is True or request.path.startswith(SHARE_PREFIX):
+            return None
+        link = shared_links.resolve_id(clients(), link_id)
+        if link is None:
+            return gone()
+        if request.path == CALLBACK_PATH:
+            refusal = callback_refusal(app, request.get_json(silent=True), link, allowed_outputs)
+            if refusal is not None:
+                response = jsonify({"error": refusal})
+                response.status_code = 403
+                return response
+        elif request.path not in DASH_PATHS and not request.path.startswith(DASH_PREFIXES):
+            return None  # anything else: the sign-in guard answers, as for a stranger
+        g.shared_link = link
+        return None
+
+    # Before the sign-in guard, which then lets a request through when g.shared_link is set.
+    server.before_request_funcs.setdefault(None, []).insert(0, guard)
+
+    @server.route(f"{SHARE_PREFIX}<token>", methods=["GET", "POST"])
+    def open_link(token: str) -> Response | tuple[str, int] | str:
+        link = shared_links.resolve(clients(), token)
+        if link is None:
+            return render_template_string(
+                MESSAGE_PAGE, message="This link does not exist or was revoked."
+            ), 404
+        if link.has_password and session.get("shared_link") != link.id:
+            address = network_key(
+                client_ip(
+                    request.remote_addr or "unknown",
+                    request.headers.getlist("X-Forwarded-For"),
+                    trusted_proxies,
+                )
+            )
+            if request.method == "GET":
+                return render_template_string(PASSWORD_PAGE, error=None), 200
+            if throttle.blocked(address):
+                return render_template_string(PASSWORD_PAGE, error="Too many attempts. Try again later."), 429
+            if not link.password_matches(request.form.get("password", "")):
+                throttle.failed(address)
+                return render_template_string(PASSWORD_PAGE, error="Wrong password."), 401
+            throttle.succeeded(address)
+        elif request.method == "POST":
+            return render_template_string(MESSAGE_PAGE, message="Nothing to send here."), 405
+        # A fresh session holding only the link: whatever this browser had (even the operator's
+        # sign-in) is replaced, so a shared page never runs with more than the link allows.
+        session.clear()
+        session["shared_link"] = link.id
+        g.shared_link = link
+        return app.index()
+
+    @server.after_request
+    def no_referrer(response: Response) -> Response:
+        # The token is in the page's URL: never send it on to another site, never cache it.
+        if request.path.startswith(SHARE_PREFIX) or session.get("shared_link") is not None:
+            response.headers["Referrer-Policy"] = "no-referrer"
+            response.headers["Cache-Control"] = "no-store"
+        return response
+
+
+def gone() -> Response:
+    # The session keeps the revoked link's id, so every later request answers 410 too, not a
+    # "sign in" that would suggest another way in.
+    if request.method == "GET" and not request.path.startswith(("/_dash-", "/assets/")):
+        response = Response(render_template_string(MESSAGE_PAGE, message="This link was revoked."))
+    else:
+        response = jsonify({"error": "this shared link was revoked"})
+    response.status_code = 410
+    return response
+
+
+def callback_refusal(app: Dash, body: Any, link: SharedLink, allowed_outputs: set[str]) -> str | None:
+    """Why a shared session may not run this callback request, or None if it may."""
+    if not isinstance(body, dict) or body.get("output") not in allowed_outputs:
+        return "not available in a shared view"
+    declared = app.callback_map[body["output"]]
+    for kind in ("inputs", "state"):
+        sent = body.get(kind) or []
+        wanted = declared.get(kind) or []
+        if not isinstance(sent, list) or len(sent) != len(wanted):
+            return "malformed callback request"
+        for expected, given in zip(wanted, sent, strict=True):
+            if expected.get("id") == "site" and (
+                not isinstance(given, dict) or given.get("value") != link.site
+            ):
+                return "a shared view shows only its own site"
+    return None
+
+
+def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.Div]:
+    """The operator's layout, or for a shared session the same page cut down to one site's Overview."""
+
+    def layout() -> html.Div:
+        page = full_layout()
+        link = shared_link()
+        return with_share_panel(page) if link is None else read_only(page, link)
+
+    return layout
+
+
+def read_only(page: html.Div, link: SharedLink) -> html.Div:
+    _cut(page, link)
+    banner = html.Div(
+        [html.Strong(link.site), f" · shared read-only view{f' · {link.label}' if link.label else ''}"],
+        id="shared-banner",
+        className="shared-banner",
+    )
+    page.children = [banner, *page.children]
+    return page
+
+
+def _cut(component: Any, link: SharedLink) -> None:
+    children = getattr(component, "children", None)
+    if not isinstance(children, list | tuple):
+        if children is not None and not isinstance(children, str):
+            _restrict(children, link)
+            _cut(children, link)
+        return
+    kept = []
+    for child in children:
+        child_id = getattr(child, "id", None)
+        if child_id in HIDDEN_SECTIONS:
+            kept.append(html.Div(id=child_id, style={"display": "none"}))
+            continue
+        if any(getattr(grandchild, "id", None) in DROPPED_WITH_PARENT for grandchild in _as_list(child)):
+            continue
+        _restrict(child, link)
+        _cut(child, link)
+        kept.append(child)
+    component.children = kept
+
+
+def _restrict(component: Any, link: SharedLink) -> None:
+    component_id = getattr(component, "id", None)
+    if component_id == "site":
+        component.options = [link.site]
+        component.value = link.site
+        component.disabled = True
+        component.persistence = False
+    elif component_id == "tabs":
+        component.options = [option for option in component.options if option["value"] == "overview"]
+
+
+def _as_list(component: Any) -> list:
+    children = getattr(component, "children", None)
+    if isinstance(children, list | tuple):
+        return list(children)
+    return [] if children is None or isinstance(children, str) else [children]
+
+
+MESSAGE_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Tally</title>
+<style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
+font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
+</head><body><p role="alert">{{ message }}</p></body></html>
+"""
+
+PASSWORD_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Shared dashboard · Tally</title>
+<style>
+  body { margin: 0; min-height: 100vh; display: grid; place-items: center;
+         font-family: system-ui, -apple-system, "Segoe UI", sans-serif; background: #f4f5f8; color: #1f2430; }
+  form { background: #fff; padding: 2rem; border-radius: 12px; width: min(22rem, 90vw);
+         box-shadow: 0 1px 3px rgba(0,0,0,.08), 0 8px 24px rgba(0,0,0,.06); }
+  h1 { margin: 0 0 1.25rem; font-size: 1.5rem; }
+  label { display: block; font-weight: 600; margin-bottom: .4rem; }
+  input { width: 100%; box-sizing: border-box; padding: .65rem .75rem; font-size: 1rem;
+          border: 1px solid #c5cad5; border-radius: 8px; }
+  button { margin-top: 1rem; width: 100%; padding: .7rem; font-size: 1rem; font-weight: 600;
+           color: #fff; background: #4f46e5; border: 0; border-radius: 8px; cursor: pointer; }
+  .error { color: #b42318; background: #fef3f2; padding: .5rem .75rem; border-radius: 6px; }
+</style>
+</head>
+<body>
+<form method="post">
+  <h1>Shared dashboard</h1>
+  {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
+  <label for="password">Password for this link</label>
+  <input id="password" name="password" type="password" autocomplete="current-password" autofocus required>
+  <button type="submit">Open</button>
+</form>
+</body>
+</html>
+"""
