@@ -18,6 +18,7 @@ from dashboard.api import stats_api
 from dashboard.auth import install_login
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
+from dashboard.goals_panel import register_goal_editing
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.share_panel import register_share_panel
@@ -57,6 +58,7 @@ def build_app(
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
     register_share_panel(app, clients)
+    register_goal_editing(app, clients)
     return app
 
 

@@ -188,35 +188,6 @@ def register_goals(
         return goals_table(queries.goals(clients(), stats_query(site, period, filters), source=source))
 
     @app.callback(
-        Output("goal-status", "children"),
-        Output("goals-version", "data"),
-        Input("goal-add", "n_clicks"),
-        Input({"type": GOAL_REMOVE, "name": ALL}, "n_clicks"),
-        State("site", "value"),
-        State("goal-event", "value"),
-        State("goal-page", "value"),
-        State("goal-currency", "value"),
-        State("goals-version", "data"),
-        prevent_initial_call=True,
-    )
-    def edit_goals(
-        _add: int, _removals: list, site: str | None, event: str | None, page: str | None,
-        currency: str | None, version: int,
-    ) -> tuple[Any, Any]:  # fmt: skip
-        trigger = ctx.triggered_id
-        if not site or not ctx.triggered[0]["value"]:
-            raise PreventUpdate  # a button (re)appearing, not a click
-        try:
-            if isinstance(trigger, dict):
-                removed = goal_store.remove_goal(clients(), site, decode_value(trigger["name"]))
-                return notice(f"Removed the goal {removed.name}."), version + 1
-            goal = goal_store.make_goal(site, event or "", page or "", currency or "")
-            added = goal_store.add_goal(clients(), goal)
-        except (goal_store.InvalidGoal, ValueError) as refused:
-            return notice(str(refused), "error"), no_update
-        return notice(f"Added the goal {added.name}."), version + 1
-
-    @app.callback(
         Output("property-key", "options"),
         Output("property-key", "value"),
         Input("site", "value"),
@@ -248,3 +219,38 @@ def register_goals(
             return notice(NO_PROPERTIES)
         q = stats_query(site, period, filters)
         return properties_list(queries.properties(clients(), q, key, limit=PROPERTY_ROWS, source=source))
+
+
+def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
+    """The Goals panel's add and remove buttons: a change to the site's configuration, so
+    registered apart from the Overview's read-only callbacks, which a shared link may call
+    (dashboard/sharing.py allows those only)."""
+
+    @app.callback(
+        Output("goal-status", "children"),
+        Output("goals-version", "data"),
+        Input("goal-add", "n_clicks"),
+        Input({"type": GOAL_REMOVE, "name": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("goal-event", "value"),
+        State("goal-page", "value"),
+        State("goal-currency", "value"),
+        State("goals-version", "data"),
+        prevent_initial_call=True,
+    )
+    def edit_goals(
+        _add: int, _removals: list, site: str | None, event: str | None, page: str | None,
+        currency: str | None, version: int,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        trigger = ctx.triggered_id
+        if not site or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        try:
+            if isinstance(trigger, dict):
+                removed = goal_store.remove_goal(clients(), site, decode_value(trigger["name"]))
+                return notice(f"Removed the goal {removed.name}."), version + 1
+            goal = goal_store.make_goal(site, event or "", page or "", currency or "")
+            added = goal_store.add_goal(clients(), goal)
+        except (goal_store.InvalidGoal, ValueError) as refused:
+            return notice(str(refused), "error"), no_update
+        return notice(f"Added the goal {added.name}."), version + 1

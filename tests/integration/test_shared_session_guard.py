@@ -11,6 +11,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
+from storage import goals as goal_store
 from storage import shared_links
 from storage.client import connect
 from storage.sites import add_site
@@ -49,6 +50,36 @@ def test_malformed_callbacks_are_refused(shared: tuple[FlaskClient, shared_links
     assert client.post("/_dash-update-component", json=site_options(None)).status_code == 403
     assert client.post("/_dash-update-component", json=site_options([created.link.site])).status_code == 403
     assert client.post("/_dash-update-component", json={"output": "nope.children"}).status_code == 403
+
+
+def test_a_shared_link_cannot_change_its_sites_goals(
+    shared: tuple[FlaskClient, shared_links.CreatedLink], dashboard_settings: Settings
+) -> None:
+    """The Goals panel's add button as the operator's page posts it, for the link's own site:
+    a read-only link changes no configuration."""
+    client, created = shared
+    site = created.link.site
+    add_goal = {
+        "output": "..goal-status.children...goals-version.data..",
+        "outputs": [
+            {"id": "goal-status", "property": "children"},
+            {"id": "goals-version", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "goal-add", "property": "n_clicks", "value": 1},
+            {"id": {"type": "goal-remove", "name": ["ALL"]}, "property": "n_clicks", "value": []},
+        ],
+        "state": [
+            {"id": "site", "property": "value", "value": site},
+            {"id": "goal-event", "property": "value", "value": "Signup"},
+            {"id": "goal-page", "property": "value", "value": ""},
+            {"id": "goal-currency", "property": "value", "value": ""},
+            {"id": "goals-version", "property": "data", "value": 0},
+        ],
+        "changedPropIds": ["goal-add.n_clicks"],
+    }
+    assert client.post("/_dash-update-component", json=add_goal).status_code == 403
+    assert goal_store.list_goals(connect(dashboard_settings), site) == []
 
 
 def test_shared_session_reaches_nothing_of_the_operators(
