@@ -144,13 +144,8 @@ def safe_next(target: str) -> str:
     return "/"
 
 
-LOGIN_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign in · Tally</title>
-<style>
+# The sign-in form and a shared link's password form look alike.
+FORM_PAGE_STYLE = """
   body { margin: 0; min-height: 100vh; display: grid; place-items: center;
          font-family: system-ui, -apple-system, "Segoe UI", sans-serif; background: #f4f5f8; color: #1f2430; }
   form { background: #fff; padding: 2rem; border-radius: 12px; width: min(22rem, 90vw);
@@ -164,7 +159,19 @@ LOGIN_PAGE = """<!doctype html>
            color: #fff; background: #4f46e5; border: 0; border-radius: 8px; cursor: pointer; }
   .error { color: #b42318; background: #fef3f2; padding: .5rem .75rem; border-radius: 6px; }
   .hint { color: #5b6275; font-size: .85rem; margin-top: 1rem; }
-</style>
+"""
+
+LOGIN_PAGE = (
+    """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sign in · Tally</title>
+<style>
+"""
+    + FORM_PAGE_STYLE
+    + """</style>
 </head>
 <body>
 <form method="post">
@@ -180,3 +187,4 @@ LOGIN_PAGE = """<!doctype html>
 </body>
 </html>
 """
+)

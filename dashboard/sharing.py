@@ -18,7 +18,7 @@ from typing import Any
 from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
 
-from dashboard.auth import LoginThrottle
+from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
 from storage import shared_links
@@ -219,7 +219,8 @@ font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</styl
 </head><body><p role="alert">{{ message }}</p></body></html>
 """
 
-PASSWORD_PAGE = """<!doctype html>
+PASSWORD_PAGE = (
+    """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -227,18 +228,9 @@ PASSWORD_PAGE = """<!doctype html>
 <meta name="referrer" content="no-referrer">
 <title>Shared dashboard · Tally</title>
 <style>
-  body { margin: 0; min-height: 100vh; display: grid; place-items: center;
-         font-family: system-ui, -apple-system, "Segoe UI", sans-serif; background: #f4f5f8; color: #1f2430; }
-  form { background: #fff; padding: 2rem; border-radius: 12px; width: min(22rem, 90vw);
-         box-shadow: 0 1px 3px rgba(0,0,0,.08), 0 8px 24px rgba(0,0,0,.06); }
-  h1 { margin: 0 0 1.25rem; font-size: 1.5rem; }
-  label { display: block; font-weight: 600; margin-bottom: .4rem; }
-  input { width: 100%; box-sizing: border-box; padding: .65rem .75rem; font-size: 1rem;
-          border: 1px solid #c5cad5; border-radius: 8px; }
-  button { margin-top: 1rem; width: 100%; padding: .7rem; font-size: 1rem; font-weight: 600;
-           color: #fff; background: #4f46e5; border: 0; border-radius: 8px; cursor: pointer; }
-  .error { color: #b42318; background: #fef3f2; padding: .5rem .75rem; border-radius: 6px; }
-</style>
+"""
+    + FORM_PAGE_STYLE
+    + """</style>
 </head>
 <body>
 <form method="post">
@@ -251,3 +243,4 @@ PASSWORD_PAGE = """<!doctype html>
 </body>
 </html>
 """
+)

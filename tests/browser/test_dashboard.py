@@ -13,7 +13,7 @@ import io
 import json
 import random
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from playwright.async_api import Browser, BrowserContext, Page, expect
 from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.browser import TIMEOUT_MS
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import (
     CLIENTS,
@@ -42,7 +43,7 @@ from tests.fixtures.events import (
     page_view,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 SITE = "browser-dashboard.example.com"
 BUSIER_SITE = "busier-dashboard.example.com"  # listed first, so picking SITE is a real choice
@@ -50,8 +51,6 @@ SCREENSHOTS = PROJECT_ROOT / "test-artifacts" / "screenshots"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 METRICS = ["visitors", "pageviews", "sessions", "bounce_rate", "avg_session_duration_s"]
-TIMEOUT_MS = 20_000
-PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored for the other browser tests
 
 
 def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageViewEvent]:
@@ -100,14 +99,6 @@ def traffic(site: str, now: datetime, visitors: int, seed: int) -> list[PageView
 def archive(settings: Settings, events: list[PageViewEvent]) -> None:
     rows, columns = archive_rows(events)
     connect(settings).insert("events", rows, column_names=columns)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patient_expectations() -> Iterator[None]:
-    """Callbacks answer in well under a second, but the machine is shared with Kafka and Spark."""
-    expect.set_options(timeout=TIMEOUT_MS)
-    yield
-    expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")

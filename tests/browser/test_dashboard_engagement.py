@@ -16,7 +16,6 @@ from tests.browser.test_dashboard import (
     TIMEOUT_MS,
     api,
     archive,
-    patient_expectations,  # noqa: F401 (autouse: the same patience as the dashboard tests)
     period_shown,
     pick_site,
     screenshot,
@@ -25,7 +24,7 @@ from tests.browser.test_dashboard import (
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 SITE = "engaged-dashboard.example.com"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,7 +22,6 @@ from tally.settings import Settings
 from tests.browser.test_dashboard import (
     DESKTOP,
     PHONE,
-    PLAYWRIGHT_EXPECT_TIMEOUT_MS,
     TIMEOUT_MS,
     api,
     period_shown,
@@ -34,7 +32,7 @@ from tests.browser.test_dashboard import (
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import archive_rows, page_view
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 SITE = "browser-funnel.example.com"
 STEPS_TEXT = "/product/*\nSignup\n/thanks"
@@ -56,13 +54,6 @@ def checkout_traffic(now: datetime) -> list[PageViewEvent]:
         if index % 4 == 0:
             events.append(page_view(SITE, visitor, at + timedelta(minutes=3), "/thanks"))
     return events
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patient_expectations() -> Iterator[None]:
-    expect.set_options(timeout=TIMEOUT_MS)
-    yield
-    expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ Screenshots of the shared view (desktop 1280, phone 390) go to docs/screenshots/
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -32,23 +32,15 @@ from tests.browser.test_dashboard import (
     sign_in,
     traffic,
 )
+from tests.fixtures.browser import TIMEOUT_MS
 from tests.fixtures.dashboard_server import DashboardServer
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 SHARED_SITE = "shared-view.example.com"
 OTHER_SITE = "not-shared.example.com"
 SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
-TIMEOUT_MS = 20_000
-PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000
 TOP_METRICS = "top-metrics.children"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patient_expectations() -> Iterator[None]:
-    expect.set_options(timeout=TIMEOUT_MS)
-    yield
-    expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")

@@ -14,21 +14,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import PHONE, TIMEOUT_MS, period_shown, pick_site, sign_in
+from tests.browser.test_dashboard import PHONE, period_shown, pick_site, sign_in
 from tests.browser.test_tracker import EVERY_OPTION, tracked_page
 from tests.fixtures.browser import Websites
 from tests.fixtures.collector_server import register_site
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.integration.test_archiver import archive_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 DOMAIN = "shop.goals.test"
 SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
@@ -44,13 +43,6 @@ async ([collector, domain]) => {
   return (await fetch(collector + "/api/event", {method: "POST", body, headers})).status;
 }
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def patient_expectations() -> Iterator[None]:
-    expect.set_options(timeout=TIMEOUT_MS)
-    yield
-    expect.set_options(timeout=5_000)
 
 
 def api(server: DashboardServer, path: str, **params: str) -> object:
