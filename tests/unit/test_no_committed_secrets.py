@@ -33,6 +33,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/integration/test_clickhouse_endpoint.py", KEYWORD, "wrong"): (
         "the wrong password the test presents to that endpoint to see it refused"
     ),
+    ("tests/browser/test_dashboard_sharing.py", KEYWORD, "another secret"): (
+        "the password of a shared link the browser test creates on its own temporary dashboard"
+    ),
     ("tests/unit/test_dashboard_login.py", KEYWORD, "correct horse battery staple"): (
         "the login tests' password for an in-process dashboard (xkcd's example passphrase)"
     ),
