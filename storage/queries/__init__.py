@@ -166,7 +166,7 @@ def funnel(
     """Visitors and sessions reaching each step. Both sources read the archive: the rollups
     hold no event order (contract.py); the report names the source that answered."""
     del source  # accepted like every report's, answered from the archive whatever it is
-    return funnels.funnel(client, q, steps)
+    return funnels.funnel(client, with_goal(client, q), steps)
 
 
 def late_pageviews(client: Client, q: StatsQuery) -> int:

@@ -15,10 +15,12 @@ from uuid import UUID
 import pytest
 from clickhouse_connect.driver.client import Client
 
+from storage import goals as goal_store
 from storage import queries
 from storage.client import connect
 from storage.page_patterns import matches
 from storage.queries import FunnelStep, StatsQuery
+from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, page_view
@@ -208,6 +210,19 @@ def test_filters_keep_sessions_with_a_matching_page_view(archive: Client) -> Non
     only_thanks = day_query(path="/thanks")  # sessions that saw /thanks: done, night, thanks-only
     assert answered(archive, only_thanks, CHECKOUT) == expected_funnel(EVENTS, only_thanks, CHECKOUT)
     assert answered(archive, only_thanks, CHECKOUT) == [(2, 2), (2, 2), (2, 2)]
+
+
+def test_a_goal_filter_keeps_the_sessions_of_converted_visitors(archive: Client) -> None:
+    """The dashboard's goal filter reaches the Funnel tab too: sessions with a page view of a
+    visitor who converted on the goal. Every session reaching /thanks is one of those."""
+    add_site(archive, SITE)
+    if "Visit /thanks" not in {goal.name for goal in goal_store.list_goals(archive, SITE)}:
+        goal_store.add_goal(archive, goal_store.make_goal(SITE, page_pattern="/thanks"))
+    # two days: the night session reaches /thanks after midnight, and a conversion counts in range
+    converted = answered(archive, day_query(days=2, goal="Visit /thanks"), CHECKOUT)
+    everyone = answered(archive, day_query(days=2), CHECKOUT)
+    assert converted[2] == everyone[2] and converted[2][0] > 0
+    assert all(mine <= all_ for mine, all_ in zip(converted, everyone, strict=True))
 
 
 def test_empty_range_reaches_nothing(archive: Client) -> None:
