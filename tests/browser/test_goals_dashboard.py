@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import re
 
-import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import PHONE, period_shown, pick_site, sign_in
+from tests.browser.test_dashboard import PHONE, api, period_shown, pick_site, sign_in
 from tests.browser.test_tracker import EVERY_OPTION, tracked_page
 from tests.fixtures.browser import Websites
 from tests.fixtures.collector_server import register_site
@@ -43,17 +42,6 @@ async ([collector, domain]) => {
   return (await fetch(collector + "/api/event", {method: "POST", body, headers})).status;
 }
 """
-
-
-def api(server: DashboardServer, path: str, **params: str) -> object:
-    response = httpx.get(
-        f"{server.url}/api/v1{path}",
-        params={"source": "raw", **params},
-        headers={"Authorization": f"Bearer {server.api_key}"},
-        timeout=30,
-    )
-    response.raise_for_status()
-    return response.json()
 
 
 async def visit_and_convert(page: Page, websites: Websites, collector_url: str) -> None:
