@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from clickhouse_connect.driver.client import Client
 
@@ -27,9 +27,12 @@ from storage.queries.contract import (
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
     BreakdownRow,
+    Condition,
     EventRow,
+    Expression,
     GoalRow,
     Interval,
+    Logic,
     PageEngagement,
     Point,
     SessionRow,
@@ -55,11 +58,14 @@ __all__ = [
     "SESSION_GAP_S",
     "SESSION_PROPERTIES",
     "BreakdownRow",
+    "Condition",
     "EventRow",
+    "Expression",
     "FunnelReport",
     "FunnelStep",
     "GoalRow",
     "Interval",
+    "Logic",
     "PageEngagement",
     "Point",
     "SessionRow",
@@ -73,6 +79,7 @@ __all__ = [
     "checked_steps",
     "custom_events",
     "engagement",
+    "first_day",
     "funnel",
     "goals",
     "late_pageviews",
@@ -105,7 +112,7 @@ def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
 
 def uses_agg(q: StatsQuery, source: Source) -> bool:
     """Whether `source` answers `q`: filters always read the archive."""
-    return source == "agg" and not q.filters
+    return source == "agg" and not q.filtered
 
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
@@ -182,6 +189,14 @@ def sites(client: Client) -> list[str]:
         f"SELECT site FROM {EVENTS} GROUP BY site ORDER BY count() DESC LIMIT 1000"
     ).result_rows
     return [row[0] for row in rows]
+
+
+def first_day(client: Client, site: str) -> date | None:
+    """The UTC day of the site's first archived event (None without any): where "all time" starts."""
+    earliest = client.query(
+        f"SELECT min(ts), count() FROM {EVENTS} WHERE site = {{site:String}}", parameters={"site": site}
+    ).result_rows[0]
+    return earliest[0].date() if earliest[1] else None
 
 
 def total_pageviews(client: Client, site: str) -> int:

@@ -63,6 +63,12 @@ Once the stream jobs have processed an event both give the same numbers. The def
   with that value; `goal` to the visitors (day, visitor) who converted on that goal in the
   range (all their events in the range count); `props.KEY` to events carrying KEY = value.
   A filtered report is computed from the archive (raw) on either source.
+- a filter expression (`StatsQuery.where`, Plausible's filters) restricts the events the same
+  way, with more operators: is / is_not (the value is / is none of the values), contains /
+  contains_not (some value is / none is a substring), matches / matches_not (some RE2 regular
+  expression matches / none does, anywhere in the value unless anchored), combined with and,
+  or and not. On `props.KEY`, is_not and the *_not operators also keep the events without KEY
+  (as Plausible counts them: a missing property is none of the values).
 
 Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
@@ -152,6 +158,33 @@ INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "to
 INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
+FilterOperator = Literal["is", "is_not", "contains", "contains_not", "matches", "matches_not"]
+FILTER_OPERATORS: tuple[FilterOperator, ...] = (
+    "is", "is_not", "contains", "contains_not", "matches", "matches_not",
+)  # fmt: skip
+MAX_FILTER_VALUES = 100  # per condition: a filter is a user's list, not a table
+
+
+@dataclass(frozen=True)
+class Condition:
+    """`dimension` (an EVENT_DIMENSIONS name or props.KEY) compared with `values` by `operator`."""
+
+    operator: FilterOperator
+    dimension: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Logic:
+    """`and` / `or` of its operands, or `not` of its one operand."""
+
+    operator: Literal["and", "or", "not"]
+    operands: tuple[Condition | Logic, ...]
+
+
+Expression = Condition | Logic
+
+
 @dataclass(frozen=True)
 class StatsQuery:
     """What a report asks about: one site, the half-open UTC range [start, end), and
@@ -165,6 +198,12 @@ class StatsQuery:
     filters: dict[str, str] = field(default_factory=dict)
     session_gap_s: int = SESSION_GAP_S
     goal: Goal | None = None
+    where: Expression | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any filter (dict or expression) restricts the events."""
+        return bool(self.filters) or self.where is not None
 
     def parameters(self) -> dict[str, object]:
         parameters: dict[str, object] = {
@@ -179,6 +218,8 @@ class StatsQuery:
                 parameters[f"filter_{index}_key"] = name.removeprefix(PROPS_FILTER)
         if self.goal is not None:
             parameters |= goal_condition(self.goal, "filter")[1]
+        if self.where is not None:
+            parameters |= expression_sql(self.where)[1]
         return parameters
 
     def filter_sql(self) -> str:
@@ -193,6 +234,8 @@ class StatsQuery:
                 sql += f" AND mapContains(props, {{filter_{index}_key:String}})"
             else:
                 sql += f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
+        if self.where is not None:
+            sql += f" AND {expression_sql(self.where)[0]}"
         return sql
 
     def goal_filter_sql(self) -> str:
@@ -296,6 +339,8 @@ def validate(q: StatsQuery) -> None:
     if unknown:
         known = [*sorted(EVENT_DIMENSIONS), GOAL_FILTER, f"{PROPS_FILTER}KEY"]
         raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {known}")
+    if q.where is not None:
+        validate_expression(q.where)
     if q.end <= q.start:
         raise UnsupportedQuery("`to` must be after `from`")
 
@@ -390,3 +435,61 @@ def goal_row(
         Decimal(revenue),
         int(revenue_events),
     )
+
+
+# --- filter expressions (Plausible's filters; the module docstring defines them) -------------
+
+
+def validate_expression(expression: Expression) -> None:
+    """UnsupportedQuery naming what no source can filter by."""
+    if isinstance(expression, Logic):
+        if expression.operator not in ("and", "or", "not") or not expression.operands:
+            raise UnsupportedQuery(f"filter operator {expression.operator!r} needs operands")
+        if expression.operator == "not" and len(expression.operands) != 1:
+            raise UnsupportedQuery("`not` takes one filter")
+        for operand in expression.operands:
+            validate_expression(operand)
+        return
+    if expression.operator not in FILTER_OPERATORS:
+        raise UnsupportedQuery(
+            f"filter operator {expression.operator!r}; operators: {list(FILTER_OPERATORS)}"
+        )
+    if expression.dimension == GOAL_FILTER or not is_filter(expression.dimension):
+        known = [*sorted(EVENT_DIMENSIONS), f"{PROPS_FILTER}KEY"]
+        raise UnsupportedQuery(
+            f"cannot filter by {expression.dimension!r} in an expression; filters: {known}"
+        )
+    if not 0 < len(expression.values) <= MAX_FILTER_VALUES:
+        raise UnsupportedQuery(f"a filter has 1 to {MAX_FILTER_VALUES} values")
+
+
+def expression_sql(expression: Expression) -> tuple[str, dict[str, object]]:
+    """The SQL condition and its parameters (where_0, where_1, … in the order met): values,
+    substrings, patterns and property keys are parameters; columns come from EVENT_DIMENSIONS."""
+    parameters: dict[str, object] = {}
+    return _expression_sql(expression, parameters), parameters
+
+
+def _expression_sql(expression: Expression, parameters: dict[str, object]) -> str:
+    if isinstance(expression, Logic):
+        parts = [_expression_sql(operand, parameters) for operand in expression.operands]
+        if expression.operator == "not":
+            return f"NOT ({parts[0]})"
+        return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
+    name = f"where_{len(parameters)}"
+    parameters[name] = list(expression.values)
+    values = f"{{{name}:Array(String)}}"
+    column, key = EVENT_DIMENSIONS.get(expression.dimension), ""
+    if column is None:
+        key = f"where_{len(parameters)}"
+        parameters[key] = expression.dimension.removeprefix(PROPS_FILTER)
+        column = f"props[{{{key}:String}}]"
+    positive = expression.operator.removesuffix("_not")
+    test = {
+        "is": f"has({values}, {column})",
+        "contains": f"arrayExists(part -> position({column}, part) > 0, {values})",
+        "matches": f"arrayExists(pattern -> match({column}, pattern), {values})",
+    }[positive]
+    if key:  # a missing property is no value: it never is, contains or matches one
+        test = f"(mapContains(props, {{{key}:String}}) AND {test})"
+    return f"NOT {test}" if expression.operator.endswith("_not") else test

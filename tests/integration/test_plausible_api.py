@@ -1,0 +1,365 @@
+"""Plausible's Stats API v2 (`POST /api/v2/query`) against the real ClickHouse engine.
+
+The requests are shaped as Plausible's published documentation shapes them, and the answers
+are checked for Plausible's response shape and for the known numbers of a small archive, on
+both sources (`agg` from rollups built by storage/rollup_backfill.py, `raw` from the archive),
+and against Tally's own stats API for the same question. Sources read:
+- https://plausible.io/docs/stats-api (Stats API v2 reference: request keys `site_id`,
+  `metrics`, `date_range` ("day", "7d", "30d", "month", "6mo", "12mo", "year", "all", or two
+  ISO-8601 dates / date-times), `dimensions`, `filters` (`[operator, dimension, clauses]`,
+  is / is_not / contains / contains_not / matches / matches_not, and / or / not), `order_by`,
+  `include` (imports, time_labels, total_rows), `pagination` (limit, offset); the response
+  `{"results": [{"metrics": [...], "dimensions": [...]}], "meta": {...}, "query": {...}}`;
+  the example `{"site_id": "dummy.site", "metrics": ["visitors"], "date_range": "7d"}` and
+  `[["is_not", "visit:country_name", [""]]]`; bounce_rate and conversion_rate as percentages);
+- Plausible's query parser (plausible/analytics, lib/plausible/stats/filters/query_parser.ex)
+  for the wording of its errors: "Unknown metric '…'.", "Invalid date_range '…'.", "Invalid
+  filter '…'", "Unknown operator for filter '…'.", "Invalid order_by entry '…'. Entry is not
+  a queried metric or dimension.", and "Metric `conversion_rate` can only be queried with
+  event:goal filters or dimensions.".
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from flask.testing import FlaskClient
+
+from dashboard.app import build_app
+from storage import goals as goal_store
+from storage.client import connect
+from storage.rollup_backfill import backfill_rollups
+from storage.sites import add_site
+from tally.settings import Settings
+from tests.fixtures.events import archive_rows, page_view
+
+pytestmark = pytest.mark.integration
+
+SITE = "plausible-api.example.com"
+DAY = datetime(2026, 11, 10, tzinfo=UTC)  # a Tuesday
+NOW = DAY + timedelta(days=1, hours=12)  # the API's clock: "day" is 2026-11-11
+ONE_DAY = ["2026-11-10", "2026-11-10"]
+SOURCES = ["raw", "agg"]
+
+
+def at(hours: float) -> datetime:
+    return DAY + timedelta(hours=hours)
+
+
+A = {"country": "CH", "browser": "Firefox", "os": "Linux", "screen_width": 1440}  # Desktop
+B = {"country": "DE", "browser": "Safari", "os": "iOS", "screen_width": 390}  # Mobile
+C = {"country": "DE", "browser": "Chrome", "os": "Windows", "screen_width": 1000}  # Laptop
+# a: a 3-page session from Hacker News (gaps of 10 and exactly 30 minutes: one visit of 40
+# minutes), engaged 30 s on / scrolled to 80%; b: a bounce from google.com via a newsletter,
+# then a Signup (plan pro); c: a direct bounce, then a Signup (plan free); d: the next day.
+EVENTS = [
+    page_view(SITE, "a", at(9), "/", referrer_domain="news.ycombinator.com", **A),
+    page_view(SITE, "a", at(9) + timedelta(seconds=40), "/", name="engagement", engagement_ms=30_000,
+              scroll_depth=80, **A),
+    page_view(SITE, "a", at(9) + timedelta(minutes=10), "/pricing", **A),
+    page_view(SITE, "a", at(9) + timedelta(minutes=40), "/blog/kafka", **A),
+    page_view(SITE, "b", at(9) + timedelta(minutes=5), "/pricing", referrer_domain="google.com",
+              utm_source="newsletter", **B),
+    page_view(SITE, "b", at(9) + timedelta(minutes=6), "/pricing", name="Signup", props={"plan": "pro"}, **B),
+    page_view(SITE, "c", at(12), "/blog/hello", **C),
+    page_view(SITE, "c", at(12.02), "/blog/hello", name="Signup", props={"plan": "free"}, **C),
+    page_view(SITE, "d", at(34), "/", country="US"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def store(dashboard_settings: Settings) -> Client:
+    client = connect(dashboard_settings)
+    rows, columns = archive_rows(EVENTS)
+    client.insert("events", rows, column_names=columns)
+    add_site(client, SITE)
+    goal_store.add_goal(client, goal_store.make_goal(SITE, "Signup"))
+    backfill_rollups(client, SITE, (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=3)).date())
+    return client
+
+
+@pytest.fixture(scope="module")
+def api(dashboard_settings: Settings, store: Client) -> FlaskClient:
+    return build_app(dashboard_settings, clock=lambda: NOW).server.test_client()
+
+
+@pytest.fixture(scope="module")
+def auth(dashboard_settings: Settings) -> dict[str, str]:
+    return {"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"}
+
+
+def post(
+    api: FlaskClient, auth: dict[str, str], body: dict[str, Any], source: str = "raw"
+) -> tuple[int, Any]:
+    response = api.post("/api/v2/query", json=body, headers=auth, query_string={"source": source})
+    return response.status_code, response.get_json()
+
+
+def results(api: FlaskClient, auth: dict[str, str], source: str = "raw", **body: Any) -> list[list[Any]]:
+    """[dimensions..., metrics...] per result row."""
+    status, answer = post(api, auth, {"site_id": SITE, "date_range": ONE_DAY, **body}, source)
+    assert status == 200, answer
+    return [[*row["dimensions"], *row["metrics"]] for row in answer["results"]]
+
+
+# --- Plausible's documented example and response shape -------------------------------------------
+
+
+def test_documented_example_answers_in_plausibles_shape(api: FlaskClient, auth: dict[str, str]) -> None:
+    status, answer = post(api, auth, {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d"})
+    assert status == 200
+    assert answer["results"] == [{"metrics": [4], "dimensions": []}]  # a, b, c on the 10th, d on the 11th
+    assert answer["meta"] == {"source": "raw"}
+    assert answer["query"] == {
+        "site_id": SITE,
+        "metrics": ["visitors"],
+        "date_range": ["2026-11-05T00:00:00+00:00", "2026-11-11T23:59:59+00:00"],
+        "filters": [],
+        "dimensions": [],
+        "order_by": [["visitors", "desc"]],
+        "include": {},
+        "pagination": {"limit": 10000, "offset": 0},
+    }
+
+
+# --- each metric, with a known answer, on both sources --------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_every_aggregate_metric(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    metrics = [
+        "visitors",
+        "visits",
+        "pageviews",
+        "views_per_visit",
+        "bounce_rate",
+        "visit_duration",
+        "events",
+    ]
+    # 5 page views in 3 visits (a's of 3 views and 2400 s, two bounces); 5 + 2 Signups = 7 events.
+    assert results(api, auth, source, metrics=metrics) == [[3, 3, 5, 1.67, 67, 800, 7]]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_conversion_rate_with_a_goal_filter(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    body = {
+        "metrics": ["visitors", "events", "conversion_rate"],
+        "filters": [["is", "event:goal", ["Signup"]]],
+    }
+    assert results(api, auth, source, **body) == [[2, 2, 66.67]]
+
+
+def test_relative_date_ranges(api: FlaskClient, auth: dict[str, str]) -> None:
+    def visitors(date_range: object) -> int:
+        status, answer = post(api, auth, {"site_id": SITE, "metrics": ["visitors"], "date_range": date_range})
+        assert status == 200, answer
+        return answer["results"][0]["metrics"][0]
+
+    assert [visitors(r) for r in ("day", "7d", "30d", "month", "6mo", "12mo", "year", "all")] == [1, *[4] * 7]
+    assert visitors(["2026-11-10T09:00:00+00:00", "2026-11-10T09:04:59+00:00"]) == 1  # a only (both ends in)
+    assert visitors(["2026-11-10T10:00:00+01:00", "2026-11-10T10:05:00+01:00"]) == 2  # 09:00-09:05 UTC
+
+
+# --- each dimension ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize(
+    ("dimension", "expected"),
+    [
+        ("event:page", [["/pricing", 2, 2], ["/", 1, 1], ["/blog/hello", 1, 1], ["/blog/kafka", 1, 1]]),
+        ("visit:entry_page", [["/", 1, 3], ["/blog/hello", 1, 1], ["/pricing", 1, 1]]),
+        ("visit:exit_page", [["/blog/kafka", 1, 3], ["/blog/hello", 1, 1], ["/pricing", 1, 1]]),
+        ("visit:source", [["news.ycombinator.com", 1, 3], ["", 1, 1], ["google.com", 1, 1]]),
+        ("visit:utm_source", [["", 2, 4], ["newsletter", 1, 1]]),
+        ("visit:country", [["DE", 2, 2], ["CH", 1, 3]]),
+        ("visit:device", [["Desktop", 1, 3], ["Laptop", 1, 1], ["Mobile", 1, 1]]),
+        ("visit:browser", [["Firefox", 1, 3], ["Chrome", 1, 1], ["Safari", 1, 1]]),
+        ("visit:os", [["Linux", 1, 3], ["Windows", 1, 1], ["iOS", 1, 1]]),
+    ],
+)
+def test_dimensions(
+    api: FlaskClient, auth: dict[str, str], source: str, dimension: str, expected: list[list[Any]]
+) -> None:
+    assert results(api, auth, source, metrics=["visitors", "pageviews"], dimensions=[dimension]) == expected
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_goal_and_property_dimensions(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    goal_body = {"metrics": ["visitors", "events", "conversion_rate"], "dimensions": ["event:goal"]}
+    assert results(api, auth, source, **goal_body) == [["Signup", 2, 2, 66.67]]
+    props_body = {"metrics": ["visitors", "events"], "dimensions": ["event:props:plan"]}
+    assert results(api, auth, source, **props_body) == [["free", 1, 1], ["pro", 1, 1]]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_page_engagement_metrics(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    body = {"metrics": ["visitors", "time_on_page", "scroll_depth"], "dimensions": ["event:page"]}
+    rows = results(api, auth, source, **body, order_by=[["event:page", "asc"]])
+    assert rows[0] == ["/", 1, 30, 80]
+    assert rows[1] == ["/blog/hello", 1, None, None]  # no engagement recorded: no number
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize(
+    ("dimension", "date_range", "expected"),
+    [
+        ("time:hour", ONE_DAY, [["2026-11-10 09:00:00", 2, 4], ["2026-11-10 12:00:00", 1, 1]]),
+        ("time:day", "7d", [["2026-11-10", 3, 5], ["2026-11-11", 1, 1]]),
+        ("time:week", "7d", [["2026-11-09", 4, 6]]),  # the week from Monday the 9th
+        ("time:month", ["2026-10-15", "2026-11-30"], [["2026-11-01", 4, 6]]),
+    ],
+)
+def test_time_dimensions(
+    api: FlaskClient, auth: dict[str, str], source: str, dimension: str, date_range: object, expected: list
+) -> None:
+    body = {"metrics": ["visitors", "pageviews"], "dimensions": [dimension], "date_range": date_range}
+    assert results(api, auth, source, **body) == expected
+
+
+def test_time_labels_list_every_bucket(api: FlaskClient, auth: dict[str, str]) -> None:
+    body = {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d", "dimensions": ["time:week"]}
+    status, answer = post(api, auth, {**body, "include": {"time_labels": True}})
+    assert status == 200
+    assert answer["meta"]["time_labels"] == ["2026-11-05", "2026-11-09"]  # a week begun before: the 5th
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ([["is", "event:page", ["/pricing"]]], [2, 2]),
+        ([["is", "event:page", ["/pricing", "/"]]], [2, 3]),
+        ([["is_not", "event:page", ["/pricing"]]], [2, 3]),
+        ([["contains", "event:page", ["blog"]]], [2, 2]),
+        ([["contains_not", "event:page", ["blog", "pricing"]]], [1, 1]),
+        ([["matches", "event:page", ["^/blog/k"]]], [1, 1]),
+        ([["matches_not", "event:page", ["^/blog/"]]], [2, 3]),
+        ([["is", "visit:country", ["DE"]], ["is", "visit:browser", ["Safari"]]], [1, 1]),
+        ([["or", [["is", "visit:country", ["CH"]], ["is", "visit:browser", ["Safari"]]]]], [2, 4]),
+        ([["not", ["is", "visit:country", ["DE"]]]], [1, 3]),
+        ([["and", [["is", "visit:device", ["Desktop"]], ["contains", "event:page", ["/"]]]]], [1, 3]),
+        ([["is_not", "visit:country", [""]]], [3, 5]),  # the documentation's example, on country
+    ],
+)
+def test_filter_operators(api: FlaskClient, auth: dict[str, str], filters: list, expected: list[int]) -> None:
+    assert results(api, auth, metrics=["visitors", "pageviews"], filters=filters) == [expected]
+
+
+def test_property_filter_restricts_events(api: FlaskClient, auth: dict[str, str]) -> None:
+    body = {"metrics": ["visitors", "events"], "dimensions": ["event:goal"]}
+    assert results(api, auth, **body, filters=[["is", "event:props:plan", ["pro"]]]) == [["Signup", 1, 1]]
+    assert results(api, auth, **body, filters=[["is_not", "event:props:plan", ["pro"]]]) == [["Signup", 1, 1]]
+
+
+def test_a_filtered_query_reads_the_archive(api: FlaskClient, auth: dict[str, str]) -> None:
+    body = {"site_id": SITE, "metrics": ["visitors"], "date_range": ONE_DAY}
+    assert post(api, auth, body, source="agg")[1]["meta"]["source"] == "agg"
+    filtered = {**body, "filters": [["is", "event:page", ["/"]]]}
+    assert post(api, auth, filtered, source="agg")[1]["meta"]["source"] == "raw"
+
+
+# --- order_by, pagination, include ---------------------------------------------------------------
+
+
+def test_order_by_and_pagination(api: FlaskClient, auth: dict[str, str]) -> None:
+    body = {"metrics": ["pageviews"], "dimensions": ["event:page"]}
+    by_page = results(api, auth, **body, order_by=[["event:page", "asc"]])
+    assert by_page == [["/", 1], ["/blog/hello", 1], ["/blog/kafka", 1], ["/pricing", 2]]
+    page = results(api, auth, **body, order_by=[["event:page", "desc"]], pagination={"limit": 2, "offset": 1})
+    assert page == [["/blog/kafka", 1], ["/blog/hello", 1]]
+    status, answer = post(
+        api,
+        auth,
+        {"site_id": SITE, "date_range": ONE_DAY, **body, "pagination": {"limit": 1},
+         "include": {"total_rows": True, "imports": True}},
+    )  # fmt: skip
+    assert status == 200 and len(answer["results"]) == 1
+    assert answer["meta"] == {"source": "raw", "total_rows": 4, "imports_included": False,
+                              "imports_skip_reason": "no_imported_data"}  # fmt: skip
+
+
+# --- the same numbers as Tally's own stats API ---------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_v2_agrees_with_tallys_api(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    def tally(path: str, **params: str) -> Any:
+        params = {"site": SITE, "from": "2026-11-10", "to": "2026-11-11", "source": source, **params}
+        response = api.get(f"/api/v1{path}", query_string=params, headers=auth)
+        assert response.status_code == 200
+        return response.get_json()
+
+    totals = tally("/stats/aggregate")
+    metrics = ["visitors", "pageviews", "visits", "bounce_rate", "visit_duration"]
+    assert results(api, auth, source, metrics=metrics) == [[
+        totals["visitors"], totals["pageviews"], totals["sessions"], round(totals["bounce_rate"] * 100),
+        round(totals["avg_session_duration_s"]),
+    ]]  # fmt: skip
+    rows = tally("/stats/breakdown", by="referrer_domain")
+    v2 = results(api, auth, source, metrics=["pageviews", "visitors"], dimensions=["visit:source"])
+    assert v2 == [[r["value"], r["pageviews"], r["visitors"]] for r in rows]
+    points = [p for p in tally("/stats/timeseries", interval="hour") if p["pageviews"]]
+    v2 = results(api, auth, source, metrics=["pageviews", "visitors"], dimensions=["time:hour"])
+    assert v2 == [[p["t"][:10] + " " + p["t"][11:19], p["pageviews"], p["visitors"]] for p in points]
+    goals = tally("/stats/goals")
+    v2 = results(api, auth, source, metrics=["visitors", "events"], dimensions=["event:goal"])
+    assert v2 == [[g["goal"], g["visitors"], g["events"]] for g in goals]
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"metrics": ["foo"]}, "Unknown metric 'foo'"),
+        ({"metrics": ["percentage"]}, "Unknown metric 'percentage' (not supported by Tally)"),
+        ({"metrics": ["conversion_rate"]}, "Metric `conversion_rate` can only be queried with event:goal"),
+        (
+            {"metrics": ["bounce_rate"], "dimensions": ["event:page"]},
+            "Metric `bounce_rate` cannot be queried",
+        ),
+        ({"dimensions": ["visit:city"]}, "visit:city is not supported by Tally"),
+        ({"dimensions": ["visit:nope"]}, "Invalid dimensions"),
+        ({"dimensions": ["visit:country", "visit:os"]}, "Tally answers one dimension per query"),
+        ({"date_range": "24h"}, "Invalid date_range '24h'"),
+        ({"date_range": ["2026-11-10"]}, "Invalid date_range"),
+        ({"date_range": ["2026-11-11", "2026-11-10"]}, "Invalid date_range"),
+        ({"filters": [["is", "visit:source", ["google.com"]]]}, "not by visit:source"),
+        ({"filters": [["has_done", "event:goal", ["Signup"]]]}, "operator has_done is not supported"),
+        ({"filters": [["equals", "event:page", ["/"]]]}, "Unknown operator for filter"),
+        ({"filters": [["is", "event:page", "/"]]}, "Invalid filter"),
+        ({"filters": [["is", "event:goal", ["Nope"]]], "metrics": ["conversion_rate"]}, "goal `Nope`"),
+        ({"order_by": [["pageviews", "desc"]]}, "Entry is not a queried metric or dimension"),
+        ({"include": {"comparisons": {"mode": "previous_period"}}}, "comparisons are not supported"),
+        ({"include": {"time_labels": True}}, "requires a time dimension"),
+        ({"pagination": {"limit": 0}}, "#/pagination/limit"),
+        ({"interval": "date"}, "#/interval"),
+        ({"metrics": "visitors"}, "#/metrics"),
+    ],
+)
+def test_unsupported_parts_are_400_naming_them(
+    api: FlaskClient, auth: dict[str, str], change: dict[str, Any], message: str
+) -> None:
+    status, answer = post(api, auth, {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d", **change})
+    assert status == 400, answer
+    assert message in answer["error"]
+
+
+def test_keys_sites_and_methods(api: FlaskClient, auth: dict[str, str]) -> None:
+    body = {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d"}
+    missing = api.post("/api/v2/query", json=body)
+    assert missing.status_code == 401 and "Missing API key" in missing.get_json()["error"]
+    wrong = api.post("/api/v2/query", json=body, headers={"Authorization": "Bearer not-the-key"})
+    assert wrong.status_code == 401 and "Invalid API key" in wrong.get_json()["error"]
+    status, answer = post(api, auth, {**body, "site_id": "unknown.example.com"})
+    assert status == 404 and "Site could not be found" in answer["error"]
+    assert api.get("/api/v2/query", headers=auth).status_code == 405
+    not_json = api.post("/api/v2/query", data="{", headers=auth)
+    assert not_json.status_code == 400 and "not JSON" in not_json.get_json()["error"]
