@@ -130,7 +130,7 @@ def stats_api(
         # Raised while routing, before a blueprint is chosen, hence an app-wide handler: the
         # API's paths answer JSON (a 404 for a path that is no endpoint, whatever the method),
         # every other path Werkzeug's own answer.
-        if not request.path.startswith(f"{PREFIX}/"):
+        if not request.path.startswith((f"{PREFIX}/", "/api/v2/")):
             return refused.get_response()
         if request.path not in openapi_document()["paths"]:
             return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")

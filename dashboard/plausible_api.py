@@ -22,7 +22,7 @@ from dashboard.plausible_report import Report, run
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
-from storage.sites import list_sites, normalise
+from storage.sites import InvalidDomain, list_sites, normalise
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -67,14 +67,12 @@ def plausible_api(
         report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]
         return jsonify(answer(planned, report))
 
-    @api.route("/query", methods=["GET", "PUT", "PATCH", "DELETE"])
-    def query_needs_post() -> Response:
-        response = error(405, "Method not allowed: send the query as the JSON body of a POST.")
-        response.headers["Allow"] = "POST"
-        return response
-
     @api.route("/<path:unknown>", methods=["GET", "POST"])
     def not_found(unknown: str) -> Response:
+        if unknown == "query":  # GET /api/v2/query: the query is a POST's body
+            response = error(405, "Method not allowed: send the query as the JSON body of a POST.")
+            response.headers["Allow"] = "POST"
+            return response
         return error(404, f"No such endpoint: {PREFIX}/{unknown}; the v2 Stats API is POST {PREFIX}/query.")
 
     @api.errorhandler(QueryError)
@@ -110,8 +108,11 @@ class SiteNotFound(LookupError):
 
 def site_of(client: object, site_id: str) -> str:
     """The registered site `site_id` names (as `tally sites add` stored it)."""
-    site = normalise(site_id)
-    if site not in list_sites(client):  # type: ignore[arg-type]
+    try:
+        site = normalise(site_id)
+    except InvalidDomain:
+        site = ""
+    if not site or site not in list_sites(client):  # type: ignore[arg-type]
         raise SiteNotFound(
             f"Site could not be found: {site_id!r} is not a site of this Tally (tally sites add)."
         )
