@@ -18,11 +18,10 @@ from flask import Blueprint, Response, jsonify, request
 
 from dashboard.api import bearer_matches, error
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
-from dashboard.plausible_report import Report, run
+from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
-from storage.sites import InvalidDomain, list_sites, normalise
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -100,23 +99,6 @@ def plausible_api(
         return error(500, "Internal error; the dashboard's log has the details.")
 
     return api
-
-
-class SiteNotFound(LookupError):
-    """A site_id Tally does not serve."""
-
-
-def site_of(client: object, site_id: str) -> str:
-    """The registered site `site_id` names (as `tally sites add` stored it)."""
-    try:
-        site = normalise(site_id)
-    except InvalidDomain:
-        site = ""
-    if not site or site not in list_sites(client):  # type: ignore[arg-type]
-        raise SiteNotFound(
-            f"Site could not be found: {site_id!r} is not a site of this Tally (tally sites add)."
-        )
-    return site
 
 
 def unauthorized(message: str) -> Response:

@@ -140,6 +140,11 @@ def parse_body(raw: bytes) -> QueryBody:
         raise QueryError("Invalid request body: not JSON.") from None
     if not isinstance(document, dict):
         raise QueryError("Invalid request body: expected a JSON object with site_id, metrics and date_range.")
+    return validated(document)
+
+
+def validated(document: dict[str, Any]) -> QueryBody:
+    """`document` as a QueryBody, or QueryError naming the field at fault (`#/field: problem`)."""
     try:
         return QueryBody.model_validate(document)
     except ValidationError as invalid:

@@ -25,6 +25,7 @@ from dashboard.plausible_query import (
 )
 from storage import queries
 from storage.queries import GOAL_FILTER, GoalRow, Source, StatsQuery
+from storage.sites import InvalidDomain, list_sites, normalise
 
 ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
 MAX_TIME_BUCKETS = 10_000
@@ -41,6 +42,23 @@ class Report:
     rows: list[Row]  # every row, ordered; the caller paginates
     source: Source  # the source that answered (a filtered query reads the archive)
     time_labels: list[str]
+
+
+class SiteNotFound(LookupError):
+    """A site_id Tally does not serve."""
+
+
+def site_of(client: Client, site_id: str) -> str:
+    """The registered site `site_id` names (as `tally sites add` stored it)."""
+    try:
+        site = normalise(site_id)
+    except InvalidDomain:
+        site = ""
+    if not site or site not in list_sites(client):
+        raise SiteNotFound(
+            f"Site could not be found: {site_id!r} is not a site of this Tally (tally sites add)."
+        )
+    return site
 
 
 def run(client: Client, query: PlausibleQuery, source: Source, session_gap_s: int) -> Report:

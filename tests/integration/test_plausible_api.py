@@ -363,3 +363,125 @@ def test_keys_sites_and_methods(api: FlaskClient, auth: dict[str, str]) -> None:
     assert api.get("/api/v2/query", headers=auth).status_code == 405
     not_json = api.post("/api/v2/query", data="{", headers=auth)
     assert not_json.status_code == 400 and "not JSON" in not_json.get_json()["error"]
+
+
+# --- Plausible's v1 parameters on Tally's v1 endpoints (https://plausible.io/docs/stats-api-v1) ---
+
+V1_DAY = {"site_id": SITE, "period": "custom", "date": "2026-11-10,2026-11-10"}
+
+
+def v1(api: FlaskClient, auth: dict[str, str], path: str, **params: str) -> tuple[int, Any]:
+    response = api.get(f"/api/v1/stats/{path}", query_string=params, headers=auth)
+    return response.status_code, response.get_json()
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_v1_aggregate_in_v1_shape(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    metrics = "visitors,pageviews,bounce_rate,visit_duration,visits,views_per_visit,events"
+    status, answer = v1(api, auth, "aggregate", **V1_DAY, metrics=metrics, source=source)
+    assert status == 200, answer
+    assert answer == {
+        "results": {
+            "visitors": {"value": 3},
+            "pageviews": {"value": 5},
+            "bounce_rate": {"value": 67},
+            "visit_duration": {"value": 800},
+            "visits": {"value": 3},
+            "views_per_visit": {"value": 1.67},
+            "events": {"value": 7},
+        }
+    }
+    assert v1(api, auth, "aggregate", site_id=SITE, period="7d")[1] == {"results": {"visitors": {"value": 4}}}
+
+
+def test_v1_timeseries_lists_every_bucket(api: FlaskClient, auth: dict[str, str]) -> None:
+    status, answer = v1(api, auth, "timeseries", site_id=SITE, period="7d", metrics="visitors,pageviews")
+    assert status == 200, answer
+    assert answer["results"] == [
+        *({"date": f"2026-11-0{day}", "visitors": 0, "pageviews": 0} for day in range(5, 10)),
+        {"date": "2026-11-10", "visitors": 3, "pageviews": 5},
+        {"date": "2026-11-11", "visitors": 1, "pageviews": 1},
+    ]
+    _, hourly = v1(api, auth, "timeseries", site_id=SITE, period="day", date="2026-11-10")
+    assert len(hourly["results"]) == 24
+    assert hourly["results"][9] == {"date": "2026-11-10 09:00:00", "visitors": 2}
+    _, monthly = v1(api, auth, "timeseries", site_id=SITE, period="6mo", interval="month")
+    assert monthly["results"][-1] == {"date": "2026-11-01", "visitors": 4} and len(monthly["results"]) == 6
+
+
+def test_v1_breakdown_keyed_by_property(api: FlaskClient, auth: dict[str, str]) -> None:
+    page = {"property": "event:page", "metrics": "visitors,pageviews", "limit": "2", "page": "2"}
+    assert v1(api, auth, "breakdown", **V1_DAY, **page)[1] == {
+        "results": [  # the second page of two: /pricing and / are the first
+            {"page": "/blog/hello", "visitors": 1, "pageviews": 1},
+            {"page": "/blog/kafka", "visitors": 1, "pageviews": 1},
+        ]
+    }
+    sources = v1(api, auth, "breakdown", **V1_DAY, property="visit:source")[1]["results"]
+    assert sources[0] == {"source": "news.ycombinator.com", "visitors": 1}
+    goals = v1(
+        api, auth, "breakdown", **V1_DAY, property="event:goal", metrics="visitors,events,conversion_rate"
+    )
+    assert goals[1] == {"results": [{"goal": "Signup", "visitors": 2, "events": 2, "conversion_rate": 66.67}]}
+    plans = v1(api, auth, "breakdown", **V1_DAY, property="event:props:plan", metrics="events")[1]["results"]
+    assert plans == [{"plan": "free", "events": 1}, {"plan": "pro", "events": 1}]
+
+
+@pytest.mark.parametrize(
+    ("filters", "visitors", "pageviews"),
+    [
+        ("event:page==/blog/**", 2, 2),
+        ("event:page==/blog/*", 2, 2),
+        ("event:page==/*", 2, 3),  # `*` stays within a segment: / and /pricing, not /blog/…
+        ("event:page==/pricing|/", 2, 3),
+        ("event:page!=/pricing", 2, 3),
+        ("event:page~blog", 2, 2),
+        ("visit:country!=DE;event:page==/**", 1, 3),
+        ("visit:country==DE;visit:browser==Safari", 1, 1),
+    ],
+)
+def test_v1_filters(
+    api: FlaskClient, auth: dict[str, str], filters: str, visitors: int, pageviews: int
+) -> None:
+    status, answer = v1(api, auth, "aggregate", **V1_DAY, metrics="visitors,pageviews", filters=filters)
+    assert status == 200, answer
+    assert answer["results"] == {"visitors": {"value": visitors}, "pageviews": {"value": pageviews}}
+
+
+def test_v1_goal_filter_and_conversion_rate(api: FlaskClient, auth: dict[str, str]) -> None:
+    params = {**V1_DAY, "metrics": "visitors,conversion_rate", "filters": "event:goal==Signup"}
+    assert v1(api, auth, "aggregate", **params)[1] == {
+        "results": {"visitors": {"value": 2}, "conversion_rate": {"value": 66.67}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status", "message"),
+    [
+        ("aggregate", {"period": "24h"}, 400, "Invalid date_range '24h'"),
+        ("aggregate", {"period": "custom"}, 400, "date: with period=custom"),
+        ("aggregate", {"metrics": "visitors,foo"}, 400, "Unknown metric 'foo'"),
+        ("aggregate", {"compare": "previous_period"}, 400, "compare: not a Plausible v1 parameter"),
+        ("aggregate", {"site": SITE}, 400, "not both"),
+        ("aggregate", {"filters": "event:page"}, 400, "Invalid filter 'event:page'"),
+        ("aggregate", {"filters": "visit:source==google.com"}, 400, "not by visit:source"),
+        ("breakdown", {}, 400, "The `property` parameter is required for breakdown"),
+        ("timeseries", {"interval": "week"}, 400, "interval"),
+        ("aggregate", {"site_id": "unknown.example.com"}, 404, "Site could not be found"),
+    ],
+)
+def test_v1_errors(
+    api: FlaskClient, auth: dict[str, str], path: str, params: dict[str, str], status: int, message: str
+) -> None:
+    answered, answer = v1(api, auth, path, **{"site_id": SITE, "period": "7d", **params})
+    assert answered == status, answer
+    assert message in answer["error"]
+
+
+def test_tallys_own_parameters_keep_tallys_shape(api: FlaskClient, auth: dict[str, str]) -> None:
+    status, answer = v1(
+        api, auth, "aggregate", site=SITE, source="raw", **{"from": "2026-11-10", "to": "2026-11-11"}
+    )
+    assert status == 200 and answer["visitors"] == 3 and answer["bounce_rate"] == 0.6667
+    assert v1(api, auth, "aggregate", site_id=SITE, period="7d")[0] == 200
+    assert api.get("/api/v1/stats/aggregate", query_string={"site_id": SITE}).status_code == 401  # key first
