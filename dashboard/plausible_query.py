@@ -332,6 +332,12 @@ def orders(
 # Which metrics Tally answers for each kind of dimension (the report that answers it).
 PAGE_METRICS = ("visitors", "pageviews", "time_on_page", "scroll_depth")
 BREAKDOWN_METRICS = ("visitors", "pageviews")
+# A session dimension's rows are its sessions' (storage.queries.session_breakdown).
+SESSION_METRICS = ("visitors", "pageviews", "visits", "views_per_visit", "bounce_rate", "visit_duration")
+SESSION_DIMENSIONS = frozenset({
+    "visit:entry_page", "visit:exit_page", "visit:source", "visit:utm_source", "visit:utm_medium",
+    "visit:utm_campaign", "visit:utm_content", "visit:utm_term",
+})  # fmt: skip
 GOAL_METRICS = ("visitors", "events", "conversion_rate")
 PROPS_METRICS = ("visitors", "events")
 AGGREGATE_METRICS = (
@@ -355,6 +361,8 @@ def allowed_metrics(query: PlausibleQuery) -> tuple[str, ...]:
         return PROPS_METRICS
     if dimension == PAGE_DIMENSION:
         return PAGE_METRICS
+    if dimension in SESSION_DIMENSIONS:
+        return SESSION_METRICS
     return BREAKDOWN_METRICS
 
 

@@ -19,6 +19,7 @@ from dashboard.plausible_query import (
     DIMENSIONS,
     GOAL_DIMENSION,
     PAGE_DIMENSION,
+    SESSION_DIMENSIONS,
     PlausibleQuery,
     QueryError,
     props_key,
@@ -96,15 +97,7 @@ def aggregate(
         "events",
     }:
         totals = queries.aggregate(client, goal_q, source=source)
-        sessions = int(totals["sessions"])
-        result |= {
-            "visitors": int(totals["visitors"]),
-            "visits": sessions,
-            "pageviews": int(totals["pageviews"]),
-            "views_per_visit": round(totals["pageviews"] / sessions, 2) if sessions else 0.0,
-            "bounce_rate": round(totals["bounce_rate"] * 100),
-            "visit_duration": round(totals["avg_session_duration_s"]),
-        }
+        result |= visit_metrics(totals)
         if "events" in asked and not query.goal:
             custom = queries.custom_events(client, q, ALL_ROWS, source=source)
             result["events"] = int(totals["pageviews"]) + sum(row.events for row in custom)
@@ -116,6 +109,19 @@ def aggregate(
             "conversion_rate": percent(goal.conversion_rate),
         }
     return result
+
+
+def visit_metrics(totals: dict[str, float]) -> dict[str, object]:
+    """Tally's aggregate numbers (contract.metrics) in Plausible's names and units."""
+    sessions = int(totals["sessions"])
+    return {
+        "visitors": int(totals["visitors"]),
+        "visits": sessions,
+        "pageviews": int(totals["pageviews"]),
+        "views_per_visit": round(totals["pageviews"] / sessions, 2) if sessions else 0.0,
+        "bounce_rate": round(totals["bounce_rate"] * 100),
+        "visit_duration": round(totals["avg_session_duration_s"]),
+    }
 
 
 def goal_row(client: Client, q: StatsQuery, name: str, source: Source) -> GoalRow:
@@ -143,6 +149,10 @@ def property_rows(client: Client, q: StatsQuery, key: str, source: Source) -> li
 
 
 def breakdown_rows(client: Client, q: StatsQuery, dimension: str, source: Source) -> list[Row]:
+    if dimension in SESSION_DIMENSIONS:
+        by = DIMENSIONS[dimension]
+        rows_of_sessions = queries.session_breakdown(client, q, by, ALL_ROWS, source=source)
+        return [Row((row.value,), visit_metrics(row.totals)) for row in rows_of_sessions]
     rows = queries.breakdown(client, q, DIMENSIONS[dimension], ALL_ROWS, source=source)
     engaged = {}
     if dimension == PAGE_DIMENSION and rows:

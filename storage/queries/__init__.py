@@ -35,6 +35,7 @@ from storage.queries.contract import (
     Logic,
     PageEngagement,
     Point,
+    SessionBreakdownRow,
     SessionRow,
     Source,
     StatsQuery,
@@ -68,6 +69,7 @@ __all__ = [
     "Logic",
     "PageEngagement",
     "Point",
+    "SessionBreakdownRow",
     "SessionRow",
     "Source",
     "StatsQuery",
@@ -88,6 +90,7 @@ __all__ = [
     "property_keys",
     "raw_sessions_sql",
     "realtime",
+    "session_breakdown",
     "sessions",
     "sites",
     "timeseries",
@@ -136,6 +139,17 @@ def breakdown(
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
+
+
+def session_breakdown(
+    client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
+) -> list[SessionBreakdownRow]:
+    """Per value of a session dimension (SESSION_DIMENSIONS): its sessions' numbers, as the
+    aggregate report's (visits, bounce rate, average duration with page views and visitors)."""
+    q = with_goal(client, q)
+    if by not in SESSION_DIMENSIONS:
+        raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
+    return (agg if uses_agg(q, source) else raw).session_breakdown(client, q, by, limit)
 
 
 def engagement(

@@ -42,6 +42,7 @@ from storage.queries.contract import (
     Interval,
     PageEngagement,
     Point,
+    SessionBreakdownRow,
     SessionRow,
     StatsQuery,
     as_utc,
@@ -242,6 +243,29 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
         parameters={**parameters, "limit": limit},
     ).result_rows
     return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:
+    """Per value of a session dimension: the rollups' session rows carry sessions, bounces and
+    duration_ms with the page views and visitors (migration 0020)."""
+    pieces = plan(q.start, q.end, "day", label=UNTIMED)
+    if not pieces:
+        return []
+    sql, parameters = _summed(q, by, pieces)
+    rows = client.query(
+        f"SELECT value, pageviews, visitors, sessions, bounces, duration_ms FROM ({sql}) "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}",
+        parameters={**parameters, "limit": limit},
+    ).result_rows
+    return [
+        SessionBreakdownRow(
+            value,
+            metrics(
+                pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0
+            ),
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
 
 
 # engagement_minute's states merged over the range's minutes: per page the engaged time and,

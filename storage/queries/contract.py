@@ -265,6 +265,15 @@ class BreakdownRow:
 
 
 @dataclass(frozen=True)
+class SessionBreakdownRow:
+    """A session dimension's value: its sessions' numbers as the aggregate report states them
+    (`metrics()`: pageviews, visitors, sessions, bounce_rate, avg_session_duration_s)."""
+
+    value: str
+    totals: dict[str, float]
+
+
+@dataclass(frozen=True)
 class PageEngagement:
     """A page's engagement (module docstring): its engaged visitors and their averages."""
 

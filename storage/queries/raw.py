@@ -21,6 +21,7 @@ from storage.queries.contract import (
     Interval,
     PageEngagement,
     Point,
+    SessionBreakdownRow,
     SessionRow,
     StatsQuery,
     fill,
@@ -167,6 +168,26 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
             f"{SESSION_VISITORS} AS visitors FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))})"
         )
     return ranked(client, sql, q.parameters(), limit)
+
+
+def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:
+    """Per value of a session dimension: its sessions' page views, visitors, count, bounces and
+    average duration (the sessions starting in the range, as breakdown() counts them)."""
+    sql = (
+        f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
+        f"{SESSION_VISITORS} AS visitors, count() AS sessions, countIf(is_bounce) AS bounces, "
+        "toInt64(round(sum(duration_s) * 1000)) AS duration_ms "
+        f"FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))}) GROUP BY value "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}"
+    )
+    rows = client.query(sql, parameters={**q.parameters(), "limit": limit}).result_rows
+    # Averaged from the integer milliseconds, as agg does, so both round alike.
+    return [
+        SessionBreakdownRow(
+            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
 
 
 # Per page and engaged visitor its engaged time and deepest scroll, then per page the sums

@@ -188,6 +188,18 @@ def test_dimensions(
 
 
 @pytest.mark.parametrize("source", SOURCES)
+def test_visit_metrics_by_a_session_dimension(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    metrics = ["visits", "bounce_rate", "visit_duration", "views_per_visit"]
+    assert results(api, auth, source, metrics=metrics, dimensions=["visit:source"]) == [
+        ["news.ycombinator.com", 1, 0, 2400, 3.0],
+        ["", 1, 100, 0, 1.0],
+        ["google.com", 1, 100, 0, 1.0],
+    ]
+    by_rate = results(api, auth, source, metrics=["bounce_rate"], dimensions=["visit:entry_page"])
+    assert by_rate == [["/blog/hello", 100], ["/pricing", 100], ["/", 0]]
+
+
+@pytest.mark.parametrize("source", SOURCES)
 def test_goal_and_property_dimensions(api: FlaskClient, auth: dict[str, str], source: str) -> None:
     goal_body = {"metrics": ["visitors", "events", "conversion_rate"], "dimensions": ["event:goal"]}
     assert results(api, auth, source, **goal_body) == [["Signup", 2, 2, 66.67]]
