@@ -332,7 +332,8 @@ def orders(
 # Which metrics Tally answers for each kind of dimension (the report that answers it).
 PAGE_METRICS = ("visitors", "pageviews", "time_on_page", "scroll_depth")
 BREAKDOWN_METRICS = ("visitors", "pageviews")
-# A session dimension's rows are its sessions' (storage.queries.session_breakdown).
+# A session dimension's rows are its sessions' (storage.queries.session_breakdown); a time
+# bucket's, the sessions starting in it (storage.queries.session_timeseries).
 SESSION_METRICS = ("visitors", "pageviews", "visits", "views_per_visit", "bounce_rate", "visit_duration")
 SESSION_DIMENSIONS = frozenset({
     "visit:entry_page", "visit:exit_page", "visit:source", "visit:utm_source", "visit:utm_medium",
@@ -361,7 +362,7 @@ def allowed_metrics(query: PlausibleQuery) -> tuple[str, ...]:
         return PROPS_METRICS
     if dimension == PAGE_DIMENSION:
         return PAGE_METRICS
-    if dimension in SESSION_DIMENSIONS:
+    if dimension in SESSION_DIMENSIONS or dimension in TIME_DIMENSIONS:
         return SESSION_METRICS
     return BREAKDOWN_METRICS
 

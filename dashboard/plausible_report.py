@@ -74,7 +74,7 @@ def run(client: Client, query: PlausibleQuery, source: Source, session_gap_s: in
     elif props_key(query.dimension):
         rows = property_rows(client, goal_q, props_key(query.dimension), source)
     elif query.time_bucket:
-        rows, labels = time_rows(client, goal_q, query.time_bucket, source)
+        rows, labels = time_rows(client, goal_q, query.time_bucket, source, query.metrics)
     else:
         rows = breakdown_rows(client, goal_q, query.dimension, source)
     return Report(ordered(rows, query), answered, labels)
@@ -170,10 +170,14 @@ def breakdown_rows(client: Client, q: StatsQuery, dimension: str, source: Source
     return result
 
 
-def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> tuple[list[Row], list[str]]:
-    """Page views and visitors per bucket; weeks and months add up days, which is exact for
-    visitors too (a visitor is a (day, visitor) pair: days add up). Buckets without page views
-    are left out of the rows, as Plausible does; `time_labels` lists them all."""
+def time_rows(
+    client: Client, q: StatsQuery, bucket: str, source: Source, metrics: tuple[str, ...]
+) -> tuple[list[Row], list[str]]:
+    """Per bucket: page views and visitors by event time, visits, bounces and durations of the
+    sessions starting in it (read only when asked). Weeks and months add up days, exact for
+    visitors too (a visitor is a (day, visitor) pair: days add up) and for the sessions' integer
+    sums. Buckets without page views or visits are left out of the rows, as Plausible does;
+    `time_labels` lists them all."""
     interval = "hour" if bucket == "hour" else "day"
     step = timedelta(hours=1) if interval == "hour" else timedelta(days=1)
     if (q.end - q.start) / step > MAX_TIME_BUCKETS:
@@ -181,15 +185,25 @@ def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> tup
             f"Invalid dimensions: time:{bucket} over this date_range is over {MAX_TIME_BUCKETS:,} buckets."
         )
     label = bucket_label(q.start, bucket)
+    # per label: pageviews, visitors, sessions, bounces, duration_ms
     counts: dict[str, list[int]] = {}
     for point in queries.timeseries(client, q, interval, source=source):
-        total = counts.setdefault(label(point.t), [0, 0])
+        total = counts.setdefault(label(point.t), [0] * 5)
         total[0] += point.pageviews
         total[1] += point.visitors
+    if set(metrics) & {"visits", "views_per_visit", "bounce_rate", "visit_duration"}:
+        for session_point in queries.session_timeseries(client, q, interval, source=source):
+            total = counts.setdefault(label(session_point.t), [0] * 5)
+            total[2] += session_point.sessions
+            total[3] += session_point.bounces
+            total[4] += session_point.duration_ms
     rows = [
-        Row((name,), {"pageviews": pageviews, "visitors": visitors})
-        for name, (pageviews, visitors) in counts.items()
-        if pageviews or visitors
+        Row(
+            (name,),
+            visit_metrics(queries.metrics(*numbers[:4], numbers[4] / numbers[2] / 1000 if numbers[2] else 0)),
+        )
+        for name, numbers in counts.items()
+        if numbers[0] or numbers[1] or numbers[2]
     ]
     return rows, list(counts)
 

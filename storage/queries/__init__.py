@@ -36,11 +36,13 @@ from storage.queries.contract import (
     PageEngagement,
     Point,
     SessionBreakdownRow,
+    SessionPoint,
     SessionRow,
     Source,
     StatsQuery,
     UnsupportedQuery,
     buckets,
+    metrics,
     validate,
 )
 from storage.queries.funnels import FunnelReport, FunnelStep, StepResult, checked_steps
@@ -70,6 +72,7 @@ __all__ = [
     "PageEngagement",
     "Point",
     "SessionBreakdownRow",
+    "SessionPoint",
     "SessionRow",
     "Source",
     "StatsQuery",
@@ -85,12 +88,14 @@ __all__ = [
     "funnel",
     "goals",
     "late_pageviews",
+    "metrics",
     "pageviews_per_minute",
     "properties",
     "property_keys",
     "raw_sessions_sql",
     "realtime",
     "session_breakdown",
+    "session_timeseries",
     "sessions",
     "sites",
     "timeseries",
@@ -139,6 +144,16 @@ def breakdown(
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
+
+
+def session_timeseries(
+    client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
+) -> list[SessionPoint]:
+    """Per bucket, the sessions starting in it: count, bounces, summed duration."""
+    q = with_goal(client, q)
+    if interval not in INTERVAL_SQL:
+        raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    return (agg if uses_agg(q, source) else raw).session_timeseries(client, q, interval)
 
 
 def session_breakdown(

@@ -43,10 +43,12 @@ from storage.queries.contract import (
     PageEngagement,
     Point,
     SessionBreakdownRow,
+    SessionPoint,
     SessionRow,
     StatsQuery,
     as_utc,
     fill,
+    fill_sessions,
     floor_to,
     goal_condition,
     metrics,
@@ -243,6 +245,19 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
         parameters={**parameters, "limit": limit},
     ).result_rows
     return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
+    """Per bucket, the sessions starting in it: the rollups' totals rows count sessions,
+    bounces and duration_ms by session start."""
+    pieces = plan(q.start, q.end, interval)
+    if not pieces:
+        return fill_sessions(q, interval, [])
+    sql, parameters = _summed(q, "", pieces)
+    rows = client.query(
+        f"SELECT t, sessions, bounces, duration_ms FROM ({sql}) ORDER BY t", parameters=parameters
+    )
+    return fill_sessions(q, interval, rows.result_rows)
 
 
 def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:

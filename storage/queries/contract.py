@@ -265,6 +265,23 @@ class BreakdownRow:
 
 
 @dataclass(frozen=True)
+class SessionPoint:
+    """The sessions starting in a bucket: their count, bounces and summed duration (integer ms,
+    so buckets add up into weeks and months exactly)."""
+
+    t: datetime
+    sessions: int
+    bounces: int
+    duration_ms: int
+
+
+def fill_sessions(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[SessionPoint]:
+    """Session points from (t, sessions, bounces, duration_ms) rows, every bucket present."""
+    counted = {as_utc(t): tuple(int(number) for number in numbers) for t, *numbers in rows}
+    return [SessionPoint(t, *counted.get(t, (0, 0, 0))) for t in buckets(q, interval)]
+
+
+@dataclass(frozen=True)
 class SessionBreakdownRow:
     """A session dimension's value: its sessions' numbers as the aggregate report states them
     (`metrics()`: pageviews, visitors, sessions, bounce_rate, avg_session_duration_s)."""

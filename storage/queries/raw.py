@@ -22,9 +22,11 @@ from storage.queries.contract import (
     PageEngagement,
     Point,
     SessionBreakdownRow,
+    SessionPoint,
     SessionRow,
     StatsQuery,
     fill,
+    fill_sessions,
     goal_condition,
     goal_row,
     metrics,
@@ -168,6 +170,16 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
             f"{SESSION_VISITORS} AS visitors FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))})"
         )
     return ranked(client, sql, q.parameters(), limit)
+
+
+def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
+    """Per bucket, the sessions starting in it (a session counts where it starts)."""
+    rows = client.query(
+        f"SELECT {INTERVAL_SQL[interval]}(start) AS t, count(), countIf(is_bounce), "
+        f"toInt64(round(sum(duration_s) * 1000)) FROM ({raw_sessions_sql(q, ())}) GROUP BY t ORDER BY t",
+        parameters=q.parameters(),
+    ).result_rows
+    return fill_sessions(q, interval, rows)
 
 
 def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:

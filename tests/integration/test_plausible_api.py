@@ -232,6 +232,15 @@ def test_time_dimensions(
     assert results(api, auth, source, **body) == expected
 
 
+@pytest.mark.parametrize("source", SOURCES)
+def test_visit_metrics_over_time(api: FlaskClient, auth: dict[str, str], source: str) -> None:
+    metrics = ["visits", "bounce_rate", "visit_duration", "views_per_visit"]
+    hourly = results(api, auth, source, metrics=metrics, dimensions=["time:hour"])
+    assert hourly == [["2026-11-10 09:00:00", 2, 50, 1200, 2.0], ["2026-11-10 12:00:00", 1, 100, 0, 1.0]]
+    weekly = results(api, auth, source, metrics=metrics, dimensions=["time:week"], date_range="7d")
+    assert weekly == [["2026-11-09", 4, 75, 600, 1.5]]  # d's bounce on the 11th too
+
+
 def test_time_labels_list_every_bucket(api: FlaskClient, auth: dict[str, str]) -> None:
     body = {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d", "dimensions": ["time:week"]}
     status, answer = post(api, auth, {**body, "include": {"time_labels": True}})
