@@ -417,7 +417,14 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "items": {
                     "type": "string",
                     "description": "one of "
-                    + ", ".join([*plausible.DIMENSIONS, *plausible.TIME_DIMENSIONS, plausible.GOAL_DIMENSION])
+                    + ", ".join(
+                        [
+                            *plausible.DIMENSIONS,
+                            *plausible.TIME_DIMENSIONS,
+                            plausible.GOAL_DIMENSION,
+                            plausible.NAME_DIMENSION,
+                        ]
+                    )
                     + f", {plausible.PROPS_DIMENSION}KEY",
                 },
             },

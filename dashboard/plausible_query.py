@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -23,6 +23,7 @@ from storage.queries.contract import (
     PROPS_FILTER,
     Condition,
     Expression,
+    FilterOperator,
     Logic,
 )
 
@@ -30,6 +31,7 @@ MAX_LIMIT = 10_000  # Plausible's default and largest page
 PROPS_DIMENSION = "event:props:"
 GOAL_DIMENSION = "event:goal"
 PAGE_DIMENSION = "event:page"
+NAME_DIMENSION = "event:name"
 TIME_DIMENSIONS = {
     "time": "day",
     "time:hour": "hour",
@@ -62,7 +64,7 @@ FILTER_DIMENSIONS = {
 }
 # Plausible's names Tally knows but cannot answer (it does not record them, or not this way).
 UNSUPPORTED_DIMENSIONS = frozenset({
-    "event:name", "event:hostname", "visit:referrer", "visit:channel", "visit:region", "visit:city",
+    "event:hostname", "visit:referrer", "visit:channel", "visit:region", "visit:city",
     "visit:country_name", "visit:region_name", "visit:city_name", "visit:device_type",
     "visit:browser_version", "visit:os_version", "visit:entry_page_hostname", "visit:exit_page_hostname",
 })  # fmt: skip
@@ -231,7 +233,12 @@ def single_dimension(dimensions: list[str]) -> str | None:
             raise QueryError(
                 f"Invalid dimensions '{json.dumps(dimensions)}': {name} is not supported by Tally."
             )
-        if not (name in DIMENSIONS or name in TIME_DIMENSIONS or name == GOAL_DIMENSION or props_key(name)):
+        if not (
+            name in DIMENSIONS
+            or name in TIME_DIMENSIONS
+            or name in (GOAL_DIMENSION, NAME_DIMENSION)
+            or props_key(name)
+        ):
             raise QueryError(f"Invalid dimensions '{json.dumps(dimensions)}'.")
     if len(dimensions) > 1:
         raise QueryError(
@@ -287,7 +294,7 @@ def expression(item: Any, depth: int) -> Expression:
     return condition(operator, item, shown)  # type: ignore[arg-type]
 
 
-def condition(operator: Literal["is"], item: list[Any], shown: str) -> Condition:
+def condition(operator: FilterOperator, item: list[Any], shown: str) -> Condition:
     if len(item) not in (3, 4) or not isinstance(item[1], str) or not is_list(item[2]):
         raise QueryError(f"Invalid filter '{shown}'.")
     name, values = item[1], item[2]
@@ -358,7 +365,7 @@ def allowed_metrics(query: PlausibleQuery) -> tuple[str, ...]:
         return AGGREGATE_METRICS + (("conversion_rate",) if query.goal else ())
     if dimension == GOAL_DIMENSION:
         return GOAL_METRICS
-    if props_key(dimension):
+    if props_key(dimension) or dimension == NAME_DIMENSION:
         return PROPS_METRICS
     if dimension == PAGE_DIMENSION:
         return PAGE_METRICS

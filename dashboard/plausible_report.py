@@ -18,6 +18,7 @@ from clickhouse_connect.driver.client import Client
 from dashboard.plausible_query import (
     DIMENSIONS,
     GOAL_DIMENSION,
+    NAME_DIMENSION,
     PAGE_DIMENSION,
     SESSION_DIMENSIONS,
     PlausibleQuery,
@@ -71,6 +72,8 @@ def run(client: Client, query: PlausibleQuery, source: Source, session_gap_s: in
         rows = [Row((), aggregate(client, query, q, goal_q, source))]
     elif query.dimension == GOAL_DIMENSION:
         rows = goal_rows(client, goal_q, source)
+    elif query.dimension == NAME_DIMENSION:
+        rows = event_name_rows(client, goal_q, source)
     elif props_key(query.dimension):
         rows = property_rows(client, goal_q, props_key(query.dimension), source)
     elif query.time_bucket:
@@ -141,6 +144,21 @@ def goal_rows(client: Client, q: StatsQuery, source: Source) -> list[Row]:
         for row in queries.goals(client, q, source=source)
         if row.visitors or row.events
     ]
+
+
+def event_name_rows(client: Client, q: StatsQuery, source: Source) -> list[Row]:
+    """Events by name, `pageview` among them (Plausible's event:name; engagement events are
+    none of Plausible's events)."""
+    rows = [
+        Row((row.value,), {"visitors": row.visitors, "events": row.events})
+        for row in queries.custom_events(client, q, ALL_ROWS, source=source)
+    ]
+    totals = queries.aggregate(client, q, source=source)
+    if totals["pageviews"]:
+        rows.insert(
+            0, Row(("pageview",), {"visitors": int(totals["visitors"]), "events": int(totals["pageviews"])})
+        )
+    return rows
 
 
 def property_rows(client: Client, q: StatsQuery, key: str, source: Source) -> list[Row]:

@@ -93,7 +93,8 @@ def v2_body(endpoint: Endpoint, values: dict[str, str]) -> dict[str, Any]:
     if period != "custom" and "date" in values:
         body["date"] = values["date"]
     if endpoint == "timeseries":
-        interval = values.get("interval", "hour" if period == "day" else "date")
+        default = {"day": "hour", "6mo": "month", "12mo": "month"}.get(period, "date")  # v1's defaults
+        interval = values.get("interval", default)
         dimension = "time:hour" if interval == "hour" else V1_INTERVALS.get(interval)
         if dimension is None:
             raise QueryError(f"interval: '{interval}' is not one of date, month (or hour for period=day).")

@@ -203,6 +203,8 @@ def test_visit_metrics_by_a_session_dimension(api: FlaskClient, auth: dict[str, 
 def test_goal_and_property_dimensions(api: FlaskClient, auth: dict[str, str], source: str) -> None:
     goal_body = {"metrics": ["visitors", "events", "conversion_rate"], "dimensions": ["event:goal"]}
     assert results(api, auth, source, **goal_body) == [["Signup", 2, 2, 66.67]]
+    names_body = {"metrics": ["visitors", "events"], "dimensions": ["event:name"]}
+    assert results(api, auth, source, **names_body) == [["pageview", 3, 5], ["Signup", 2, 2]]
     props_body = {"metrics": ["visitors", "events"], "dimensions": ["event:props:plan"]}
     assert results(api, auth, source, **props_body) == [["free", 1, 1], ["pro", 1, 1]]
 
@@ -426,7 +428,7 @@ def test_v1_timeseries_lists_every_bucket(api: FlaskClient, auth: dict[str, str]
     _, hourly = v1(api, auth, "timeseries", site_id=SITE, period="day", date="2026-11-10")
     assert len(hourly["results"]) == 24
     assert hourly["results"][9] == {"date": "2026-11-10 09:00:00", "visitors": 2}
-    _, monthly = v1(api, auth, "timeseries", site_id=SITE, period="6mo", interval="month")
+    _, monthly = v1(api, auth, "timeseries", site_id=SITE, period="6mo")  # by month: v1's default for 6mo
     assert monthly["results"][-1] == {"date": "2026-11-01", "visitors": 4} and len(monthly["results"]) == 6
 
 
