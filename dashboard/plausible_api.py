@@ -53,12 +53,13 @@ def plausible_api(
 
     @api.post("/query")
     def query() -> Response:
-        if (request.content_length or 0) > MAX_BODY:
+        body_bytes = request.stream.read(MAX_BODY + 1)  # bounded, with or without Content-Length
+        if len(body_bytes) > MAX_BODY:
             return error(413, f"Request body too large: at most {MAX_BODY // 1024} KiB.")
         source = request.args.get("source", "agg")
         if source not in SOURCES or set(request.args) - {"source"}:
             return error(400, "Invalid query string: only source=agg or source=raw (Tally's) is accepted.")
-        body = parse_body(request.get_data(cache=False))
+        body = parse_body(body_bytes)
         client = clients()
         site = site_of(client, body.site_id)
         first_day = queries.first_day(client, site) if body.date_range == "all" else None

@@ -384,6 +384,10 @@ def test_keys_sites_and_methods(api: FlaskClient, auth: dict[str, str]) -> None:
     status, answer = post(api, auth, {**body, "site_id": "unknown.example.com"})
     assert status == 404 and "Site could not be found" in answer["error"]
     assert api.get("/api/v2/query", headers=auth).status_code == 405
+    huge = api.post(
+        "/api/v2/query", json={**body, "filters": [["is", "event:page", ["/" * 70_000]]]}, headers=auth
+    )
+    assert huge.status_code == 413 and "too large" in huge.get_json()["error"]
     not_json = api.post("/api/v2/query", data="{", headers=auth)
     assert not_json.status_code == 400 and "not JSON" in not_json.get_json()["error"]
 
