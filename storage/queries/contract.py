@@ -27,6 +27,10 @@ Once the stream jobs have processed an event both give the same numbers. The def
   utm_campaign, utm_content, utm_term are properties of a session (those of its first / last
   page view) and count the page views and visitors of those sessions, a visitor on the day
   its session starts.
+- session breakdown (a session dimension) and session timeseries: the sessions starting in the
+  range counted per value (with their page views and visitors, as the breakdown counts them),
+  or per bucket their start falls in: sessions, bounces, bounce rate and average duration as
+  the aggregate report states them.
 - language: the browser's preferred language as the collector recorded it ('' unknown).
 - screen_size: the class of the page view's screen width (SCREEN_SIZES, Plausible's
   thresholds): Mobile < 576 px, Tablet < 992 px, Laptop < 1440 px, Desktop otherwise;
