@@ -25,6 +25,10 @@ from storage.queries.contract import (
     Expression,
     FilterOperator,
     Logic,
+    dimensions_of,
+)
+from storage.queries.contract import (
+    SESSION_DIMENSIONS as TALLY_SESSION_DIMENSIONS,
 )
 
 MAX_LIMIT = 10_000  # Plausible's default and largest page
@@ -79,6 +83,7 @@ RELATIVE_RANGES = ("day", "7d", "28d", "30d", "91d", "month", "6mo", "12mo", "ye
 DAYS_BACK = {"7d": 7, "28d": 28, "30d": 30, "91d": 91}
 UNSUPPORTED_OPERATORS = frozenset({"matches_wildcard", "matches_wildcard_not", "has_done", "has_not_done"})
 MAX_FILTER_DEPTH = 10
+VISIT_COLUMNS = frozenset(TALLY_SESSION_DIMENSIONS)  # Tally's names of the sessions' properties
 
 
 class QueryError(ValueError):
@@ -128,6 +133,7 @@ class PlausibleQuery:
     where: Expression | None
     goal: str | None
     order_by: tuple[tuple[str, bool], ...]  # (metric or dimension, descending)
+    visits: Expression | None = None  # filters on the sessions' properties
 
     @property
     def time_bucket(self) -> str | None:
@@ -165,15 +171,16 @@ def plan(body: QueryBody, now: datetime, first_day: date | None) -> PlausibleQue
         raise QueryError(f"Metrics cannot be queried multiple times: {body.metrics}.")
     start, end = time_range(body.date_range, body.date, now, first_day)
     dimension = single_dimension(body.dimensions)
-    where, goal = filters(body.filters)
+    chosen = filters(body.filters)
     if body.include.comparisons is not None:
         raise QueryError("Invalid include: comparisons are not supported by Tally.")
     if body.include.time_labels and dimension not in TIME_DIMENSIONS:
         raise QueryError("Invalid include.time_labels: requires a time dimension.")
     order_by = orders(body.order_by, body.metrics, body.dimensions)
     query = PlausibleQuery(
-        body, body.site_id, start, end, tuple(body.metrics), dimension, where, goal, order_by
-    )
+        body, body.site_id, start, end, tuple(body.metrics), dimension, chosen.where, chosen.goal, order_by,
+        chosen.visits,
+    )  # fmt: skip
     check_metrics(query)
     return query
 
@@ -253,10 +260,21 @@ def props_key(name: str) -> str:
     return key if len(key) <= MAX_PROPERTY_KEY else ""
 
 
-def filters(items: list[Any]) -> tuple[Expression | None, str | None]:
-    """Tally's filter expression (the top-level filters joined by and) and the goal a top-level
-    `["is", "event:goal", [NAME]]` names (Tally's goal filter: one goal, at the top level)."""
-    goal, conditions = None, []
+@dataclass(frozen=True)
+class Filters:
+    """Plausible's filters in Tally's terms: `where` restricts events (page, country, device,
+    browser, OS, properties), `visits` restricts sessions by their properties (source, campaign,
+    entry and exit page), `goal` names Tally's goal filter."""
+
+    where: Expression | None
+    visits: Expression | None
+    goal: str | None
+
+
+def filters(items: list[Any]) -> Filters:
+    """The top-level filters joined by and, each wholly on events or wholly on visits, and the
+    goal a top-level `["is", "event:goal", [NAME]]` names (one goal, at the top level)."""
+    goal, conditions, visit_conditions = None, [], []
     for item in items:
         if is_list(item) and len(item) >= 3 and item[:2] == ["is", GOAL_DIMENSION]:
             if (
@@ -268,10 +286,24 @@ def filters(items: list[Any]) -> tuple[Expression | None, str | None]:
                 raise QueryError(f"Invalid filter '{json.dumps(item)}': Tally filters by one goal per query.")
             goal = item[2][0]
             continue
-        conditions.append(expression(item, 0))
+        parsed = expression(item, 0)
+        named = dimensions_of(parsed)
+        if named <= VISIT_COLUMNS:
+            visit_conditions.append(parsed)
+        elif named & VISIT_COLUMNS:
+            raise QueryError(
+                f"Invalid filter '{json.dumps(item)[:200]}': Tally cannot combine visit properties (source, "
+                "utm, entry or exit page) with other dimensions in one filter; give them as separate filters."
+            )
+        else:
+            conditions.append(parsed)
+    return Filters(joined(conditions), joined(visit_conditions), goal)
+
+
+def joined(conditions: list[Expression]) -> Expression | None:
     if not conditions:
-        return None, goal
-    return (conditions[0] if len(conditions) == 1 else Logic("and", tuple(conditions))), goal
+        return None
+    return conditions[0] if len(conditions) == 1 else Logic("and", tuple(conditions))
 
 
 def expression(item: Any, depth: int) -> Expression:
@@ -306,12 +338,14 @@ def condition(operator: FilterOperator, item: list[Any], shown: str) -> Conditio
         raise QueryError(f"Invalid filter '{shown}': Tally filters by a goal only with a top-level `is`.")
     if name in FILTER_DIMENSIONS:
         return Condition(operator, FILTER_DIMENSIONS[name], tuple(values))
+    if name in SESSION_DIMENSIONS:
+        return Condition(operator, DIMENSIONS[name], tuple(values))
     if props_key(name):
         return Condition(operator, PROPS_FILTER + props_key(name), tuple(values))
     if name in DIMENSIONS or name in UNSUPPORTED_DIMENSIONS:
         raise QueryError(
-            f"Invalid filter '{shown}': Tally filters by {', '.join(FILTER_DIMENSIONS)}, {GOAL_DIMENSION} "
-            f"and {PROPS_DIMENSION}KEY, not by {name}."
+            f"Invalid filter '{shown}': {name} is not supported by Tally (docs/plausible-api.md lists "
+            "the filters it supports)."
         )
     raise QueryError(f"Invalid filter '{shown}'.")
 
@@ -376,10 +410,17 @@ def allowed_metrics(query: PlausibleQuery) -> tuple[str, ...]:
 
 def check_metrics(query: PlausibleQuery) -> None:
     allowed = allowed_metrics(query)
+    if query.visits is not None:
+        if query.dimension is not None and query.dimension not in SESSION_DIMENSIONS:
+            raise QueryError(
+                f"Invalid filters: with a filter on visit properties Tally answers no dimension or one of "
+                f"{', '.join(sorted(SESSION_DIMENSIONS))}, not {query.dimension}."
+            )
+        allowed = tuple(name for name in SESSION_METRICS if name in allowed or query.dimension is None)
     for metric in query.metrics:
         if metric in allowed:
             continue
-        if metric == "conversion_rate":
+        if metric == "conversion_rate" and not query.goal:
             raise QueryError(
                 "Metric `conversion_rate` can only be queried with event:goal filters or dimensions."
             )

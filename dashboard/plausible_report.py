@@ -68,7 +68,11 @@ def run(client: Client, query: PlausibleQuery, source: Source, session_gap_s: in
     goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
     answered: Source = "agg" if queries.uses_agg(goal_q, source) else "raw"
     labels: list[str] = []
-    if query.dimension is None:
+    if query.visits is not None:  # sessions by their properties: the archive answers
+        by = DIMENSIONS[query.dimension] if query.dimension else None
+        visits = queries.session_totals(client, goal_q, query.visits, by, ALL_ROWS)
+        rows, answered = [Row((row.value,) if by else (), visit_metrics(row.totals)) for row in visits], "raw"
+    elif query.dimension is None:
         rows = [Row((), aggregate(client, query, q, goal_q, source))]
     elif query.dimension == GOAL_DIMENSION:
         rows = goal_rows(client, goal_q, source)

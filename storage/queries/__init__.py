@@ -44,6 +44,7 @@ from storage.queries.contract import (
     buckets,
     metrics,
     validate,
+    validate_expression,
 )
 from storage.queries.funnels import FunnelReport, FunnelStep, StepResult, checked_steps
 from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
@@ -96,6 +97,7 @@ __all__ = [
     "realtime",
     "session_breakdown",
     "session_timeseries",
+    "session_totals",
     "sessions",
     "sites",
     "timeseries",
@@ -154,6 +156,21 @@ def session_timeseries(
     if interval not in INTERVAL_SQL:
         raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
     return (agg if uses_agg(q, source) else raw).session_timeseries(client, q, interval)
+
+
+def session_totals(
+    client: Client, q: StatsQuery, where: Expression, by: str | None = None, limit: int = 10
+) -> list[SessionBreakdownRow]:
+    """The sessions whose properties (SESSION_DIMENSIONS: source, campaign, entry and exit
+    page) pass `where`, in total or per value of the session dimension `by`; read from the
+    archive on either source, as every filtered report (the rollups hold no session's
+    properties together)."""
+    q = with_goal(client, q)
+    validate_expression(where, raw.SESSION_FILTER_COLUMNS)
+    if by is not None and by not in SESSION_DIMENSIONS:
+        raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
+    rows = raw.session_totals(client, q, where, by, limit)
+    return rows if by is not None or rows else [SessionBreakdownRow("", metrics(0, 0, 0, 0, 0.0))]
 
 
 def session_breakdown(

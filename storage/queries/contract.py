@@ -470,22 +470,27 @@ def goal_row(
 # --- filter expressions (Plausible's filters; the module docstring defines them) -------------
 
 
-def validate_expression(expression: Expression) -> None:
-    """UnsupportedQuery naming what no source can filter by."""
+def validate_expression(expression: Expression, columns: dict[str, str] | None = None) -> None:
+    """UnsupportedQuery naming what no source can filter by; `columns` the dimensions allowed
+    (default: the event-level ones and props.KEY)."""
     if isinstance(expression, Logic):
         if expression.operator not in ("and", "or", "not") or not expression.operands:
             raise UnsupportedQuery(f"filter operator {expression.operator!r} needs operands")
         if expression.operator == "not" and len(expression.operands) != 1:
             raise UnsupportedQuery("`not` takes one filter")
         for operand in expression.operands:
-            validate_expression(operand)
+            validate_expression(operand, columns)
         return
     if expression.operator not in FILTER_OPERATORS:
         raise UnsupportedQuery(
             f"filter operator {expression.operator!r}; operators: {list(FILTER_OPERATORS)}"
         )
-    if expression.dimension == GOAL_FILTER or not is_filter(expression.dimension):
+    if columns is None:
+        allowed = expression.dimension != GOAL_FILTER and is_filter(expression.dimension)
         known = [*sorted(EVENT_DIMENSIONS), f"{PROPS_FILTER}KEY"]
+    else:
+        allowed, known = expression.dimension in columns, sorted(columns)
+    if not allowed:
         raise UnsupportedQuery(
             f"cannot filter by {expression.dimension!r} in an expression; filters: {known}"
         )
@@ -493,25 +498,32 @@ def validate_expression(expression: Expression) -> None:
         raise UnsupportedQuery(f"a filter has 1 to {MAX_FILTER_VALUES} values")
 
 
-def expression_sql(expression: Expression) -> tuple[str, dict[str, object]]:
-    """The SQL condition and its parameters (where_0, where_1, … in the order met): values,
-    substrings, patterns and property keys are parameters; columns come from EVENT_DIMENSIONS."""
+def expression_sql(
+    expression: Expression, columns: dict[str, str] | None = None, prefix: str = "where"
+) -> tuple[str, dict[str, object]]:
+    """The SQL condition and its parameters (<prefix>_0, _1, … in the order met): values,
+    substrings, patterns and property keys are parameters; columns come from `columns`
+    (default EVENT_DIMENSIONS, with props[KEY]), never from the expression."""
     parameters: dict[str, object] = {}
-    return _expression_sql(expression, parameters), parameters
+    return _expression_sql(expression, parameters, columns, prefix), parameters
 
 
-def _expression_sql(expression: Expression, parameters: dict[str, object]) -> str:
+def _expression_sql(
+    expression: Expression, parameters: dict[str, object], columns: dict[str, str] | None, prefix: str
+) -> str:
     if isinstance(expression, Logic):
-        parts = [_expression_sql(operand, parameters) for operand in expression.operands]
+        parts = [_expression_sql(operand, parameters, columns, prefix) for operand in expression.operands]
         if expression.operator == "not":
             return f"NOT ({parts[0]})"
         return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
-    name = f"where_{len(parameters)}"
+    name = f"{prefix}_{len(parameters)}"
     parameters[name] = list(expression.values)
     values = f"{{{name}:Array(String)}}"
-    column, key = EVENT_DIMENSIONS.get(expression.dimension), ""
+    column, key = (columns if columns is not None else EVENT_DIMENSIONS).get(expression.dimension), ""
     if column is None:
-        key = f"where_{len(parameters)}"
+        if columns is not None or not expression.dimension.startswith(PROPS_FILTER):
+            raise UnsupportedQuery(f"cannot filter by {expression.dimension!r}")
+        key = f"{prefix}_{len(parameters)}"
         parameters[key] = expression.dimension.removeprefix(PROPS_FILTER)
         column = f"props[{{{key}:String}}]"
     positive = expression.operator.removesuffix("_not")
@@ -523,3 +535,10 @@ def _expression_sql(expression: Expression, parameters: dict[str, object]) -> st
     if key:  # a missing property is no value: it never is, contains or matches one
         test = f"(mapContains(props, {{{key}:String}}) AND {test})"
     return f"NOT {test}" if expression.operator.endswith("_not") else test
+
+
+def dimensions_of(expression: Expression) -> set[str]:
+    """The dimensions an expression's conditions name."""
+    if isinstance(expression, Logic):
+        return set().union(*(dimensions_of(operand) for operand in expression.operands))
+    return {expression.dimension}

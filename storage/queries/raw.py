@@ -17,6 +17,7 @@ from storage.queries.contract import (
     SESSION_VISITORS,
     BreakdownRow,
     EventRow,
+    Expression,
     GoalRow,
     Interval,
     PageEngagement,
@@ -25,6 +26,8 @@ from storage.queries.contract import (
     SessionPoint,
     SessionRow,
     StatsQuery,
+    dimensions_of,
+    expression_sql,
     fill,
     fill_sessions,
     goal_condition,
@@ -180,6 +183,34 @@ def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> lis
         parameters=q.parameters(),
     ).result_rows
     return fill_sessions(q, interval, rows)
+
+
+# The sessions SQL names each session property by its dimension (SESSION_PROPERTIES).
+SESSION_FILTER_COLUMNS = {name: name for name in SESSION_DIMENSIONS}
+
+
+def session_totals(
+    client: Client, q: StatsQuery, where: Expression, by: str | None, limit: int
+) -> list[SessionBreakdownRow]:
+    """The sessions starting in the range whose properties pass `where` (an expression over
+    SESSION_DIMENSIONS): their numbers in total (by None, one row valued '') or per value of
+    the session dimension `by`, as session_breakdown counts them."""
+    condition, parameters = expression_sql(where, SESSION_FILTER_COLUMNS, prefix="session_where")
+    properties = tuple(sorted(dimensions_of(where) | ({by} if by else set())))
+    value = SESSION_DIMENSIONS[by] if by else "''"  # a column from the fixed table only
+    sql = (
+        f"SELECT {value} AS value, sum(pageviews) AS pageviews, {SESSION_VISITORS} AS visitors, "
+        "count() AS sessions, countIf(is_bounce) AS bounces, toInt64(round(sum(duration_s) * 1000)) "
+        f"FROM ({raw_sessions_sql(q, properties)}) WHERE {condition} GROUP BY value "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}"
+    )
+    rows = client.query(sql, parameters={**q.parameters(), **parameters, "limit": limit}).result_rows
+    return [
+        SessionBreakdownRow(
+            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
 
 
 def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:

@@ -274,6 +274,40 @@ def test_filter_operators(api: FlaskClient, auth: dict[str, str], filters: list,
     assert results(api, auth, metrics=["visitors", "pageviews"], filters=filters) == [expected]
 
 
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ([["is", "visit:source", ["google.com"]]], [1, 1, 1, 100]),
+        ([["contains", "visit:source", ["news"]]], [1, 1, 3, 0]),
+        ([["is_not", "visit:source", ["google.com"]]], [2, 2, 4, 50]),
+        ([["is", "visit:utm_source", ["newsletter"]]], [1, 1, 1, 100]),
+        ([["matches", "visit:exit_page", ["^/blog/"]]], [2, 2, 4, 50]),
+        (
+            [["or", [["is", "visit:entry_page", ["/"]], ["is", "visit:source", ["google.com"]]]]],
+            [2, 2, 4, 50],
+        ),
+        ([["not", ["is", "visit:entry_page", ["/"]]]], [2, 2, 2, 100]),
+        ([["is", "visit:country", ["CH"]], ["is", "visit:source", ["news.ycombinator.com"]]], [1, 1, 3, 0]),
+        ([["is", "visit:country", ["DE"]], ["is", "visit:source", ["news.ycombinator.com"]]], [0, 0, 0, 0]),
+    ],
+)
+def test_visit_property_filters_count_those_visits(
+    api: FlaskClient, auth: dict[str, str], filters: list, expected: list[int]
+) -> None:
+    metrics = ["visitors", "visits", "pageviews", "bounce_rate"]
+    assert results(api, auth, metrics=metrics, filters=filters) == [expected]
+
+
+def test_visit_property_filter_with_a_session_dimension(api: FlaskClient, auth: dict[str, str]) -> None:
+    body = {"metrics": ["visitors", "visits"], "dimensions": ["visit:entry_page"]}
+    filters = [["is_not", "visit:source", ["google.com"]]]
+    assert results(api, auth, **body, filters=filters) == [["/", 1, 1], ["/blog/hello", 1, 1]]
+    status, answer = post(
+        api, auth, {"site_id": SITE, "date_range": ONE_DAY, **body, "filters": filters}, source="agg"
+    )
+    assert status == 200 and answer["meta"]["source"] == "raw"  # a filtered query reads the archive
+
+
 def test_property_filter_restricts_events(api: FlaskClient, auth: dict[str, str]) -> None:
     body = {"metrics": ["visitors", "events"], "dimensions": ["event:goal"]}
     assert results(api, auth, **body, filters=[["is", "event:props:plan", ["pro"]]]) == [["Signup", 1, 1]]
@@ -354,7 +388,16 @@ def test_v2_agrees_with_tallys_api(api: FlaskClient, auth: dict[str, str], sourc
         ({"date_range": "24h"}, "Invalid date_range '24h'"),
         ({"date_range": ["2026-11-10"]}, "Invalid date_range"),
         ({"date_range": ["2026-11-11", "2026-11-10"]}, "Invalid date_range"),
-        ({"filters": [["is", "visit:source", ["google.com"]]]}, "not by visit:source"),
+        ({"filters": [["is", "visit:city", ["Bern"]]]}, "visit:city is not supported by Tally"),
+        (
+            {"filters": [["or", [["is", "visit:source", ["google.com"]], ["is", "visit:country", ["DE"]]]]]},
+            "cannot combine visit properties",
+        ),
+        (
+            {"filters": [["is", "visit:source", ["google.com"]]], "dimensions": ["event:page"]},
+            "with a filter on visit properties",
+        ),
+        ({"filters": [["is", "visit:source", ["google.com"]]], "metrics": ["events"]}, "Metric `events`"),
         ({"filters": [["has_done", "event:goal", ["Signup"]]]}, "operator has_done is not supported"),
         ({"filters": [["equals", "event:page", ["/"]]]}, "Unknown operator for filter"),
         ({"filters": [["is", "event:page", "/"]]}, "Invalid filter"),
@@ -465,6 +508,8 @@ def test_v1_breakdown_keyed_by_property(api: FlaskClient, auth: dict[str, str]) 
         ("event:page~blog", 2, 2),
         ("visit:country!=DE;event:page==/**", 1, 3),
         ("visit:country==DE;visit:browser==Safari", 1, 1),
+        ("visit:source==google.com", 1, 1),
+        ("visit:source!=google.com;visit:country==CH", 1, 3),
     ],
 )
 def test_v1_filters(
@@ -491,7 +536,7 @@ def test_v1_goal_filter_and_conversion_rate(api: FlaskClient, auth: dict[str, st
         ("aggregate", {"compare": "previous_period"}, 400, "compare: not a Plausible v1 parameter"),
         ("aggregate", {"site": SITE}, 400, "not both"),
         ("aggregate", {"filters": "event:page"}, 400, "Invalid filter 'event:page'"),
-        ("aggregate", {"filters": "visit:source==google.com"}, 400, "not by visit:source"),
+        ("aggregate", {"filters": "visit:city==Bern"}, 400, "visit:city is not supported"),
         ("breakdown", {}, 400, "The `property` parameter is required for breakdown"),
         ("timeseries", {"interval": "week"}, 400, "interval"),
         ("aggregate", {"site_id": "unknown.example.com"}, 404, "Site could not be found"),

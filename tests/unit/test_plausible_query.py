@@ -58,15 +58,17 @@ def test_unsupported_ranges_are_refused(date_range: str | list[str]) -> None:
 
 
 def test_filters_become_one_expression_and_a_goal() -> None:
-    where, goal = filters(
+    chosen = filters(
         [
             ["is", "event:goal", ["Signup"]],
+            ["is_not", "visit:source", ["google.com"]],
             ["or", [["contains", "event:page", ["/blog"]], ["not", ["is", "visit:device", ["Mobile"]]]]],
             ["matches", "event:props:plan", ["^pro"]],
         ]
     )
-    assert goal == "Signup"
-    assert where == Logic(
+    assert chosen.goal == "Signup"
+    assert chosen.visits == Condition("is_not", "referrer_domain", ("google.com",))
+    assert chosen.where == Logic(
         "and",
         (
             Logic(
