@@ -298,6 +298,16 @@ def test_visit_property_filters_count_those_visits(
     assert results(api, auth, metrics=metrics, filters=filters) == [expected]
 
 
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_visit_filter_counts_what_the_breakdown_counts_for_that_value(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    metrics = ["visitors", "visits", "pageviews", "bounce_rate", "visit_duration"]
+    for dimension in ("visit:source", "visit:entry_page", "visit:utm_source"):
+        for value, *numbers in results(api, auth, source, metrics=metrics, dimensions=[dimension]):
+            assert results(api, auth, metrics=metrics, filters=[["is", dimension, [value]]]) == [numbers]
+
+
 def test_visit_property_filter_with_a_session_dimension(api: FlaskClient, auth: dict[str, str]) -> None:
     body = {"metrics": ["visitors", "visits"], "dimensions": ["visit:entry_page"]}
     filters = [["is_not", "visit:source", ["google.com"]]]
