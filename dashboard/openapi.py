@@ -2,7 +2,8 @@
 
 Written by hand, with the vocabularies (dimensions, intervals, sources, limits) taken from
 the code that enforces them, so the document cannot drift from what the endpoints accept;
-tests/integration/test_stats_api.py calls every path listed here.
+tests/integration/test_stats_api.py calls every GET path listed here,
+tests/integration/test_plausible_api.py the v2 query; schemathesis fuzzes them all.
 """
 
 from __future__ import annotations

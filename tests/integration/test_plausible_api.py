@@ -125,6 +125,26 @@ def test_documented_example_answers_in_plausibles_shape(api: FlaskClient, auth: 
     }
 
 
+def test_documented_request_structure_example(api: FlaskClient, auth: dict[str, str]) -> None:
+    """The documentation's request-structure example asks for city and country names, which Tally
+    does not record: a 400 naming them; the same query by country code answers."""
+    example = {
+        "site_id": SITE,
+        "metrics": ["visitors", "pageviews", "bounce_rate"],
+        "date_range": "7d",
+        "filters": [["is_not", "visit:country_name", [""]]],
+        "dimensions": ["visit:country_name", "visit:city_name"],
+    }
+    status, answer = post(api, auth, example)
+    assert status == 400 and "visit:country_name is not supported by Tally" in answer["error"]
+    by_code = {**example, "metrics": ["visitors", "pageviews"], "dimensions": ["visit:country"]}
+    status, answer = post(api, auth, {**by_code, "filters": [["is_not", "visit:country", [""]]]})
+    assert status == 200
+    assert [[*r["dimensions"], *r["metrics"]] for r in answer["results"]] == [
+        ["DE", 2, 2], ["CH", 1, 3], ["US", 1, 1],
+    ]  # fmt: skip
+
+
 # --- each metric, with a known answer, on both sources --------------------------------------------
 
 
