@@ -136,6 +136,68 @@ def sites_remove(domain: str) -> None:
     console.print(f"removed {domain}")
 
 
+_EXCLUSION_OPTIONS = [
+    click.option("--ip", "ips", multiple=True, help="A client IP or CIDR range, v4 or v6 (10.0.0.0/8)."),
+    click.option(
+        "--path", "paths", multiple=True, help='A page path pattern, * any characters ("/admin/*").'
+    ),
+    click.option("--country", "countries", multiple=True, help="An ISO 3166 two-letter country code (DE)."),
+]
+
+
+def exclusion_options(command):  # type: ignore[no-untyped-def]
+    for option in reversed(_EXCLUSION_OPTIONS):
+        command = option(command)
+    return command
+
+
+@sites.command("exclude")
+@click.argument("site")
+@exclusion_options
+def sites_exclude(
+    site: str, ips: tuple[str, ...], paths: tuple[str, ...], countries: tuple[str, ...]
+) -> None:
+    """Stop counting SITE's traffic from --ip ranges, to --path patterns or from --country codes
+    (each repeatable). Applied by the collector within seconds; the archive never holds it."""
+    from storage import exclusions as store
+    from storage.client import connect
+
+    wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))  # checked before the store
+    store.add_exclusions(connect(Settings()), wanted)
+    for exclusion in wanted:
+        click.echo(f"excluded {exclusion.kind} {exclusion.value} from {exclusion.site}")
+
+
+@sites.command("unexclude")
+@click.argument("site")
+@exclusion_options
+def sites_unexclude(
+    site: str, ips: tuple[str, ...], paths: tuple[str, ...], countries: tuple[str, ...]
+) -> None:
+    """Count SITE's traffic from these --ip, --path, --country again (from now on)."""
+    from storage import exclusions as store
+    from storage.client import connect
+
+    wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))
+    missing = store.remove_exclusions(connect(Settings()), wanted)
+    if missing:
+        names = ", ".join(f"{e.kind} {e.value}" for e in missing)
+        raise UserError(f"not excluded from {wanted[0].site}: {names} (see 'tally sites exclusions {site}')")
+    for exclusion in wanted:
+        click.echo(f"removed exclusion {exclusion.kind} {exclusion.value} from {exclusion.site}")
+
+
+@sites.command("exclusions")
+@click.argument("site")
+def sites_exclusions(site: str) -> None:
+    """SITE's exclusions, one per line: kind (ip, path, country) and value."""
+    from storage import exclusions as store
+    from storage.client import connect
+
+    for exclusion in store.list_exclusions(connect(Settings()), site):
+        click.echo(f"{exclusion.kind}\t{exclusion.value}")
+
+
 @main.group()
 def goals() -> None:
     """A site's goals: custom events and pages that count as conversions."""
