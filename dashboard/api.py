@@ -9,11 +9,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import structlog
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
 from dashboard import plausible_v1
+from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
@@ -40,10 +41,17 @@ def stats_api(
     def require_api_key() -> Response | None:
         if request.endpoint == "stats_api.openapi":
             return None  # the description of the API is public; its numbers are not
-        if not bearer_matches(request.headers.get("Authorization", ""), api_key):
+        authorization = request.headers.get("Authorization", "")
+        access = authorise(authorization, api_key, clients, request.remote_addr or "")
+        if access is None:
             response = error(401, "missing or wrong API key: send Authorization: Bearer <api key>")
             response.headers["WWW-Authenticate"] = 'Bearer realm="tally"'
             return response
+        g.api_access = access
+        # A team member's key reads only its sites (dashboard/api_access.py).
+        site = scoped_site(request.args.get("site") or request.args.get("site_id") or "")
+        if site and not access.may_read(site):
+            return error(403, f"site: this API key may not read {site}")
         return None
 
     @api.after_request

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
-from dashboard.api import bearer_matches, error
+from dashboard.api import error
+from dashboard.api_access import authorise, may_read
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.store import ClientFactory, StoreUnavailable
@@ -42,8 +43,10 @@ def plausible_api(
         authorization = request.headers.get("Authorization", "")
         if not authorization:
             return unauthorized("Missing API key. Please use a valid Tally API key as a Bearer Token.")
-        if not bearer_matches(authorization, api_key):
+        access = authorise(authorization, api_key, clients, request.remote_addr or "")
+        if access is None:
             return unauthorized("Invalid API key. Please make sure you're using a valid Tally API key.")
+        g.api_access = access
         return None
 
     @api.after_request
@@ -62,6 +65,8 @@ def plausible_api(
         body = parse_body(body_bytes)
         client = clients()
         site = site_of(client, body.site_id)
+        if not may_read(site):  # a team member's key reads only its sites
+            return error(403, f"This API key may not read site {site!r}.")
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
         planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
         report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]

@@ -247,6 +247,145 @@ def goals_remove(site: str, name: str) -> None:
     console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
 
 
+@main.group(cls=TallyGroup)
+def users() -> None:
+    """Team accounts: roles per site (owner, admin, viewer), API keys, the audit log. The
+    operator's password stays the first owner of every site (as TALLY_OWNER_EMAIL)."""
+
+
+def _role_option(default: str | None = None):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--role",
+        required=default is None,
+        default=default,
+        help="owner (everything, incl. users), admin (settings, goals, shares), viewer (read-only).",
+    )
+
+
+@users.command("invite")
+@click.argument("email")
+@click.option("--site", required=True, help="The site the invitee gets a role on.")
+@_role_option()
+def users_invite(email: str, site: str, role: str) -> None:
+    """Print a one-time invitation link (7 days) for EMAIL to SITE with ROLE; no mail is sent."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    email, role = accounts.clean_email(email), accounts.clean_role(role)  # before the store is asked
+    settings = Settings()
+    token = accounts.create_invite(connect(settings), email, site, role)
+    base = f"http://{settings.dashboard_host}:{settings.dashboard_port}"
+    click.echo(f"{base}/invite/{token}")
+    click.echo(
+        f"invitation for {email} ({role}): send them the link; it works once, for 7 days, and is not "
+        f"shown again; behind a TLS proxy use its address instead of {base}",
+        err=True,
+    )
+
+
+@users.command("list")
+@click.option("--site", default=None, help="Only this site's members.")
+def users_list(site: str | None) -> None:
+    """Members: email, site, role (the operator's password is the first owner of every site)."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    settings = Settings()
+    click.echo(f"{settings.owner_email}\t{site or '*'}\towner (the operator's password)")
+    for email, member_site, role in accounts.list_users(connect(settings), site):
+        click.echo(f"{email}\t{member_site}\t{role}")
+
+
+@users.command("role")
+@click.argument("email")
+@click.option("--site", required=True)
+@_role_option()
+def users_role(email: str, site: str, role: str) -> None:
+    """Give EMAIL the ROLE on SITE (a member's role changes for pages already open, too)."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    accounts.set_role(connect(Settings()), email, site, role)
+    click.echo(f"{accounts.clean_email(email)} is {role} of {site}")
+
+
+@users.command("remove")
+@click.argument("email")
+@click.option("--site", default=None, help="Only take the role on this site away.")
+def users_remove(email: str, site: str | None) -> None:
+    """Remove EMAIL's account (its sessions end, its API keys are revoked), or its role on --site."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    accounts.remove_user(connect(Settings()), email, site)
+    click.echo(f"removed {accounts.clean_email(email)}{f' from {site}' if site else ''}")
+
+
+@users.command("audit")
+@click.option("--limit", default=50, type=click.IntRange(1, 10_000), help="How many entries (newest first).")
+def users_audit(limit: int) -> None:
+    """Sign-ins (ok / failed) and API key use (at most one entry per key per minute)."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    for entry in accounts.audit(connect(Settings()), limit=limit):
+        fields = [
+            f"{entry.ts:%Y-%m-%d %H:%M:%S}",
+            entry.action,
+            entry.email,
+            entry.key_id or "-",
+            entry.outcome,
+        ]
+        click.echo("\t".join([*fields, entry.address or "-", entry.detail]).rstrip())
+
+
+@users.group("keys", cls=TallyGroup)
+def users_keys() -> None:
+    """Members' read-only stats API keys, limited to sites."""
+
+
+@users_keys.command("create")
+@click.argument("email")
+@click.option("--site", "sites", multiple=True, required=True, help="A site the key may read (repeatable).")
+@click.option("--label", default="", help="What the key is for.")
+def keys_create(email: str, sites: tuple[str, ...], label: str) -> None:
+    """Create a key for EMAIL; it is printed once."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    key, token = accounts.create_key(connect(Settings()), email, list(sites), label)
+    click.echo(token)
+    click.echo(
+        f"key {key.id} of {key.email} for {', '.join(key.sites)}: copy it now, it is not shown again",
+        err=True,
+    )
+
+
+@users_keys.command("list")
+@click.argument("email")
+def keys_list(email: str) -> None:
+    """EMAIL's keys: id, sites, created, state."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    for key in accounts.list_keys(connect(Settings()), email):
+        state = "revoked" if key.revoked else "live"
+        click.echo(
+            f"{key.id}\t{','.join(key.sites)}\t{key.created_at:%Y-%m-%d %H:%M}\t{state}\t{key.label}".rstrip()
+        )
+
+
+@users_keys.command("revoke")
+@click.argument("key_id", metavar="ID")
+def keys_revoke(key_id: str) -> None:
+    """Revoke key ID: the next request with it gets a 401."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    key = accounts.revoke_key(connect(Settings()), key_id)
+    click.echo(f"revoked {key.id} ({key.email})")
+
+
 class ShareGroup(TallyGroup):
     """`tally share SITE` creates; `list` and `revoke` are subcommands (a site is never named so:
     it has a dot)."""

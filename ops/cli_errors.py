@@ -120,8 +120,9 @@ def _known_failures() -> tuple[type[Exception], ...]:
     from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
     from storage.sites import InvalidDomain
+    from storage.users import AccountError
 
-    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, InvalidExclusion, StackError]
+    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, InvalidExclusion, AccountError, StackError]
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
     return tuple(failures)
