@@ -32,6 +32,7 @@ from flask import (
 
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
 from dashboard.components import notice, panel
+from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
 from storage import users
 from storage.users import AccountError, User
@@ -213,13 +214,33 @@ def team_panel() -> html.Section:
 
 
 def with_team_panel(page: html.Div) -> html.Div:
-    """The page with the Team panel at the end of the Overview (cut for a shared view)."""
-    from dashboard.share_panel import _children, _find
-
+    """The page with the Team panel at the end of the Overview (cut for a shared view). A team
+    member's page has no rate-limiting panel (the operator's, about every site) and, unless they
+    are admin somewhere, no Share panel: their callbacks would only be refused."""
     overview = _find(page, "overview-section")
     if overview is not None:
         overview.children = [*_children(overview), team_panel()]  # type: ignore[attr-defined]
+    user = current_user()
+    if user is not None:
+        share = set() if any(user.may(site, "admin") for site in user.roles) else {"share-panel"}
+        _drop(page, elements=share, parents_of={"rate-limits"})
     return page
+
+
+def _drop(component: Any, elements: set[str], parents_of: set[str]) -> None:
+    """Remove the elements with these ids, and those holding one of `parents_of` as a direct
+    child (a panel around its content), from the tree."""
+    children = _children(component)
+    kept = [
+        child
+        for child in children
+        if getattr(child, "id", None) not in elements
+        and not any(getattr(grandchild, "id", None) in parents_of for grandchild in _children(child))
+    ]
+    if len(kept) != len(children):
+        component.children = kept
+    for child in kept:
+        _drop(child, elements, parents_of)
 
 
 def _owner_of(site: str | None) -> bool:
@@ -340,7 +361,7 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
             id="audit-table",
             className="table",
         )
-        return {}, member_list, audit
+        return {}, member_list, html.Div(audit, className="table-scroll")
 
     @app.callback(
         Output("invite-created", "children"),
