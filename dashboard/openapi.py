@@ -124,6 +124,7 @@ def _ok(schema: JSON, description: str) -> JSON:
 ERRORS: JSON = {
     "400": {"$ref": "#/components/responses/BadParameter"},
     "401": {"$ref": "#/components/responses/Unauthorized"},
+    "403": {"$ref": "#/components/responses/Forbidden"},
     "503": {"$ref": "#/components/responses/StoreUnavailable"},
 }
 RANGE = ["site", "from", "to", "filters", "source"]
@@ -367,14 +368,26 @@ def openapi_document() -> JSON:
             },
         },
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "the API key"}},
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": (
+                        "the operator's API key (every site) or a team member's read-only key "
+                        "(tally users keys create; only its sites)"
+                    ),
+                }
+            },
             "parameters": PARAMETERS,
             "schemas": SCHEMAS | PLAUSIBLE_SCHEMAS,
             "responses": {
                 "BadParameter": _ok(
                     _schema("Error"), "a parameter is missing or invalid; the error names it"
                 ),
-                "Unauthorized": _ok(_schema("Error"), "no or a wrong API key"),
+                "Unauthorized": _ok(_schema("Error"), "no, a wrong or a revoked API key"),
+                "Forbidden": _ok(
+                    _schema("Error"), "a team member's API key asking for a site outside its scope"
+                ),
                 "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
             },
         },
