@@ -32,6 +32,7 @@ from flask import (
 
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
 from dashboard.components import notice, panel
+from dashboard.exclusions_panel import exclusions_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
 from storage import users
@@ -214,16 +215,18 @@ def team_panel() -> html.Section:
 
 
 def with_team_panel(page: html.Div) -> html.Div:
-    """The page with the Team panel at the end of the Overview (cut for a shared view). A team
-    member's page has no rate-limiting panel (the operator's, about every site) and, unless they
-    are admin somewhere, no Share panel: their callbacks would only be refused."""
+    """The page with the Exclusions and Team panels at the end of the Overview (cut for a shared
+    view). A team member's page has no rate-limiting panel (the operator's, about every site)
+    and, unless they are admin somewhere, no Share or Exclusions panel: their callbacks would
+    only be refused."""
     overview = _find(page, "overview-section")
     if overview is not None:
-        overview.children = [*_children(overview), team_panel()]  # type: ignore[attr-defined]
+        overview.children = [*_children(overview), exclusions_panel(), team_panel()]  # type: ignore[attr-defined]
     user = current_user()
     if user is not None:
-        share = set() if any(user.may(site, "admin") for site in user.roles) else {"share-panel"}
-        _drop(page, elements=share, parents_of={"rate-limits"})
+        admin = any(user.may(site, "admin") for site in user.roles)
+        settings = set() if admin else {"share-panel", "exclusions-panel"}
+        _drop(page, elements=settings, parents_of={"rate-limits"})
     return page
 
 

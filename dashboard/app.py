@@ -17,6 +17,7 @@ from waitress import serve
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.api import stats_api
 from dashboard.auth import install_login
+from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.goals_panel import register_goal_editing
@@ -63,6 +64,7 @@ def build_app(
     before_settings = set(app.callback_map)
     register_share_panel(app, clients)
     register_goal_editing(app, clients)
+    register_exclusions_panel(app, clients)
     settings_outputs = set(app.callback_map) - before_settings
     register_team_panel(app, settings, clients)
     # Team members: their sites only; settings (goals, shares) for admins; the global

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import APIResponse, Browser, BrowserContext, Page, expect
 
-from storage import goals
+from storage import exclusions, goals
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import PROJECT_ROOT, Settings
@@ -148,6 +148,8 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     assert other.status == 403
     assert goals.list_goals(connect(dashboard_settings), TEAM_SITE) == []
 
+    await expect(invitee.locator("#exclusions-panel")).to_have_count(0)  # a setting: not for viewers
+
     # The Team panel: the viewer sees their keys, not the site's members or audit log; a key
     # made there reads their site on the stats API.
     await expect(invitee.locator("#team-owner")).to_be_hidden()
@@ -184,3 +186,29 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await owner.set_viewport_size(PHONE)
     await panel.scroll_into_view_if_needed()
     await panel.screenshot(path=str(SCREENSHOTS / "team-panel-phone.png"))
+
+
+async def test_owner_excludes_and_includes_a_path_in_the_exclusions_panel(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
+) -> None:
+    panel = owner.locator("#exclusions-panel")
+    await panel.scroll_into_view_if_needed()
+    await owner.click("#exclusion-kind")
+    await owner.get_by_role("option", name="Path", exact=True).click()
+    await owner.fill("#exclusion-value", "admin")
+    await owner.click("#exclusion-add")
+    await expect(owner.locator("#exclusion-status")).to_contain_text("a page pattern starts with /")
+    await owner.fill("#exclusion-value", "/admin/*")
+    await owner.click("#exclusion-add")
+    await expect(owner.locator("#exclusion-status")).to_have_text("Excluded /admin/*.")
+    await expect(owner.locator("#exclusions-items")).to_contain_text("Path: /admin/*")
+    listed = exclusions.list_exclusions(connect(dashboard_settings), TEAM_SITE)
+    assert [(e.kind, e.value) for e in listed] == [("path", "/admin/*")]
+    await panel.screenshot(path=str(SCREENSHOTS / "exclusions-panel-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "exclusions-panel-phone.png"))
+
+    await owner.locator("#exclusions-items button", has_text="Remove").click()
+    await expect(owner.locator("#exclusion-status")).to_have_text("Counting /admin/* again.")
+    assert exclusions.list_exclusions(connect(dashboard_settings), TEAM_SITE) == []

@@ -23,7 +23,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Dash:
 
 
 def outputs(app: Dash) -> tuple[set[str], set[str]]:
-    settings = {o for o in app.callback_map if "goal-status" in o or "share-" in o}
+    settings = {o for o in app.callback_map if "goal-status" in o or "share-" in o or "exclusion-status" in o}
     operator = {o for o in app.callback_map if "rate-limits" in o}
     return settings, operator
 
@@ -50,6 +50,14 @@ def test_only_admins_and_owners_change_goals(app: Dash, role: str, refused: bool
     member = User("m@example.com", {SITE: role})  # type: ignore[dict-item]
     refusal = callback_refusal(app, request_for(app, goal_output(app), SITE), member, *outputs(app))
     assert (refusal is not None) == refused
+
+
+def test_viewers_cannot_change_exclusions(app: Dash) -> None:
+    output = next(o for o in app.callback_map if "exclusion-status" in o)
+    viewer = User("m@example.com", {SITE: "viewer"})
+    admin = User("m@example.com", {SITE: "admin"})
+    assert callback_refusal(app, request_for(app, output, SITE), viewer, *outputs(app)) is not None
+    assert callback_refusal(app, request_for(app, output, SITE), admin, *outputs(app)) is None
 
 
 def test_no_callback_reaches_a_site_without_a_role(app: Dash) -> None:
