@@ -143,7 +143,8 @@ def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = N
             throttle.failed(address)
             if team is not None:
                 team.record(email or settings.owner_email, "failed", address)
-            return render_template_string(LOGIN_PAGE, error="Wrong email or password."), 401
+            wrong = "Wrong email or password." if email else "Wrong password."
+            return render_template_string(LOGIN_PAGE, error=wrong), 401
         throttle.succeeded(address)
         if team is not None:
             team.record(email or settings.owner_email, "ok", address)
