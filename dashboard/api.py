@@ -55,7 +55,9 @@ def stats_api(
     def asked() -> tuple[Arguments, StatsQuery]:
         """The request's arguments and the report they ask for."""
         arguments = Arguments.parse(request.args.to_dict(flat=False))
-        return arguments, parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        return arguments, parameters.stats_query(
+            arguments, clock(), settings.session_gap_s, settings.engaged_bounce_ms
+        )
 
     @api.get("/stats/aggregate")
     def aggregate() -> Response:

@@ -2,7 +2,8 @@
 
 A running deployment restores VisitorActivity's states from its checkpoint: those written
 before the new dimensions (encoding v1) must decode with the new fields empty, not force a
-checkpoint reset. The check is JVM code (stream_jobs/jvm/test/), compiled here with the
+checkpoint reset; so must those written before engaged sessions (v2, no engagement events).
+The check is JVM code (stream_jobs/jvm/test/), compiled here with the
 function's source against pyspark's jars and run on the JVM: no Spark session needed.
 """
 
@@ -17,7 +18,7 @@ JVM = Path(__file__).resolve().parents[2] / "stream_jobs" / "jvm"
 SPARK_JARS = Path(pyspark.__file__).with_name("jars")
 
 
-def test_a_v1_visitor_state_decodes_with_the_new_fields_empty_and_v2_round_trips(tmp_path: Path) -> None:
+def test_v1_and_v2_visitor_states_decode_and_v3_round_trips_engagement_events(tmp_path: Path) -> None:
     sources = [
         *(JVM / "src" / "tally" / "stream").glob("*.java"),
         JVM / "test/tally/stream/VisitorStateEncodingCheck.java",
