@@ -225,6 +225,7 @@ def session_json(row: SessionRow) -> dict[str, object]:
         "entry_path": row.entry_path,
         "exit_path": row.exit_path,
         "is_bounce": bool(row.is_bounce),
+        "engaged_s": float(row.engaged_s),
         "referrer_domain": row.referrer_domain,
         "utm_source": row.utm_source,
         "country": row.country,

@@ -258,6 +258,12 @@ SCHEMAS: dict[str, JSON] = {
                 "type": "boolean",
                 "description": "one page view and under 10 s of engaged time (see Aggregate.bounce_rate)",
             },
+            "engaged_s": {
+                "type": "number",
+                "minimum": 0,
+                "description": "the session's engaged time: the sum of `engagement_ms` of the `engagement` "
+                "events belonging to it (see Aggregate.bounce_rate), in seconds",
+            },
             "referrer_domain": {"type": "string"},
             "utm_source": {"type": "string"},
             "country": {"type": "string", "description": "ISO 3166 alpha-2 or empty"},

@@ -299,6 +299,7 @@ class SessionRow:
     entry_path: str
     exit_path: str
     is_bounce: bool
+    engaged_s: float  # the session's engaged time (engaged session, module docstring)
     referrer_domain: str
     utm_source: str
     country: str

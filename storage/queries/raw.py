@@ -89,7 +89,8 @@ SELECT
     length(session) AS pageviews,
     arraySum(e -> if(e.1 >= start AND dateDiff('millisecond', end, e.1) <= {{gap_ms:UInt64}}, e.2, 0),
              engagements) AS engaged_ms,
-    pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{properties}
+    pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce,
+    engaged_ms / 1000 AS engaged_s{properties}
 FROM
 (
     SELECT

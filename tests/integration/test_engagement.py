@@ -199,7 +199,7 @@ def test_engagement_events_change_no_page_view_number(
             get(api, dashboard_settings, "/stats/timeseries", **span, interval="hour"),
             breakdowns,
             [
-                {k: v for k, v in session.items() if k not in ("visitor_id", "is_bounce")}
+                {k: v for k, v in session.items() if k not in ("visitor_id", "is_bounce", "engaged_s")}
                 for session in get(api, dashboard_settings, "/sessions", **span)
             ],
         ]
@@ -235,14 +235,14 @@ def test_a_one_page_session_with_10_s_of_engaged_time_is_no_bounce(
         "bounce_rate": round(answer["bounces"] / answer["sessions"], 4),
         "avg_session_duration_s": round(10 / answer["sessions"], 1),
     }
-    bounced = {s["visitor_id"]: s["is_bounce"] for s in get(api, dashboard_settings, "/sessions", **span)}
-    assert bounced == {
-        "read-12s": False,
-        "read-3s": True,
-        "read-6s-twice": False,
-        "read-after-the-end": True,
-        "read-at-the-gap": False,
-        "two-pages": False,
+    sessions = get(api, dashboard_settings, "/sessions", **span)
+    assert {s["visitor_id"]: (s["is_bounce"], s["engaged_s"]) for s in sessions} == {
+        "read-12s": (False, 12.0),
+        "read-3s": (True, 3.0),
+        "read-6s-twice": (False, 12.0),
+        "read-after-the-end": (True, 0.0),
+        "read-at-the-gap": (False, 10.0),
+        "two-pages": (False, 0.0),
     }
 
 
