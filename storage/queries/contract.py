@@ -28,7 +28,8 @@ Once the stream jobs have processed an event both give the same numbers. The def
   (the next session starts more than the gap after the last page view), so this is the
   session of the visitor's latest page view at or before it, if that page view is at most the
   gap before it. An engagement event matching no session (before the visitor's first page
-  view, or more than the gap after the last) changes nothing. Engagement events never start,
+  view, or more than the gap after the last; after midnight UTC, the daily salt gives its
+  visitor another visitor_id) changes nothing. Engagement events never start,
   extend or split a session: its start, end, duration, page views and entry/exit pages are
   its page views'. With filters, the engagement events must pass them too.
 - bounce: a session with exactly one page view whose visitor was not engaged in it (engaged
