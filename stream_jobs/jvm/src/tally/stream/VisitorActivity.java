@@ -454,8 +454,8 @@ public final class VisitorActivity
     }
 
     /**
-     * An event as it came, with its Kafka offset: a page view, or an engagement event (its
-     * fields empty, its engaged ms beside it).
+     * An event as it came, with its Kafka offset: a page view, or an engagement event (of which
+     * only ts, event_id and the engaged ms beside it are used).
      */
     record Copy(long offset, Event event, boolean engagement, long engagementMs) {}
 
