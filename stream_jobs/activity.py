@@ -11,7 +11,7 @@ visitor's page views until no number of theirs can change, and emits per trigger
 * sessions, open ones included, whenever one starts, grows, merges or closes → `sessions`;
 * page views per (ip_hash, minute) → `rate_limit_counters`, from which the rate limits and
   the blocklist follow (rate_limits.py, a step of this sink);
-* page views behind the watermark per (site, minute) → `late_events` (no second read).
+* late page views (and late engagement events) per (site, minute) → `late_events` (no second read).
 A re-sent event (same event_id, same visitor) counts once, as its first copy in the log: the
 one the archive keeps (VisitorActivity says how, and what it cannot recognise).
 
