@@ -67,6 +67,9 @@ def test_agg_equals_raw_open_and_closed_and_spark_equals_backfill(
     gap = timedelta(seconds=settings.session_gap_s)
     events = visits([*sites, late_site], t0, RANGE, engaged=True) + edge_cases(sites[0], t0, gap)
     events += engaged_bounce_visits(known_site, t0 + timedelta(minutes=5), gap)
+    # In event-time order, as a round is produced: a micro-batch may end anywhere in a round,
+    # and events produced after it must not be behind the watermark it leaves (late).
+    events.sort(key=lambda e: e.ts)
     sites.append(known_site)
     running_queries.extend(start_queries(spark, settings, [QUERY_NAME]))
     out_of_order = send_in_rounds(settings, events, t0, RANGE, late_site)
