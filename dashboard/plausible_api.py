@@ -64,7 +64,7 @@ def plausible_api(
         site = site_of(client, body.site_id)
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
         planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
-        report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]
+        report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
         return jsonify(answer(planned, report))
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])

@@ -310,7 +310,8 @@ def engagement(client: Client, q: StatsQuery, paths: list[str]) -> dict[str, Pag
 # tombstone; LIMIT 1 BY over the range instead of FINAL, which would merge the whole range.
 _SESSIONS = f"""
 SELECT visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, entry_path,
-       exit_path, is_bounce, referrer_domain, utm_source, country, device, browser, os
+       exit_path, is_bounce, engaged_ms / 1000 AS engaged_s, referrer_domain, utm_source, country, device,
+       browser, os
 FROM
 (
     SELECT *
