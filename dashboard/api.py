@@ -13,8 +13,11 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
+from dashboard import plausible_v1
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
+from dashboard.plausible_query import QueryError
+from dashboard.plausible_report import SiteNotFound
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import EventRow, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
@@ -57,13 +60,24 @@ def stats_api(
         arguments = Arguments.parse(request.args.to_dict(flat=False))
         return arguments, parameters.stats_query(arguments, clock(), settings.session_gap_s)
 
+    def plausible_call(endpoint: plausible_v1.Endpoint) -> Response | None:
+        """Plausible's v1 answer when the call uses Plausible's parameters (site_id), else None."""
+        if not plausible_v1.requested(request.args):
+            return None
+        args = request.args.to_dict(flat=False)
+        return jsonify(plausible_v1.answer(endpoint, args, clients(), clock(), settings.session_gap_s))
+
     @api.get("/stats/aggregate")
     def aggregate() -> Response:
+        if (plausible := plausible_call("aggregate")) is not None:
+            return plausible
         arguments, q = asked()
         return jsonify(queries.aggregate(clients(), q, source=parameters.source(arguments)))
 
     @api.get("/stats/timeseries")
     def timeseries() -> Response:
+        if (plausible := plausible_call("timeseries")) is not None:
+            return plausible
         arguments, q = asked()
         interval = parameters.interval(arguments, q)
         points = queries.timeseries(clients(), q, interval, source=parameters.source(arguments))
@@ -71,6 +85,8 @@ def stats_api(
 
     @api.get("/stats/breakdown")
     def breakdown() -> Response:
+        if (plausible := plausible_call("breakdown")) is not None:
+            return plausible
         arguments, q = asked()
         by = parameters.dimension(arguments)
         goal = parameters.goal(arguments, by)
@@ -130,7 +146,7 @@ def stats_api(
         # Raised while routing, before a blueprint is chosen, hence an app-wide handler: the
         # API's paths answer JSON (a 404 for a path that is no endpoint, whatever the method),
         # every other path Werkzeug's own answer.
-        if not request.path.startswith(f"{PREFIX}/"):
+        if not request.path.startswith((f"{PREFIX}/", "/api/v2/")):
             return refused.get_response()
         if request.path not in openapi_document()["paths"]:
             return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")
@@ -143,6 +159,14 @@ def stats_api(
     @api.errorhandler(BadParameter)
     def bad_parameter(refused: BadParameter) -> Response:
         return error(400, str(refused))
+
+    @api.errorhandler(QueryError)
+    def plausible_refused(refused: QueryError) -> Response:
+        return error(400, str(refused))
+
+    @api.errorhandler(SiteNotFound)
+    def unknown_site(refused: SiteNotFound) -> Response:
+        return error(404, str(refused))
 
     @api.errorhandler(queries.UnsupportedQuery)
     def unsupported(refused: queries.UnsupportedQuery) -> Response:

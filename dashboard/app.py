@@ -21,6 +21,7 @@ from dashboard.funnel import register_funnel
 from dashboard.goals_panel import register_goal_editing
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
+from dashboard.plausible_api import plausible_api
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.store import ClientFactory, thread_local_clients
@@ -43,6 +44,7 @@ def build_app(
     server = Flask(__name__)
     install_login(server, settings)
     server.register_blueprint(stats_api(settings, clients, clock))
+    server.register_blueprint(plausible_api(settings, clients, clock))  # Plausible's v2 query
     harden(server)
 
     @server.get("/healthz")

@@ -1,6 +1,6 @@
 """Signing in to the dashboard: one password (TALLY_DASHBOARD_PASSWORD, or generated into
 $TALLY_HOME/dashboard_password), a signed Flask session cookie, and a guard in front of every
-Dash route and callback. /healthz and the bearer-authenticated /api/v1 are exempt."""
+Dash route and callback. /healthz and the bearer-authenticated /api/v1 and /api/v2 are exempt."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tally.settings import Settings
 SESSION_LIFETIME = timedelta(days=14)
 OPEN_PATHS = {"/healthz", "/login", "/logout"}
 # /share/ answers for itself (dashboard/sharing.py): a link's token is its credential.
-OPEN_PREFIXES = ("/api/v1/", "/share/")
+OPEN_PREFIXES = ("/api/v1/", "/api/v2/", "/share/")
 # Where a sign-in may send the browser on: printable ASCII without spaces or backslashes.
 # Browsers drop tabs and newlines from a URL and read a backslash as `/`, so any of those could turn
 # a path into `//other.host`; a newline would also break the Location header.

@@ -2,7 +2,8 @@
 
 Written by hand, with the vocabularies (dimensions, intervals, sources, limits) taken from
 the code that enforces them, so the document cannot drift from what the endpoints accept;
-tests/integration/test_stats_api.py calls every path listed here.
+tests/integration/test_stats_api.py calls every GET path listed here,
+tests/integration/test_plausible_api.py the v2 query; schemathesis fuzzes them all.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard import api_parameters as parameters
+from dashboard import plausible_query as plausible
 from storage import queries
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
@@ -355,6 +357,7 @@ def openapi_document() -> JSON:
                 [*RANGE, "sessions_limit"],
                 _ok({"type": "array", "items": _schema("Session")}, "one object per session"),
             ),
+            "/api/v2/query": plausible_query_operation(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -366,7 +369,7 @@ def openapi_document() -> JSON:
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "the API key"}},
             "parameters": PARAMETERS,
-            "schemas": SCHEMAS,
+            "schemas": SCHEMAS | PLAUSIBLE_SCHEMAS,
             "responses": {
                 "BadParameter": _ok(
                     _schema("Error"), "a parameter is missing or invalid; the error names it"
@@ -375,4 +378,129 @@ def openapi_document() -> JSON:
                 "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
             },
         },
+    }
+
+
+# --- Plausible's Stats API v2 (dashboard/plausible_api.py, docs/plausible-api.md) -------------
+
+PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
+    "PlausibleQuery": {
+        "type": "object",
+        "description": "Plausible's Stats API v2 query (https://plausible.io/docs/stats-api); what Tally "
+        "supports of it: docs/plausible-api.md. Times are UTC.",
+        "required": ["site_id", "metrics", "date_range"],
+        "additionalProperties": False,
+        "properties": {
+            "site_id": {"type": "string", "minLength": 1, "maxLength": 253},
+            "metrics": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": len(plausible.METRICS),
+                "uniqueItems": True,
+                "items": {"type": "string", "enum": list(plausible.METRICS)},
+            },
+            "date_range": {
+                "oneOf": [
+                    {"type": "string", "enum": list(plausible.RELATIVE_RANGES)},
+                    {
+                        "type": "array",
+                        "minItems": 2,
+                        "maxItems": 2,
+                        "items": {"type": "string", "example": "2026-11-10"},
+                        "description": "two ISO-8601 dates (both days included) or date-times",
+                    },
+                ]
+            },
+            "date": {"type": "string", "format": "date", "description": "the day relative ranges end on"},
+            "dimensions": {
+                "type": "array",
+                "maxItems": 1,
+                "items": {
+                    "type": "string",
+                    "description": "one of "
+                    + ", ".join(
+                        [
+                            *plausible.DIMENSIONS,
+                            *plausible.TIME_DIMENSIONS,
+                            plausible.GOAL_DIMENSION,
+                            plausible.NAME_DIMENSION,
+                        ]
+                    )
+                    + f", {plausible.PROPS_DIMENSION}KEY",
+                },
+            },
+            "filters": {
+                "type": "array",
+                "items": {"type": "array"},
+                "description": "[operator, dimension, [values]] with is, is_not, contains, contains_not, "
+                "matches, matches_not on " + ", ".join(plausible.FILTER_DIMENSIONS) + ", "
+                f'{plausible.PROPS_DIMENSION}KEY; ["and"|"or", [filters]], ["not", filter]; '
+                f'["is", "{plausible.GOAL_DIMENSION}", [GOAL]] at the top level',
+            },
+            "order_by": {
+                "type": "array",
+                "items": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "string"}},
+            },
+            "include": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "imports": {"type": "boolean"},
+                    "time_labels": {"type": "boolean"},
+                    "total_rows": {"type": "boolean"},
+                },
+            },
+            "pagination": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "limit": {"type": "integer", "minimum": 1, "maximum": plausible.MAX_LIMIT},
+                    "offset": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    },
+    "PlausibleResult": {
+        "type": "object",
+        "required": ["results", "meta", "query"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["metrics", "dimensions"],
+                    "properties": {"metrics": {"type": "array"}, "dimensions": {"type": "array"}},
+                },
+            },
+            "meta": {"type": "object", "description": "source (agg or raw), total_rows, time_labels…"},
+            "query": {"type": "object", "description": "the query as answered"},
+        },
+    },
+}
+
+
+def plausible_query_operation() -> JSON:
+    return {
+        "post": {
+            "summary": "Plausible's Stats API v2 query: metrics over a range, by one dimension, filtered",
+            "parameters": [
+                {
+                    "name": "source",
+                    "in": "query",
+                    "required": False,
+                    "description": "Tally's: agg (default, where it answers) or raw",
+                    "schema": {"type": "string", "enum": list(parameters.SOURCES)},
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _schema("PlausibleQuery")}},
+            },
+            "responses": {
+                "200": _ok(_schema("PlausibleResult"), "Plausible's response shape"),
+                **ERRORS,
+                "404": _ok(_schema("Error"), "no such site"),
+                "413": _ok(_schema("Error"), "the body is over 64 KiB"),
+            },
+        }
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from clickhouse_connect.driver.client import Client
 
@@ -27,17 +27,24 @@ from storage.queries.contract import (
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
     BreakdownRow,
+    Condition,
     EventRow,
+    Expression,
     GoalRow,
     Interval,
+    Logic,
     PageEngagement,
     Point,
+    SessionBreakdownRow,
+    SessionPoint,
     SessionRow,
     Source,
     StatsQuery,
     UnsupportedQuery,
     buckets,
+    metrics,
     validate,
+    validate_expression,
 )
 from storage.queries.funnels import FunnelReport, FunnelStep, StepResult, checked_steps
 from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
@@ -55,13 +62,18 @@ __all__ = [
     "SESSION_GAP_S",
     "SESSION_PROPERTIES",
     "BreakdownRow",
+    "Condition",
     "EventRow",
+    "Expression",
     "FunnelReport",
     "FunnelStep",
     "GoalRow",
     "Interval",
+    "Logic",
     "PageEngagement",
     "Point",
+    "SessionBreakdownRow",
+    "SessionPoint",
     "SessionRow",
     "Source",
     "StatsQuery",
@@ -73,14 +85,19 @@ __all__ = [
     "checked_steps",
     "custom_events",
     "engagement",
+    "first_day",
     "funnel",
     "goals",
     "late_pageviews",
+    "metrics",
     "pageviews_per_minute",
     "properties",
     "property_keys",
     "raw_sessions_sql",
     "realtime",
+    "session_breakdown",
+    "session_timeseries",
+    "session_totals",
     "sessions",
     "sites",
     "timeseries",
@@ -105,7 +122,7 @@ def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
 
 def uses_agg(q: StatsQuery, source: Source) -> bool:
     """Whether `source` answers `q`: filters always read the archive."""
-    return source == "agg" and not q.filters
+    return source == "agg" and not q.filtered
 
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
@@ -129,6 +146,42 @@ def breakdown(
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
+
+
+def session_timeseries(
+    client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
+) -> list[SessionPoint]:
+    """Per bucket, the sessions starting in it: count, bounces, summed duration."""
+    q = with_goal(client, q)
+    if interval not in INTERVAL_SQL:
+        raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    return (agg if uses_agg(q, source) else raw).session_timeseries(client, q, interval)
+
+
+def session_totals(
+    client: Client, q: StatsQuery, where: Expression, by: str | None = None, limit: int = 10
+) -> list[SessionBreakdownRow]:
+    """The sessions whose properties (SESSION_DIMENSIONS: source, campaign, entry and exit
+    page) pass `where`, in total or per value of the session dimension `by`; read from the
+    archive on either source, as every filtered report (the rollups hold no session's
+    properties together)."""
+    q = with_goal(client, q)
+    validate_expression(where, raw.SESSION_FILTER_COLUMNS)
+    if by is not None and by not in SESSION_DIMENSIONS:
+        raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
+    rows = raw.session_totals(client, q, where, by, limit)
+    return rows if by is not None or rows else [SessionBreakdownRow("", metrics(0, 0, 0, 0, 0.0))]
+
+
+def session_breakdown(
+    client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
+) -> list[SessionBreakdownRow]:
+    """Per value of a session dimension (SESSION_DIMENSIONS): its sessions' numbers, as the
+    aggregate report's (visits, bounce rate, average duration with page views and visitors)."""
+    q = with_goal(client, q)
+    if by not in SESSION_DIMENSIONS:
+        raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
+    return (agg if uses_agg(q, source) else raw).session_breakdown(client, q, by, limit)
 
 
 def engagement(
@@ -182,6 +235,14 @@ def sites(client: Client) -> list[str]:
         f"SELECT site FROM {EVENTS} GROUP BY site ORDER BY count() DESC LIMIT 1000"
     ).result_rows
     return [row[0] for row in rows]
+
+
+def first_day(client: Client, site: str) -> date | None:
+    """The UTC day of the site's first archived event (None without any): where "all time" starts."""
+    earliest = client.query(
+        f"SELECT min(ts), count() FROM {EVENTS} WHERE site = {{site:String}}", parameters={"site": site}
+    ).result_rows[0]
+    return earliest[0].date() if earliest[1] else None
 
 
 def total_pageviews(client: Client, site: str) -> int:

@@ -42,10 +42,13 @@ from storage.queries.contract import (
     Interval,
     PageEngagement,
     Point,
+    SessionBreakdownRow,
+    SessionPoint,
     SessionRow,
     StatsQuery,
     as_utc,
     fill,
+    fill_sessions,
     floor_to,
     goal_condition,
     metrics,
@@ -245,6 +248,42 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
         parameters={**parameters, "limit": limit},
     ).result_rows
     return [BreakdownRow(value, int(pageviews), int(visitors)) for value, pageviews, visitors in rows]
+
+
+def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
+    """Per bucket, the sessions starting in it: the rollups' totals rows count sessions,
+    bounces and duration_ms by session start."""
+    pieces = plan(q.start, q.end, interval)
+    if not pieces:
+        return fill_sessions(q, interval, [])
+    sql, parameters = _summed(q, "", pieces)
+    rows = client.query(
+        f"SELECT t, sessions, bounces, duration_ms FROM ({sql}) ORDER BY t", parameters=parameters
+    )
+    return fill_sessions(q, interval, rows.result_rows)
+
+
+def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:
+    """Per value of a session dimension: the rollups' session rows carry sessions, bounces and
+    duration_ms with the page views and visitors (migration 0020)."""
+    pieces = plan(q.start, q.end, "day", label=UNTIMED)
+    if not pieces:
+        return []
+    sql, parameters = _summed(q, by, pieces)
+    rows = client.query(
+        f"SELECT value, pageviews, visitors, sessions, bounces, duration_ms FROM ({sql}) "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}",
+        parameters={**parameters, "limit": limit},
+    ).result_rows
+    return [
+        SessionBreakdownRow(
+            value,
+            metrics(
+                pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0
+            ),
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
 
 
 # --- the archive's own aggregates at two resolutions (goals, engagement) ------------------------

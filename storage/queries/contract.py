@@ -27,6 +27,10 @@ Once the stream jobs have processed an event both give the same numbers. The def
   utm_campaign, utm_content, utm_term are properties of a session (those of its first / last
   page view) and count the page views and visitors of those sessions, a visitor on the day
   its session starts.
+- session breakdown (a session dimension) and session timeseries: the sessions starting in the
+  range counted per value (with their page views and visitors, as the breakdown counts them),
+  or per bucket their start falls in: sessions, bounces, bounce rate and average duration as
+  the aggregate report states them.
 - language: the browser's preferred language as the collector recorded it ('' unknown).
 - screen_size: the class of the page view's screen width (SCREEN_SIZES, Plausible's
   thresholds): Mobile < 576 px, Tablet < 992 px, Laptop < 1440 px, Desktop otherwise;
@@ -63,6 +67,12 @@ Once the stream jobs have processed an event both give the same numbers. The def
   with that value; `goal` to the visitors (day, visitor) who converted on that goal in the
   range (all their events in the range count); `props.KEY` to events carrying KEY = value.
   A filtered report is computed from the archive (raw) on either source.
+- a filter expression (`StatsQuery.where`, Plausible's filters) restricts the events the same
+  way, with more operators: is / is_not (the value is / is none of the values), contains /
+  contains_not (some value is / none is a substring), matches / matches_not (some RE2 regular
+  expression matches / none does, anywhere in the value unless anchored), combined with and,
+  or and not. On `props.KEY`, is_not and the *_not operators also keep the events without KEY
+  (as Plausible counts them: a missing property is none of the values).
 
 Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
@@ -152,6 +162,33 @@ INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "to
 INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
+FilterOperator = Literal["is", "is_not", "contains", "contains_not", "matches", "matches_not"]
+FILTER_OPERATORS: tuple[FilterOperator, ...] = (
+    "is", "is_not", "contains", "contains_not", "matches", "matches_not",
+)  # fmt: skip
+MAX_FILTER_VALUES = 100  # per condition: a filter is a user's list, not a table
+
+
+@dataclass(frozen=True)
+class Condition:
+    """`dimension` (an EVENT_DIMENSIONS name or props.KEY) compared with `values` by `operator`."""
+
+    operator: FilterOperator
+    dimension: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Logic:
+    """`and` / `or` of its operands, or `not` of its one operand."""
+
+    operator: Literal["and", "or", "not"]
+    operands: tuple[Condition | Logic, ...]
+
+
+Expression = Condition | Logic
+
+
 @dataclass(frozen=True)
 class StatsQuery:
     """What a report asks about: one site, the half-open UTC range [start, end), and
@@ -165,6 +202,12 @@ class StatsQuery:
     filters: dict[str, str] = field(default_factory=dict)
     session_gap_s: int = SESSION_GAP_S
     goal: Goal | None = None
+    where: Expression | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any filter (dict or expression) restricts the events."""
+        return bool(self.filters) or self.where is not None
 
     def parameters(self) -> dict[str, object]:
         parameters: dict[str, object] = {
@@ -179,6 +222,8 @@ class StatsQuery:
                 parameters[f"filter_{index}_key"] = name.removeprefix(PROPS_FILTER)
         if self.goal is not None:
             parameters |= goal_condition(self.goal, "filter")[1]
+        if self.where is not None:
+            parameters |= expression_sql(self.where)[1]
         return parameters
 
     def filter_sql(self) -> str:
@@ -193,6 +238,8 @@ class StatsQuery:
                 sql += f" AND mapContains(props, {{filter_{index}_key:String}})"
             else:
                 sql += f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
+        if self.where is not None:
+            sql += f" AND {expression_sql(self.where)[0]}"
         return sql
 
     def goal_filter_sql(self) -> str:
@@ -219,6 +266,32 @@ class BreakdownRow:
     value: str
     pageviews: int
     visitors: int
+
+
+@dataclass(frozen=True)
+class SessionPoint:
+    """The sessions starting in a bucket: their count, bounces and summed duration (integer ms,
+    so buckets add up into weeks and months exactly)."""
+
+    t: datetime
+    sessions: int
+    bounces: int
+    duration_ms: int
+
+
+def fill_sessions(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[SessionPoint]:
+    """Session points from (t, sessions, bounces, duration_ms) rows, every bucket present."""
+    counted = {as_utc(t): tuple(int(number) for number in numbers) for t, *numbers in rows}
+    return [SessionPoint(t, *counted.get(t, (0, 0, 0))) for t in buckets(q, interval)]
+
+
+@dataclass(frozen=True)
+class SessionBreakdownRow:
+    """A session dimension's value: its sessions' numbers as the aggregate report states them
+    (`metrics()`: pageviews, visitors, sessions, bounce_rate, avg_session_duration_s)."""
+
+    value: str
+    totals: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -296,6 +369,8 @@ def validate(q: StatsQuery) -> None:
     if unknown:
         known = [*sorted(EVENT_DIMENSIONS), GOAL_FILTER, f"{PROPS_FILTER}KEY"]
         raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {known}")
+    if q.where is not None:
+        validate_expression(q.where)
     if q.end <= q.start:
         raise UnsupportedQuery("`to` must be after `from`")
 
@@ -390,3 +465,80 @@ def goal_row(
         Decimal(revenue),
         int(revenue_events),
     )
+
+
+# --- filter expressions (Plausible's filters; the module docstring defines them) -------------
+
+
+def validate_expression(expression: Expression, columns: dict[str, str] | None = None) -> None:
+    """UnsupportedQuery naming what no source can filter by; `columns` the dimensions allowed
+    (default: the event-level ones and props.KEY)."""
+    if isinstance(expression, Logic):
+        if expression.operator not in ("and", "or", "not") or not expression.operands:
+            raise UnsupportedQuery(f"filter operator {expression.operator!r} needs operands")
+        if expression.operator == "not" and len(expression.operands) != 1:
+            raise UnsupportedQuery("`not` takes one filter")
+        for operand in expression.operands:
+            validate_expression(operand, columns)
+        return
+    if expression.operator not in FILTER_OPERATORS:
+        raise UnsupportedQuery(
+            f"filter operator {expression.operator!r}; operators: {list(FILTER_OPERATORS)}"
+        )
+    if columns is None:
+        allowed = expression.dimension != GOAL_FILTER and is_filter(expression.dimension)
+        known = [*sorted(EVENT_DIMENSIONS), f"{PROPS_FILTER}KEY"]
+    else:
+        allowed, known = expression.dimension in columns, sorted(columns)
+    if not allowed:
+        raise UnsupportedQuery(
+            f"cannot filter by {expression.dimension!r} in an expression; filters: {known}"
+        )
+    if not 0 < len(expression.values) <= MAX_FILTER_VALUES:
+        raise UnsupportedQuery(f"a filter has 1 to {MAX_FILTER_VALUES} values")
+
+
+def expression_sql(
+    expression: Expression, columns: dict[str, str] | None = None, prefix: str = "where"
+) -> tuple[str, dict[str, object]]:
+    """The SQL condition and its parameters (<prefix>_0, _1, … in the order met): values,
+    substrings, patterns and property keys are parameters; columns come from `columns`
+    (default EVENT_DIMENSIONS, with props[KEY]), never from the expression."""
+    parameters: dict[str, object] = {}
+    return _expression_sql(expression, parameters, columns, prefix), parameters
+
+
+def _expression_sql(
+    expression: Expression, parameters: dict[str, object], columns: dict[str, str] | None, prefix: str
+) -> str:
+    if isinstance(expression, Logic):
+        parts = [_expression_sql(operand, parameters, columns, prefix) for operand in expression.operands]
+        if expression.operator == "not":
+            return f"NOT ({parts[0]})"
+        return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
+    name = f"{prefix}_{len(parameters)}"
+    parameters[name] = list(expression.values)
+    values = f"{{{name}:Array(String)}}"
+    column, key = (columns if columns is not None else EVENT_DIMENSIONS).get(expression.dimension), ""
+    if column is None:
+        if columns is not None or not expression.dimension.startswith(PROPS_FILTER):
+            raise UnsupportedQuery(f"cannot filter by {expression.dimension!r}")
+        key = f"{prefix}_{len(parameters)}"
+        parameters[key] = expression.dimension.removeprefix(PROPS_FILTER)
+        column = f"props[{{{key}:String}}]"
+    positive = expression.operator.removesuffix("_not")
+    test = {
+        "is": f"has({values}, {column})",
+        "contains": f"arrayExists(part -> position({column}, part) > 0, {values})",
+        "matches": f"arrayExists(pattern -> match({column}, pattern), {values})",
+    }[positive]
+    if key:  # a missing property is no value: it never is, contains or matches one
+        test = f"(mapContains(props, {{{key}:String}}) AND {test})"
+    return f"NOT {test}" if expression.operator.endswith("_not") else test
+
+
+def dimensions_of(expression: Expression) -> set[str]:
+    """The dimensions an expression's conditions name."""
+    if isinstance(expression, Logic):
+        return set().union(*(dimensions_of(operand) for operand in expression.operands))
+    return {expression.dimension}

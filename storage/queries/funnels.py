@@ -156,7 +156,7 @@ def _mask_sql(steps: Sequence[FunnelStep]) -> str:
 def _passes_sql(q: StatsQuery) -> str:
     """Whether an event is a page view matching every filter: a session is considered when
     one of its page views is (columns from EVENT_DIMENSIONS only, values parameters)."""
-    if not q.filters:
+    if not q.filtered:
         return "1"
     return "(name = 'pageview'" + q.filter_sql() + ")"
 

@@ -17,13 +17,19 @@ from storage.queries.contract import (
     SESSION_VISITORS,
     BreakdownRow,
     EventRow,
+    Expression,
     GoalRow,
     Interval,
     PageEngagement,
     Point,
+    SessionBreakdownRow,
+    SessionPoint,
     SessionRow,
     StatsQuery,
+    dimensions_of,
+    expression_sql,
     fill,
+    fill_sessions,
     goal_condition,
     goal_row,
     metrics,
@@ -168,6 +174,64 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
             f"{SESSION_VISITORS} AS visitors FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))})"
         )
     return ranked(client, sql, q.parameters(), limit)
+
+
+def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
+    """Per bucket, the sessions starting in it (a session counts where it starts)."""
+    rows = client.query(
+        f"SELECT {INTERVAL_SQL[interval]}(start) AS t, count(), countIf(is_bounce), "
+        f"toInt64(round(sum(duration_s) * 1000)) FROM ({raw_sessions_sql(q, ())}) GROUP BY t ORDER BY t",
+        parameters=q.parameters(),
+    ).result_rows
+    return fill_sessions(q, interval, rows)
+
+
+# The sessions SQL names each session property by its dimension (SESSION_PROPERTIES).
+SESSION_FILTER_COLUMNS = {name: name for name in SESSION_DIMENSIONS}
+
+
+def session_totals(
+    client: Client, q: StatsQuery, where: Expression, by: str | None, limit: int
+) -> list[SessionBreakdownRow]:
+    """The sessions starting in the range whose properties pass `where` (an expression over
+    SESSION_DIMENSIONS): their numbers in total (by None, one row valued '') or per value of
+    the session dimension `by`, as session_breakdown counts them."""
+    condition, parameters = expression_sql(where, SESSION_FILTER_COLUMNS, prefix="session_where")
+    properties = tuple(sorted(dimensions_of(where) | ({by} if by else set())))
+    value = SESSION_DIMENSIONS[by] if by else "''"  # a column from the fixed table only
+    sql = (
+        f"SELECT {value} AS value, sum(pageviews) AS pageviews, {SESSION_VISITORS} AS visitors, "
+        "count() AS sessions, countIf(is_bounce) AS bounces, toInt64(round(sum(duration_s) * 1000)) "
+        f"FROM ({raw_sessions_sql(q, properties)}) WHERE {condition} GROUP BY value "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}"
+    )
+    rows = client.query(sql, parameters={**q.parameters(), **parameters, "limit": limit}).result_rows
+    return [
+        SessionBreakdownRow(
+            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
+
+
+def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:
+    """Per value of a session dimension: its sessions' page views, visitors, count, bounces and
+    average duration (the sessions starting in the range, as breakdown() counts them)."""
+    sql = (
+        f"SELECT {SESSION_DIMENSIONS[by]} AS value, sum(pageviews) AS pageviews, "
+        f"{SESSION_VISITORS} AS visitors, count() AS sessions, countIf(is_bounce) AS bounces, "
+        "toInt64(round(sum(duration_s) * 1000)) AS duration_ms "
+        f"FROM ({raw_sessions_sql(q, (SESSION_DIMENSIONS[by],))}) GROUP BY value "
+        "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}"
+    )
+    rows = client.query(sql, parameters={**q.parameters(), "limit": limit}).result_rows
+    # Averaged from the integer milliseconds, as agg does, so both round alike.
+    return [
+        SessionBreakdownRow(
+            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
 
 
 # Per page and engaged visitor its engaged time and deepest scroll, then per page the sums

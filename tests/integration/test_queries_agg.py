@@ -155,8 +155,11 @@ def reports(client: Client, q: StatsQuery, source: queries.Source) -> dict[str, 
     }
     for interval in ("minute", "hour", "day"):
         found[f"by {interval}"] = queries.timeseries(client, q, interval, source)
+        found[f"sessions by {interval}"] = queries.session_timeseries(client, q, interval, source)
     for by in queries.DIMENSIONS:
         found[f"breakdown {by}"] = queries.breakdown(client, q, by, 100, source)
+    for by in queries.SESSION_DIMENSIONS:  # visits, bounces, durations per value (Plausible's API)
+        found[f"session breakdown {by}"] = queries.session_breakdown(client, q, by, 100, source)
     return found
 
 

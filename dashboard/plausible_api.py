@@ -1,0 +1,143 @@
+"""Plausible's Stats API v2 on the dashboard server: `POST /api/v2/query` (docs/plausible-api.md).
+
+A report, script or integration written for Plausible works against Tally by changing the
+base URL and the key: the body is Plausible's (dashboard.plausible_query parses it), the
+numbers are Tally's query layer's (dashboard.plausible_report), the answer is Plausible's
+`{"results": [{"metrics": […], "dimensions": […]}], "meta": {…}, "query": {…}}`. The key is
+the stats API's (`Authorization: Bearer <api key>`); an optional `?source=agg|raw` (Tally's,
+default agg where it answers) picks the source, and `meta.source` says which one answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from flask import Blueprint, Response, jsonify, request
+
+from dashboard.api import bearer_matches, error
+from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
+from dashboard.plausible_report import Report, SiteNotFound, run, site_of
+from dashboard.store import ClientFactory, StoreUnavailable
+from storage import queries
+from storage.queries import Source
+from tally.settings import Settings
+
+log = structlog.get_logger()
+
+PREFIX = "/api/v2"
+MAX_BODY = 64 * 1024
+SOURCES: tuple[Source, ...] = ("agg", "raw")
+
+
+def plausible_api(
+    settings: Settings, clients: ClientFactory, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> Blueprint:
+    api = Blueprint("plausible_api", __name__, url_prefix=PREFIX)
+    api_key = settings.resolved_api_key().encode()
+
+    @api.before_request
+    def require_api_key() -> Response | None:
+        authorization = request.headers.get("Authorization", "")
+        if not authorization:
+            return unauthorized("Missing API key. Please use a valid Tally API key as a Bearer Token.")
+        if not bearer_matches(authorization, api_key):
+            return unauthorized("Invalid API key. Please make sure you're using a valid Tally API key.")
+        return None
+
+    @api.after_request
+    def never_cached(response: Response) -> Response:
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @api.post("/query")
+    def query() -> Response:
+        body_bytes = request.stream.read(MAX_BODY + 1)  # bounded, with or without Content-Length
+        if len(body_bytes) > MAX_BODY:
+            return error(413, f"Request body too large: at most {MAX_BODY // 1024} KiB.")
+        source = request.args.get("source", "agg")
+        if source not in SOURCES or set(request.args) - {"source"}:
+            return error(400, "Invalid query string: only source=agg or source=raw (Tally's) is accepted.")
+        body = parse_body(body_bytes)
+        client = clients()
+        site = site_of(client, body.site_id)
+        first_day = queries.first_day(client, site) if body.date_range == "all" else None
+        planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
+        report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]
+        return jsonify(answer(planned, report))
+
+    @api.route("/<path:unknown>", methods=["GET", "POST"])
+    def not_found(unknown: str) -> Response:
+        if unknown == "query":  # GET /api/v2/query: the query is a POST's body
+            response = error(405, "Method not allowed: send the query as the JSON body of a POST.")
+            response.headers["Allow"] = "POST"
+            return response
+        return error(404, f"No such endpoint: {PREFIX}/{unknown}; the v2 Stats API is POST {PREFIX}/query.")
+
+    @api.errorhandler(QueryError)
+    def invalid(refused: QueryError) -> Response:
+        return error(400, str(refused))
+
+    @api.errorhandler(queries.UnsupportedQuery)
+    def unsupported(refused: queries.UnsupportedQuery) -> Response:
+        return error(400, str(refused))
+
+    @api.errorhandler(SiteNotFound)
+    def unknown_site(refused: SiteNotFound) -> Response:
+        return error(404, str(refused))
+
+    @api.errorhandler(StoreUnavailable)
+    def store_unavailable(failure: StoreUnavailable) -> Response:
+        log.warning("plausible_api_store_unavailable", error=str(failure)[:300])
+        response = error(503, "The analytics store is not answering; try again shortly.")
+        response.headers["Retry-After"] = "5"
+        return response
+
+    @api.errorhandler(Exception)
+    def unexpected(failure: Exception) -> Response:
+        log.exception("plausible_api_failed", path=request.path)
+        return error(500, "Internal error; the dashboard's log has the details.")
+
+    return api
+
+
+def unauthorized(message: str) -> Response:
+    response = error(401, message)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="tally"'
+    return response
+
+
+def answer(query: PlausibleQuery, report: Report) -> dict[str, object]:
+    body = query.body
+    page = report.rows[body.pagination.offset : body.pagination.offset + body.pagination.limit]
+    meta: dict[str, object] = {"source": report.source}
+    if body.include.imports:
+        meta |= {"imports_included": False, "imports_skip_reason": "no_imported_data"}
+    if body.include.time_labels:
+        meta["time_labels"] = report.time_labels
+    if body.include.total_rows:
+        meta["total_rows"] = len(report.rows)
+    return {
+        "results": [
+            {"metrics": [row.metrics.get(name) for name in query.metrics], "dimensions": list(row.dimensions)}
+            for row in page
+        ],
+        "meta": meta,
+        "query": echo(query, body),
+    }
+
+
+def echo(query: PlausibleQuery, body: QueryBody) -> dict[str, object]:
+    """The query as answered, Plausible's `query` object: the range with both ends included."""
+    last = query.end - timedelta(seconds=1)
+    return {
+        "site_id": query.site,
+        "metrics": body.metrics,
+        "date_range": [query.start.isoformat(), last.isoformat()],
+        "filters": body.filters,
+        "dimensions": body.dimensions,
+        "order_by": [[name, "desc" if descending else "asc"] for name, descending in query.order_by],
+        "include": {name: value for name, value in body.include.model_dump().items() if value},
+        "pagination": body.pagination.model_dump(),
+    }

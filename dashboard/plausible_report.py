@@ -1,0 +1,271 @@
+"""A Plausible query (dashboard.plausible_query) answered through Tally's query layer.
+
+No SQL here: each kind of query is one or two storage.queries calls — aggregate (+ custom
+events, or the goal's row), breakdown (+ engagement for pages), timeseries, goals, properties —
+and the numbers are Tally's (contract.py), converted to Plausible's units: percentages 0-100
+(bounce_rate a whole number, conversion_rate 2 places), visit_duration whole seconds,
+views_per_visit 2 places. Rows are then ordered and paginated as Plausible does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from clickhouse_connect.driver.client import Client
+
+from dashboard.plausible_query import (
+    DIMENSIONS,
+    GOAL_DIMENSION,
+    NAME_DIMENSION,
+    PAGE_DIMENSION,
+    SESSION_DIMENSIONS,
+    PlausibleQuery,
+    QueryError,
+    props_key,
+)
+from storage import queries
+from storage.queries import GOAL_FILTER, GoalRow, Source, StatsQuery
+from storage.sites import InvalidDomain, list_sites, normalise
+
+ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
+MAX_TIME_BUCKETS = 10_000
+
+
+@dataclass(frozen=True)
+class Row:
+    dimensions: tuple[object, ...]
+    metrics: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Report:
+    rows: list[Row]  # every row, ordered; the caller paginates
+    source: Source  # the source that answered (a filtered query reads the archive)
+    time_labels: list[str]
+
+
+class SiteNotFound(LookupError):
+    """A site_id Tally does not serve."""
+
+
+def site_of(client: Client, site_id: str) -> str:
+    """The registered site `site_id` names (as `tally sites add` stored it)."""
+    try:
+        site = normalise(site_id)
+    except InvalidDomain:
+        site = ""
+    if not site or site not in list_sites(client):
+        raise SiteNotFound(
+            f"Site could not be found: {site_id!r} is not a site of this Tally (tally sites add)."
+        )
+    return site
+
+
+def run(client: Client, query: PlausibleQuery, source: Source, session_gap_s: int) -> Report:
+    q = StatsQuery(query.site, query.start, query.end, session_gap_s=session_gap_s, where=query.where)
+    goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
+    answered: Source = "agg" if queries.uses_agg(goal_q, source) else "raw"
+    labels: list[str] = []
+    if query.visits is not None:  # sessions by their properties: the archive answers
+        by = DIMENSIONS[query.dimension] if query.dimension else None
+        visits = queries.session_totals(client, goal_q, query.visits, by, ALL_ROWS)
+        rows, answered = [Row((row.value,) if by else (), visit_metrics(row.totals)) for row in visits], "raw"
+    elif query.dimension is None:
+        rows = [Row((), aggregate(client, query, q, goal_q, source))]
+    elif query.dimension == GOAL_DIMENSION:
+        rows = goal_rows(client, goal_q, source)
+    elif query.dimension == NAME_DIMENSION:
+        rows = event_name_rows(client, goal_q, source)
+    elif props_key(query.dimension):
+        rows = property_rows(client, goal_q, props_key(query.dimension), source)
+    elif query.time_bucket:
+        rows, labels = time_rows(client, goal_q, query.time_bucket, source, query.metrics)
+    else:
+        rows = breakdown_rows(client, goal_q, query.dimension, source)
+    return Report(ordered(rows, query), answered, labels)
+
+
+def aggregate(
+    client: Client, query: PlausibleQuery, q: StatsQuery, goal_q: StatsQuery, source: Source
+) -> dict[str, object]:
+    """With a goal filter, visitors, events and conversion_rate are the goal's (unique and total
+    conversions, Plausible's meaning); the other metrics those of the converted visitors."""
+    asked = set(query.metrics)
+    result: dict[str, object] = {}
+    if asked & {
+        "visitors",
+        "visits",
+        "pageviews",
+        "views_per_visit",
+        "bounce_rate",
+        "visit_duration",
+        "events",
+    }:
+        totals = queries.aggregate(client, goal_q, source=source)
+        result |= visit_metrics(totals)
+        if "events" in asked and not query.goal:
+            custom = queries.custom_events(client, q, ALL_ROWS, source=source)
+            result["events"] = int(totals["pageviews"]) + sum(row.events for row in custom)
+    if query.goal:
+        goal = goal_row(client, q, query.goal, source)
+        result |= {
+            "visitors": goal.visitors,
+            "events": goal.events,
+            "conversion_rate": percent(goal.conversion_rate),
+        }
+    return result
+
+
+def visit_metrics(totals: dict[str, float]) -> dict[str, object]:
+    """Tally's aggregate numbers (contract.metrics) in Plausible's names and units."""
+    sessions = int(totals["sessions"])
+    return {
+        "visitors": int(totals["visitors"]),
+        "visits": sessions,
+        "pageviews": int(totals["pageviews"]),
+        "views_per_visit": round(totals["pageviews"] / sessions, 2) if sessions else 0.0,
+        "bounce_rate": round(totals["bounce_rate"] * 100),
+        "visit_duration": round(totals["avg_session_duration_s"]),
+    }
+
+
+def goal_row(client: Client, q: StatsQuery, name: str, source: Source) -> GoalRow:
+    for row in queries.goals(client, q, source=source):
+        if row.goal == name:
+            return row
+    raise QueryError(f"The goal `{name}` is not configured for this site (tally goals add).")
+
+
+def goal_rows(client: Client, q: StatsQuery, source: Source) -> list[Row]:
+    """Each goal with conversions in the range (Plausible leaves out goals without)."""
+    return [
+        Row(
+            (row.goal,),
+            {"visitors": row.visitors, "events": row.events, "conversion_rate": percent(row.conversion_rate)},
+        )
+        for row in queries.goals(client, q, source=source)
+        if row.visitors or row.events
+    ]
+
+
+def event_name_rows(client: Client, q: StatsQuery, source: Source) -> list[Row]:
+    """Events by name, `pageview` among them (Plausible's event:name; engagement events are
+    none of Plausible's events)."""
+    rows = [
+        Row((row.value,), {"visitors": row.visitors, "events": row.events})
+        for row in queries.custom_events(client, q, ALL_ROWS, source=source)
+    ]
+    totals = queries.aggregate(client, q, source=source)
+    if totals["pageviews"]:
+        rows.insert(
+            0, Row(("pageview",), {"visitors": int(totals["visitors"]), "events": int(totals["pageviews"])})
+        )
+    return rows
+
+
+def property_rows(client: Client, q: StatsQuery, key: str, source: Source) -> list[Row]:
+    rows = queries.properties(client, q, key, limit=ALL_ROWS, source=source)
+    return [Row((row.value,), {"visitors": row.visitors, "events": row.events}) for row in rows]
+
+
+def breakdown_rows(client: Client, q: StatsQuery, dimension: str, source: Source) -> list[Row]:
+    if dimension in SESSION_DIMENSIONS:
+        by = DIMENSIONS[dimension]
+        rows_of_sessions = queries.session_breakdown(client, q, by, ALL_ROWS, source=source)
+        return [Row((row.value,), visit_metrics(row.totals)) for row in rows_of_sessions]
+    rows = queries.breakdown(client, q, DIMENSIONS[dimension], ALL_ROWS, source=source)
+    engaged = {}
+    if dimension == PAGE_DIMENSION and rows:
+        engaged = queries.engagement(client, q, [row.value for row in rows], source=source)
+    result = []
+    for row in rows:
+        page = engaged.get(row.value)
+        metrics: dict[str, object] = {
+            "visitors": row.visitors,
+            "pageviews": row.pageviews,
+            "time_on_page": round(page.time_on_page_s) if page else None,
+            "scroll_depth": round(page.scroll_depth) if page else None,
+        }
+        result.append(Row((row.value,), metrics))
+    return result
+
+
+def time_rows(
+    client: Client, q: StatsQuery, bucket: str, source: Source, metrics: tuple[str, ...]
+) -> tuple[list[Row], list[str]]:
+    """Per bucket: page views and visitors by event time, visits, bounces and durations of the
+    sessions starting in it (read only when asked). Weeks and months add up days, exact for
+    visitors too (a visitor is a (day, visitor) pair: days add up) and for the sessions' integer
+    sums. Buckets without page views or visits are left out of the rows, as Plausible does;
+    `time_labels` lists them all."""
+    interval = "hour" if bucket == "hour" else "day"
+    step = timedelta(hours=1) if interval == "hour" else timedelta(days=1)
+    if (q.end - q.start) / step > MAX_TIME_BUCKETS:
+        raise QueryError(
+            f"Invalid dimensions: time:{bucket} over this date_range is over {MAX_TIME_BUCKETS:,} buckets."
+        )
+    label = bucket_label(q.start, bucket)
+    # per label: pageviews, visitors, sessions, bounces, duration_ms
+    counts: dict[str, list[int]] = {}
+    for point in queries.timeseries(client, q, interval, source=source):
+        total = counts.setdefault(label(point.t), [0] * 5)
+        total[0] += point.pageviews
+        total[1] += point.visitors
+    if set(metrics) & {"visits", "views_per_visit", "bounce_rate", "visit_duration"}:
+        for session_point in queries.session_timeseries(client, q, interval, source=source):
+            total = counts.setdefault(label(session_point.t), [0] * 5)
+            total[2] += session_point.sessions
+            total[3] += session_point.bounces
+            total[4] += session_point.duration_ms
+    rows = [
+        Row(
+            (name,),
+            visit_metrics(queries.metrics(*numbers[:4], numbers[4] / numbers[2] / 1000 if numbers[2] else 0)),
+        )
+        for name, numbers in counts.items()
+        if numbers[0] or numbers[1] or numbers[2]
+    ]
+    return rows, list(counts)
+
+
+def bucket_label(start: datetime, bucket: str) -> Callable[[datetime], str]:
+    """A bucket's label: `2026-11-10 09:00:00` for hours, its first day for days, weeks (from
+    Monday) and months; a week or month begun before the range is labelled with the range's
+    first day."""
+    first_day = start.date()
+
+    def label(moment: datetime) -> str:
+        if bucket == "hour":
+            return moment.strftime("%Y-%m-%d %H:00:00")
+        day = moment.date()
+        if bucket == "week":
+            day = max(day - timedelta(days=day.weekday()), first_day)
+        elif bucket == "month":
+            day = max(day.replace(day=1), first_day)
+        return day.isoformat()
+
+    return label
+
+
+def ordered(rows: list[Row], query: PlausibleQuery) -> list[Row]:
+    """Sorted by the order_by entries, the first deciding (a stable sort, last key first)."""
+    dimensions = query.body.dimensions
+    result = list(rows)
+    for name, descending in reversed(query.order_by):
+        if name in dimensions:
+            index = dimensions.index(name)
+            result.sort(key=lambda row: str(row.dimensions[index]), reverse=descending)
+        else:
+            result.sort(key=lambda row: _number(row.metrics.get(name)), reverse=descending)
+    return result
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else -1.0
+
+
+def percent(rate: float) -> float:
+    """A 0-1 rate with 4 places (contract.py) as Plausible's percentage with 2."""
+    return round(rate * 100, 2)
