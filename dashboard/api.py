@@ -66,14 +66,20 @@ def stats_api(
     def asked() -> tuple[Arguments, StatsQuery]:
         """The request's arguments and the report they ask for."""
         arguments = Arguments.parse(request.args.to_dict(flat=False))
-        return arguments, parameters.stats_query(arguments, clock(), settings.session_gap_s)
+        return arguments, parameters.stats_query(
+            arguments, clock(), settings.session_gap_s, settings.engaged_bounce_ms
+        )
 
     def plausible_call(endpoint: plausible_v1.Endpoint) -> Response | None:
         """Plausible's v1 answer when the call uses Plausible's parameters (site_id), else None."""
         if not plausible_v1.requested(request.args):
             return None
         args = request.args.to_dict(flat=False)
-        return jsonify(plausible_v1.answer(endpoint, args, clients(), clock(), settings.session_gap_s))
+        return jsonify(
+            plausible_v1.answer(
+                endpoint, args, clients(), clock(), settings.session_gap_s, settings.engaged_bounce_ms
+            )
+        )
 
     @api.get("/stats/aggregate")
     def aggregate() -> Response:
@@ -255,6 +261,7 @@ def session_json(row: SessionRow) -> dict[str, object]:
         "entry_path": row.entry_path,
         "exit_path": row.exit_path,
         "is_bounce": bool(row.is_bounce),
+        "engaged_s": float(row.engaged_s),
         "referrer_domain": row.referrer_domain,
         "utm_source": row.utm_source,
         "country": row.country,

@@ -114,9 +114,18 @@ def filters(arguments: Arguments) -> dict[str, str]:
     return parsed
 
 
-def stats_query(arguments: Arguments, now: datetime, session_gap_s: int) -> StatsQuery:
+def stats_query(
+    arguments: Arguments, now: datetime, session_gap_s: int, engaged_bounce_ms: int
+) -> StatsQuery:
     start, end = date_range(arguments, now)
-    q = StatsQuery(site(arguments), start, end, filters=filters(arguments), session_gap_s=session_gap_s)
+    q = StatsQuery(
+        site(arguments),
+        start,
+        end,
+        filters=filters(arguments),
+        session_gap_s=session_gap_s,
+        engaged_bounce_ms=engaged_bounce_ms,
+    )
     try:
         queries.validate(q)  # the query layer's own vocabulary decides which filters exist
     except queries.UnsupportedQuery as refused:

@@ -115,7 +115,14 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
             raise PreventUpdate
         period = Period.from_store(period_data)
         filters = explore_filters(None, path, country, device)
-        q = StatsQuery(site, period.start, period.end, filters=filters, session_gap_s=settings.session_gap_s)
+        q = StatsQuery(
+            site,
+            period.start,
+            period.end,
+            filters=filters,
+            session_gap_s=settings.session_gap_s,
+            engaged_bounce_ms=settings.engaged_bounce_ms,
+        )
         totals = queries.aggregate(clients(), q, source="raw")
         return (
             f"Raw archive, page views matching the filters: {totals['pageviews']:,} page views, "

@@ -145,7 +145,12 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
             return notice(NO_STEPS)
         period = Period.from_store(period_data)
         q = StatsQuery(
-            site, period.start, period.end, filters=dict(filters or {}), session_gap_s=settings.session_gap_s
+            site,
+            period.start,
+            period.end,
+            filters=dict(filters or {}),
+            session_gap_s=settings.session_gap_s,
+            engaged_bounce_ms=settings.engaged_bounce_ms,
         )
         report = queries.funnel(clients(), q, parse_steps(text), source=source)
         return funnel_chart(report.steps)

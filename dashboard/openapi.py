@@ -152,7 +152,18 @@ SCHEMAS: dict[str, JSON] = {
             "pageviews": {"type": "integer"},
             "visitors": {"type": "integer", "description": "distinct visitor ids"},
             "sessions": {"type": "integer", "description": "sessions starting in the range"},
-            "bounce_rate": {"type": "number", "minimum": 0, "maximum": 1},
+            "bounce_rate": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "bounces ÷ sessions (0 without sessions). A bounce is a session with "
+                "exactly one page view in which the visitor was not engaged: its engaged time (the sum "
+                "of `engagement_ms` of the `engagement` events belonging to it) is under 10 s "
+                "(TALLY_ENGAGED_BOUNCE_MS; GA4's engaged session). An engagement event belongs to the "
+                "session of its visitor whose first page view is at or before it and whose last page "
+                "view is at most the session gap before it; other engagement events change no bounce. "
+                "Unlike Plausible, where engagement events never affect the bounce rate.",
+            },
             "avg_session_duration_s": {"type": "number"},
         },
     },
@@ -178,8 +189,8 @@ SCHEMAS: dict[str, JSON] = {
                 "minimum": 0,
                 "description": "by=path only: the page's total engaged time (visible and focused, from "
                 "`engagement` events) ÷ the visitors with an engagement event on it, in seconds; 0 "
-                "without any. Engagement events never count as page views, visitors or sessions, and "
-                "do not change bounces (a bounce is a session with one page view).",
+                "without any. Engagement events never count as page views, visitors or sessions; they "
+                "change bounces only through their session's engaged time (see bounce_rate).",
             },
             "scroll_depth": {
                 "type": "number",
@@ -246,7 +257,16 @@ SCHEMAS: dict[str, JSON] = {
             "pageviews": {"type": "integer"},
             "entry_path": {"type": "string"},
             "exit_path": {"type": "string"},
-            "is_bounce": {"type": "boolean"},
+            "is_bounce": {
+                "type": "boolean",
+                "description": "one page view and under 10 s of engaged time (see Aggregate.bounce_rate)",
+            },
+            "engaged_s": {
+                "type": "number",
+                "minimum": 0,
+                "description": "the session's engaged time: the sum of `engagement_ms` of the `engagement` "
+                "events belonging to it (see Aggregate.bounce_rate), in seconds",
+            },
             "referrer_domain": {"type": "string"},
             "utm_source": {"type": "string"},
             "country": {"type": "string", "description": "ISO 3166 alpha-2 or empty"},

@@ -58,7 +58,14 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
 
     def stats_query(site: str, period: Period, filters: dict[str, str], previous: bool = False) -> StatsQuery:
         start, end = (period.previous_start, period.previous_end) if previous else (period.start, period.end)
-        return StatsQuery(site, start, end, filters=dict(filters or {}), session_gap_s=settings.session_gap_s)
+        return StatsQuery(
+            site,
+            start,
+            end,
+            filters=dict(filters or {}),
+            session_gap_s=settings.session_gap_s,
+            engaged_bounce_ms=settings.engaged_bounce_ms,
+        )
 
     def inputs_ready(site: str | None, period_data: dict | None) -> Period | None:
         if period_data is None:

@@ -69,7 +69,7 @@ def plausible_api(
             return error(403, f"This API key may not read site {site!r}.")
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
         planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
-        report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]
+        report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
         return jsonify(answer(planned, report))
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])

@@ -63,8 +63,17 @@ def site_of(client: Client, site_id: str) -> str:
     return site
 
 
-def run(client: Client, query: PlausibleQuery, source: Source, session_gap_s: int) -> Report:
-    q = StatsQuery(query.site, query.start, query.end, session_gap_s=session_gap_s, where=query.where)
+def run(
+    client: Client, query: PlausibleQuery, source: Source, session_gap_s: int, engaged_bounce_ms: int
+) -> Report:
+    q = StatsQuery(
+        query.site,
+        query.start,
+        query.end,
+        session_gap_s=session_gap_s,
+        engaged_bounce_ms=engaged_bounce_ms,
+        where=query.where,
+    )
     goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
     answered: Source = "agg" if queries.uses_agg(goal_q, source) else "raw"
     labels: list[str] = []

@@ -55,6 +55,7 @@ def answer(
     client: Client,
     now: datetime,
     session_gap_s: int,
+    engaged_bounce_ms: int,
 ) -> dict[str, object]:
     """The v1 answer to a call; QueryError (400) for what Tally cannot answer."""
     values = single_values(args)
@@ -65,7 +66,7 @@ def answer(
     site = site_of(client, body["site_id"])
     first_day = queries.first_day(client, site) if body["date_range"] == "all" else None
     query = plan(validated({**body, "site_id": site}), now, first_day)
-    report = run(client, query, source, session_gap_s)  # type: ignore[arg-type]
+    report = run(client, query, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     return shaped(endpoint, query.metrics, values, report, body)
 
 

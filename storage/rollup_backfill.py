@@ -11,7 +11,8 @@ the definitions here are the migration's and the raw query layer's, exactly:
   from the day before to the day after, so a session crossing midnight belongs to the day
   it starts in; a session is a point of its visitor at its start for each session
   dimension (SESSION_DIMENSIONS: entry_path, exit_path, referrer_domain, utm_*), carrying
-  its page views;
+  its page views; a bounce is raw_sessions_sql's (one page view, engaged time below
+  engaged_bounce_ms, from the engagement events belonging to the session);
 - the totals row counts page views (and visitors) by event time and sessions, bounces and
   duration_ms by session start; session-dimension rows carry their sessions' page views,
   sessions, bounces and duration_ms; event-dimension rows have no session numbers (0);
@@ -33,7 +34,14 @@ from uuid import uuid4
 
 from clickhouse_connect.driver.client import Client
 
-from storage.queries import EVENT_DIMENSIONS, SESSION_DIMENSIONS, SESSION_GAP_S, StatsQuery, raw_sessions_sql
+from storage.queries import (
+    ENGAGED_BOUNCE_MS,
+    EVENT_DIMENSIONS,
+    SESSION_DIMENSIONS,
+    SESSION_GAP_S,
+    StatsQuery,
+    raw_sessions_sql,
+)
 from storage.tables import EVENTS, ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE, SESSIONS
 
 _EVENT_PAIRS = ", ".join(
@@ -117,10 +125,10 @@ _SUMMED = {
 
 _SESSIONS = """
 INSERT INTO {table} (site, session_start, visitor_id, session_end, duration_s, pageviews, is_bounce,
-    entry_path, exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device, browser,
-    os, is_closed, is_deleted, batch_id)
-SELECT {{site:String}}, start, visitor_id, end, duration_s, pageviews, is_bounce, entry_path, exit_path,
-    referrer_domain, utm_source, utm_medium, utm_campaign, country, device, browser, os, 1, 0, 0
+    engaged_ms, entry_path, exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device,
+    browser, os, is_closed, is_deleted, batch_id)
+SELECT {{site:String}}, start, visitor_id, end, duration_s, pageviews, is_bounce, engaged_ms, entry_path,
+    exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device, browser, os, 1, 0, 0
 FROM ({sessions})
 """
 _SESSION_COLUMNS = (
@@ -171,6 +179,7 @@ def backfill_rollups(
     end_day: date,
     table_suffix: str = "",
     session_gap_s: int = SESSION_GAP_S,
+    engaged_bounce_ms: int = ENGAGED_BOUNCE_MS,
 ) -> None:
     """Add the rollup rows and sessions of `site` for the UTC days [start_day, end_day) to
     rollup_minute/hour/day and sessions (each name + `table_suffix`, e.g. '_replay')."""
@@ -182,7 +191,13 @@ def backfill_rollups(
         day = start_day
         while day < end_day:
             midnight = datetime.combine(day, time(), UTC)
-            q = StatsQuery(site, midnight, midnight + timedelta(days=1), session_gap_s=session_gap_s)
+            q = StatsQuery(
+                site,
+                midnight,
+                midnight + timedelta(days=1),
+                session_gap_s=session_gap_s,
+                engaged_bounce_ms=engaged_bounce_ms,
+            )
             client.command(f"TRUNCATE TABLE {points_table}")
             client.command(points_sql(points_table, q), parameters=q.parameters())
             for table in _TABLES:

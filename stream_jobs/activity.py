@@ -11,7 +11,7 @@ visitor's page views until no number of theirs can change, and emits per trigger
 * sessions, open ones included, whenever one starts, grows, merges or closes → `sessions`;
 * page views per (ip_hash, minute) → `rate_limit_counters`, from which the rate limits and
   the blocklist follow (rate_limits.py, a step of this sink);
-* page views behind the watermark per (site, minute) → `late_events` (no second read).
+* late page views (and late engagement events) per (site, minute) → `late_events` (no second read).
 A re-sent event (same event_id, same visitor) counts once, as its first copy in the log: the
 one the archive keeps (VisitorActivity says how, and what it cannot recognise).
 
@@ -38,8 +38,11 @@ from stream_jobs.context import StreamContext
 
 QUERY_NAME = "activity"
 # Custom events (signups, clicks) travel on the same topic under other names; every number
-# here counts page views only, as the raw path does (name = 'pageview').
+# here counts page views only, as the raw path does (name = 'pageview'). Engagement events go
+# to VisitorActivity too, flagged, for one thing only: the engaged time of their session, which
+# decides its bounce (storage/queries/contract.py); they count as no page view anywhere.
 PAGEVIEW_EVENT_NAME = "pageview"
+ENGAGEMENT_EVENT_NAME = "engagement"
 # Spark's own watermark delay: longer than any lateness Tally accepts or reports, so that Spark
 # never drops a row itself (a page view this far behind the newest is older than any log).
 SPARK_WATERMARK_DELAY_S = 3650 * 86400
@@ -60,7 +63,7 @@ PAGEVIEW_FIELDS = (
     "utm_term",
     "language",
 )
-EVENT_FIELDS = ("name", "ts", "screen_width", *PAGEVIEW_FIELDS)
+EVENT_FIELDS = ("name", "ts", "screen_width", "engagement_ms", *PAGEVIEW_FIELDS)
 # The Kafka offset orders copies of one event_id (a re-sent event): VisitorActivity counts the
 # first, as the archive keeps it.
 KAFKA_COLUMNS = ("offset",)
@@ -97,15 +100,17 @@ SESSION_COLUMNS = (
     "duration_s",
     "pageviews",
     "is_bounce",
+    "engaged_ms",
     *SESSION_ATTRIBUTES,
     "is_closed",
     "is_deleted",
 )
 
 
-def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFrame:
+def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int, engaged_bounce_ms: int) -> DataFrame:
     """Parsed PageViewEvents, with their Kafka offset (KAFKA_COLUMNS) → VisitorActivity's rows
-    (kind: rollup, session, pane, late).
+    (kind: rollup, session, pane, late). Page views and engagement events go in (is_engagement
+    tells them apart); a session with engaged_bounce_ms of engaged time is no bounce.
 
     Spark drops rows behind its watermark before the stateful function sees them, silently;
     VisitorActivity decides lateness itself (a page view behind the watermark may still be
@@ -114,7 +119,7 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
     newest event time - TALLY_WATERMARK_S, as everywhere else (watermark_shift_ms()).
     """
     pageviews = (
-        events.where(F.col("name") == PAGEVIEW_EVENT_NAME)
+        events.where(F.col("name").isin(PAGEVIEW_EVENT_NAME, ENGAGEMENT_EVENT_NAME))
         .withWatermark("ts", f"{SPARK_WATERMARK_DELAY_S} seconds")
         .select(
             "site",
@@ -122,6 +127,8 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
             "event_id",
             "ts",
             F.unix_millis("ts").alias("ts_ms"),
+            (F.col("name") == ENGAGEMENT_EVENT_NAME).alias("is_engagement"),
+            F.col("engagement_ms").cast("long").alias("engagement_ms"),
             *KAFKA_COLUMNS,
             *PAGEVIEW_FIELDS,
             # The width as the archive keeps it (UInt16: the collector now refuses more than
@@ -132,7 +139,7 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int) -> DataFra
     )
     spark = events.sparkSession
     activity = spark._jvm.tally.stream.VisitorActivity.apply(
-        pageviews._jdf, gap_s * 1000, watermark_shift_ms(watermark_s)
+        pageviews._jdf, gap_s * 1000, watermark_shift_ms(watermark_s), engaged_bounce_ms
     )
     return DataFrame(activity, spark)
 
@@ -165,6 +172,8 @@ _GROUPING = (
     "session_end_ms",
     "session_pageviews",
     *SESSION_ATTRIBUTES,
+    "session_engaged_ms",
+    "is_bounce",
     "is_closed",
     "is_deleted",
 )
@@ -254,7 +263,8 @@ def session_rows(rows: pa.Table) -> pa.Table:
         "session_end": end,
         "duration_s": duration,
         "pageviews": pc.cast(found["session_pageviews"], pa.uint64()),
-        "is_bounce": pc.cast(pc.equal(found["session_pageviews"], 1), pa.uint8()),
+        "is_bounce": pc.cast(found["is_bounce"], pa.uint8()),
+        "engaged_ms": pc.cast(found["session_engaged_ms"], pa.uint64()),
         **{name: found[name] for name in SESSION_ATTRIBUTES},
         "is_closed": pc.cast(found["is_closed"], pa.uint8()),
         "is_deleted": pc.cast(found["is_deleted"], pa.uint8()),
@@ -310,5 +320,5 @@ def start_activity(events: DataFrame, context: StreamContext) -> StreamingQuery:
         collect=collect_batch,
         watermark_shift_ms=watermark_shift_ms(settings.watermark_s),
     )
-    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s)
+    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s, settings.engaged_bounce_ms)
     return context.start(frame.writeStream.outputMode("update").foreachBatch(sink), QUERY_NAME)

@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     rate_limit: int = 100
     rate_window_s: int = 3600
     session_gap_s: int = 1800
+    # A session with at least this much engaged time (ms, from engagement events) is no bounce
+    # (GA4's engaged session; storage/queries/contract.py). Changing it changes the stream
+    # jobs' rollups only for what they process next: `tally replay` rebuilds the rest.
+    engaged_bounce_ms: int = Field(default=10_000, ge=0)
     watermark_s: int = 120
 
     # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.

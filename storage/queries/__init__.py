@@ -18,6 +18,7 @@ from storage.goals import InvalidGoal, find_goal, list_goals
 from storage.queries import agg, funnels, raw
 from storage.queries.contract import (
     DIMENSIONS,
+    ENGAGED_BOUNCE_MS,
     EVENT_DIMENSIONS,
     GOAL_FILTER,
     INTERVAL_SQL,
@@ -52,6 +53,7 @@ from storage.tables import EVENTS
 
 __all__ = [
     "DIMENSIONS",
+    "ENGAGED_BOUNCE_MS",
     "EVENT_DIMENSIONS",
     "GOAL_FILTER",
     "INTERVAL_SQL",

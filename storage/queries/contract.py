@@ -19,7 +19,24 @@ Once the stream jobs have processed an event both give the same numbers. The def
   session_gap_s (a gap of exactly session_gap_s continues the session); page views in the
   same millisecond are ordered by event_id. A session belongs to the range its first page
   view falls in, and may run past midnight.
-- bounce: a session with exactly one page view; bounce_rate = bounces / sessions (0 if none).
+- engaged session: a session whose engaged time, the sum of `engagement_ms` of the engagement
+  events belonging to it, is at least engaged_bounce_ms (ENGAGED_BOUNCE_MS, 10 s, setting
+  TALLY_ENGAGED_BOUNCE_MS): GA4's "engaged session" threshold. An engagement event belongs to
+  the session of the same visitor and site whose [first page view ts, last page view ts +
+  session_gap_s] holds its ts (bounds included). The trackers send one when the page is hidden
+  or left, so it may come up to the gap after its page view; these intervals never overlap
+  (the next session starts more than the gap after the last page view), so this is the
+  session of the visitor's latest page view at or before it, if that page view is at most the
+  gap before it. An engagement event matching no session (before the visitor's first page
+  view, or more than the gap after the last; after midnight UTC, the daily salt gives its
+  visitor another visitor_id) changes nothing. Engagement events never start,
+  extend or split a session: its start, end, duration, page views and entry/exit pages are
+  its page views'. With filters, the engagement events must pass them too.
+- bounce: a session with exactly one page view whose visitor was not engaged in it (engaged
+  time < engaged_bounce_ms); bounce_rate = bounces / sessions (0 if none). Plausible differs:
+  its engagement events never affect the bounce rate (custom events do); Tally counts a
+  visitor who read a single page for a while as no bounce, as GA4 does, because one long read
+  is a visit that found what it came for, not one that left at once.
 - session duration: last page view time - first page view time, in seconds.
 - entry / exit page: path of the first / last page view of the session.
 - breakdowns: path, country, browser, os, device, language, screen_size count page views
@@ -56,8 +73,8 @@ Once the stream jobs have processed an event both give the same numbers. The def
   when a page is hidden or left): `engagement_ms`, the engaged time (page visible and focused)
   since the page view's previous engagement event, and `scroll_depth`, the deepest point of the
   page seen so far in percent. Engagement events are never page views or custom events, and do
-  not change visitors, sessions, session durations or bounces: a bounce stays a session with
-  exactly one page view, whether or not its visitor was engaged.
+  not change page views, visitors, sessions or session durations; they change bounces only
+  through the engaged time of their session (engaged session, above).
 - per page (path), over the engagement events whose `ts` is in [start, end) (agg: whose minute
   starts in it) that pass the filters: engaged visitors = distinct visitors (as above) with an
   engagement event on the page; time_on_page_s = the page's total engaged time ÷ its engaged
@@ -112,6 +129,8 @@ Source = Literal["raw", "agg"]
 Interval = Literal["minute", "hour", "day"]
 
 SESSION_GAP_S = 1800
+# A session with this much engaged time (ms) or more is engaged, hence no bounce (GA4's 10 s).
+ENGAGED_BOUNCE_MS = 10_000
 LIVE_WINDOW = timedelta(minutes=5)
 
 # Distinct visitors, a visitor being a (UTC day, visitor_id): `events` stores
@@ -202,6 +221,7 @@ class StatsQuery:
     filters: dict[str, str] = field(default_factory=dict)
     session_gap_s: int = SESSION_GAP_S
     goal: Goal | None = None
+    engaged_bounce_ms: int = ENGAGED_BOUNCE_MS
     where: Expression | None = None
 
     @property
@@ -215,6 +235,7 @@ class StatsQuery:
             "start": self.start,
             "end": self.end,
             "gap_ms": self.session_gap_s * 1000,
+            "engaged_bounce_ms": self.engaged_bounce_ms,
         }
         for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value
@@ -352,6 +373,7 @@ class SessionRow:
     entry_path: str
     exit_path: str
     is_bounce: bool
+    engaged_s: float  # the session's engaged time (engaged session, module docstring)
     referrer_domain: str
     utm_source: str
     country: str

@@ -81,6 +81,11 @@ LISTED_PROPERTIES = (
 # the day after its last are read (a range ending at 23:50 reads the next day too). Grouping
 # by visitor and sorting its few page views as an array costs a hash aggregation; a window
 # over all page views would sort the whole range.
+# Engagement events ride along in the same pass (never as page views): each belongs to the
+# session whose [first page view, last page view + gap] holds its ts (contract.py, "engaged
+# session"); those intervals are disjoint, so it is the session of the visitor's latest page
+# view at or before it, if that page view is at most the gap before it. They pass the same
+# filters as the page views.
 _SESSIONS = """
 SELECT
     visitor_id,
@@ -88,18 +93,22 @@ SELECT
     {last} AS end,
     dateDiff('millisecond', start, end) / 1000 AS duration_s,
     length(session) AS pageviews,
-    pageviews = 1 AS is_bounce{properties}
+    arraySum(e -> if(e.1 >= start AND dateDiff('millisecond', end, e.1) <= {{gap_ms:UInt64}}, e.2, 0),
+             engagements) AS engaged_ms,
+    pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce,
+    engaged_ms / 1000 AS engaged_s{properties}
 FROM
 (
     SELECT
         any(visitor_id) AS visitor_id,
-        arraySort(groupArray({view})) AS views,
+        arraySort(groupArrayIf({view}, name = 'pageview')) AS views,
+        groupArrayIf((ts, toUInt64(engagement_ms)), name = 'engagement') AS engagements,
         arrayJoin(arraySplit(
             (view, i) -> i > 1 AND dateDiff('millisecond', {previous}, {current}) > {{gap_ms:UInt64}},
             views, arrayEnumerate(views)
         )) AS session
     FROM {events}
-    WHERE site = {{site:String}} AND name = 'pageview'
+    WHERE site = {{site:String}} AND name IN ('pageview', 'engagement')
       AND ts >= toStartOfDay({{{start}:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
       AND ts < toStartOfDay({{{end}:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY{filters}
     GROUP BY visitor_key
@@ -120,7 +129,8 @@ def raw_sessions_sql(
 
     Without properties a page view is just its time; with them it is the tuple (ts,
     event_id, columns…), so that page views in the same millisecond are ordered by event_id
-    (as the stream jobs order them) and the columns travel with their view. `bounds` names
+    (as the stream jobs order them: by its text, which UUIDToNum's bytes sort as, in 16 bytes
+    instead of toString's 36) and the columns travel with their view. `bounds` names
     the DateTime64 parameters holding the range (q.parameters()' own by default)."""
     start, end = bounds
     if not properties:
@@ -134,7 +144,7 @@ def raw_sessions_sql(
         column, view = SESSION_PROPERTIES[name]
         selected += f",\n    session[{view}].{3 + columns.index(column)} AS {name}"
     return _SESSIONS.format(
-        view=f"(ts, toString(event_id), {', '.join(columns)})", first="session[1].1", last="session[-1].1",
+        view=f"(ts, UUIDToNum(event_id), {', '.join(columns)})", first="session[1].1", last="session[-1].1",
         previous="views[i - 1].1", current="view.1", properties=selected, filters=q.filter_sql(),
         events=EVENTS, start=start, end=end,
     )  # fmt: skip

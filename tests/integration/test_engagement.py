@@ -1,5 +1,6 @@
 """Engagement (time on page, scroll depth) per page: known answers, agg equal to raw, and
-engagement events leaving every page-view number as it was (storage/queries/contract.py).
+engagement events leaving every page-view number as it was (storage/queries/contract.py);
+engaged sessions (10 s of engaged time or more) are no bounces, on both sources.
 
 Real ClickHouse engine (the session's endpoint): events go into `events` as the archiver
 writes them, so engagement_minute is filled by its materialized view (migration 0023) and
@@ -25,7 +26,13 @@ from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
 from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.events import PATHS, archive_rows, page_view
+from tests.fixtures.events import (
+    ENGAGED_BOUNCE_ANSWER,
+    PATHS,
+    archive_rows,
+    engaged_bounce_visits,
+    page_view,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +41,7 @@ SITE = "engagement.queries.example.com"
 TWIN = "no-engagement.queries.example.com"
 RANDOM_SITE = "random-engagement.queries.example.com"
 RETRIED_SITE = "retried-engagement.queries.example.com"
+BOUNCE_SITE = "engaged-bounce.queries.example.com"
 DAY = datetime(2026, 11, 10, tzinfo=UTC)
 T0 = DAY + timedelta(hours=9)
 
@@ -47,7 +55,7 @@ def page_views(site: str) -> list[PageViewEvent]:
         page_view(site, "a", T0, "/"),
         page_view(site, "a", T0 + timedelta(minutes=3), "/pricing"),
         page_view(site, "b", T0 + timedelta(minutes=5), "/"),
-        page_view(site, "c", T0 + timedelta(minutes=10), "/"),  # a bounce, engaged or not
+        page_view(site, "c", T0 + timedelta(minutes=10), "/"),  # a bounce (0 s engaged on SITE)
         page_view(site, "a", T0 + timedelta(days=1), "/"),  # the next day: another visitor
     ]
 
@@ -91,10 +99,11 @@ def random_traffic(rng: random.Random) -> list[PageViewEvent]:
 def store(dashboard_settings: Settings) -> Client:
     client = connect(dashboard_settings)
     events = page_views(SITE) + ENGAGEMENT + page_views(TWIN) + random_traffic(random.Random(16))
+    events += engaged_bounce_visits(BOUNCE_SITE, T0, timedelta(seconds=dashboard_settings.session_gap_s))
     rows, columns = archive_rows(events)
     client.insert("events", rows, column_names=columns)
     first, last = (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=2)).date()
-    for site in (SITE, TWIN, RANDOM_SITE):
+    for site in (SITE, TWIN, RANDOM_SITE, BOUNCE_SITE):
         backfill_rollups(client, site, first, last)
     return client
 
@@ -176,28 +185,81 @@ def test_engagement_events_change_no_page_view_number(
     api: FlaskClient, dashboard_settings: Settings, source: str
 ) -> None:
     def report(site: str) -> list[Any]:
+        """Every number but the bounces (engaged sessions are no bounces: tested below)."""
         span = {"site": site, "from": "2026-11-10T00:00:00Z", "to": "2026-11-12T00:00:00Z", "source": source}
+        aggregate = get(api, dashboard_settings, "/stats/aggregate", **span)
+        del aggregate["bounce_rate"]
         breakdowns = [
             [{k: row[k] for k in ("value", "pageviews", "visitors")} for row in
              get(api, dashboard_settings, "/stats/breakdown", **span, by=by)]
             for by in ("path", "entry_path", "exit_path")
         ]  # fmt: skip
         return [
-            get(api, dashboard_settings, "/stats/aggregate", **span),
+            aggregate,
             get(api, dashboard_settings, "/stats/timeseries", **span, interval="hour"),
             breakdowns,
             [
-                {k: v for k, v in session.items() if k != "visitor_id"}
+                {k: v for k, v in session.items() if k not in ("visitor_id", "is_bounce", "engaged_s")}
                 for session in get(api, dashboard_settings, "/sessions", **span)
             ],
         ]
 
     assert report(SITE) == report(TWIN)
-    # a's two page views, b's and c's bounces on day one; the next day's a bounces too
-    assert get(api, dashboard_settings, "/stats/aggregate", site=SITE, source=source,
-               **{"from": "2026-11-10T00:00:00Z", "to": "2026-11-12T00:00:00Z"}) == {
-        "pageviews": 5, "visitors": 4, "sessions": 4, "bounce_rate": 0.75, "avg_session_duration_s": 45.0,
+    # a's two page views; b read "/" 30 s: engaged, no bounce; c (0 s) and the next day's a
+    # (6 s) bounce. Without engagement events, b bounces too.
+    span = {"from": "2026-11-10T00:00:00Z", "to": "2026-11-12T00:00:00Z", "source": source}
+    assert get(api, dashboard_settings, "/stats/aggregate", site=SITE, **span) == {
+        "pageviews": 5, "visitors": 4, "sessions": 4, "bounce_rate": 0.5, "avg_session_duration_s": 45.0,
     }  # fmt: skip
+    assert get(api, dashboard_settings, "/stats/aggregate", site=TWIN, **span)["bounce_rate"] == 0.75
+
+
+@pytest.mark.parametrize("source", ["raw", "agg"])
+def test_a_one_page_session_with_10_s_of_engaged_time_is_no_bounce(
+    api: FlaskClient, dashboard_settings: Settings, source: str
+) -> None:
+    """12 s: no bounce; 3 s: a bounce; 6 s twice: no bounce; sent after the session ended: a
+    bounce; exactly the gap after the page view: no bounce; an engagement event without a page
+    view: no session, no visitor, no page view."""
+    span = {
+        "site": BOUNCE_SITE,
+        "from": "2026-11-10T00:00:00Z",
+        "to": "2026-11-11T00:00:00Z",
+        "source": source,
+    }
+    answer = ENGAGED_BOUNCE_ANSWER
+    assert get(api, dashboard_settings, "/stats/aggregate", **span) == {
+        "pageviews": answer["pageviews"],
+        "visitors": answer["sessions"],
+        "sessions": answer["sessions"],
+        "bounce_rate": round(answer["bounces"] / answer["sessions"], 4),
+        "avg_session_duration_s": round(10 / answer["sessions"], 1),
+    }
+    sessions = get(api, dashboard_settings, "/sessions", **span)
+    assert {s["visitor_id"]: (s["is_bounce"], s["engaged_s"]) for s in sessions} == {
+        "read-12s": (False, 12.0),
+        "read-3s": (True, 3.0),
+        "read-6s-twice": (False, 12.0),
+        "read-after-the-end": (True, 0.0),
+        "read-at-the-gap": (False, 10.0),
+        "two-pages": (False, 0.0),
+    }
+
+
+def test_the_engaged_time_that_ends_a_bounce_is_a_setting(
+    dashboard_settings: Settings, store: Client
+) -> None:
+    """TALLY_ENGAGED_BOUNCE_MS = 15 s: the 12 s, 6 + 6 s and 10 s readers bounce too (raw; the
+    rollups take it when the stream jobs, or a replay, write them)."""
+    settings = dashboard_settings.model_copy(update={"engaged_bounce_ms": 15_000})
+    api = build_app(settings, clock=lambda: DAY + timedelta(days=2)).server.test_client()
+    span = {
+        "site": BOUNCE_SITE,
+        "from": "2026-11-10T00:00:00Z",
+        "to": "2026-11-11T00:00:00Z",
+        "source": "raw",
+    }
+    assert get(api, settings, "/stats/aggregate", **span)["bounce_rate"] == round(5 / 6, 4)
 
 
 @pytest.mark.parametrize("source", ["raw", "agg"])

@@ -290,6 +290,7 @@ def test_sessions_list_entry_exit_duration_and_bounce(api: FlaskClient, auth: di
         "entry_path": "/",
         "exit_path": "/signup",
         "is_bounce": False,
+        "engaged_s": 0.0,
         "referrer_domain": "news.ycombinator.com",
         "utm_source": "",
         "country": "CH",

@@ -11,6 +11,10 @@ gap below one minute. The same events go to the raw archive (`events`) as the ar
 them. Ranges: whole days, a day's head and tail, an hour, a segment inside a day, and one that
 straddles midnight. Third test: events re-sent with the same event_id (issue 15), in the same
 micro-batch and in a later one; the archive holds the first copy of each, and agg must agree.
+Engagement events (issue 16) ride along: after page views, from a second to past the session
+gap, a few reaching the 10 s that make a one-page session no bounce; one site has the known
+answers of tests/fixtures/events.py's engaged_bounce_visits; a re-sent engagement event
+counts once. They must change no page view, visitor, session or rate-limit count.
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ from stream_jobs.app import start_queries, stop_gracefully
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
-from tests.fixtures.events import PATHS, page_view, visitor_attributes
+from tests.fixtures.events import (
+    ENGAGED_BOUNCE_ANSWER,
+    PATHS,
+    engaged_bounce_visits,
+    engagement_event,
+    page_view,
+    visitor_attributes,
+)
 from tests.fixtures.spark import isolated_settings, produce, site_names, wait_for, wait_for_watermark
 
 pytestmark = pytest.mark.integration
@@ -50,16 +61,21 @@ def test_agg_equals_raw_open_and_closed_and_spark_equals_backfill(
     spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
 ) -> None:
     settings = stream_settings
-    *sites, late_site, clock_site = site_names(4)
+    *sites, known_site, late_site, clock_site = site_names(5)
     # The traffic straddles yesterday's midnight (UTC): t0 = 23:00 the day before.
     t0 = last_midnight() - timedelta(days=1, hours=1)
     gap = timedelta(seconds=settings.session_gap_s)
-    events = visits([*sites, late_site], t0, RANGE) + edge_cases(sites[0], t0, gap)
+    events = visits([*sites, late_site], t0, RANGE, engaged=True) + edge_cases(sites[0], t0, gap)
+    events += engaged_bounce_visits(known_site, t0 + timedelta(minutes=5), gap)
+    # In event-time order, as a round is produced: a micro-batch may end anywhere in a round,
+    # and events produced after it must not be behind the watermark it leaves (late).
+    events.sort(key=lambda e: e.ts)
+    sites.append(known_site)
     running_queries.extend(start_queries(spark, settings, [QUERY_NAME]))
     out_of_order = send_in_rounds(settings, events, t0, RANGE, late_site)
     assert out_of_order > 0
     client = connect(settings)
-    expected = len([e for e in events if e.site in sites])
+    expected = len([e for e in events if e.site in sites and e.name == "pageview"])
     assert wait_for(lambda: total_agg_pageviews(client, sites, t0), expected) == expected
 
     # Every page view is read; some sessions are still open (not closed by the watermark).
@@ -67,6 +83,7 @@ def test_agg_equals_raw_open_and_closed_and_spark_equals_backfill(
     for site in sites:
         for q in ranges(site, t0):
             assert reports(client, q, "agg") == reports(client, q, "raw"), q
+    assert_engaged_bounces_known(client, known_site, t0)
 
     # A page view much later closes every session: the numbers do not move.
     send(settings, [page_view(clock_site, "clock", t0 + RANGE + gap + timedelta(minutes=10))])
@@ -75,6 +92,9 @@ def test_agg_equals_raw_open_and_closed_and_spark_equals_backfill(
     for site in sites:
         for q in ranges(site, t0):
             assert reports(client, q, "agg") == reports(client, q, "raw"), q
+    assert_engaged_bounces_known(client, known_site, t0)
+    engaged = {site: s for site, s in bounce_rates(client, sites, t0).items() if s[0] != s[1]}
+    assert engaged, "engagement events turned some one-page sessions into no bounces"
 
     # The late page views are in the archive, not in the rollups: reported as late.
     q = queries.StatsQuery(late_site, t0, t0 + RANGE)
@@ -128,6 +148,8 @@ def test_a_resent_event_counts_once_as_its_first_copy_in_agg_as_in_raw(
     at = lambda minutes, seconds=0: t0 + timedelta(minutes=minutes, seconds=seconds)  # noqa: E731
     reader = [page_view(site, "reader", at(0), path="/a"), page_view(site, "reader", at(3), path="/b")]
     thrice = page_view(site, "thrice", at(5), path="/docs")
+    # 6 s of engaged time, sent three times: counted once, thrice's one page view still bounces.
+    thrice_read = engagement_event(site, "thrice", at(5, 30), "/docs", 6_000)
     bounce = page_view(site, "bounce", at(20), path="/landing")
     # Ahead of the watermark after the first round (< 30 min), as a new visitor must be.
     bounce_later = page_view(site, "bounce-later", at(38), path="/landing")
@@ -146,6 +168,8 @@ def test_a_resent_event_counts_once_as_its_first_copy_in_agg_as_in_raw(
         resent(reader[1]),  # a server-side sender's retry: same ts
         thrice,
         resent(thrice),
+        thrice_read,
+        resent(thrice_read),
         bounce,
         resent(bounce, later=timedelta(seconds=40)),  # a browser's retry: ts = its receive time
         *reordered,
@@ -157,6 +181,7 @@ def test_a_resent_event_counts_once_as_its_first_copy_in_agg_as_in_raw(
     second_round = [
         resent(reader[0]),
         resent(thrice),
+        resent(thrice_read),
         page_view(site, "reader", at(40), path="/c"),
         bounce_later,  # new, with its copy behind it in the same batch ...
         resent(bounce_later, later=timedelta(seconds=40)),
@@ -179,13 +204,16 @@ def test_a_resent_event_counts_once_as_its_first_copy_in_agg_as_in_raw(
 
     client = connect(settings)
     q = queries.StatsQuery(site, t0, t0 + RANGE)
-    distinct = len([e for e in truth if e.site == site])
+    distinct = len([e for e in truth if e.site == site and e.name == "pageview"])
     assert queries.aggregate(client, q, "agg")["pageviews"] == distinct
     assert queries.aggregate(client, q, "raw")["pageviews"] == distinct
-    per_client = Counter(e.ip_hash for e in truth if e.site == site)
+    # Page views only: an engagement event is no page view for the rate limits either.
+    per_client = Counter(e.ip_hash for e in truth if e.site == site and e.name == "pageview")
     assert panes(settings, {e.ip_hash for e in truth}) == dict(per_client)
-    bounces = [s for s in queries.sessions(client, q, 1000, "agg") if s.visitor_id.startswith("bounce")]
-    assert [(s.pageviews, s.duration_s, s.is_bounce) for s in bounces] == [(1, 0.0, True)] * 2
+    bounces = [
+        s for s in queries.sessions(client, q, 1000, "agg") if s.visitor_id.startswith(("bounce", "thrice"))
+    ]
+    assert [(s.pageviews, s.duration_s, s.is_bounce) for s in bounces] == [(1, 0.0, True)] * 3
     [session] = [s for s in queries.sessions(client, q, 1000, "agg") if s.visitor_id == "reordered"]
     assert (session.start.replace(tzinfo=UTC), session.entry_path, session.exit_path) == (
         at(7, 30),
@@ -211,8 +239,10 @@ def test_a_resent_event_counts_once_as_its_first_copy_in_agg_as_in_raw(
 # --- traffic ------------------------------------------------------------------------------
 
 
-def visits(sites: list[str], t0: datetime, span: timedelta) -> list[PageViewEvent]:
-    """Visitors coming back in sessions: think times from seconds to beyond the session gap."""
+def visits(sites: list[str], t0: datetime, span: timedelta, engaged: bool = False) -> list[PageViewEvent]:
+    """Visitors coming back in sessions: think times from seconds to beyond the session gap;
+    `engaged`: after most page views, engagement events on it, from a second to 35 minutes
+    later (past the 30 min session gap sometimes) but within the span, of 0 to 40 s each."""
     rng = random.Random(t0.timestamp())
     events = []
     for site in sites:
@@ -225,7 +255,18 @@ def visits(sites: list[str], t0: datetime, span: timedelta) -> list[PageViewEven
                 attributes["utm_content"] = rng.choice(["", "banner", attributes["utm_content"]])
                 attributes["language"] = rng.choice(["en-US", attributes["language"]])
                 attributes["screen_width"] = rng.choice([0, 800, attributes["screen_width"]])
-                events.append(page_view(site, visitor, ts, path=rng.choice(PATHS), **attributes))
+                path = rng.choice(PATHS)
+                events.append(page_view(site, visitor, ts, path=path, **attributes))
+                for _ in range(rng.choice([0, 1, 1, 2]) if engaged else 0):
+                    later = timedelta(
+                        seconds=rng.choice([1, 5, 60, 600, 1790, 2100]), milliseconds=rng.randrange(999)
+                    )
+                    engaged_ms = rng.choice([0, 3_000, 6_000, 9_999, 10_000, 40_000])
+                    # Within the span: an engagement event moves the watermark as any event
+                    # does, and one past the span would close every session before the test
+                    # looks at open ones.
+                    if ts + later < t0 + span:
+                        events.append(engagement_event(site, visitor, ts + later, path, engaged_ms))
                 think = rng.choices([(5, 180), (300, 1500), (1860, 3000)], weights=[6, 3, 1])[0]
                 if rng.random() < 0.25:
                     break
@@ -350,6 +391,37 @@ def reports(client: object, q: queries.StatsQuery, source: queries.Source) -> di
     for by in queries.DIMENSIONS:
         found[f"by {by}"] = queries.breakdown(client, q, by, 100, source)
     return found
+
+
+def assert_engaged_bounces_known(client: object, site: str, t0: datetime) -> None:
+    """engaged_bounce_visits' sessions and bounces, on both sources; the engaged ms written."""
+    q = queries.StatsQuery(site, t0, t0 + RANGE)
+    answer = ENGAGED_BOUNCE_ANSWER
+    for source in ("agg", "raw"):
+        found = queries.aggregate(client, q, source)
+        assert (found["pageviews"], found["visitors"], found["sessions"]) == (
+            answer["pageviews"],
+            answer["sessions"],
+            answer["sessions"],
+        ), source
+        assert found["bounce_rate"] == round(answer["bounces"] / answer["sessions"], 4), source
+    engaged = client.query(
+        "SELECT visitor_id, engaged_ms FROM sessions FINAL WHERE site = {site:String} AND NOT is_deleted",
+        parameters={"site": site},
+    ).result_rows
+    assert dict(engaged)["read-6s-twice"] == 12_000
+    assert dict(engaged)["read-after-the-end"] == 0
+
+
+def bounce_rates(client: object, sites: list[str], t0: datetime) -> dict[str, tuple[float, float]]:
+    """Per site: (the bounce rate, the share of its sessions with one page view)."""
+    rates = {}
+    for site in sites:
+        q = queries.StatsQuery(site, t0, t0 + RANGE)
+        sessions = queries.sessions(client, q, 1000, "agg")
+        one_page = sum(s.pageviews == 1 for s in sessions) / len(sessions)
+        rates[site] = (queries.aggregate(client, q, "agg")["bounce_rate"], round(one_page, 4))
+    return rates
 
 
 def total_agg_pageviews(client: object, sites: list[str], t0: datetime) -> int:

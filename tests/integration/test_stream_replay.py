@@ -1,5 +1,6 @@
 """Replay: every derived table rebuilt from the log equals the live one, and after the swap
 the live queries carry on from the replay's checkpoints without losing or double-counting.
+The log holds engagement events too: the replayed sessions keep their engaged time.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from stream_jobs.replay import DERIVED_TABLES, rebuild, swap
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
-from tests.fixtures.events import page_view
+from tests.fixtures.events import engagement_event, page_view
 from tests.fixtures.spark import (
     isolated_settings,
     minutes_ago,
@@ -49,7 +50,16 @@ def test_replay_rebuilds_the_live_tables_and_the_live_run_continues_after_the_sw
     settings = replay_settings
     sites = site_names(2)
     t = minutes_ago(90)
-    first = [*mixed_traffic(sites, t, minutes=5), page_view(sites[0], "clock-1", t + timedelta(minutes=45))]
+    traffic = mixed_traffic(sites, t, minutes=5)
+    # Every fourth page view read for 12 s: an engaged session (no bounce if it is its only one).
+    read = [
+        engagement_event(e.site, e.visitor_id, e.ts + timedelta(seconds=12), e.path, 12_000)
+        for e in traffic[::4]
+    ]
+    first = [
+        *sorted(traffic + read, key=lambda e: e.ts),
+        page_view(sites[0], "clock-1", t + timedelta(minutes=45)),
+    ]
     produce(settings, first)
     live = start_queries(spark, settings)
     running_queries.extend(live)
@@ -66,6 +76,7 @@ def test_replay_rebuilds_the_live_tables_and_the_live_run_continues_after_the_sw
     for table in DERIVED_TABLES:
         assert table_contents(settings, table, REPLAY_SUFFIX) == table_contents(settings, table), table
     assert table_contents(settings, "sessions"), "the traffic closes sessions"
+    assert engaged_sessions(settings) > 0, "the replayed sessions keep their engaged time"
     assert table_contents(settings, "rate_limit_blocks"), "the traffic has a client over the limit"
 
     swap(settings)
@@ -82,7 +93,19 @@ def test_replay_rebuilds_the_live_tables_and_the_live_run_continues_after_the_sw
 
 
 def expected_minute_counts(events: list[PageViewEvent]) -> dict[tuple[str, datetime], int]:
-    return dict(Counter((e.site, e.ts.replace(second=0, microsecond=0, tzinfo=None)) for e in events))
+    """Page views per (site, minute): engagement events are none."""
+    return dict(
+        Counter(
+            (e.site, e.ts.replace(second=0, microsecond=0, tzinfo=None))
+            for e in events
+            if e.name == "pageview"
+        )
+    )
+
+
+def engaged_sessions(settings: Settings) -> int:
+    rows = connect(settings).query("SELECT countIf(engaged_ms > 0) FROM sessions FINAL WHERE NOT is_deleted")
+    return int(rows.result_rows[0][0])
 
 
 def minute_counts(settings: Settings) -> dict[tuple[str, datetime], int]:

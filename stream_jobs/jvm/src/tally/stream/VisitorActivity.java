@@ -77,6 +77,16 @@ import org.apache.spark.sql.types.StructType;
  * count it. Deduplicating that too would need state by event_id over the whole retention, which
  * Spark would scan on every batch.
  *
+ * <p>Engagement events (issue 16) never count as page views: they start, extend or split no
+ * session and count in no page view, visitor, pane or duration. Each belongs to the session whose
+ * [first page view, last page view + gap] holds its ts (storage/queries/contract.py, "engaged
+ * session"); a session's engaged time is the sum of their engagement_ms, and a one-page-view
+ * session with at least engagedBounceMs of it is no bounce. The state keeps them (deduplicated by
+ * event_id like page views) as long as the visitor's page views, and at least until the watermark
+ * passes the newest of them: a page view arriving later may still claim one. One at or behind the
+ * watermark is late if the visitor has no page view in the state or if it falls in a closed
+ * session: counted in a "late" row, it changes nothing else.
+ *
  * <p>Output rows, by {@code kind}: "rollup" (site, bucket = minute, dimension, value, metrics),
  * "session" (a session's newest version, or a tombstone for a session whose start moved),
  * "pane" (page views per ip_hash and minute, for the rate limits), "late" (late page views per
@@ -137,26 +147,35 @@ public final class VisitorActivity
      * so a negative marker tells them apart without a checkpoint reset.
      */
     static final int ENCODING_V2 = -2;
+    /**
+     * Encoding v3 (issue 16's engaged sessions): v2's page views, then the engagement events. v1
+     * and v2 states (none) still decode, with no engagement event.
+     */
+    static final int ENCODING_V3 = -3;
 
     public static final StructType OUTPUT = outputSchema();
 
     private final long gapMs;
     private final long watermarkShiftMs;
+    private final long engagedBounceMs;
 
-    public VisitorActivity(long gapMs, long watermarkShiftMs) {
+    public VisitorActivity(long gapMs, long watermarkShiftMs, long engagedBounceMs) {
         this.gapMs = gapMs;
         this.watermarkShiftMs = watermarkShiftMs;
+        this.engagedBounceMs = engagedBounceMs;
     }
 
     /**
-     * The streaming plan: page views (with a watermark on ts) → activity rows. Called from
-     * Python (stream_jobs/activity.py) through Py4J.
+     * The streaming plan: page views and engagement events (with a watermark on ts; the column
+     * is_engagement tells them apart) → activity rows. Called from Python
+     * (stream_jobs/activity.py) through Py4J.
      */
-    public static Dataset<Row> apply(Dataset<Row> pageviews, long gapMs, long watermarkShiftMs) {
-        return pageviews
+    public static Dataset<Row> apply(
+            Dataset<Row> events, long gapMs, long watermarkShiftMs, long engagedBounceMs) {
+        return events
                 .groupByKey((MapFunction<Row, String>) VisitorActivity::key, Encoders.STRING())
                 .flatMapGroupsWithState(
-                        new VisitorActivity(gapMs, watermarkShiftMs),
+                        new VisitorActivity(gapMs, watermarkShiftMs, engagedBounceMs),
                         OutputMode.Update(),
                         Encoders.bean(State.class),
                         Encoders.row(OUTPUT),
@@ -185,6 +204,15 @@ public final class VisitorActivity
             return fields[fieldIndex(name)];
         }
     }
+
+    /** One accepted engagement event: when, its id (for re-sent copies) and its engaged ms. */
+    record Engagement(long ts, String eventId, long ms) {}
+
+    static final Comparator<Engagement> ENGAGEMENT_ORDER =
+            Comparator.comparingLong(Engagement::ts).thenComparing(Engagement::eventId);
+
+    /** What a state holds: the page views and the engagement events, each in time order. */
+    record Stored(List<Event> pageviews, List<Engagement> engagements) {}
 
     /** The position of a field (not event_id) in Event.fields. */
     static int fieldIndex(String name) {
@@ -230,10 +258,18 @@ public final class VisitorActivity
         }
     }
 
-    /** Encoding v2: ENCODING_V2, the count, then per page view ts, event_id and EVENT_FIELDS' values. */
     static byte[] encode(List<Event> events) {
+        return encode(events, List.of());
+    }
+
+    /**
+     * Encoding v3: ENCODING_V3, the page view count, then per page view ts, event_id and
+     * EVENT_FIELDS' values (as v2); then the engagement event count and per engagement event ts,
+     * event_id and engaged ms.
+     */
+    static byte[] encode(List<Event> events, List<Engagement> engagements) {
         try (ByteArrayOutputStream bytes = new ByteArrayOutputStream(); DataOutputStream out = new DataOutputStream(bytes)) {
-            out.writeInt(ENCODING_V2);
+            out.writeInt(ENCODING_V3);
             out.writeInt(events.size());
             for (Event event : events) {
                 out.writeLong(event.ts);
@@ -241,6 +277,12 @@ public final class VisitorActivity
                 for (String field : event.fields) {
                     out.writeUTF(field);
                 }
+            }
+            out.writeInt(engagements.size());
+            for (Engagement engagement : engagements) {
+                out.writeLong(engagement.ts());
+                out.writeUTF(engagement.eventId());
+                out.writeLong(engagement.ms());
             }
             out.flush();
             return bytes.toByteArray();
@@ -250,14 +292,18 @@ public final class VisitorActivity
     }
 
     static List<Event> decode(byte[] encoded) {
+        return decodeState(encoded).pageviews();
+    }
+
+    static Stored decodeState(byte[] encoded) {
         if (encoded == null || encoded.length == 0) {
-            return new ArrayList<>();
+            return new Stored(new ArrayList<>(), new ArrayList<>());
         }
         try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(encoded))) {
             int first = in.readInt();
             boolean v1 = first >= 0;
             int count = v1 ? first : in.readInt();
-            if (!v1 && first != ENCODING_V2) {
+            if (!v1 && first != ENCODING_V2 && first != ENCODING_V3) {
                 throw new IllegalStateException("unknown visitor state encoding " + first);
             }
             // Where each stored value goes among EVENT_FIELDS (after event_id); fields a v1
@@ -277,17 +323,28 @@ public final class VisitorActivity
                 }
                 events.add(new Event(ts, eventId, fields));
             }
-            return events;
+            List<Engagement> engagements = new ArrayList<>();
+            if (first == ENCODING_V3) {
+                int engaged = in.readInt();
+                for (int n = 0; n < engaged; n++) {
+                    engagements.add(new Engagement(in.readLong(), in.readUTF(), in.readLong()));
+                }
+            }
+            return new Stored(events, engagements);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
     }
 
-    /** A session: a run of page views whose gaps are all ≤ gap. */
+    /**
+     * A session: a run of page views whose gaps are all ≤ gap, and the engaged ms of the
+     * engagement events belonging to it (ts in [first, last + gap]).
+     */
     static final class Session {
         final Event first;
         final Event last;
         final long pageviews;
+        long engagedMs;
 
         Session(Event first, Event last, long pageviews) {
             this.first = first;
@@ -300,7 +357,8 @@ public final class VisitorActivity
         }
 
         boolean sameAs(Session other) {
-            return other != null && first == other.first && last == other.last && pageviews == other.pageviews;
+            return other != null && first == other.first && last == other.last && pageviews == other.pageviews
+                    && engagedMs == other.engagedMs;
         }
     }
 
@@ -322,11 +380,17 @@ public final class VisitorActivity
         TreeMap<Long, Long> late = new TreeMap<>();
         TreeMap<String, Long> panes = new TreeMap<>();
         ArrayList<Event> added = new ArrayList<>();
-        List<Event> before = decode(state.events);
-        List<Session> sessionsBefore = sessions(before);
+        ArrayList<Engagement> addedEngagements = new ArrayList<>();
+        Stored stored = decodeState(state.events);
+        List<Event> before = stored.pageviews();
+        List<Engagement> engagementsBefore = stored.engagements();
+        List<Session> sessionsBefore = sessions(before, engagementsBefore);
         Set<String> seen = new HashSet<>();
         for (Event event : before) {
             seen.add(event.eventId);
+        }
+        for (Engagement engagement : engagementsBefore) {
+            seen.add(engagement.eventId());
         }
         for (Copy copy : inLogOrder(rows)) {
             Event event = copy.event();
@@ -334,6 +398,14 @@ public final class VisitorActivity
                 continue; // a re-sent copy: the first (the archive's) is the one that counts
             }
             long ts = event.ts;
+            if (copy.engagement()) {
+                if (ts <= watermark && isLateEngagement(ts, before.isEmpty(), sessionsBefore, watermark)) {
+                    late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
+                } else {
+                    addedEngagements.add(new Engagement(ts, event.eventId, copy.engagementMs()));
+                }
+                continue; // never a page view: no pane, no page view of any rollup
+            }
             if (ts <= watermark && isLate(ts, before.isEmpty(), sessionsBefore, watermark)) {
                 late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
                 continue;
@@ -347,9 +419,12 @@ public final class VisitorActivity
         ArrayList<Event> after = new ArrayList<>(before);
         after.addAll(added);
         Collections.sort(after, EVENT_ORDER);
+        ArrayList<Engagement> engagementsAfter = new ArrayList<>(engagementsBefore);
+        engagementsAfter.addAll(addedEngagements);
+        Collections.sort(engagementsAfter, ENGAGEMENT_ORDER);
 
-        List<Session> sessionsAfter = sessions(after);
-        if (!added.isEmpty()) {
+        List<Session> sessionsAfter = sessions(after, engagementsAfter);
+        if (!added.isEmpty() || !addedEngagements.isEmpty()) {
             emitRollupDeltas(site, contribution(before, sessionsBefore), contribution(after, sessionsAfter), out);
         }
         emitSessionChanges(site, visitorId, sessionsBefore, state.watermarkMs, sessionsAfter, watermark, out);
@@ -361,10 +436,11 @@ public final class VisitorActivity
             out.add(late(site, minute.getKey(), minute.getValue()));
         }
 
-        long finalAt = finalAt(after);
-        if (!after.isEmpty() && finalAt > watermark) {
-            if (!added.isEmpty() || !group.exists()) {
-                state.events = encode(after);
+        long finalAt = finalAt(after, engagementsAfter);
+        boolean kept = !after.isEmpty() || !engagementsAfter.isEmpty();
+        if (kept && finalAt > watermark) {
+            if (!added.isEmpty() || !addedEngagements.isEmpty() || !group.exists()) {
+                state.events = encode(after, engagementsAfter);
             }
             state.watermarkMs = watermark;
             group.update(state);
@@ -377,8 +453,11 @@ public final class VisitorActivity
         return out.iterator();
     }
 
-    /** A page view as it came, with its Kafka offset. */
-    record Copy(long offset, Event event) {}
+    /**
+     * An event as it came, with its Kafka offset: a page view, or an engagement event (of which
+     * only ts, event_id and the engaged ms beside it are used).
+     */
+    record Copy(long offset, Event event, boolean engagement, long engagementMs) {}
 
     /**
      * Log order: by Kafka offset (a visitor's messages share one partition, keyed by site and
@@ -389,6 +468,8 @@ public final class VisitorActivity
     static final Comparator<Copy> LOG_ORDER = Comparator.comparingLong(Copy::offset)
             .thenComparingLong(copy -> copy.event().ts)
             .thenComparing(copy -> copy.event().eventId)
+            .thenComparing(Copy::engagement)
+            .thenComparingLong(Copy::engagementMs)
             .thenComparing(copy -> copy.event().fields, Arrays::compare);
 
     static List<Copy> inLogOrder(Iterator<Row> rows) {
@@ -400,7 +481,9 @@ public final class VisitorActivity
                 fields[i - 1] = Objects.requireNonNullElse(row.<String>getAs(EVENT_FIELDS[i]), "");
             }
             Event event = new Event(row.<Long>getAs("ts_ms"), row.<String>getAs("event_id"), fields);
-            copies.add(new Copy(row.<Long>getAs("offset"), event));
+            boolean engagement = row.<Boolean>getAs("is_engagement");
+            long engagementMs = engagement ? row.<Long>getAs("engagement_ms") : 0L;
+            copies.add(new Copy(row.<Long>getAs("offset"), event, engagement, engagementMs));
         }
         copies.sort(LOG_ORDER);
         return copies;
@@ -420,6 +503,28 @@ public final class VisitorActivity
         return false;
     }
 
+    /**
+     * Whether an engagement event at or behind the watermark would change a number already
+     * final: the visitor has no page view in the state (none to belong to, or all final), or it
+     * belongs to a session the watermark has closed.
+     */
+    boolean isLateEngagement(long ts, boolean noPageviews, List<Session> sessions, long watermark) {
+        if (noPageviews) {
+            return true;
+        }
+        for (Session session : sessions) {
+            if (holds(session, ts)) {
+                return closed(session, watermark);
+            }
+        }
+        return false;
+    }
+
+    /** Whether an engagement event at ts belongs to the session: ts in [first, last + gap]. */
+    boolean holds(Session session, long ts) {
+        return ts >= session.first.ts && ts <= session.last.ts + gapMs;
+    }
+
     /** The event time at which the watermark next closes something of this visitor. */
     long nextChange(List<Session> sessions, long finalAt, long watermark) {
         long next = finalAt;
@@ -433,17 +538,38 @@ public final class VisitorActivity
 
     /**
      * The event time from which the watermark makes every number of these page views final:
-     * the last session closed (last page view + gap) and the last UTC day ended.
+     * the last session closed (last page view + gap) and the last UTC day ended; and no newer
+     * engagement event waits for a page view still to come (one at or before it, which the
+     * watermark makes late once it passes the engagement event).
      */
-    long finalAt(List<Event> events) {
-        if (events.isEmpty()) {
-            return Long.MIN_VALUE;
+    long finalAt(List<Event> events, List<Engagement> engagements) {
+        long at = Long.MIN_VALUE;
+        if (!events.isEmpty()) {
+            long last = events.get(events.size() - 1).ts;
+            at = Math.max(last + gapMs, floor(last, DAY_MS) + DAY_MS);
         }
-        long last = events.get(events.size() - 1).ts;
-        return Math.max(last + gapMs, floor(last, DAY_MS) + DAY_MS);
+        if (!engagements.isEmpty()) {
+            at = Math.max(at, engagements.get(engagements.size() - 1).ts());
+        }
+        return at;
     }
 
     // --- sessions -----------------------------------------------------------------------------
+
+    /** The sessions of these page views (in time order), with the engaged ms of each. */
+    List<Session> sessions(List<Event> events, List<Engagement> engagements) {
+        List<Session> sessions = sessions(events);
+        int next = 0; // sessions and engagement events are both in time order, their spans disjoint
+        for (Engagement engagement : engagements) {
+            while (next < sessions.size() && engagement.ts() > sessions.get(next).last.ts + gapMs) {
+                next++;
+            }
+            if (next < sessions.size() && holds(sessions.get(next), engagement.ts())) {
+                sessions.get(next).engagedMs += engagement.ms();
+            }
+        }
+        return sessions;
+    }
 
     List<Session> sessions(List<Event> events) {
         List<Session> sessions = new ArrayList<>();
@@ -485,11 +611,11 @@ public final class VisitorActivity
             boolean closedNow = closed(session, watermark);
             boolean unchanged = old != null && session.sameAs(old) && closed(old, watermarkBefore) == closedNow;
             if (!unchanged) {
-                out.add(sessionRow(site, visitorId, session, closedNow, false));
+                out.add(sessionRow(site, visitorId, session, isBounce(session), closedNow, false));
             }
         }
         for (Session gone : previous.values()) {
-            out.add(sessionRow(site, visitorId, gone, false, true));
+            out.add(sessionRow(site, visitorId, gone, isBounce(gone), false, true));
         }
     }
 
@@ -545,9 +671,14 @@ public final class VisitorActivity
         points.computeIfAbsent(List.of(dimension, value), k -> new ArrayList<>()).add(ts);
     }
 
-    private static void addSession(long[] metrics, Session session) {
+    /** A bounce: one page view and less than engagedBounceMs of engaged time. */
+    boolean isBounce(Session session) {
+        return session.pageviews == 1 && session.engagedMs < engagedBounceMs;
+    }
+
+    private void addSession(long[] metrics, Session session) {
         metrics[SESSIONS] += 1;
-        metrics[BOUNCES] += session.pageviews == 1 ? 1 : 0;
+        metrics[BOUNCES] += isBounce(session) ? 1 : 0;
         metrics[DURATION_MS] += session.durationMs();
     }
 
@@ -644,6 +775,8 @@ public final class VisitorActivity
                 .add("device", DataTypes.StringType, true)
                 .add("browser", DataTypes.StringType, true)
                 .add("os", DataTypes.StringType, true)
+                .add("session_engaged_ms", DataTypes.LongType, true)
+                .add("is_bounce", DataTypes.IntegerType, true)
                 .add("is_closed", DataTypes.IntegerType, true)
                 .add("is_deleted", DataTypes.IntegerType, true);
     }
@@ -681,7 +814,8 @@ public final class VisitorActivity
         return RowFactory.create(values);
     }
 
-    static Row sessionRow(String site, String visitorId, Session session, boolean closed, boolean deleted) {
+    static Row sessionRow(
+            String site, String visitorId, Session session, boolean bounce, boolean closed, boolean deleted) {
         Object[] values = blank("session", site);
         int i = 6 + METRICS.length;
         values[i++] = visitorId;
@@ -694,6 +828,8 @@ public final class VisitorActivity
                 "referrer_domain", "utm_source", "utm_medium", "utm_campaign", "country", "device", "browser", "os"}) {
             values[i++] = session.first.field(name);
         }
+        values[i++] = session.engagedMs;
+        values[i++] = bounce ? 1 : 0;
         values[i++] = closed ? 1 : 0;
         values[i] = deleted ? 1 : 0;
         return RowFactory.create(values);

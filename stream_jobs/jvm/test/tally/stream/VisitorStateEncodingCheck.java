@@ -8,7 +8,9 @@ import java.util.List;
 /**
  * Visitor states survive the encoding change of issue 16: a state written before it (v1, ten
  * fields, no version marker), as running deployments hold in their checkpoints, decodes with its
- * values in place and the new fields empty; a state is written as v2 and reads back unchanged.
+ * values in place and the new fields empty; a v2 state (the issue-16 dimensions, before engaged
+ * sessions) decodes with no engagement event; a state is written as v3 and reads back unchanged,
+ * engagement events included.
  * Run by tests/unit/test_visitor_state_encoding.py (javac + java, no Spark session): exits 1 with
  * the failed check on stderr.
  */
@@ -30,10 +32,20 @@ public final class VisitorStateEncodingCheck {
         }
         check(v1.get(1).field("path").equals("path-1"), "second v1 page view's path");
 
-        byte[] v2 = VisitorActivity.encode(v1);
-        check(v2[0] < 0, "a state is written with the v2 marker");
-        List<VisitorActivity.Event> again = VisitorActivity.decode(v2);
-        check(again.size() == 2, "v2 round trip keeps the page views");
+        VisitorActivity.Stored fromV2 = VisitorActivity.decodeState(v2State());
+        check(fromV2.pageviews().size() == 1, "one page view decoded from a v2 state");
+        check(fromV2.pageviews().get(0).field("screen_size").equals("screen_size-0"), "v2 field screen_size");
+        check(fromV2.engagements().isEmpty(), "a v2 state has no engagement event");
+
+        byte[] v3 = VisitorActivity.encode(v1);
+        check(v3[3] == -3 && v3[0] == -1, "a state is written with the v3 marker");
+        List<VisitorActivity.Event> again = VisitorActivity.decode(v3);
+        check(again.size() == 2, "v3 round trip keeps the page views");
+        List<VisitorActivity.Engagement> engagements =
+                List.of(new VisitorActivity.Engagement(7L, "e-1", 6_000L), new VisitorActivity.Engagement(9L, "e-2", 12L));
+        VisitorActivity.Stored both = VisitorActivity.decodeState(VisitorActivity.encode(v1, engagements));
+        check(both.engagements().equals(engagements), "v3 round trip keeps the engagement events");
+        check(both.pageviews().size() == 2, "v3 round trip keeps the page views beside engagement events");
         String[] fields = new String[VisitorActivity.EVENT_FIELDS.length - 1];
         for (int i = 0; i < fields.length; i++) {
             fields[i] = "value-" + i;
@@ -43,8 +55,8 @@ public final class VisitorStateEncodingCheck {
         check(java.util.Arrays.equals(full.get(0).fields, fields), "v2 round trip keeps every field");
         check(VisitorActivity.decode(new byte[0]).isEmpty(), "an empty state is no page views");
         try {
-            VisitorActivity.decode(new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xfd, 0, 0, 0, 0});
-            check(false, "an unknown encoding marker (-3) is refused");
+            VisitorActivity.decode(new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xfc, 0, 0, 0, 0});
+            check(false, "an unknown encoding marker (-4) is refused");
         } catch (IllegalStateException expected) {
             // refused, not misread
         }
@@ -62,6 +74,21 @@ public final class VisitorStateEncodingCheck {
             for (int i = 1; i < VisitorActivity.V1_EVENT_FIELDS.length; i++) {
                 out.writeUTF(VisitorActivity.V1_EVENT_FIELDS[i] + "-" + n);
             }
+        }
+        out.flush();
+        return bytes.toByteArray();
+    }
+
+    /** One page view exactly as the encoder of v2 (issue 16's dimensions) wrote it. */
+    private static byte[] v2State() throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        out.writeInt(-2);
+        out.writeInt(1);
+        out.writeLong(1_700_000_000_000L);
+        out.writeUTF("id-0");
+        for (int i = 1; i < VisitorActivity.EVENT_FIELDS.length; i++) {
+            out.writeUTF(VisitorActivity.EVENT_FIELDS[i] + "-0");
         }
         out.flush();
         return bytes.toByteArray();
