@@ -45,6 +45,7 @@ log = structlog.get_logger()
 CALLBACK_PATH = "/_dash-update-component"
 INVITE_PREFIX = "/invite/"
 KEY_REVOKE = "key-revoke"
+MEMBER_REMOVE = "member-remove"
 AUDIT_ROWS = 50
 
 
@@ -203,6 +204,7 @@ def team_panel() -> html.Section:
                     ),
                     html.Div(id="invite-created"),
                     html.H3("Members"),
+                    html.Div(id="member-status", role="status"),
                     html.Div(id="team-members"),
                     html.H3("Audit log"),
                     html.Div(id="team-audit"),
@@ -335,7 +337,20 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         client = clients()
         rows = users.list_users(client, site)
         member_list = (
-            html.Ul([html.Li(f"{email} · {role}") for email, _s, role in rows])
+            html.Ul(
+                [
+                    html.Li(
+                        [
+                            f"{email} · {role} ",
+                            html.Button(
+                                "Remove", id={"type": MEMBER_REMOVE, "email": email}, className="button-quiet"
+                            ),
+                        ],
+                        **{"data-email": email},
+                    )
+                    for email, _s, role in rows
+                ]
+            )
             if rows
             else html.P("No members yet: invite someone.", className="hint")
         )
@@ -365,6 +380,26 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
             className="table",
         )
         return {}, member_list, html.Div(audit, className="table-scroll")
+
+    @app.callback(
+        Output("member-status", "children"),
+        Output("team-version", "data", allow_duplicate=True),
+        Input({"type": MEMBER_REMOVE, "email": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def remove_member(_removals: list, site: str | None, version: int) -> tuple[Any, Any]:
+        if not site or not ctx.triggered or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        if not _owner_of(site):
+            return notice("Only the site's owners remove members.", "error"), no_update
+        email = str(ctx.triggered_id["email"])
+        try:
+            users.remove_user(clients(), email, site)
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        return notice(f"Removed {email} from {site}."), version + 1
 
     @app.callback(
         Output("invite-created", "children"),

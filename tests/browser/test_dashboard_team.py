@@ -186,6 +186,14 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await owner.set_viewport_size(PHONE)
     await panel.scroll_into_view_if_needed()
     await panel.screenshot(path=str(SCREENSHOTS / "team-panel-phone.png"))
+    await owner.set_viewport_size(DESKTOP)
+
+    # The owner removes the viewer: the viewer's open page is signed out on its next request.
+    await owner.locator(f'#team-members li[data-email="{email}"] button').click()
+    await expect(owner.locator("#member-status")).to_have_text(f"Removed {email} from {TEAM_SITE}.")
+    await expect(members).not_to_contain_text(email)
+    after = await invitee.request.post(dashboard.url + CALLBACK, data=body)
+    assert after.status == 401
 
 
 async def test_owner_excludes_and_includes_a_path_in_the_exclusions_panel(
