@@ -30,6 +30,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.calendar import next_bucket, zone
 from storage.goals import Goal
 from storage.queries import raw
 from storage.queries.contract import (
@@ -47,6 +48,7 @@ from storage.queries.contract import (
     SessionRow,
     StatsQuery,
     as_utc,
+    buckets,
     fill,
     fill_sessions,
     floor_to,
@@ -228,8 +230,26 @@ def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
 
 
+def local_plan(q: StatsQuery, interval: Interval) -> list[Piece]:
+    """The pieces of a timeseries in the site's zone (storage/calendar.py). When every local bucket is
+    a UTC bucket of the same unit (UTC itself; hours in a whole-hour zone), the UTC plan; else
+    each local bucket is planned as its own range labelled with its start: a Berlin day is the
+    tail of one UTC day (day_last_visitors) and the head of the next (day_first_visitors), a
+    +05:30 day the same with minutes at its :30 edges, a month its whole UTC days and two such
+    edges. Its visitors are then the distinct (UTC day, visitor_id) of its page views, as raw
+    counts them."""
+    starts = buckets(q, interval)
+    if interval in UNIT_TABLES and all(floor_to(start, interval) == start for start in starts):
+        return plan(q.start, q.end, interval)
+    tz = zone(q.timezone)
+    pieces: list[Piece] = []
+    for start in starts:
+        pieces += plan(max(start, q.start), min(next_bucket(start, interval, tz), q.end), "day", start)
+    return pieces
+
+
 def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
-    pieces = plan(q.start, q.end, interval)
+    pieces = local_plan(q, interval)
     if not pieces:
         return fill(q, interval, [])
     sql, parameters = _summed(q, "", pieces)
@@ -253,7 +273,7 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
 def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
     """Per bucket, the sessions starting in it: the rollups' totals rows count sessions,
     bounces and duration_ms by session start."""
-    pieces = plan(q.start, q.end, interval)
+    pieces = local_plan(q, interval)
     if not pieces:
         return fill_sessions(q, interval, [])
     sql, parameters = _summed(q, "", pieces)

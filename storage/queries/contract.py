@@ -122,11 +122,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
+from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
+
 if TYPE_CHECKING:
     from storage.goals import Goal
 
 Source = Literal["raw", "agg"]
-Interval = Literal["minute", "hour", "day"]
 
 SESSION_GAP_S = 1800
 # A session with this much engaged time (ms) or more is engaged, hence no bounce (GA4's 10 s).
@@ -178,7 +179,11 @@ PROPS_FILTER = "props."
 MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
 GOAL_VISITOR = "cityHash64(visitor_key, toDate(ts))"
 INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
-INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+# The shortest length of each bucket (a month: 28 days), to bound how many a range holds.
+INTERVAL_STEP = {
+    "minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
+    "week": timedelta(days=7), "month": timedelta(days=28),
+}  # fmt: skip
 
 
 FilterOperator = Literal["is", "is_not", "contains", "contains_not", "matches", "matches_not"]
@@ -223,6 +228,8 @@ class StatsQuery:
     goal: Goal | None = None
     engaged_bounce_ms: int = ENGAGED_BOUNCE_MS
     where: Expression | None = None
+    # The site's IANA zone: where a timeseries' hours, days, weeks and months start (storage/calendar.py).
+    timezone: str = UTC_NAME
 
     @property
     def filtered(self) -> bool:
@@ -236,6 +243,7 @@ class StatsQuery:
             "end": self.end,
             "gap_ms": self.session_gap_s * 1000,
             "engaged_bounce_ms": self.engaged_bounce_ms,
+            "tz": self.timezone,
         }
         for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value
@@ -395,6 +403,10 @@ def validate(q: StatsQuery) -> None:
         validate_expression(q.where)
     if q.end <= q.start:
         raise UnsupportedQuery("`to` must be after `from`")
+    try:
+        zone(q.timezone)
+    except InvalidTimezone as error:
+        raise UnsupportedQuery(f"timezone: {error}") from None
 
 
 # --- what both sources compute from their rows, stated once ---------------------------------
@@ -428,13 +440,9 @@ def floor_to(moment: datetime, interval: Interval) -> datetime:
 
 
 def buckets(q: StatsQuery, interval: Interval) -> list[datetime]:
-    """Every bucket start in [start, end), so empty buckets show as zero."""
-    step = INTERVAL_STEP[interval]
-    result, moment = [], floor_to(q.start, interval)
-    while moment < as_utc(q.end):
-        result.append(moment)
-        moment += step
-    return result
+    """Every bucket start in [start, end) (the first one's may be before start), in the
+    site's zone, so empty buckets show as zero."""
+    return bucket_starts(q.start, q.end, interval, zone(q.timezone))
 
 
 def fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
