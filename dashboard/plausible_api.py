@@ -22,6 +22,7 @@ from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
+from storage.sites import site_timezone
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -63,7 +64,9 @@ def plausible_api(
         client = clients()
         site = site_of(client, body.site_id)
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
-        planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
+        planned = plan(
+            body.model_copy(update={"site_id": site}), clock(), first_day, site_timezone(client, site)
+        )
         report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
         return jsonify(answer(planned, report))
 

@@ -154,3 +154,36 @@ def test_bad_period_or_compare_is_a_400_naming_it(
     status, answer = get(api, auth, "/stats/timeseries", **params)
     assert status == 400
     assert answer["error"].startswith(named)
+
+
+def query_v2(api: FlaskClient, auth: dict, body: dict, source: str = "agg") -> dict:
+    response = api.post(f"/api/v2/query?source={source}", json={"site_id": SITE, **body}, headers=auth)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+@pytest.mark.parametrize("source", ["raw", "agg"])
+def test_plausible_v2_days_and_hours_are_the_sites(api: FlaskClient, auth: dict, source: str) -> None:
+    """Plausible's date_range and time dimensions in the site's zone, labelled on its wall clock."""
+    days = query_v2(
+        api, auth, {"metrics": ["pageviews"], "date_range": "7d", "dimensions": ["time:day"]}, source
+    )
+    assert [(row["dimensions"][0], row["metrics"][0]) for row in days["results"]] == [
+        ("2026-03-28", 1),
+        ("2026-03-29", 3),
+        ("2026-03-30", 1),
+    ]
+    hours = query_v2(
+        api, auth,
+        {"metrics": ["visitors"], "date_range": ["2026-03-29", "2026-03-29"], "dimensions": ["time:hour"],
+         "include": {"time_labels": True}},
+        source,
+    )  # fmt: skip
+    labels = hours["meta"]["time_labels"]
+    assert len(labels) == 23
+    assert labels[:3] == ["2026-03-29 00:00:00", "2026-03-29 01:00:00", "2026-03-29 03:00:00"]
+    assert [row["dimensions"][0] for row in hours["results"]] == [
+        "2026-03-29 00:00:00", "2026-03-29 12:00:00", "2026-03-29 23:00:00",
+    ]  # fmt: skip
+    total = query_v2(api, auth, {"metrics": ["pageviews"], "date_range": "day", "date": "2026-03-29"}, source)
+    assert total["results"][0]["metrics"] == [3]
