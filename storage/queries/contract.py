@@ -15,6 +15,16 @@ Once the stream jobs have processed an event both give the same numbers. The def
   days are the sum of the days' exact counts, which is what the rollups store. Counted as
   uniqExact over a 64-bit hash (cityHash64(visitor_id), `visitor_key` in `events`, migration
   0005, combined with the day): exact but for 64-bit hash collisions.
+- a site's time zone (`StatsQuery.timezone`, storage/calendar.py; `tally sites timezone`)
+  decides only where a timeseries' hours, days, weeks and months start: at the site's local
+  midnight, so a daylight-saving day has 23 or 25 hours. The visitor stays a (UTC day,
+  visitor_id): the daily salt rotates at UTC midnight, so nothing can tell that the id before
+  and the id after it are one person. Over any range — a local day too — visitors are the
+  distinct (UTC day, visitor_id) pairs among its page views, on both sources. Hence: a local
+  day holding a UTC midnight (every day of a zone other than UTC) counts a person active on
+  both sides of it twice; and one id active on both sides of a local midnight within one UTC
+  day is a visitor of each local day and one visitor of both, so local days do not add up to
+  a local week exactly (UTC days do). Page views, sessions, bounces and durations add up.
 - session: one visitor's page views of one site whose consecutive gaps are all ≤
   session_gap_s (a gap of exactly session_gap_s continues the session); page views in the
   same millisecond are ordered by event_id. A session belongs to the range its first page
