@@ -172,6 +172,8 @@ RANGES = {
     "the autumn day alone": (BERLIN_SITE, BERLIN, AUTUMN, 1),
     "+05:30 days": (KOLKATA_SITE, KOLKATA, SPRING - timedelta(days=2), 4),
     "+05:30 one day": (KOLKATA_SITE, KOLKATA, AUTUMN, 1),
+    # the Berlin site's traffic read as New York's days (the query's zone, not the registry's)
+    "-04:00 days across UTC midnights": (BERLIN_SITE, "America/New_York", SPRING - timedelta(days=2), 3),
 }
 
 
@@ -219,3 +221,17 @@ def test_a_local_day_counts_the_visitors_of_its_utc_pieces(store: Client, source
     assert [p.visitors for p in days] == [6, 2]
     q = StatsQuery(KNOWN_BERLIN, *local_range(BERLIN, SPRING, 2), timezone=BERLIN)
     assert queries.aggregate(store, q, source)["visitors"] == 7
+
+
+@pytest.mark.parametrize("zone_name", [BERLIN, KOLKATA, "America/New_York"])
+def test_agg_equals_raw_on_a_range_cut_mid_day(store: Client, zone_name: str) -> None:
+    """ "Today so far" and a start a few minutes past midnight: buckets cut by the range, whose
+    pieces may touch no UTC midnight (New York's morning), so agg counts their visitors in the
+    archive; minutes of the hours the cuts fall in come from rollup_minute."""
+    tz = zone(zone_name)
+    start = local_midnight(SPRING - timedelta(days=1), tz) + timedelta(minutes=7)
+    q = StatsQuery(BERLIN_SITE, start, local_midnight(SPRING, tz) + timedelta(hours=13, minutes=37),
+                   timezone=zone_name)  # fmt: skip
+    raw = reports(store, q, ("hour", "day", "week"), "raw")
+    assert raw["aggregate"]["pageviews"] > 0
+    assert reports(store, q, ("hour", "day", "week"), "agg") == raw
