@@ -19,6 +19,8 @@ adds up. Visitors are not, so each day's segment [a, b) takes the column that ma
   API caller's arbitrary from/to makes one): its visitors are counted from the raw archive
   (uniqExact over its page views, or over its sessions' starts for session dimensions), its
   additive numbers still from the rollups.
+A timeseries in a site's time zone whose buckets are not UTC ones (a Berlin day, a +05:30
+hour) labels each rollup row with its local bucket instead (local_summed).
 Filters restrict page views by event-level values, which the rollups keep one dimension at a
 time: a filtered report is answered from the archive (raw.py).
 """
@@ -262,7 +264,7 @@ def day_columns_exact(q: StatsQuery, interval: Interval) -> bool:
 # from rollup_hour, the minutes of the other hours in the range (a boundary at :30, the range's
 # cut ends) from rollup_minute. Visitors: day_first/day_last_visitors where that is exact
 # (day_columns_exact; the row's part starts at its UTC midnight: first, else last), else counted
-# in the archive by local bucket. {label} and {hour_label} are calendar.bucket_sql expressions.
+# in the archive by local bucket. Labels are calendar.bucket_sql expressions (the zone a parameter).
 _HOUR_IN_ONE_BUCKET = (
     "({h} >= {{la:DateTime('UTC')}} AND {h} + INTERVAL 1 HOUR <= {{lb:DateTime('UTC')}} "
     "AND {label_h} = {label_h_end})"
