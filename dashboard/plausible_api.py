@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from flask import Blueprint, Response, jsonify, request
 
+from dashboard import plausible_comparisons
 from dashboard.api import bearer_matches, error
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
@@ -68,7 +69,12 @@ def plausible_api(
             body.model_copy(update={"site_id": site}), clock(), first_day, site_timezone(client, site)
         )
         report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
-        return jsonify(answer(planned, report))
+        answered = answer(planned, report)
+        compared = plausible_comparisons.compared_query(planned)
+        if compared is not None:  # include.comparisons: the same query over the compared range
+            other = run(client, compared, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
+            plausible_comparisons.attach(answered, planned, report, compared, other)
+        return jsonify(answered)
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])
     def not_found(unknown: str) -> Response:

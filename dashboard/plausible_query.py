@@ -178,8 +178,6 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
     start, end = time_range(body.date_range, body.date, now, first_day, timezone)
     dimension = single_dimension(body.dimensions)
     chosen = filters(body.filters)
-    if body.include.comparisons is not None:
-        raise QueryError("Invalid include: comparisons are not supported by Tally.")
     if body.include.time_labels and dimension not in TIME_DIMENSIONS:
         raise QueryError("Invalid include.time_labels: requires a time dimension.")
     order_by = orders(body.order_by, body.metrics, body.dimensions)

@@ -187,3 +187,43 @@ def test_plausible_v2_days_and_hours_are_the_sites(api: FlaskClient, auth: dict,
     ]  # fmt: skip
     total = query_v2(api, auth, {"metrics": ["pageviews"], "date_range": "day", "date": "2026-03-29"}, source)
     assert total["results"][0]["metrics"] == [3]
+
+
+@pytest.mark.parametrize(
+    ("comparisons", "old", "change", "compared_range"),
+    [
+        ({"mode": "previous_period"}, 1, 200, ["2026-03-28T00:00:00+01:00", "2026-03-28T23:59:59+01:00"]),
+        ({"mode": "year_over_year"}, 2, 50, ["2025-03-29T00:00:00+01:00", "2025-03-29T23:59:59+01:00"]),
+        (
+            {"mode": "custom", "date_range": ["2026-03-22", "2026-03-22"]},
+            1, 200, ["2026-03-22T00:00:00+01:00", "2026-03-22T23:59:59+01:00"],
+        ),
+    ],
+)  # fmt: skip
+def test_plausible_v2_comparisons(
+    api: FlaskClient, auth: dict, comparisons: dict, old: int, change: int, compared_range: list[str]
+) -> None:
+    """include.comparisons: the 29th (3 page views) against the 28th, the 29th a year before, the 22nd."""
+    answer = query_v2(
+        api, auth,
+        {"metrics": ["pageviews", "bounce_rate"], "date_range": ["2026-03-29", "2026-03-29"],
+         "include": {"comparisons": comparisons}},
+    )  # fmt: skip
+    result = answer["results"][0]
+    assert result["metrics"] == [3, 100]
+    assert result["comparison"] == {"dimensions": [], "metrics": [old, 100], "change": [change, 0]}
+    assert [moment.replace("Z", "+00:00") for moment in answer["meta"]["comparison_date_range"]] == [
+        datetime.fromisoformat(text).astimezone(UTC).isoformat() for text in compared_range
+    ]
+
+
+def test_plausible_v2_comparison_pairs_days_by_their_place(api: FlaskClient, auth: dict) -> None:
+    answer = query_v2(
+        api, auth,
+        {"metrics": ["pageviews"], "date_range": ["2026-03-28", "2026-03-29"], "dimensions": ["time:day"],
+         "include": {"comparisons": {"mode": "year_over_year"}}},
+    )  # fmt: skip
+    assert [(row["dimensions"], row["metrics"], row["comparison"]) for row in answer["results"]] == [
+        (["2026-03-28"], [1], {"dimensions": ["2025-03-28"], "metrics": [0], "change": [100]}),
+        (["2026-03-29"], [3], {"dimensions": ["2025-03-29"], "metrics": [2], "change": [50]}),
+    ]
