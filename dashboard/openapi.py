@@ -513,6 +513,18 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                     "imports": {"type": "boolean"},
                     "time_labels": {"type": "boolean"},
                     "total_rows": {"type": "boolean"},
+                    "comparisons": {
+                        "type": "object",
+                        "description": "mode: previous_period, year_over_year or custom (with date_range: "
+                        "[date, date]); each result gains comparison {dimensions, metrics, change}",
+                        "properties": {
+                            "mode": {
+                                "type": "string",
+                                "enum": ["previous_period", "year_over_year", "custom"],
+                            },
+                            "date_range": {"type": "array", "items": {"type": "string", "format": "date"}},
+                        },
+                    },
                 },
             },
             "pagination": {
