@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from flask import Blueprint, Response, g, jsonify, request
 
+from dashboard import plausible_comparisons
 from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
@@ -23,6 +24,7 @@ from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
+from storage.sites import site_timezone
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -68,9 +70,16 @@ def plausible_api(
         if not may_read(site):  # a team member's key reads only its sites
             return error(403, f"This API key may not read site {site!r}.")
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
-        planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
+        planned = plan(
+            body.model_copy(update={"site_id": site}), clock(), first_day, site_timezone(client, site)
+        )
         report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
-        return jsonify(answer(planned, report))
+        answered = answer(planned, report)
+        compared = plausible_comparisons.compared_query(planned)
+        if compared is not None:  # include.comparisons: the same query over the compared range
+            other = run(client, compared, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
+            plausible_comparisons.attach(answered, planned, report, compared, other)
+        return jsonify(answered)
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])
     def not_found(unknown: str) -> Response:

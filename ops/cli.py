@@ -103,24 +103,43 @@ def sites() -> None:
 
 @sites.command("add")
 @click.argument("domain")
-def sites_add(domain: str) -> None:
+@click.option(
+    "--timezone", "timezone", help="IANA time zone its days start in, e.g. Europe/Berlin (default UTC)."
+)
+def sites_add(domain: str, timezone: str | None) -> None:
     """Accept events for DOMAIN (as in data-site="DOMAIN")."""
     from storage import sites as registry
     from storage.client import connect
 
     domain = registry.normalise(domain)  # a typo is reported before the store is asked
-    added = registry.add_site(connect(Settings()), domain)
+    if timezone is not None:
+        timezone = registry.checked_timezone(timezone)
+    added = registry.add_site(connect(Settings()), domain, timezone)
     console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
+
+
+@sites.command("timezone")
+@click.argument("domain")
+@click.argument("zone")
+def sites_timezone(domain: str, zone: str) -> None:
+    """Set DOMAIN's time zone (IANA name, e.g. Europe/Berlin): where its days, weeks and months start."""
+    from storage import sites as registry
+    from storage.client import connect
+
+    domain, zone = registry.normalise(domain), registry.checked_timezone(zone)
+    if not registry.set_timezone(connect(Settings()), domain, zone):
+        raise UserError(f"{domain} is not registered (see 'tally sites list')")
+    console.print(f"{domain}: days start at midnight {zone}")
 
 
 @sites.command("list")
 def sites_list() -> None:
-    """The registered sites."""
+    """The registered sites and their time zones (tab-separated)."""
     from storage import sites as registry
     from storage.client import connect
 
-    for domain in registry.list_sites(connect(Settings())):
-        click.echo(domain)
+    for domain, zone in registry.list_timezones(connect(Settings())):
+        click.echo(f"{domain}\t{zone}")
 
 
 @sites.command("remove")

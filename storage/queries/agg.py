@@ -19,6 +19,8 @@ adds up. Visitors are not, so each day's segment [a, b) takes the column that ma
   API caller's arbitrary from/to makes one): its visitors are counted from the raw archive
   (uniqExact over its page views, or over its sessions' starts for session dimensions), its
   additive numbers still from the rollups.
+A timeseries in a site's time zone whose buckets are not UTC ones (a Berlin day, a +05:30
+hour) labels each rollup row with its local bucket instead (local_summed).
 Filters restrict page views by event-level values, which the rollups keep one dimension at a
 time: a filtered report is answered from the archive (raw.py).
 """
@@ -30,11 +32,13 @@ from datetime import UTC, date, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.calendar import bucket_sql, next_bucket, zone
 from storage.goals import Goal
 from storage.queries import raw
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
     LIVE_WINDOW,
+    RAW_VISITORS,
     SESSION_DIMENSIONS,
     BreakdownRow,
     EventRow,
@@ -47,6 +51,7 @@ from storage.queries.contract import (
     SessionRow,
     StatsQuery,
     as_utc,
+    buckets,
     fill,
     fill_sessions,
     floor_to,
@@ -228,11 +233,117 @@ def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
 
 
-def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+def aligned(q: StatsQuery, interval: Interval) -> bool:
+    """Whether every local bucket of the range is a UTC bucket of the same unit (UTC itself;
+    hours in a whole-hour zone): then the UTC plan answers."""
+    return interval in UNIT_TABLES and all(
+        floor_to(start, interval) == start for start in buckets(q, interval)
+    )
+
+
+def day_columns_exact(q: StatsQuery, interval: Interval) -> bool:
+    """Whether each local bucket's part of each UTC day (cut by the range's minutes) starts at
+    that day's midnight or ends at the next: then day_first_visitors (a part starting at
+    midnight) or day_last_visitors (one ending there) make its visitors sums of rollup rows. A
+    Berlin or +05:30 day is the tail of one UTC day and the head of the next; a local hour of a
+    +05:30 zone, or "today so far" in New York, touches no UTC midnight."""
+    a, b, tz = ceil_minute(q.start), ceil_minute(q.end), zone(q.timezone)
+    for start in buckets(q, interval):
+        s, e = max(start, a), min(next_bucket(start, interval, tz), b)
+        while s < e:
+            midnight = floor_to(s, "day")
+            cut = min(e, midnight + DAY)
+            if s != midnight and cut != midnight + DAY:
+                return False
+            s = cut
+    return True
+
+
+# A local timeseries in one statement of constant size, whatever the number of buckets: each
+# rollup row labelled with its local bucket in SQL. Whole hours lying in one local bucket come
+# from rollup_hour, the minutes of the other hours in the range (a boundary at :30, the range's
+# cut ends) from rollup_minute. Visitors: day_first/day_last_visitors where that is exact
+# (day_columns_exact; the row's part starts at its UTC midnight: first, else last), else counted
+# in the archive by local bucket. Labels are calendar.bucket_sql expressions (the zone a parameter).
+_HOUR_IN_ONE_BUCKET = (
+    "({h} >= {{la:DateTime('UTC')}} AND {h} + INTERVAL 1 HOUR <= {{lb:DateTime('UTC')}} "
+    "AND {label_h} = {label_h_end})"
+)
+_LOCAL_ROLLUPS = """
+SELECT {label} AS t, toInt64(pageviews) AS pageviews, toInt64({visitors}) AS visitors,
+       toInt64(sessions) AS sessions, toInt64(bounces) AS bounces, toInt64(duration_ms) AS duration_ms
+FROM {table}
+WHERE site = {{site:String}} AND dimension = ''
+  AND bucket >= {{{first}:DateTime('UTC')}} AND bucket < {{lb:DateTime('UTC')}} AND {which}
+"""
+_LOCAL_RAW_VISITORS = f"""
+SELECT {{label}} AS t, toInt64(0), toInt64({RAW_VISITORS}), toInt64(0), toInt64(0), toInt64(0)
+FROM {EVENTS}
+WHERE site = {{{{site:String}}}} AND name = 'pageview'
+  AND ts >= {{{{la:DateTime64(3, 'UTC')}}}} AND ts < {{{{lb:DateTime64(3, 'UTC')}}}}
+GROUP BY t
+"""
+
+
+# A row's part of its local bucket starts at the row's UTC midnight (first visits) or ends at the next.
+_DAY_COLUMN_VISITORS = (
+    "if(greatest({label}, {{la:DateTime('UTC')}}) <= toStartOfDay(bucket), "
+    "day_first_visitors, day_last_visitors)"
+)
+
+
+def _hour_in_one_bucket(interval: Interval, hour: str) -> str:
+    return _HOUR_IN_ONE_BUCKET.format(
+        h=hour,
+        label_h=bucket_sql(interval, hour),
+        label_h_end=bucket_sql(interval, f"{hour} + INTERVAL 59 MINUTE"),
+    )
+
+
+def local_summed(q: StatsQuery, interval: Interval) -> tuple[str, dict[str, object]]:
+    """SQL selecting t, pageviews, visitors, sessions, bounces, duration_ms per local bucket of
+    the minutes starting in [start, end), for a zone whose buckets are not UTC ones."""
+    exact = day_columns_exact(q, interval)
+    visitors = _DAY_COLUMN_VISITORS if exact else "0"
+    parts = []
+    for table, first, hour in (
+        (ROLLUP_HOUR, "la_hour", "bucket"),
+        (ROLLUP_MINUTE, "la", "toStartOfHour(bucket)"),
+    ):
+        which = _hour_in_one_bucket(interval, hour)
+        label = bucket_sql(interval, "bucket")
+        parts.append(
+            _LOCAL_ROLLUPS.format(
+                label=label, visitors=visitors.format(label=label), table=table, first=first,
+                which=which if table == ROLLUP_HOUR else f"NOT {which}",
+            )
+        )  # fmt: skip
+    if not exact:
+        parts.append(_LOCAL_RAW_VISITORS.format(label=bucket_sql(interval, "ts")))
+    a, b = ceil_minute(q.start), ceil_minute(q.end)
+    parameters = {**q.parameters(), "la": a, "lb": b, "la_hour": floor_to(a, "hour")}
+    sql = (
+        "SELECT t, sum(pageviews) AS pageviews, sum(visitors) AS visitors, sum(sessions) AS sessions, "
+        "sum(bounces) AS bounces, sum(duration_ms) AS duration_ms FROM ("
+        + " UNION ALL ".join(parts)
+        + ") GROUP BY t HAVING pageviews != 0 OR visitors != 0 OR sessions != 0"
+    )
+    return sql, parameters
+
+
+def _timeseries_sql(q: StatsQuery, interval: Interval) -> tuple[str, dict[str, object]] | None:
+    """The summed SQL of a timeseries in the site's zone (None: an empty range)."""
+    if not aligned(q, interval):
+        return local_summed(q, interval) if ceil_minute(q.start) < ceil_minute(q.end) else None
     pieces = plan(q.start, q.end, interval)
-    if not pieces:
+    return _summed(q, "", pieces) if pieces else None
+
+
+def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+    summed = _timeseries_sql(q, interval)
+    if summed is None:
         return fill(q, interval, [])
-    sql, parameters = _summed(q, "", pieces)
+    sql, parameters = summed
     rows = client.query(f"SELECT t, pageviews, visitors FROM ({sql}) ORDER BY t", parameters=parameters)
     return fill(q, interval, rows.result_rows)
 
@@ -253,10 +364,10 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
 def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
     """Per bucket, the sessions starting in it: the rollups' totals rows count sessions,
     bounces and duration_ms by session start."""
-    pieces = plan(q.start, q.end, interval)
-    if not pieces:
+    summed = _timeseries_sql(q, interval)
+    if summed is None:
         return fill_sessions(q, interval, [])
-    sql, parameters = _summed(q, "", pieces)
+    sql, parameters = summed
     rows = client.query(
         f"SELECT t, sessions, bounces, duration_ms FROM ({sql}) ORDER BY t", parameters=parameters
     )

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.calendar import bucket_sql
 from storage.goals import Goal
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
-    INTERVAL_SQL,
     LIVE_WINDOW,
     RAW_VISITORS,
     SESSION_DIMENSIONS,
@@ -163,7 +163,7 @@ def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
 
 def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
     rows = client.query(
-        f"SELECT {INTERVAL_SQL[interval]}(ts) AS t, count(), {RAW_VISITORS} "
+        f"SELECT {bucket_sql(interval, 'ts')} AS t, count(), {RAW_VISITORS} "
         + pageviews_sql(q)
         + " GROUP BY t ORDER BY t",
         parameters=q.parameters(),
@@ -188,7 +188,7 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
 def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
     """Per bucket, the sessions starting in it (a session counts where it starts)."""
     rows = client.query(
-        f"SELECT {INTERVAL_SQL[interval]}(start) AS t, count(), countIf(is_bounce), "
+        f"SELECT {bucket_sql(interval, 'start')} AS t, count(), countIf(is_bounce), "
         f"toInt64(round(sum(duration_s) * 1000)) FROM ({raw_sessions_sql(q, ())}) GROUP BY t ORDER BY t",
         parameters=q.parameters(),
     ).result_rows
