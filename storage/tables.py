@@ -31,6 +31,11 @@ ENGAGEMENT_MINUTE = "engagement_minute"
 GOALS = "goals"
 GOAL_EVENTS_MINUTE = "goal_events_minute"
 GOAL_PROPS_MINUTE = "goal_props_minute"
+# Alerts (migration 0032): the rules, the alerts query's own counts, the alerts fired. Not
+# derived tables: a replay neither rebuilds nor fires alerts (stream_jobs/alerts.py).
+ALERT_RULES = "alert_rules"
+ALERT_COUNTS_MINUTE = "alert_counts_minute"
+ALERTS = "alerts"
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (

@@ -42,7 +42,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from storage.schema import apply_migrations
-from stream_jobs import activity
+from stream_jobs import activity, alerts
 from stream_jobs.context import StreamContext
 from stream_jobs.schema import parse_pageviews
 from stream_jobs.session import build_spark_session
@@ -63,12 +63,17 @@ class Query:
     start: Callable[[DataFrame, StreamContext], StreamingQuery]
     event_fields: tuple[str, ...]  # what it reads of each PageViewEvent
     kafka_columns: tuple[str, ...] = ()  # what it reads of each Kafka record besides the value
+    # Whether `tally replay` runs it: the alerts query is about the present (a replay would
+    # fire past alerts again).
+    replayed: bool = True
 
 
 # Every streaming query of Tally, by name: one module each.
 QUERIES: dict[str, Query] = {
     activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS, activity.KAFKA_COLUMNS),
+    alerts.QUERY_NAME: Query(alerts.start_alerts, alerts.EVENT_FIELDS, replayed=False),
 }
+REPLAYED_QUERIES = tuple(name for name, query in QUERIES.items() if query.replayed)
 
 
 def start_queries(
@@ -107,7 +112,8 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         heartbeat.beat(self.settings, HEARTBEAT)
         progress = event.progress
-        if progress.numInputRows == 0:
+        # The alerts query reads a heartbeat every second; its sink logs the alerts it fires.
+        if progress.numInputRows == 0 or progress.name == alerts.QUERY_NAME:
             return
         log.info(
             "query %s batch %d: %d events in %d ms, watermark %s",

@@ -41,7 +41,7 @@ from pyspark.sql import SparkSession
 from storage.client import connect
 from storage.tables import DERIVED_TABLES
 from stream_jobs import activity
-from stream_jobs.app import QUERIES, start_queries
+from stream_jobs.app import REPLAYED_QUERIES, start_queries
 from stream_jobs.context import StreamContext
 from tally.settings import Settings
 
@@ -71,7 +71,7 @@ def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
     """Run every query over the whole retained log into `<table>_replay`; wait until done."""
     context = StreamContext.replay(settings)
     prepare(settings, context)
-    queries = start_queries(spark, context, QUERIES)
+    queries = start_queries(spark, context, REPLAYED_QUERIES)
     try:
         for query in queries:
             query.awaitTermination()
