@@ -117,10 +117,11 @@ def describe(error: Exception, settings: Settings) -> str | None:
 def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
     from ops.local.supervisor import StackError
+    from storage.alert_rules import InvalidRule
     from storage.goals import InvalidGoal
     from storage.sites import InvalidDomain
 
-    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, StackError]
+    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, InvalidRule, StackError]
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
     return tuple(failures)
