@@ -14,6 +14,7 @@ from dash import Dash
 from flask import Flask, Response
 from waitress import serve
 
+from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
 from dashboard.auth import install_login
 from dashboard.explore import register_explore
@@ -58,6 +59,7 @@ def build_app(
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
     register_share_panel(app, clients)
+    register_alerts_panel(app, clients)
     register_goal_editing(app, clients)
     return app
 

@@ -18,6 +18,7 @@ from typing import Any
 from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
 
+from dashboard.alerts_panel import with_alerts_panel
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
@@ -154,7 +155,7 @@ def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.
     def layout() -> html.Div:
         page = full_layout()
         link = shared_link()
-        return with_share_panel(page) if link is None else read_only(page, link)
+        return with_alerts_panel(with_share_panel(page)) if link is None else read_only(page, link)
 
     return layout
 
