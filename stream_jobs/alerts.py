@@ -23,7 +23,8 @@ rule and an event to create its state; a timer thread in the driver would evalua
 any batch, with no checkpointed clock to make it repeatable.
 
 Alert ids are deterministic per (rule, window): uuid5 of the rule id and the window's start
-(the current aligned window of an "above" rule; for `goal_absent`, the instant since which
+(an "above" rule's aligned window — the current one, and the one before for WINDOW_GRACE_S
+after it ended, whose last events arrive after its end; for `goal_absent`, the instant since which
 the goal is absent). An alert fires once per id: ids already recorded in `alerts` are not
 published again; one published but not recorded (a crash in between) is published again with
 the same id, which the webhook's receiver deduplicates (at-least-once).
@@ -70,6 +71,9 @@ RULES_REFRESH_S = 5.0
 # one may fall within the same second as the previous beat).
 HEARTBEAT_ROWS_PER_S = 4
 PAGEVIEW = "pageview"
+# A window that ended this recently is evaluated too: the events of its last seconds reach a
+# trigger after it ended (the trigger's interval, a slow batch).
+WINDOW_GRACE_S = 30
 # The namespace of alert ids (uuid5 of rule id and window).
 ALERT_ID_NAMESPACE = uuid.UUID("6b1f4c1e-5a0e-4c4e-9a57-7a11e7a1e127")
 
@@ -174,8 +178,7 @@ class AlertsSink:
             alert
             for rule, predicate in self.rules(client)
             if rule.kind == "goal_absent" or rule.site in touched
-            for alert in [evaluate(client, rule, predicate, clock)]
-            if alert is not None
+            for alert in evaluate(client, rule, predicate, clock)
         ]
         fresh = not_yet_fired(client, alerts)
         if fresh:
@@ -246,17 +249,32 @@ WHERE site = {{site:String}} AND bucket >= toDateTime({{since:UInt32}}, 'UTC') A
 """
 
 
-def evaluate(client: Client, rule: AlertRule, predicate: Predicate, clock: datetime) -> Alert | None:
-    """The alert the rule fires at `clock`, if its condition holds."""
+def evaluate(client: Client, rule: AlertRule, predicate: Predicate, clock: datetime) -> list[Alert]:
+    """The alerts the rule fires at `clock`, if its condition holds."""
     if rule.kind == "goal_absent":
-        return evaluate_absence(client, rule, predicate, clock)
-    return evaluate_window(client, rule, predicate, clock)
+        return [alert for alert in [evaluate_absence(client, rule, predicate, clock)] if alert]
+    return [
+        alert
+        for start in window_starts(rule.window_minutes * 60, clock)
+        for alert in [evaluate_window(client, rule, predicate, clock, start)]
+        if alert is not None
+    ]
 
 
-def evaluate_window(client: Client, rule: AlertRule, predicate: Predicate, clock: datetime) -> Alert | None:
-    """An "above" rule over the current aligned window (and, for a factor, the windows before)."""
+def window_starts(width_s: int, clock: datetime) -> list[int]:
+    """The aligned window holding `clock`, and the one before while it ended less than
+    WINDOW_GRACE_S ago: events of its last seconds are counted in the next trigger."""
+    now = int(clock.timestamp())
+    current = now // width_s * width_s
+    previous = (now - WINDOW_GRACE_S) // width_s * width_s
+    return [current] if previous == current else [previous, current]
+
+
+def evaluate_window(
+    client: Client, rule: AlertRule, predicate: Predicate, clock: datetime, start: int
+) -> Alert | None:
+    """An "above" rule over the aligned window from `start` (and, for a factor, the windows before)."""
     width = rule.window_minutes * 60
-    start = int(clock.timestamp()) // width * width
     baseline = rule.baseline_windows if rule.factor else 0
     parameters = {
         **predicate.parameters,

@@ -9,7 +9,7 @@ import pytest
 
 from alerts.delivery import RefusedDestination, backoff_s, check_destination, webhook_body
 from storage.alert_rules import InvalidRule, make_rule
-from stream_jobs.alerts import alert_id
+from stream_jobs.alerts import alert_id, window_starts
 from tally.settings import Settings
 
 HOOK = "https://hooks.example.com/t"
@@ -81,3 +81,11 @@ def test_alert_ids_are_the_same_for_a_rule_and_window_and_differ_otherwise() -> 
     other = datetime(2026, 11, 24, 12, 5, tzinfo=UTC)
     assert alert_id("r1", window) == alert_id("r1", window)
     assert len({alert_id("r1", window), alert_id("r1", other), alert_id("r2", window)}) == 3
+
+
+def test_a_window_that_just_ended_is_evaluated_with_the_current_one() -> None:
+    just_after = datetime(2026, 11, 24, 12, 5, 10, tzinfo=UTC).timestamp()
+    later = datetime(2026, 11, 24, 12, 7, 0, tzinfo=UTC).timestamp()
+    start = int(datetime(2026, 11, 24, 12, 5, tzinfo=UTC).timestamp())
+    assert window_starts(300, datetime.fromtimestamp(just_after, UTC)) == [start - 300, start]
+    assert window_starts(300, datetime.fromtimestamp(later, UTC)) == [start]
