@@ -1,10 +1,12 @@
 """The Spark application: every streaming query of Tally in one driver.
 
-One query, `activity` (activity.py): one Kafka read and one parse per trigger, one stateful
-operator per visitor (stream_jobs/jvm/VisitorActivity.java), and one sink that writes every
-derived table — the minute/hour/day rollups, sessions (open and closed), late events, the
-rate-limit panes — then enforces the rate limits (rate_limits.py) and publishes the watermark
+`activity` (activity.py): one Kafka read and one parse per trigger, one stateful operator per
+visitor (stream_jobs/jvm/VisitorActivity.java), and one sink that writes every derived table —
+the minute/hour/day rollups, sessions (open and closed), late events, the rate-limit panes —
+then enforces the rate limits (rate_limits.py) and publishes the watermark
 (clickhouse_sink.py). `tally replay` rebuilds it all (replay.py).
+`alerts` (alerts.py): its own read of the log and a heartbeat, no state; evaluates the alert
+rules every trigger and publishes alerts to the `alerts` topic. Not replayed.
 
 `python -m stream_jobs.app` (local, `tally up`), or on a cluster
 `spark-submit --jars <.deps/spark/*.jar and .deps/spark-app/*.jar, comma-separated>
