@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -33,7 +34,7 @@ from tally.settings import Settings
 from tally.topics import ensure_topics_sync
 from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.events import page_view
-from tests.fixtures.spark import isolated_settings, produce, read_topic, site_names, wait_until
+from tests.fixtures.spark import isolated_settings, produce, read_topic, site_names, wait_for, wait_until
 from tests.fixtures.webhook import WebhookReceiver, webhook_receiver
 
 pytestmark = pytest.mark.integration
@@ -206,3 +207,75 @@ def test_a_goal_not_seen_for_its_minutes_fires_with_no_traffic_at_all(
     assert request.body["observed"] >= 2  # minutes absent
     # Fired once: every later trigger finds the same absence already recorded.
     assert len(alerts_published(alert_settings)) == 1
+
+
+def counted(settings: Settings, site: str) -> dict[tuple[datetime, str, str], int]:
+    """The alerts query's counts per (minute, name, path) of a site."""
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT bucket, name, path, sum(events) FROM alert_counts_minute WHERE site = {site:String} "
+            "GROUP BY bucket, name, path",
+            parameters={"site": site},
+        )
+        .result_rows
+    )
+    return {(bucket.replace(tzinfo=None), name, path): int(n) for bucket, name, path, n in rows}
+
+
+def test_a_burst_above_k_times_the_trailing_mean_fires_and_a_larger_k_stays_quiet(
+    spark: SparkSession,
+    alert_settings: Settings,
+    receiver: WebhookReceiver,
+    running_queries: list[StreamingQuery],
+) -> None:
+    site = new_site(alert_settings)
+    now = utc_now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    # Two page views in each of the 3 hours before this one: a trailing mean of 2 an hour.
+    history = [
+        page_view(site, f"h{hours}-{i}", hour - timedelta(hours=hours, minutes=-10 * i), path=f"/p{i}")
+        for hours in (1, 2, 3)
+        for i in range(2)
+    ]
+    burst = [page_view(site, f"b{i}", now, path="/launch") for i in range(10)]
+    hook = f"{receiver.url}/burst"
+    fired = new_rule(
+        alert_settings,
+        site=site,
+        kind="pageviews_above",
+        window_minutes=60,
+        factor=3,
+        baseline_windows=3,
+        webhook_url=hook,
+    )
+    new_rule(
+        alert_settings,
+        site=site,
+        kind="pageviews_above",
+        window_minutes=60,
+        factor=10,
+        baseline_windows=3,
+        webhook_url=f"{receiver.url}/never",
+    )
+    running_queries.extend(start_queries(spark, alert_settings, [QUERY_NAME]))
+    produce(alert_settings, history)
+    expected_history = dict(
+        Counter((e.ts.replace(second=0, microsecond=0, tzinfo=None), e.name, e.path) for e in history)
+    )
+    assert wait_for(lambda: counted(alert_settings, site), expected_history) == expected_history
+    produce(alert_settings, burst)
+
+    with running_delivery(alert_settings):
+        [request] = wait_until(lambda: receiver.received("/burst"), len)
+
+    assert request.body["rule_id"] == fired.rule_id
+    assert request.body["threshold"] == 6  # 3 x the mean of 2
+    assert 6 < request.body["observed"] <= 10
+    # The counts the rules read are exactly the events produced, per minute, name and path.
+    expected = dict(
+        Counter((e.ts.replace(second=0, microsecond=0, tzinfo=None), e.name, e.path) for e in history + burst)
+    )
+    assert wait_for(lambda: counted(alert_settings, site), expected) == expected
+    assert [a["rule_id"] for a in alerts_published(alert_settings)] == [fired.rule_id]
+    assert receiver.received("/never") == []
