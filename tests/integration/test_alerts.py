@@ -157,15 +157,26 @@ def test_a_webhook_failing_twice_gets_the_alert_a_third_time_with_the_same_id(
         threshold=2,
         webhook_url=f"{receiver.url}/errors",
     )
+    pages = new_rule(
+        alert_settings,
+        site=site,
+        kind="event_rate_above",
+        page_pattern="/500*",
+        threshold=2,
+        webhook_url=f"{receiver.url}/pages",
+    )
     running_queries.extend(start_queries(spark, alert_settings, [QUERY_NAME]))
     now = utc_now()
     errors = [page_view(site, f"v{i}", now, name="Error", path="/app") for i in range(4)]
-    produce(alert_settings, errors)
+    error_pages = [page_view(site, f"p{i}", now, path=f"/500/{i}") for i in range(3)]
+    produce(alert_settings, errors + error_pages)
 
     with running_delivery(alert_settings):
+        [page_alert] = wait_until(lambda: receiver.received("/pages"), len)
         requests = wait_until(lambda: receiver.received("/errors"), lambda seen: len(seen) >= 3)
         shown = wait_until(
-            lambda: recent_alerts(connect(alert_settings), site), lambda a: a and a[0].status == DELIVERED
+            lambda: recent_alerts(connect(alert_settings), site),
+            lambda found: len(found) == 2 and all(a.status == DELIVERED for a in found),
         )
 
     assert len(requests) == 3
@@ -174,7 +185,13 @@ def test_a_webhook_failing_twice_gets_the_alert_a_third_time_with_the_same_id(
     assert len(ids) == 1
     assert requests[0].body["rule_id"] == rule.rule_id
     assert requests[0].body["window_start"] == now.replace(second=0, microsecond=0).isoformat()
-    assert (shown[0].status, shown[0].attempts) == (DELIVERED, 3)
+    assert {(alert.rule_id, alert.status, alert.attempts) for alert in shown} == {
+        (rule.rule_id, DELIVERED, 3),
+        (pages.rule_id, DELIVERED, 1),
+    }
+    # Page views of a path pattern count as events of that rule (3 > 2 in the minute).
+    assert page_alert.body["rule_id"] == pages.rule_id
+    assert page_alert.body["observed"] == 3
 
 
 def test_a_goal_not_seen_for_its_minutes_fires_with_no_traffic_at_all(
