@@ -29,6 +29,7 @@ COPY storage storage
 COPY stream_jobs stream_jobs
 COPY dashboard dashboard
 COPY loadgen loadgen
+COPY alerts alerts
 RUN pip install --no-cache-dir -c constraints.txt .
 COPY --from=jars /jars /app/.deps
 COPY --from=spark-app /jars/spark-app /app/.deps/spark-app

@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 from rich.console import Console
 
+from bench.alerts import bench_alerts
 from bench.archiver import bench_archiver
 from bench.collector import run_collector_bench
 from bench.open_loop import Sent, post_at_rate
@@ -220,6 +221,7 @@ def section_runners(settings: Settings) -> dict[str, Callable[[int | None], dict
     """What runs each section, given its size (None for a section that takes none)."""
     return {
         "latency": lambda size: bench_latency(settings, events=size),
+        "alerts": lambda size: bench_alerts(settings, rounds=size or 10),
         "dashboard": lambda size: _dashboard_bench(settings, size),
         "collector": lambda _size: _collector_bench(settings),
         "archiver": lambda size: _archiver_bench(settings, size),

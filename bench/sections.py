@@ -21,6 +21,7 @@ class Section:
 # the throughput sections, whose bursts leave the stream jobs events to catch up on.
 SECTIONS: tuple[Section, ...] = (
     Section("latency", "event-to-visible latency", "page views sent at 1,000/s", 30_000),
+    Section("alerts", "alert latency (event accepted -> Kafka alerts -> webhook)", "alerts fired", 10),
     Section("dashboard", "dashboard query latency", "synthetic archive events", 10_000_000),
     Section("collector", "collector vs bare ASGI ceiling", None, None),
     Section("archiver", "archiver throughput", "backlog events archived", 200_000),

@@ -219,7 +219,7 @@ def team_panel() -> html.Section:
 def with_team_panel(page: html.Div) -> html.Div:
     """The page with the Exclusions and Team panels at the end of the Overview (cut for a shared
     view). A team member's page has no rate-limiting panel (the operator's, about every site)
-    and, unless they are admin somewhere, no Share or Exclusions panel: their callbacks would
+    and, unless they are admin somewhere, no Share, Alerts or Exclusions panel: their callbacks would
     only be refused."""
     overview = _find(page, "overview-section")
     if overview is not None:
@@ -227,7 +227,7 @@ def with_team_panel(page: html.Div) -> html.Div:
     user = current_user()
     if user is not None:
         admin = any(user.may(site, "admin") for site in user.roles)
-        settings = set() if admin else {"share-panel", "exclusions-panel"}
+        settings = set() if admin else {"share-panel", "exclusions-panel", "alerts-panel"}
         _drop(page, elements=settings, parents_of={"rate-limits"})
     return page
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import structlog
 from flask import Blueprint, Response, g, jsonify, request
@@ -20,9 +21,9 @@ from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
 from dashboard.store import ClientFactory, StoreUnavailable
-from storage import queries
+from storage import alert_rules, queries
 from storage.queries import EventRow, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
-from storage.sites import site_timezone
+from storage.sites import InvalidDomain, normalise, site_timezone
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -30,6 +31,7 @@ log = structlog.get_logger()
 PREFIX = "/api/v1"
 DEFAULT_BREAKDOWN_LIMIT = 10
 DEFAULT_SESSIONS_LIMIT = 100
+DEFAULT_ALERTS_LIMIT = 100
 
 
 def stats_api(
@@ -179,6 +181,23 @@ def stats_api(
         rows = queries.sessions(clients(), q, limit, source=parameters.source(arguments))
         return jsonify([session_json(row) for row in rows])
 
+    @api.get("/alerts")
+    def alerts() -> Response:
+        """The site's alert rules and its latest alerts with their delivery's status."""
+        arguments = Arguments.parse(request.args.to_dict(flat=False))
+        try:
+            site = normalise(parameters.site(arguments))
+        except InvalidDomain:
+            raise BadParameter("site", "not a site name") from None
+        limit = parameters.limit(arguments, DEFAULT_ALERTS_LIMIT)
+        client = clients()
+        return jsonify(
+            {
+                "rules": [rule_json(rule) for rule in alert_rules.list_rules(client, site)],
+                "alerts": [alert_json(alert) for alert in alert_rules.recent_alerts(client, site, limit)],
+            }
+        )
+
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
@@ -300,6 +319,39 @@ def session_json(row: SessionRow) -> dict[str, object]:
         "device": row.device,
         "browser": row.browser,
         "os": row.os,
+    }
+
+
+def rule_json(rule: alert_rules.AlertRule) -> dict[str, object]:
+    """A rule as the API shows it: its webhook's host only (a URL may carry a secret)."""
+    return {
+        "rule_id": rule.rule_id,
+        "kind": rule.kind,
+        "description": rule.describe(),
+        "window_minutes": rule.window_minutes,
+        "threshold": rule.threshold,
+        "factor": rule.factor,
+        "goal": rule.goal,
+        "event_name": rule.event_name,
+        "page_pattern": rule.page_pattern,
+        "webhook_host": urlsplit(rule.webhook_url).hostname or "",
+        "created_at": iso(rule.created_at),
+    }
+
+
+def alert_json(alert: alert_rules.FiredAlert) -> dict[str, object]:
+    return {
+        "alert_id": alert.alert_id,
+        "rule_id": alert.rule_id,
+        "kind": alert.kind,
+        "window_start": iso(alert.window_start),
+        "observed": alert.observed,
+        "threshold": alert.threshold,
+        "fired_at": iso(alert.fired_at),
+        "summary": alert.summary,
+        "status": alert.status,
+        "attempts": alert.attempts,
+        "last_error": alert.last_error,
     }
 
 

@@ -15,6 +15,7 @@ from flask import Flask, Response
 from waitress import serve
 
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
+from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
 from dashboard.auth import install_login
 from dashboard.exclusions_panel import register_exclusions_panel
@@ -63,6 +64,7 @@ def build_app(
     register_funnel(app, settings, clients)
     before_settings = set(app.callback_map)
     register_share_panel(app, clients)
+    register_alerts_panel(app, clients)
     register_goal_editing(app, clients)
     register_exclusions_panel(app, clients)
     settings_outputs = set(app.callback_map) - before_settings

@@ -105,6 +105,11 @@ PARAMETERS: dict[str, JSON] = {
         "Sessions to return, newest first.",
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 100},
     ),
+    "alerts_limit": _parameter(
+        "limit",
+        "Alerts to return, newest first.",
+        {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 100},
+    ),
     "source": _parameter(
         "source",
         "agg: the Spark-derived tables (default); raw: the raw archive. "
@@ -164,6 +169,55 @@ def _schema(name: str) -> JSON:
 
 
 SCHEMAS: dict[str, JSON] = {
+    "Alerts": {
+        "type": "object",
+        "required": ["rules", "alerts"],
+        "properties": {
+            "rules": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["rule_id", "kind", "description", "webhook_host", "created_at"],
+                    "properties": {
+                        "rule_id": {"type": "string"},
+                        "kind": {
+                            "type": "string",
+                            "enum": ["pageviews_above", "goal_absent", "event_rate_above"],
+                        },
+                        "description": {"type": "string"},
+                        "window_minutes": {"type": "integer"},
+                        "threshold": {"type": "integer"},
+                        "factor": {"type": "number"},
+                        "goal": {"type": "string"},
+                        "event_name": {"type": "string"},
+                        "page_pattern": {"type": "string"},
+                        "webhook_host": {"type": "string", "description": "the webhook URL's host only"},
+                        "created_at": {"type": "string", "format": "date-time"},
+                    },
+                },
+            },
+            "alerts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["alert_id", "rule_id", "kind", "fired_at", "status"],
+                    "properties": {
+                        "alert_id": {"type": "string", "description": "deterministic per rule and window"},
+                        "rule_id": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "window_start": {"type": "string", "format": "date-time"},
+                        "observed": {"type": "number"},
+                        "threshold": {"type": "number"},
+                        "fired_at": {"type": "string", "format": "date-time"},
+                        "summary": {"type": "string"},
+                        "status": {"type": "string", "enum": ["fired", "delivered", "failed", "refused"]},
+                        "attempts": {"type": "integer"},
+                        "last_error": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
     "Aggregate": {
         "type": "object",
         "required": ["pageviews", "visitors", "sessions", "bounce_rate", "avg_session_duration_s"],
@@ -424,6 +478,11 @@ def openapi_document() -> JSON:
                 _ok({"type": "array", "items": _schema("Session")}, "one object per session"),
             ),
             "/api/v2/query": plausible_query_operation(),
+            "/api/v1/alerts": _operation(
+                "The site's alert rules and its latest alerts (newest first) with their delivery's status",
+                ["site", "alerts_limit"],
+                _ok(_schema("Alerts"), "rules and alerts"),
+            ),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",

@@ -19,6 +19,7 @@ from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
 
 from dashboard.accounts import with_team_panel
+from dashboard.alerts_panel import with_alerts_panel
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
@@ -159,7 +160,9 @@ def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.
     def layout() -> html.Div:
         page = full_layout()
         link = shared_link()
-        return with_team_panel(with_share_panel(page)) if link is None else read_only(page, link)
+        if link is not None:
+            return read_only(page, link)
+        return with_team_panel(with_alerts_panel(with_share_panel(page)))
 
     return layout
 

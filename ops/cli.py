@@ -405,6 +405,78 @@ def keys_revoke(key_id: str) -> None:
     click.echo(f"revoked {key.id} ({key.email})")
 
 
+@main.group()
+def alerts() -> None:
+    """A site's alert rules: traffic above a bound, a goal gone quiet, an error rate."""
+
+
+@alerts.command("add")
+@click.argument("site")
+@click.argument("kind", type=click.Choice(["pageviews_above", "goal_absent", "event_rate_above"]))
+@click.option("--webhook", required=True, help="The http(s) URL each alert is POSTed to.")
+@click.option("--minutes", type=int, default=1, show_default=True, help="The window (or absence) in minutes.")
+@click.option("--above", "threshold", type=int, default=0, help="Fire above N events in the window.")
+@click.option("--factor", type=float, default=0.0, help="pageviews_above: fire above k x the trailing mean.")
+@click.option("--baseline", type=int, default=12, show_default=True, help="Windows in the trailing mean.")
+@click.option("--goal", default="", help="goal_absent: the goal's name (see 'tally goals list').")
+@click.option("--event", "event_name", default="", help="event_rate_above: a custom event's name.")
+@click.option("--page", "page_pattern", default="", help='event_rate_above: a path pattern ("/500*").')
+def alerts_add(
+    site: str,
+    kind: str,
+    webhook: str,
+    minutes: int,
+    threshold: int,
+    factor: float,
+    baseline: int,
+    goal: str,
+    event_name: str,
+    page_pattern: str,
+) -> None:
+    """Alert on SITE when KIND's condition holds; each alert is POSTed to --webhook."""
+    from storage import alert_rules
+    from storage.client import connect
+
+    rule = alert_rules.make_rule(  # a typo is reported before the store is asked
+        site=site,
+        kind=kind,
+        webhook_url=webhook,
+        window_minutes=minutes,
+        threshold=threshold,
+        factor=factor,
+        baseline_windows=baseline,
+        goal=goal,
+        event_name=event_name,
+        page_pattern=page_pattern,
+    )
+    added = alert_rules.add_rule(connect(Settings()), rule)
+    console.print(f"added alert rule {added.rule_id} to {added.site}: {added.describe()}", highlight=False)
+
+
+@alerts.command("list")
+@click.argument("site")
+def alerts_list(site: str) -> None:
+    """SITE's alert rules: id, kind, condition, webhook."""
+    from storage import alert_rules
+    from storage.client import connect
+    from storage.sites import normalise
+
+    for rule in alert_rules.list_rules(connect(Settings()), normalise(site)):
+        click.echo("\t".join([rule.rule_id, rule.kind, rule.describe(), rule.webhook_url]))
+
+
+@alerts.command("remove")
+@click.argument("site")
+@click.argument("rule_id", metavar="ID")
+def alerts_remove(site: str, rule_id: str) -> None:
+    """Stop alert rule ID of SITE (alerts it fired stay listed)."""
+    from storage import alert_rules
+    from storage.client import connect
+
+    removed = alert_rules.remove_rule(connect(Settings()), site, rule_id)
+    console.print(f"removed alert rule {removed.rule_id} from {removed.site}", highlight=False)
+
+
 class ShareGroup(TallyGroup):
     """`tally share SITE` creates; `list` and `revoke` are subcommands (a site is never named so:
     it has a dot)."""

@@ -117,6 +117,7 @@ def describe(error: Exception, settings: Settings) -> str | None:
 def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
     from ops.local.supervisor import StackError
+    from storage.alert_rules import InvalidRule
     from storage.calendar import InvalidTimezone
     from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
@@ -129,6 +130,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
         InvalidTimezone,
         InvalidExclusion,
         AccountError,
+        InvalidRule,
         StackError,
     ]
     if "stream_jobs.replay" in sys.modules:

@@ -36,6 +36,11 @@ GOAL_PROPS_MINUTE = "goal_props_minute"
 # goal_events_minute at day resolution, per path and every path together (migration 0026).
 GOAL_EVENTS_DAY = "goal_events_day"
 GOAL_VISITORS_DAY = "goal_visitors_day"
+# Alerts (migration 0032): the rules, the alerts query's own counts, the alerts fired. Not
+# derived tables: a replay neither rebuilds nor fires alerts (stream_jobs/alerts.py).
+ALERT_RULES = "alert_rules"
+ALERT_COUNTS_MINUTE = "alert_counts_minute"
+ALERTS = "alerts"
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (

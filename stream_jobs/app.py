@@ -1,10 +1,12 @@
 """The Spark application: every streaming query of Tally in one driver.
 
-One query, `activity` (activity.py): one Kafka read and one parse per trigger, one stateful
-operator per visitor (stream_jobs/jvm/VisitorActivity.java), and one sink that writes every
-derived table — the minute/hour/day rollups, sessions (open and closed), late events, the
-rate-limit panes — then enforces the rate limits (rate_limits.py) and publishes the watermark
+`activity` (activity.py): one Kafka read and one parse per trigger, one stateful operator per
+visitor (stream_jobs/jvm/VisitorActivity.java), and one sink that writes every derived table —
+the minute/hour/day rollups, sessions (open and closed), late events, the rate-limit panes —
+then enforces the rate limits (rate_limits.py) and publishes the watermark
 (clickhouse_sink.py). `tally replay` rebuilds it all (replay.py).
+`alerts` (alerts.py): its own read of the log and a heartbeat, no state; evaluates the alert
+rules every trigger and publishes alerts to the `alerts` topic. Not replayed.
 
 `python -m stream_jobs.app` (local, `tally up`), or on a cluster
 `spark-submit --jars <.deps/spark/*.jar and .deps/spark-app/*.jar, comma-separated>
@@ -42,7 +44,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from storage.schema import apply_migrations
-from stream_jobs import activity
+from stream_jobs import activity, alerts
 from stream_jobs.context import StreamContext
 from stream_jobs.schema import parse_pageviews
 from stream_jobs.session import build_spark_session
@@ -63,12 +65,17 @@ class Query:
     start: Callable[[DataFrame, StreamContext], StreamingQuery]
     event_fields: tuple[str, ...]  # what it reads of each PageViewEvent
     kafka_columns: tuple[str, ...] = ()  # what it reads of each Kafka record besides the value
+    # Whether `tally replay` runs it: the alerts query is about the present (a replay would
+    # fire past alerts again).
+    replayed: bool = True
 
 
 # Every streaming query of Tally, by name: one module each.
 QUERIES: dict[str, Query] = {
     activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS, activity.KAFKA_COLUMNS),
+    alerts.QUERY_NAME: Query(alerts.start_alerts, alerts.EVENT_FIELDS, replayed=False),
 }
+REPLAYED_QUERIES = tuple(name for name, query in QUERIES.items() if query.replayed)
 
 
 def start_queries(
@@ -107,7 +114,8 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         heartbeat.beat(self.settings, HEARTBEAT)
         progress = event.progress
-        if progress.numInputRows == 0:
+        # The alerts query reads a heartbeat every second; its sink logs the alerts it fires.
+        if progress.numInputRows == 0 or progress.name == alerts.QUERY_NAME:
             return
         log.info(
             "query %s batch %d: %d events in %d ms, watermark %s",

@@ -25,7 +25,8 @@ an event the live run dropped as late may be counted by the replay, whose batche
 The log keeps 7 days (topic retention): derived rows for older event times cannot be rebuilt
 and the swap drops them, so a replay over a log that has expired its beginning needs --force.
 The blocklist topic receives the history again (blocks whose `until` has passed mean nothing;
-the last message per client is the live one).
+the last message per client is the live one). The alerts query is not replayed (it would fire
+past alerts again) and keeps its checkpoint across the swap.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pyspark.sql import SparkSession
 from storage.client import connect
 from storage.tables import DERIVED_TABLES
 from stream_jobs import activity
-from stream_jobs.app import QUERIES, start_queries
+from stream_jobs.app import QUERIES, REPLAYED_QUERIES, start_queries
 from stream_jobs.context import StreamContext
 from tally.settings import Settings
 
@@ -71,7 +72,7 @@ def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
     """Run every query over the whole retained log into `<table>_replay`; wait until done."""
     context = StreamContext.replay(settings)
     prepare(settings, context)
-    queries = start_queries(spark, context, QUERIES)
+    queries = start_queries(spark, context, REPLAYED_QUERIES)
     try:
         for query in queries:
             query.awaitTermination()
@@ -96,6 +97,11 @@ def swap(settings: Settings) -> None:
     for table in DERIVED_TABLES:
         client.command(f"DROP TABLE IF EXISTS {context.table(table)} SYNC")
     live = settings.checkpoints_dir
+    # A query a replay does not run (alerts) keeps its own checkpoint: started afresh, it would
+    # read the whole log again and count its events twice.
+    for name in QUERIES:
+        if name not in REPLAYED_QUERIES and (live / name).exists():
+            (live / name).rename(context.checkpoints_dir / name)
     retired = live.with_name(live.name + "-retired")
     shutil.rmtree(retired, ignore_errors=True)
     if live.exists():

@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     pageviews_topic: str = "pageviews"
     blocklist_topic: str = "blocklist"
     deadletter_topic: str = "deadletter"
+    alerts_topic: str = "alerts"
     pageviews_partitions: int = 3
     # How long the broker waits for a silent archiver (a GC pause, a frozen VM, SIGSTOP)
     # before expiring it from its consumer group; 6 s is the broker's minimum.
@@ -72,6 +73,16 @@ class Settings(BaseSettings):
     # The address executors use to reach the driver (a cluster needs the driver's hostname).
     spark_driver_host: str = "127.0.0.1"
     spark_trigger_s: float = 1.0
+
+    # Alert delivery (alerts/delivery.py): attempts per alert, the first retry's delay
+    # (doubled each time, capped), the timeout of one POST. 6 attempts: ~15 s of retries.
+    alert_delivery_attempts: int = Field(default=6, ge=1, le=20)
+    alert_retry_base_s: float = Field(default=0.5, gt=0)
+    alert_retry_max_s: float = Field(default=30.0, gt=0)
+    alert_webhook_timeout_s: float = Field(default=5.0, gt=0)
+    # Let webhooks reach loopback and private addresses (a receiver on this host or the LAN);
+    # link-local (cloud metadata), multicast and reserved addresses are always refused.
+    alert_webhook_private: bool = False
 
     rate_limit: int = 100
     rate_window_s: int = 3600

@@ -28,6 +28,14 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
             topic_configs={"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"},
         ),
         NewTopic(settings.deadletter_topic, num_partitions=1, replication_factor=1),
+        # Alerts fired by the alerts query, keyed by rule; the delivery process consumes them.
+        # One partition: a handful a minute at most, delivered in the order fired.
+        NewTopic(
+            settings.alerts_topic,
+            num_partitions=1,
+            replication_factor=1,
+            topic_configs={"retention.ms": str(7 * 24 * 3600 * 1000)},
+        ),
     ]
 
 

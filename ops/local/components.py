@@ -95,6 +95,13 @@ def components(settings: Settings) -> list[Component]:
             stop_grace_s=30,
         ),
         Component(
+            "alerts",
+            _python_module("alerts.delivery"),
+            priority=20,
+            port=None,
+            healthy=lambda: heartbeat.is_fresh(settings, "alerts"),
+        ),
+        Component(
             "collector",
             _python_module("collector.app"),
             priority=30,

@@ -1,6 +1,6 @@
 """The layout's dependency rule (docs/architecture.md, "Dependency rule"), checked on every import.
 
-Components (collector, storage, stream_jobs, dashboard, loadgen) import the foundation (`tally`)
+Components (collector, storage, stream_jobs, dashboard, loadgen, alerts) import the foundation (`tally`)
 and storage's public modules, never each other otherwise and never the operator package; only
 the operator package (`ops`: the CLI, the local stack, the local ClickHouse endpoint) and the
 benchmarks (`bench`) may import everything. The foundation imports nothing of Tally's but itself.
@@ -15,7 +15,7 @@ import pytest
 
 from tally.settings import PROJECT_ROOT
 
-COMPONENTS = frozenset({"collector", "storage", "stream_jobs", "dashboard", "loadgen"})
+COMPONENTS = frozenset({"collector", "storage", "stream_jobs", "dashboard", "loadgen", "alerts"})
 FOUNDATION = "tally"
 OPERATOR = "ops"
 BENCHMARKS = "bench"

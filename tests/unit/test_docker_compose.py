@@ -17,7 +17,7 @@ from tally.settings import PROJECT_ROOT, Settings
 
 COMPOSE = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-TALLY_SERVICES = ["init", "collector", "archiver", "stream-jobs", "dashboard"]
+TALLY_SERVICES = ["init", "collector", "archiver", "alert-delivery", "stream-jobs", "dashboard"]
 SETTING_NAMES = {f"TALLY_{name.upper()}" for name in Settings.model_fields}
 CADDYFILE = (PROJECT_ROOT / "deploy/Caddyfile").read_text()
 PUBLIC_SERVICES = [("collector", Settings().collector_port), ("dashboard", Settings().dashboard_port)]

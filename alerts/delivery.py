@@ -1,0 +1,180 @@
+"""Alert delivery: the Kafka topic `alerts` → each alert POSTed to its rule's webhook.
+
+At-least-once: an alert's offset is committed only after its delivery ended — delivered
+(a 2xx answer) or given up after TALLY_ALERT_DELIVERY_ATTEMPTS tries — and that outcome is
+recorded in ClickHouse `alerts` (stage 1: delivered, failed or refused, with the attempts and
+the last error), where the dashboard and `GET /api/v1/alerts` show it. A crash before the
+commit delivers the alert again, with the same id: the body's `alert_id` and the
+`Idempotency-Key` header let the receiver drop the copy.
+
+Retries: exponential backoff from TALLY_ALERT_RETRY_BASE_S, doubled per attempt, capped at
+TALLY_ALERT_RETRY_MAX_S; a timeout per POST (TALLY_ALERT_WEBHOOK_TIMEOUT_S). Redirects are
+never followed (a 3xx is a failed attempt): a webhook cannot bounce the request elsewhere.
+Before each POST the host is resolved and the request refused (no retry) if any address is
+link-local, multicast, unspecified or reserved, or loopback/private without
+TALLY_ALERT_WEBHOOK_PRIVATE (storage/alert_rules.py states the policy). The check and the
+connection resolve the name separately, so a DNS answer that changes in between (rebinding)
+is not caught: point webhooks at names you control.
+
+One alert at a time, in the topic's order: alerts are rare (once per rule and window), and a
+failing webhook delays the others by at most its retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import signal
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from clickhouse_connect.driver.client import Client
+
+from storage.alert_rules import DELIVERED, FAILED, REFUSED, record_outcome
+from storage.client import connect
+from storage.schema import apply_migrations
+from tally import heartbeat, structured_logging
+from tally.settings import Settings
+
+log = structlog.get_logger()
+
+GROUP_ID = "tally-alerts"
+# The component name `tally status` checks (ops/local/components.py).
+HEARTBEAT = "alerts"
+POLL_TIMEOUT_MS = 1000
+USER_AGENT = "Tally-Alerts/1"
+
+
+class RefusedDestination(ValueError):
+    """A webhook whose host resolves to an address alerts may not be sent to."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # delivered, failed, refused
+    attempts: int
+    last_error: str = ""
+
+
+def check_destination(url: str, allow_private: bool) -> None:
+    """Refuse hosts that resolve to addresses a webhook must not reach (the SSRF policy)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as error:
+        raise RefusedDestination(f"cannot resolve {parts.hostname}: {error.strerror}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if address.is_link_local or address.is_multicast or address.is_unspecified or address.is_reserved:
+            raise RefusedDestination(f"{parts.hostname} resolves to {address}, never a webhook")
+        if (address.is_loopback or address.is_private) and not allow_private:
+            raise RefusedDestination(
+                f"{parts.hostname} resolves to {address}, private (set TALLY_ALERT_WEBHOOK_PRIVATE to allow)"
+            )
+
+
+def backoff_s(settings: Settings, attempt: int) -> float:
+    """The delay after failed attempt `attempt` (1-based): base * 2^(attempt-1), capped."""
+    return min(settings.alert_retry_max_s, settings.alert_retry_base_s * 2 ** (attempt - 1))
+
+
+def webhook_body(alert: dict[str, object]) -> dict[str, object]:
+    """What the receiver gets: the alert without its webhook URL (which may hold a secret)."""
+    return {key: value for key, value in alert.items() if key != "webhook_url"}
+
+
+async def deliver(http: httpx.AsyncClient, settings: Settings, alert: dict[str, object]) -> Outcome:
+    """POST the alert until a 2xx answer or the attempts run out."""
+    url = str(alert["webhook_url"])
+    try:
+        await asyncio.to_thread(check_destination, url, settings.alert_webhook_private)
+    except RefusedDestination as refused:
+        return Outcome(REFUSED, 0, str(refused))
+    headers = {"Idempotency-Key": str(alert["alert_id"]), "User-Agent": USER_AGENT}
+    last_error = ""
+    for attempt in range(1, settings.alert_delivery_attempts + 1):
+        try:
+            response = await http.post(url, json=webhook_body(alert), headers=headers)
+            if 200 <= response.status_code < 300:
+                return Outcome(DELIVERED, attempt)
+            last_error = f"HTTP {response.status_code}"
+        except httpx.HTTPError as error:
+            last_error = f"{type(error).__name__}: {error}"[:300]
+        log.warning("alert_delivery_retry", alert_id=alert["alert_id"], attempt=attempt, error=last_error)
+        if attempt < settings.alert_delivery_attempts:
+            await asyncio.sleep(backoff_s(settings, attempt))
+    return Outcome(FAILED, settings.alert_delivery_attempts, last_error)
+
+
+class Delivery:
+    """The consumer loop: one alert at a time, committed after its outcome is recorded."""
+
+    def __init__(self, settings: Settings, client: Client) -> None:
+        self.settings = settings
+        self.client = client
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self.settings.alerts_topic,
+            bootstrap_servers=self.settings.kafka_bootstrap,
+            group_id=GROUP_ID,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        timeout = httpx.Timeout(self.settings.alert_webhook_timeout_s)
+        try:
+            async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as http:
+                while not self._stopping.is_set():
+                    heartbeat.beat(self.settings, HEARTBEAT)
+                    batches = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=10)
+                    for partition, records in batches.items():
+                        for record in records:
+                            await self.handle(http, record)
+                            # This record only (the position is past the whole fetch).
+                            await consumer.commit({partition: record.offset + 1})
+        finally:
+            await consumer.stop()
+
+    async def handle(self, http: httpx.AsyncClient, record: ConsumerRecord) -> None:
+        try:
+            alert = json.loads(record.value)
+        except (TypeError, ValueError):
+            log.error("alert_unreadable", offset=record.offset)
+            return
+        outcome = await deliver(http, self.settings, alert)
+        log.info(
+            "alert_delivery", alert_id=alert["alert_id"], status=outcome.status, attempts=outcome.attempts
+        )
+        await asyncio.to_thread(
+            record_outcome, self.client, alert, outcome.status, outcome.attempts, outcome.last_error
+        )
+
+
+async def run_delivery(settings: Settings) -> None:
+    delivery = Delivery(settings, connect(settings))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, delivery.stop)
+    await delivery.run()
+
+
+def main() -> None:
+    structured_logging.configure()
+    settings = Settings()
+    apply_migrations(settings)
+    asyncio.run(run_delivery(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The signed-in operator's Alerts panel: the site's latest alerts (rule, time, status), its
+alert rules with a Remove button each, and a form to add one — what `tally alerts` does, in
+the browser. Like the Share panel it is the operator's only: added to the operator's page
+(dashboard/sharing.py), and its callbacks are not the Overview's, so a shared session is
+refused them by the sharing guard.
+"""
+
+from __future__ import annotations
+
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+
+from dashboard.components import notice, panel
+from dashboard.store import ClientFactory
+from storage import alert_rules
+from storage.sites import InvalidDomain
+
+REMOVE = "alert-rule-remove"
+REFRESH_MS = 5000
+KIND_LABELS = {
+    "pageviews_above": "Page views above",
+    "goal_absent": "Goal not seen for",
+    "event_rate_above": "Event or page rate above (per minute)",
+}
+
+
+def alerts_panel() -> html.Section:
+    return panel(
+        "Alerts",
+        [
+            html.P(
+                "Alerts fire within seconds of the event that triggers them and are POSTed to the "
+                "rule's webhook (retried, with the alert's id for deduplication).",
+                className="hint",
+            ),
+            html.Div(id="alerts-recent"),
+            html.H3("Rules"),
+            html.Div(id="alert-rules"),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id="alert-kind",
+                        options=[{"label": label, "value": kind} for kind, label in KIND_LABELS.items()],
+                        value="pageviews_above",
+                        clearable=False,
+                    ),
+                    dcc.Input(id="alert-minutes", type="number", min=1, value=5, placeholder="Minutes"),
+                    dcc.Input(id="alert-threshold", type="number", min=0, placeholder="Above N"),
+                    dcc.Input(id="alert-factor", type="number", min=0, placeholder="or k x the mean"),
+                    dcc.Input(id="alert-goal", placeholder="Goal (goal not seen)"),
+                    dcc.Input(id="alert-event", placeholder="Event name"),
+                    dcc.Input(id="alert-page", placeholder="or page pattern (/500*)"),
+                    dcc.Input(id="alert-webhook", placeholder="Webhook URL (https://…)", maxLength=2000),
+                    html.Button("Add rule", id="alert-add", className="button-primary", n_clicks=0),
+                ],
+                className="share-form alert-form",
+            ),
+            html.Div(id="alert-status"),
+            dcc.Interval(id="alerts-refresh", interval=REFRESH_MS),
+        ],
+        id="alerts-panel",
+    )
+
+
+def with_alerts_panel(page: html.Div) -> html.Div:
+    """The operator's page with the Alerts panel at the end of the Overview."""
+    overview = _find(page, "overview-section")
+    if overview is not None:
+        children = overview.children
+        overview.children = [
+            *(children if isinstance(children, list | tuple) else [children]),
+            alerts_panel(),
+        ]
+    return page
+
+
+def _find(component: object, component_id: str) -> object | None:
+    if getattr(component, "id", None) == component_id:
+        return component
+    children = getattr(component, "children", None)
+    if not isinstance(children, list | tuple):
+        children = [] if children is None or isinstance(children, str) else [children]
+    for child in children:
+        if (found := _find(child, component_id)) is not None:
+            return found
+    return None
+
+
+def register_alerts_panel(app: Dash, clients: ClientFactory) -> None:
+    @app.callback(
+        Output("alert-status", "children"),
+        Output("alert-webhook", "value"),
+        Input("alert-add", "n_clicks"),
+        State("site", "value"),
+        State("alert-kind", "value"),
+        State("alert-minutes", "value"),
+        State("alert-threshold", "value"),
+        State("alert-factor", "value"),
+        State("alert-goal", "value"),
+        State("alert-event", "value"),
+        State("alert-page", "value"),
+        State("alert-webhook", "value"),
+        prevent_initial_call=True,
+    )
+    def add(_: int, site: str | None, kind: str | None, *values: object) -> tuple:
+        if not site:
+            return notice("Pick a site first.", "warning"), no_update
+        minutes, threshold, factor, goal, event, page, webhook = values
+        try:
+            rule = alert_rules.make_rule(
+                site=site,
+                kind=kind or "",
+                window_minutes=minutes or 1,
+                threshold=threshold or 0,
+                factor=factor or 0.0,
+                goal=goal or "",
+                event_name=event or "",
+                page_pattern=page or "",
+                webhook_url=webhook or "",
+            )
+            added = alert_rules.add_rule(clients(), rule)
+        except alert_rules.InvalidRule as refused:
+            return notice(str(refused), "warning"), no_update
+        return notice(f"Added the rule {added.rule_id}: {added.describe()}."), ""
+
+    @app.callback(
+        Output("alert-rules", "children"),
+        Input("site", "value"),
+        Input("alert-status", "children"),
+        Input({"type": REMOVE, "id": ALL}, "n_clicks"),
+    )
+    def rules(site: str | None, _: object, removes: list[int | None]) -> object:
+        if not site:
+            return None
+        triggered = ctx.triggered_id
+        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
+        clicked = bool(ctx.triggered and ctx.triggered[0].get("value"))
+        if isinstance(triggered, dict) and triggered.get("type") == REMOVE and clicked:
+            try:
+                alert_rules.remove_rule(clients(), site, str(triggered["id"]))
+            except alert_rules.InvalidRule as refused:
+                return notice(str(refused), "warning")
+        try:
+            found = alert_rules.list_rules(clients(), site)
+        except InvalidDomain as refused:
+            return notice(str(refused), "warning")
+        if not found:
+            return html.P("No alert rules yet.", className="hint")
+        return html.Ul([_rule_row(rule) for rule in found], className="share-links alert-rules")
+
+    @app.callback(
+        Output("alerts-recent", "children"),
+        Input("site", "value"),
+        Input("alerts-refresh", "n_intervals"),
+    )
+    def recent(site: str | None, _: int | None) -> object:
+        if not site:
+            return None
+        try:
+            found = alert_rules.recent_alerts(clients(), site, limit=20)
+        except InvalidDomain as refused:
+            return notice(str(refused), "warning")
+        if not found:
+            return html.P("No alerts yet.", className="hint")
+        header = html.Tr([html.Th(name) for name in ("Fired (UTC)", "Rule", "What", "Status")])
+        rows = [
+            html.Tr(
+                [
+                    html.Td(f"{alert.fired_at:%Y-%m-%d %H:%M:%S}"),
+                    html.Td(alert.rule_id),
+                    html.Td(alert.summary),
+                    html.Td(_status(alert), className=f"alert-status-{alert.status}"),
+                ]
+            )
+            for alert in found
+        ]
+        return html.Table([html.Thead(header), html.Tbody(rows)], className="alerts-table", id="alerts-table")
+
+
+def _status(alert: alert_rules.FiredAlert) -> str:
+    if alert.status == alert_rules.FIRED:
+        return "fired, delivering"
+    attempts = (
+        f" after {alert.attempts} attempt{'s' if alert.attempts != 1 else ''}" if alert.attempts else ""
+    )
+    error = f" ({alert.last_error})" if alert.last_error and alert.status != alert_rules.DELIVERED else ""
+    return f"{alert.status}{attempts}{error}"
+
+
+def _rule_row(rule: alert_rules.AlertRule) -> html.Li:
+    return html.Li(
+        [
+            html.Strong(rule.describe()),
+            f" · {rule.rule_id} · {KIND_LABELS.get(rule.kind, rule.kind)}",
+            " ",
+            html.Button("Remove", id={"type": REMOVE, "id": rule.rule_id}, className="button-quiet"),
+        ],
+        className="share-link alert-rule",
+    )

@@ -1,0 +1,279 @@
+"""Alert rules: what a site owner wants to hear about within seconds (migration 0032).
+
+Three kinds, each evaluated by the alerts query (stream_jobs/alerts.py) on every trigger:
+* `pageviews_above`: page views in the current window of `window_minutes` (windows aligned
+  on the epoch: :00, :05, … for 5 minutes) above `threshold`, or above `factor` x the mean of
+  the `baseline_windows` windows before it (no alert while that mean is 0: no history yet);
+* `goal_absent`: the site's goal `goal` (storage/goals.py) not seen for `window_minutes`
+  (counted from the rule's creation if it never was);
+* `event_rate_above`: custom events named `event_name`, or page views whose path matches
+  `page_pattern` (storage/page_patterns.py), above `threshold` in a minute.
+Each rule has a webhook (http or https) that the delivery process (alerts/delivery.py) POSTs
+each alert to.
+
+Webhook URLs and SSRF: a rule's URL makes Tally's server send requests, so only an operator
+(the CLI, the signed-in dashboard; never a shared link) can set one, only http(s) URLs without
+credentials are accepted here, and the delivery process refuses at send time any destination
+that resolves to a link-local, multicast, unspecified or reserved address (cloud metadata
+services live at 169.254.169.254), and to loopback or private addresses unless
+TALLY_ALERT_WEBHOOK_PRIVATE is set (a webhook receiver on the same host or LAN); it never
+follows a redirect.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+from urllib.parse import urlsplit
+
+from clickhouse_connect.driver.client import Client
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from storage.goals import InvalidGoal, find_goal
+from storage.page_patterns import BadPattern, validate_pattern
+from storage.sites import list_sites, normalise
+
+RuleKind = Literal["pageviews_above", "goal_absent", "event_rate_above"]
+RULE_KINDS: tuple[str, ...] = ("pageviews_above", "goal_absent", "event_rate_above")
+MAX_WINDOW_MINUTES = 24 * 60
+MAX_BASELINE_WINDOWS = 48
+DEFAULT_BASELINE_WINDOWS = 12
+MAX_URL_LENGTH = 2000
+# The alerts table's statuses: fired by the stream, then the delivery's outcome.
+FIRED, DELIVERED, FAILED, REFUSED = "fired", "delivered", "failed", "refused"
+
+
+class InvalidRule(ValueError):
+    """A rule Tally cannot add or remove; the message names what is wrong."""
+
+
+class AlertRule(BaseModel):
+    """One rule, validated: the kind decides which fields it needs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    site: str
+    kind: RuleKind
+    window_minutes: int = Field(default=1, ge=1, le=MAX_WINDOW_MINUTES)
+    threshold: int = Field(default=0, ge=0)
+    factor: float = Field(default=0.0, ge=0.0, le=1000.0)
+    baseline_windows: int = Field(default=DEFAULT_BASELINE_WINDOWS, ge=1, le=MAX_BASELINE_WINDOWS)
+    goal: str = ""
+    event_name: str = ""
+    page_pattern: str = ""
+    webhook_url: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @field_validator("site")
+    @classmethod
+    def _site(cls, site: str) -> str:
+        return normalise(site)
+
+    @field_validator("created_at")
+    @classmethod
+    def _created(cls, moment: datetime) -> datetime:
+        # As the store keeps it (DateTime64(3)): the rule's absence windows start here.
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook(cls, url: str) -> str:
+        return validate_webhook_url(url)
+
+    @field_validator("page_pattern")
+    @classmethod
+    def _pattern(cls, pattern: str) -> str:
+        try:
+            return validate_pattern(pattern) if pattern.strip() else ""
+        except BadPattern as error:
+            raise ValueError(f"page pattern {pattern!r}: {error}") from None
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> AlertRule:
+        if self.kind == "pageviews_above" and (self.threshold > 0) == (self.factor > 0):
+            raise ValueError("pageviews_above takes a threshold N or a factor k, one of them")
+        if self.kind == "event_rate_above":
+            if bool(self.event_name.strip()) == bool(self.page_pattern):
+                raise ValueError("event_rate_above takes an event name or a page pattern, one of them")
+            if self.threshold < 1 or self.window_minutes != 1:
+                raise ValueError("event_rate_above takes a threshold N ≥ 1 per minute")
+        if self.kind == "goal_absent" and not self.goal.strip():
+            raise ValueError("goal_absent takes the name of one of the site's goals")
+        return self
+
+    def describe(self) -> str:
+        """The rule in a few words, as `tally alerts list` and the dashboard show it."""
+        if self.kind == "goal_absent":
+            return f"goal {self.goal!r} not seen for {self.window_minutes} min"
+        if self.kind == "event_rate_above":
+            what = f"event {self.event_name!r}" if self.event_name else f"page views of {self.page_pattern}"
+            return f"{what} above {self.threshold} per minute"
+        bound = (
+            f"{self.threshold}"
+            if self.threshold
+            else f"{self.factor:g} x the mean of {self.baseline_windows}"
+        )
+        return f"page views in {self.window_minutes} min above {bound}"
+
+
+def validate_webhook_url(url: str) -> str:
+    """The URL, stripped, if it is an http(s) URL with a host and no credentials."""
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("a webhook URL starts with http:// or https://")
+    if not parts.hostname:
+        raise ValueError("a webhook URL names a host")
+    if parts.username or parts.password:
+        raise ValueError("a webhook URL carries no credentials (put a secret in its path or query)")
+    if len(url) > MAX_URL_LENGTH or not url.isprintable() or " " in url:
+        raise ValueError(f"a webhook URL has at most {MAX_URL_LENGTH} printable characters, no spaces")
+    return url
+
+
+def make_rule(**fields: object) -> AlertRule:
+    """A validated rule (no store needed), or InvalidRule naming the field at fault."""
+    try:
+        return AlertRule(**fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InvalidRule(f"{field}: {message}" if field else message) from None
+    except ValueError as error:  # the site's domain (storage.sites.InvalidDomain)
+        raise InvalidRule(str(error)) from None
+
+
+_COLUMNS = (
+    "rule_id",
+    "site",
+    "kind",
+    "window_minutes",
+    "threshold",
+    "factor",
+    "baseline_windows",
+    "goal",
+    "event_name",
+    "page_pattern",
+    "webhook_url",
+    "created_at",
+)
+
+
+def add_rule(client: Client, rule: AlertRule) -> AlertRule:
+    if rule.site not in list_sites(client):
+        raise InvalidRule(f"{rule.site} is not registered (see 'tally sites list')")
+    if rule.kind == "goal_absent":
+        try:
+            find_goal(client, rule.site, rule.goal)
+        except InvalidGoal:
+            raise InvalidRule(
+                f"{rule.site} has no goal {rule.goal!r} (see 'tally goals list {rule.site}')"
+            ) from None
+    _write(client, rule, removed=0)
+    return rule
+
+
+def remove_rule(client: Client, site: str, rule_id: str) -> AlertRule:
+    site = normalise(site)
+    for rule in list_rules(client, site):
+        if rule.rule_id == rule_id.strip():
+            _write(client, rule, removed=1)
+            return rule
+    raise InvalidRule(f"{site} has no alert rule {rule_id.strip()!r} (see 'tally alerts list {site}')")
+
+
+def list_rules(client: Client, site: str | None = None) -> list[AlertRule]:
+    """The rules in force (of one site, or all), oldest first."""
+    where = "WHERE site = {site:String}" if site is not None else ""
+    latest = ", ".join(f"argMax({column}, changed_at)" for column in _COLUMNS[1:])
+    rows = client.query(
+        f"SELECT rule_id, {latest} FROM alert_rules {where} GROUP BY rule_id "
+        "HAVING argMax(removed, changed_at) = 0 ORDER BY 12, rule_id",
+        parameters={"site": site} if site is not None else None,
+    ).result_rows
+    return [AlertRule.model_construct(**dict(zip(_COLUMNS, _utc_row(row), strict=True))) for row in rows]
+
+
+def _utc_row(row: tuple) -> list:
+    return [
+        value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+        for value in row
+    ]
+
+
+def _write(client: Client, rule: AlertRule, removed: int) -> None:
+    values = [getattr(rule, column) for column in _COLUMNS]
+    client.insert("alert_rules", [[*values, removed]], column_names=[*_COLUMNS, "removed"])
+
+
+# --- the alerts fired -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FiredAlert:
+    alert_id: str
+    rule_id: str
+    site: str
+    kind: str
+    window_start: datetime
+    observed: float
+    threshold: float
+    fired_at: datetime
+    summary: str
+    status: str
+    attempts: int
+    last_error: str
+
+
+ALERT_COLUMNS = (
+    "alert_id",
+    "rule_id",
+    "site",
+    "kind",
+    "window_start",
+    "observed",
+    "threshold",
+    "fired_at",
+    "summary",
+    "status",
+    "attempts",
+    "last_error",
+)
+MAX_ALERTS_LISTED = 1000
+
+
+def recent_alerts(client: Client, site: str, limit: int = 100) -> list[FiredAlert]:
+    """The site's latest alerts, newest first, each with its delivery's status."""
+    rows = client.query(
+        f"SELECT {', '.join(ALERT_COLUMNS)} FROM alerts FINAL WHERE site = {{site:String}} "
+        "ORDER BY fired_at DESC, alert_id LIMIT {limit:UInt32}",
+        parameters={"site": normalise(site), "limit": min(limit, MAX_ALERTS_LISTED)},
+    ).result_rows
+    return [FiredAlert(*_utc_row(row)) for row in rows]
+
+
+def record_outcome(
+    client: Client, alert: dict[str, object], status: str, attempts: int, last_error: str = ""
+) -> None:
+    """Record a delivery's outcome (stage 1) for the alert as published on the topic."""
+    row = [
+        alert["alert_id"],
+        alert["rule_id"],
+        alert["site"],
+        alert["kind"],
+        datetime.fromisoformat(str(alert["window_start"])),
+        float(alert["observed"]),  # type: ignore[arg-type]
+        float(alert["threshold"]),  # type: ignore[arg-type]
+        datetime.fromisoformat(str(alert["fired_at"])),
+        alert["summary"],
+        status,
+        attempts,
+        last_error[:500],
+        1,
+    ]
+    client.insert("alerts", [row], column_names=[*ALERT_COLUMNS, "stage"])

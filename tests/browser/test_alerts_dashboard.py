@@ -1,0 +1,95 @@
+"""The Alerts panel in a real browser (Debian's Chromium) against the real dashboard server and
+the real ClickHouse engine: the operator adds a rule in the form (a bad webhook is refused with
+the field named), sees it listed as the stats API lists it, sees the site's alerts with their
+delivery's status, and removes the rule. A shared link's page has no Alerts panel.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from playwright.async_api import Page, expect
+
+from storage import shared_links
+from storage.alert_rules import record_outcome
+from storage.client import connect
+from storage.sites import add_site
+from tally.settings import PROJECT_ROOT, Settings
+from tests.browser.test_dashboard import api, archive, pick_site, sign_in, traffic
+from tests.fixtures.dashboard_server import DashboardServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
+
+SITE = "alerts-panel.example.com"
+HOOK = "https://hooks.example.com/tally"
+SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -> DashboardServer:
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    archive(dashboard_settings, traffic(SITE, now, visitors=20, seed=11))
+    add_site(connect(dashboard_settings), SITE)
+    return dashboard_server
+
+
+async def add_rule_in_form(page: Page, threshold: str, webhook: str) -> None:
+    await page.fill("#alert-minutes", "5")
+    await page.fill("#alert-threshold", threshold)
+    await page.fill("#alert-webhook", webhook)
+    await page.click("#alert-add")
+
+
+async def test_operator_adds_sees_and_removes_alert_rules_and_reads_alerts(
+    page: Page, dashboard: DashboardServer, dashboard_settings: Settings
+) -> None:
+    await sign_in(page, dashboard)
+    await pick_site(page, SITE)
+    await page.locator("#alerts-panel").scroll_into_view_if_needed()
+    await expect(page.locator("#alert-rules")).to_have_text("No alert rules yet.")
+
+    await add_rule_in_form(page, "100", "ftp://hooks.example.com/x")
+    await expect(page.locator("#alert-status")).to_contain_text("webhook_url: a webhook URL starts with http")
+
+    await add_rule_in_form(page, "100", HOOK)
+    await expect(page.locator("#alert-status")).to_contain_text("page views in 5 min above 100")
+    [rule] = api(dashboard, "/alerts", site=SITE)["rules"]
+    assert rule["description"] == "page views in 5 min above 100"
+    await expect(page.locator(".alert-rule")).to_have_count(1)
+    await expect(page.locator(".alert-rule")).to_contain_text(rule["rule_id"])
+
+    # An alert of that rule, as the delivery process records it once delivered.
+    fired_at = datetime.now(UTC).replace(microsecond=0)
+    alert = {
+        "alert_id": "browser-alert-1",
+        "rule_id": rule["rule_id"],
+        "site": SITE,
+        "kind": "pageviews_above",
+        "window_start": fired_at.replace(minute=fired_at.minute // 5 * 5, second=0).isoformat(),
+        "observed": 150,
+        "threshold": 100,
+        "fired_at": fired_at.isoformat(),
+        "summary": "page views in 5 min above 100: 150",
+    }
+    record_outcome(connect(dashboard_settings), alert, "delivered", 2)
+    table = page.locator("#alerts-table")
+    await expect(table).to_contain_text("page views in 5 min above 100: 150")  # the panel refreshes
+    await expect(table).to_contain_text("delivered after 2 attempts")
+    await expect(table).to_contain_text(f"{fired_at:%Y-%m-%d %H:%M:%S}")
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / "alerts-panel-desktop.png"), full_page=True)
+
+    await page.locator(".alert-rule button").click()
+    await expect(page.locator("#alert-rules")).to_have_text("No alert rules yet.")
+    assert api(dashboard, "/alerts", site=SITE)["rules"] == []
+
+
+async def test_a_shared_view_has_no_alerts_panel(
+    page: Page, dashboard: DashboardServer, dashboard_settings: Settings
+) -> None:
+    created = shared_links.create_link(connect(dashboard_settings), SITE, "", None)
+    await page.goto(dashboard.url + created.path())
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    await expect(page.locator("#alerts-panel")).to_have_count(0)
