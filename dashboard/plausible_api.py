@@ -17,6 +17,7 @@ import structlog
 from flask import Blueprint, Response, jsonify, request
 
 from dashboard.api import bearer_matches, error
+from dashboard.plausible_imports import with_imports
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.store import ClientFactory, StoreUnavailable
@@ -65,7 +66,8 @@ def plausible_api(
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
         planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
         report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]
-        return jsonify(answer(planned, report))
+        report, imports_meta = with_imports(client, planned, report, source, settings.session_gap_s)  # type: ignore[arg-type]
+        return jsonify(answer(planned, report, imports_meta))
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])
     def not_found(unknown: str) -> Response:
@@ -108,12 +110,10 @@ def unauthorized(message: str) -> Response:
     return response
 
 
-def answer(query: PlausibleQuery, report: Report) -> dict[str, object]:
+def answer(query: PlausibleQuery, report: Report, imports_meta: dict[str, object]) -> dict[str, object]:
     body = query.body
     page = report.rows[body.pagination.offset : body.pagination.offset + body.pagination.limit]
-    meta: dict[str, object] = {"source": report.source}
-    if body.include.imports:
-        meta |= {"imports_included": False, "imports_skip_reason": "no_imported_data"}
+    meta: dict[str, object] = {"source": report.source, **imports_meta}
     if body.include.time_labels:
         meta["time_labels"] = report.time_labels
     if body.include.total_rows:

@@ -279,6 +279,33 @@ def read_new_password() -> str:
     return password
 
 
+@main.command("import")
+@click.argument("site")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--from", "origin", required=True, type=click.Choice(["plausible", "ga4"]), help="Whose export FILE is."
+)
+def import_history(site: str, file: Path, origin: str) -> None:
+    """Import SITE's history from FILE: Plausible's CSV export (the zip or its CSVs) or a GA4
+    CSV export, as daily aggregates; the same file twice changes nothing."""
+    from storage import imports
+    from storage.client import connect
+    from storage.sites import normalise
+
+    site = normalise(site)  # a typo is reported before the file is read
+    files = imports.read_files(file, origin)  # type: ignore[arg-type]
+    result = imports.import_files(connect(Settings()), site, files, origin)  # type: ignore[arg-type]
+    if result.already:
+        click.echo(f"already imported into {site}, unchanged: {', '.join(result.already)}")
+    if result.imported:
+        first, last = result.days or ("-", "-")
+        rows = sum(len(f.rows) for f in result.imported)
+        click.echo(
+            f"imported {len(result.imported)} file(s) into {site}: {first} to {last}, {rows} daily rows "
+            "(shown where reports include imports: API include.imports, the dashboard's marker)"
+        )
+
+
 @main.command()
 @click.argument("sql")
 @click.option("--format", "output_format", type=click.Choice(["table", "csv", "json"]), default="table")

@@ -118,9 +118,10 @@ def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
     from ops.local.supervisor import StackError
     from storage.goals import InvalidGoal
+    from storage.imports import InvalidImport
     from storage.sites import InvalidDomain
 
-    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, StackError]
+    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, InvalidImport, StackError]
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
     return tuple(failures)
