@@ -3,7 +3,8 @@
 Written by hand, with the vocabularies (dimensions, intervals, sources, limits) taken from
 the code that enforces them, so the document cannot drift from what the endpoints accept;
 tests/integration/test_stats_api.py calls every GET path listed here,
-tests/integration/test_plausible_api.py the v2 query; schemathesis fuzzes them all.
+tests/integration/test_plausible_api.py the v2 query (test_imports.py with include.imports);
+schemathesis fuzzes them all.
 """
 
 from __future__ import annotations
@@ -445,7 +446,10 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "imports": {"type": "boolean"},
+                    "imports": {
+                        "type": "boolean",
+                        "description": "add the history `tally import` stored (whole days, no filters)",
+                    },
                     "time_labels": {"type": "boolean"},
                     "total_rows": {"type": "boolean"},
                 },
@@ -472,7 +476,12 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                     "properties": {"metrics": {"type": "array"}, "dimensions": {"type": "array"}},
                 },
             },
-            "meta": {"type": "object", "description": "source (agg or raw), total_rows, time_labels…"},
+            "meta": {
+                "type": "object",
+                "description": (
+                    "source (agg or raw), total_rows, time_labels, imports_included, imports_skip_reason…"
+                ),
+            },
             "query": {"type": "object", "description": "the query as answered"},
         },
     },
