@@ -19,6 +19,7 @@ from dashboard.auth import install_login
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.goals_panel import register_goal_editing
+from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
@@ -56,6 +57,7 @@ def build_app(
     app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
     before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
+    register_imports_panel(app, clients)
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
