@@ -16,6 +16,7 @@ from waitress import serve
 
 from dashboard.api import stats_api
 from dashboard.auth import install_login
+from dashboard.email_reports import start_sender
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.goals_panel import register_goal_editing
@@ -81,6 +82,7 @@ def main() -> None:
     structured_logging.configure()
     settings = Settings()
     app = build_app(settings)
+    start_sender(settings)  # weekly and monthly email reports, when an SMTP server is set
     log.info(
         "dashboard_listening",
         url=f"http://{settings.dashboard_host}:{settings.dashboard_port}/",

@@ -116,12 +116,16 @@ def describe(error: Exception, settings: Settings) -> str | None:
 
 def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
+    from dashboard.email_reports import ReportsNotConfigured
     from ops.local.supervisor import StackError
     from storage.goals import InvalidGoal
     from storage.imports import InvalidImport
+    from storage.report_subscriptions import InvalidSubscription
     from storage.sites import InvalidDomain
 
-    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, InvalidImport, StackError]
+    failures: list[type[Exception]] = [
+        InvalidDomain, InvalidGoal, InvalidImport, InvalidSubscription, ReportsNotConfigured, StackError,
+    ]  # fmt: skip
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
     return tuple(failures)
