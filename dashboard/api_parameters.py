@@ -163,7 +163,8 @@ PROP_BREAKDOWN = "prop:"
 def dimension(arguments: Arguments) -> str:
     """A dimension, `event:name`, or `prop:KEY` (a custom property's key)."""
     value = arguments.get("by")
-    choices = f"one of {', '.join(queries.DIMENSIONS)}, {EVENT_NAME_BREAKDOWN} or {PROP_BREAKDOWN}KEY"
+    dimensions = ", ".join([*queries.DIMENSIONS, queries.CHANNEL])
+    choices = f"one of {dimensions}, {EVENT_NAME_BREAKDOWN} or {PROP_BREAKDOWN}KEY"
     if not value:
         raise BadParameter("by", f"required, {choices}")
     key = value.removeprefix(PROP_BREAKDOWN)
@@ -171,6 +172,7 @@ def dimension(arguments: Arguments) -> str:
         raise BadParameter("by", f"a property key has 1 to {queries.MAX_PROPERTY_KEY} characters")
     if (
         value not in queries.DIMENSIONS
+        and value != queries.CHANNEL
         and value != EVENT_NAME_BREAKDOWN
         and not value.startswith(PROP_BREAKDOWN)
     ):

@@ -24,6 +24,7 @@ DIMENSION_LABELS = {
     "language": "Language",
     "screen_size": "Screen size",
     "goal": "Goal",
+    "channel": "Channel",
 }
 # What an empty value means for each dimension.
 EMPTY_VALUES = {

@@ -162,7 +162,12 @@ def _overview(topojson_url: str) -> html.Section:
                         "Sources",
                         [loading(html.Div(id="sources-list"))],
                         panel_tabs(
-                            "sources-by", {"referrer_domain": "Referrers", "utm_source": "UTM sources"}
+                            "sources-by",
+                            {
+                                "referrer_domain": "Referrers",
+                                "utm_source": "UTM sources",
+                                "channel": "Channels",
+                            },
                         ),
                     ),
                     panel(

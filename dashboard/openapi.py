@@ -60,12 +60,17 @@ PARAMETERS: dict[str, JSON] = {
         "The dimension to break down by. Event dimensions count page views by their own value: "
         f"{', '.join(queries.EVENT_DIMENSIONS)}. Session dimensions count the page views and visitors "
         "of the sessions starting in the range by the value of their first page view (exit_path: "
-        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}. {SCREEN_SIZE_DEFINITION} "
+        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}; `channel`: the session's acquisition "
+        "channel (GA4's default grouping of its referrer and UTM source and medium; docs/architecture.md). "
+        f"{SCREEN_SIZE_DEFINITION} "
         "Or `event:name` (custom events by name) or `prop:KEY` (the values of custom property KEY): "
         "these two answer events and visitors instead of page views.",
         {
             "oneOf": [
-                {"type": "string", "enum": [*queries.DIMENSIONS, parameters.EVENT_NAME_BREAKDOWN]},
+                {
+                    "type": "string",
+                    "enum": [*queries.DIMENSIONS, queries.CHANNEL, parameters.EVENT_NAME_BREAKDOWN],
+                },
                 {"type": "string", "pattern": f"^prop:.{{1,{queries.MAX_PROPERTY_KEY}}}$"},
             ]
         },
