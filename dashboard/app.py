@@ -24,6 +24,7 @@ from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
+from dashboard.segments import register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.store import ClientFactory, thread_local_clients
@@ -59,6 +60,7 @@ def build_app(
     before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
     register_imports_panel(app, clients)
+    register_segment_picker(app, clients)
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)

@@ -25,6 +25,7 @@ DIMENSION_LABELS = {
     "screen_size": "Screen size",
     "goal": "Goal",
     "channel": "Channel",
+    "segment": "Segment",
 }
 # What an empty value means for each dimension.
 EMPTY_VALUES = {

@@ -36,6 +36,9 @@ def build_layout(topojson_url: str) -> html.Div:
                 [
                     html.Div(id="period-label", className="period-label"),
                     html.Div(id="filter-chips", className="chips"),
+                    dcc.Dropdown(
+                        id="segment", placeholder="Segment…", clearable=True, className="segment-picker"
+                    ),
                 ],
                 className="subheader",
             ),

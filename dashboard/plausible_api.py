@@ -20,6 +20,7 @@ from dashboard.api import bearer_matches, error
 from dashboard.plausible_imports import with_imports
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
+from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
@@ -64,7 +65,8 @@ def plausible_api(
         client = clients()
         site = site_of(client, body.site_id)
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
-        planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
+        body = body.model_copy(update={"site_id": site, "filters": expand(client, site, body.filters)})
+        planned = plan(body, clock(), first_day)
         report = run(client, planned, source, settings.session_gap_s)  # type: ignore[arg-type]
         report, imports_meta = with_imports(client, planned, report, source, settings.session_gap_s)  # type: ignore[arg-type]
         return jsonify(answer(planned, report, imports_meta))

@@ -270,6 +270,56 @@ def reports_send() -> None:
         click.echo("no report is due")
 
 
+@main.group()
+def segments() -> None:
+    """Saved segments: named filter expressions per site (Plausible's v2 filter syntax)."""
+
+
+@segments.command("add")
+@click.argument("site")
+@click.argument("name")
+@click.argument("filters", metavar="FILTERS-JSON")
+def segments_add(site: str, name: str, filters: str) -> None:
+    """Save FILTERS-JSON as segment NAME of SITE, e.g. '[["is", "visit:country", ["DE"]]]'."""
+    from dashboard.segments import checked
+    from storage import segments as segment_store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    site, name = normalise(site), segment_store.checked_name(name)
+    parsed = segment_store.parse_filters(filters)
+    checked(parsed)  # what Tally cannot answer is refused before the store is asked
+    added = segment_store.add_segment(connect(Settings()), site, name, parsed)
+    click.echo(
+        f'added segment {added.name!r} to {added.site} (id {added.id}: ["is", "segment", [{added.id}]])'
+    )
+
+
+@segments.command("list")
+@click.argument("site")
+def segments_list(site: str) -> None:
+    """SITE's segments: id, name, filters."""
+    import json as json_module
+
+    from storage import segments as segment_store
+    from storage.client import connect
+
+    for segment in segment_store.list_segments(connect(Settings()), site):
+        click.echo(f"{segment.id}\t{segment.name}\t{json_module.dumps(segment.filters)}")
+
+
+@segments.command("remove")
+@click.argument("site")
+@click.argument("name")
+def segments_remove(site: str, name: str) -> None:
+    """Remove segment NAME (or its id) of SITE."""
+    from storage import segments as segment_store
+    from storage.client import connect
+
+    removed = segment_store.remove_segment(connect(Settings()), site, name)
+    click.echo(f"removed segment {removed.name!r} from {removed.site}")
+
+
 class ShareGroup(TallyGroup):
     """`tally share SITE` creates; `list` and `revoke` are subcommands (a site is never named so:
     it has a dot)."""

@@ -121,10 +121,12 @@ def _known_failures() -> tuple[type[Exception], ...]:
     from storage.goals import InvalidGoal
     from storage.imports import InvalidImport
     from storage.report_subscriptions import InvalidSubscription
+    from storage.segments import InvalidSegment
     from storage.sites import InvalidDomain
 
     failures: list[type[Exception]] = [
-        InvalidDomain, InvalidGoal, InvalidImport, InvalidSubscription, ReportsNotConfigured, StackError,
+        InvalidDomain, InvalidGoal, InvalidImport, InvalidSubscription, InvalidSegment, ReportsNotConfigured,
+        StackError,
     ]  # fmt: skip
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
