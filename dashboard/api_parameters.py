@@ -11,8 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 from storage import queries
 from storage.queries import FunnelStep, Interval, Source, StatsQuery
+from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 
-PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps", "goal")
+PARAMETERS = (
+    "site", "from", "to", "interval", "by", "limit", "source", "filters", "steps", "goal", "breakdown",
+)  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day")
 DEFAULT_RANGE = timedelta(days=30)
@@ -199,6 +202,14 @@ def limit(arguments: Arguments, default: int) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= MAX_LIMIT):
         raise BadParameter("limit", f"must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
+
+
+def realtime_breakdown(arguments: Arguments) -> str | None:
+    """The realtime view's breakdown (pages, sources, countries), or None for the live counts."""
+    value = arguments.get("breakdown")
+    if value is not None and value not in REALTIME_BREAKDOWNS:
+        raise BadParameter("breakdown", f"must be one of {', '.join(REALTIME_BREAKDOWNS)}")
+    return value
 
 
 def funnel_steps(arguments: Arguments) -> list[FunnelStep]:

@@ -24,6 +24,7 @@ from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
+from dashboard.realtime_view import register_realtime
 from dashboard.segments import register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
@@ -61,6 +62,7 @@ def build_app(
     register_overview(app, settings, clients, clock)
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
+    register_realtime(app, clients, clock)
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)

@@ -15,6 +15,7 @@ from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
 from dashboard.periods import DEFAULT_PRESET, PRESETS
+from dashboard.realtime_view import realtime_section
 
 LIVE_REFRESH_MS = 5_000
 # The period (and with it every panel) is recomputed once a minute: often enough for a
@@ -49,13 +50,14 @@ def build_layout(topojson_url: str) -> html.Div:
                     {"label": "Overview", "value": "overview"},
                     {"label": "Explore", "value": "explore"},
                     {"label": "Funnel", "value": "funnel"},
+                    {"label": "Realtime", "value": "realtime"},
                 ],
                 value="overview",
                 inline=True,
                 className="view-tabs",
                 labelClassName="view-tab",
             ),
-            html.Main([_overview(topojson_url), _explore(), funnel_section()]),
+            html.Main([_overview(topojson_url), _explore(), funnel_section(), realtime_section()]),
         ],
         className="page",
     )

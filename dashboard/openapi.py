@@ -87,6 +87,12 @@ PARAMETERS: dict[str, JSON] = {
         "Rows to return.",
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 10},
     ),
+    "realtime_breakdown": _parameter(
+        "breakdown",
+        "The last 30 minutes by pages (path), sources (a visitor's first referrer of the day) or "
+        "countries, read from the archive; without it, the live counts of the last 5 minutes.",
+        {"type": "string", "enum": ["pages", "sources", "countries"]},
+    ),
     "sessions_limit": _parameter(
         "limit",
         "Sessions to return, newest first.",
@@ -241,6 +247,18 @@ SCHEMAS: dict[str, JSON] = {
             "pageviews": {"type": "integer", "description": "page views in the last 5 minutes"},
         },
     },
+    "RealtimeBreakdown": {
+        "type": "object",
+        "required": ["since", "visitors", "pageviews", "breakdown", "results", "meta"],
+        "properties": {
+            "since": {"type": "string", "format": "date-time", "description": "the window's start (30 min)"},
+            "visitors": {"type": "integer", "description": "distinct visitors in the last 30 minutes"},
+            "pageviews": {"type": "integer", "description": "page views in the last 30 minutes"},
+            "breakdown": {"type": "string", "enum": ["pages", "sources", "countries"]},
+            "results": {"type": "array", "items": _schema("BreakdownRow")},
+            "meta": {"type": "object"},
+        },
+    },
     "Session": {
         "type": "object",
         "properties": {
@@ -354,9 +372,12 @@ def openapi_document() -> JSON:
                 _ok(_schema("Funnel"), "one row per step, in order"),
             ),
             "/api/v1/stats/realtime": _operation(
-                "Visitors and page views in the last 5 minutes",
-                ["site", "source"],
-                _ok(_schema("Realtime"), "live counts"),
+                "Visitors and page views in the last 5 minutes; with breakdown, the last 30 minutes by it",
+                ["site", "source", "realtime_breakdown", "breakdown_limit"],
+                _ok(
+                    {"anyOf": [_schema("Realtime"), _schema("RealtimeBreakdown")]},
+                    "live counts (Realtime), or the last 30 minutes by the breakdown (RealtimeBreakdown)",
+                ),
             ),
             "/api/v1/sessions": _operation(
                 "Sessions that start in the range, newest first",
