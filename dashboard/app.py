@@ -28,6 +28,7 @@ from dashboard.realtime_view import register_realtime
 from dashboard.segments import register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
+from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
 from tally import structured_logging
 from tally.settings import Settings
@@ -67,6 +68,7 @@ def build_app(
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
     register_share_panel(app, clients)
+    register_site_settings(app, clients)
     register_goal_editing(app, clients)
     return app
 

@@ -32,20 +32,24 @@ def register_imports_panel(app: Dash, clients: ClientFactory) -> None:
     )
     @friendly(lambda message: None)
     def imported_history(site: str | None, period_data: dict | None, filters: dict | None) -> Any:
-        if not site or period_data is None:
-            return None
-        client = clients()
-        records = imports.list_imports(client, site)
-        if not records:
-            return None
-        period = Period.from_store(period_data)
-        origins = ", ".join(sorted({ORIGIN_NAMES.get(r.origin, r.origin) for r in records}))
-        first, last = min(r.first_day for r in records), max(r.last_day for r in records)
-        heading = [
-            html.Span("Imported", className="imported-marker"),
-            html.Span(f" history from {origins}, {first} to {last}", className="imported-range"),
-        ]
-        return html.Div([html.Div(heading), summary(client, site, period.start, period.end, bool(filters))])
+        return card(clients(), site, period_data, filters)
+
+
+def card(client: Any, site: str | None, period_data: dict | None, filters: dict | None) -> Any:
+    """The card's content (None: hidden, for a site without imports)."""
+    if not site or period_data is None:
+        return None
+    records = imports.list_imports(client, site)
+    if not records:
+        return None
+    period = Period.from_store(period_data)
+    origins = ", ".join(sorted({ORIGIN_NAMES.get(r.origin, r.origin) for r in records}))
+    first, last = min(r.first_day for r in records), max(r.last_day for r in records)
+    heading = [
+        html.Span("Imported", className="imported-marker"),
+        html.Span(f" history from {origins}, {first} to {last}", className="imported-range"),
+    ]
+    return html.Div([html.Div(heading), summary(client, site, period.start, period.end, bool(filters))])
 
 
 def summary(client: Any, site: str, start: datetime, end: datetime, filtered: bool) -> html.Div:

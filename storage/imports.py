@@ -141,14 +141,19 @@ def read_files(path: Path, origin: Origin) -> list[ImportedFile]:
         raise InvalidImport(f"--from must be one of {', '.join(ORIGINS)} (got {origin!r})")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise InvalidImport(f"{path.name}: larger than {MAX_FILE_BYTES // 2**20} MiB")
-    data = path.read_bytes()
-    members = (
-        list(_zip_members(path.name, data)) if zipfile.is_zipfile(io.BytesIO(data)) else [(path.name, data)]
-    )
-    parsed = [parse_csv(name, content, origin) for name, content in members]
+    return read_bytes(path.name, path.read_bytes(), origin)
+
+
+def read_bytes(name: str, data: bytes, origin: Origin) -> list[ImportedFile]:
+    """The CSV files in `data` (a CSV, or a zip of them, named `name`) parsed as `origin`'s export."""
+    if origin not in ORIGINS:
+        raise InvalidImport(f"the export must be one of {', '.join(ORIGINS)} (got {origin!r})")
+    is_zip = zipfile.is_zipfile(io.BytesIO(data))
+    members = list(_zip_members(name, data)) if is_zip else [(name, data)]
+    parsed = [parse_csv(member, content, origin) for member, content in members]
     files = [f for f in parsed if f is not None]
     if not files:
-        raise InvalidImport(f"{path.name}: no CSV file of a {origin} export in it")
+        raise InvalidImport(f"{name}: no CSV file of a {origin} export in it")
     return files
 
 
