@@ -26,7 +26,7 @@ import hashlib
 import io
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -178,23 +178,45 @@ def parse_csv(name: str, content: bytes, origin: Origin) -> ImportedFile | None:
     return _ga4(name, text, imported)
 
 
-def _rows(name: str, lines: list[tuple[int, str]]) -> tuple[list[str], Iterable[tuple[int, dict[str, str]]]]:
-    """The header and the (line number, row) pairs of a CSV file's numbered lines."""
+@dataclass(frozen=True)
+class Table:
+    """A CSV file's header (and the line it is on) and its data lines, numbered as in the file."""
+
+    name: str
+    header: list[str]
+    header_line: int
+    lines: list[tuple[int, str]]
+
+    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+        """(line number, row) pairs; InvalidImport at the first line that is not a row of the table."""
+        reader = csv.reader(text for _, text in self.lines)
+        try:
+            for (number, _), values in zip(self.lines, reader, strict=False):
+                if len(values) != len(self.header):
+                    raise InvalidImport(
+                        f"{self.name}: row {number}: {len(values)} columns, the header has {len(self.header)}"
+                    )
+                yield number, dict(zip(self.header, values, strict=True))
+        except csv.Error as error:
+            raise InvalidImport(f"{self.name}: not CSV ({error})") from None
+
+    def require(self, columns: Iterable[str]) -> None:
+        missing = [column for column in columns if column not in self.header]
+        if missing:
+            raise InvalidImport(
+                f"{self.name}: row {self.header_line}: no column {missing[0]!r} "
+                f"(the header has {', '.join(self.header)})"
+            )
+
+
+def _table(name: str, lines: list[tuple[int, str]]) -> Table:
     if not lines:
         raise InvalidImport(f"{name}: empty (expected a header row)")
-    reader = csv.reader(text for _, text in lines)
     try:
-        header = [column.strip() for column in next(reader)]
-        rows = []
-        for (number, _), values in zip(lines[1:], reader, strict=False):
-            if len(values) != len(header):
-                raise InvalidImport(
-                    f"{name}: row {number}: {len(values)} columns, the header has {len(header)}"
-                )
-            rows.append((number, dict(zip(header, values, strict=True))))
+        header = [column.strip() for column in next(csv.reader([lines[0][1]]))]
     except csv.Error as error:
         raise InvalidImport(f"{name}: not CSV ({error})") from None
-    return header, rows
+    return Table(name, header, lines[0][0], lines[1:])
 
 
 def _numbered(text: str, skip_comments: bool) -> list[tuple[int, str]]:
@@ -203,12 +225,6 @@ def _numbered(text: str, skip_comments: bool) -> list[tuple[int, str]]:
         for number, line in enumerate(text.splitlines(), start=1)
         if line.strip() and not (skip_comments and line.startswith("#"))
     ]
-
-
-def _require(name: str, header: list[str], columns: Iterable[str]) -> None:
-    missing = [column for column in columns if column not in header]
-    if missing:
-        raise InvalidImport(f"{name}: row 1: no column {missing[0]!r} (the header has {', '.join(header)})")
 
 
 def _count(name: str, number: int, row: dict[str, str], column: str) -> int:
@@ -247,10 +263,10 @@ def _plausible(name: str, text: str, imported: ImportedFile) -> ImportedFile | N
     table = found["table"]
     dimension, value_column, renamed = PLAUSIBLE_TABLES[table]
     metric_columns = {metric: renamed.get(metric, metric) for metric in METRIC_NAMES}
-    header, rows = _rows(name, _numbered(text, skip_comments=False))
-    present = {metric: column for metric, column in metric_columns.items() if column in header}
-    _require(name, header, ["date", "visitors", *([value_column] if value_column else [])])
-    for number, row in rows:
+    table = _table(name, _numbered(text, skip_comments=False))
+    present = {metric: column for metric, column in metric_columns.items() if column in table.header}
+    table.require(["date", "visitors", *([value_column] if value_column else [])])
+    for number, row in table.rows():
         day = _day(name, number, row)
         numbers = Numbers(**{metric: _count(name, number, row, column) for metric, column in present.items()})
         value = row[value_column].strip() if value_column else ""
@@ -267,19 +283,20 @@ def _plausible_value(dimension: str, value: str) -> str:
 
 
 def _ga4(name: str, text: str, imported: ImportedFile) -> ImportedFile:
-    header, rows = _rows(name, _numbered(text, skip_comments=True))
-    _require(name, header, ["date"])
+    table = _table(name, _numbered(text, skip_comments=True))
+    header, line = table.header, table.header_line
+    table.require(["date"])
     dimensions = [column for column in header if column in GA4_DIMENSIONS]
     if len(dimensions) > 1:
-        raise InvalidImport(f"{name}: row 1: one dimension per file, this has {', '.join(dimensions)}")
+        raise InvalidImport(f"{name}: row {line}: one dimension per file, this has {', '.join(dimensions)}")
     if "country" in header and not dimensions:
         raise InvalidImport(
-            f"{name}: row 1, column 'country': GA4 country names; export countryId (ISO codes)"
+            f"{name}: row {line}, column 'country': GA4 country names; export countryId (ISO codes)"
         )
     users = "activeUsers" if "activeUsers" in header else "totalUsers"
-    _require(name, header, [users, "sessions"])
+    table.require([users, "sessions"])
     dimension = GA4_DIMENSIONS[dimensions[0]] if dimensions else TOTALS
-    for number, row in rows:
+    for number, row in table.rows():
         day = _day(name, number, row)
         sessions = _count(name, number, row, "sessions")
         numbers = Numbers(
