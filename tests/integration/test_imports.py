@@ -186,6 +186,18 @@ def test_breakdowns_and_days_add_the_imported_rows(
     assert rows(days) == [["2026-10-01", 10, 30, 33], ["2026-10-02", 5, 8, 33], ["2026-11-10", 2, 3, 50]]
 
 
+def test_v1_with_imported(api: FlaskClient, dashboard_settings: Settings, imported: str) -> None:
+    """Plausible's v1 `with_imported=true` on Tally's v1 paths (called with site_id)."""
+    response = api.get(
+        "/api/v1/stats/aggregate",
+        query_string={"site_id": SITE, "period": "custom", "date": "2026-10-01,2026-11-10",
+                      "metrics": "visitors,pageviews", "with_imported": "true", "source": "raw"},
+        headers={"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"},
+    )  # fmt: skip
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["results"] == {"visitors": {"value": 17}, "pageviews": {"value": 41}}
+
+
 def test_same_file_twice_changes_nothing(
     api: FlaskClient, dashboard_settings: Settings, env: dict[str, str], export_zip: Path, imported: str,
     tmp_path: Path,
