@@ -263,10 +263,10 @@ def _plausible(name: str, text: str, imported: ImportedFile) -> ImportedFile | N
     table = found["table"]
     dimension, value_column, renamed = PLAUSIBLE_TABLES[table]
     metric_columns = {metric: renamed.get(metric, metric) for metric in METRIC_NAMES}
-    table = _table(name, _numbered(text, skip_comments=False))
-    present = {metric: column for metric, column in metric_columns.items() if column in table.header}
-    table.require(["date", "visitors", *([value_column] if value_column else [])])
-    for number, row in table.rows():
+    csv_table = _table(name, _numbered(text, skip_comments=False))
+    present = {metric: column for metric, column in metric_columns.items() if column in csv_table.header}
+    csv_table.require(["date", "visitors", *([value_column] if value_column else [])])
+    for number, row in csv_table.rows():
         day = _day(name, number, row)
         numbers = Numbers(**{metric: _count(name, number, row, column) for metric, column in present.items()})
         value = row[value_column].strip() if value_column else ""

@@ -178,6 +178,9 @@ def test_breakdowns_and_days_add_the_imported_rows(
     sources = query(api, dashboard_settings, source, metrics=["visitors", "visits"],
                     dimensions=["visit:source"], include=include)  # fmt: skip
     assert rows(sources) == [["google.com", 13, 15], ["Newsletter", 3, 4], ["", 1, 1]]
+    media = query(api, dashboard_settings, source, metrics=["visitors", "visits"],
+                  dimensions=["visit:utm_medium"], include=include)  # fmt: skip
+    assert rows(media) == [["email", 3, 4], ["", 2, 2]]
     countries = query(api, dashboard_settings, source, metrics=["visitors"],
                       dimensions=["visit:country"], include=include)  # fmt: skip
     assert rows(countries) == [["DE", 13], ["FR", 3], ["CH", 1]]
