@@ -219,15 +219,19 @@ def team_panel() -> html.Section:
 def with_team_panel(page: html.Div) -> html.Div:
     """The page with the Exclusions and Team panels at the end of the Overview (cut for a shared
     view). A team member's page has no rate-limiting panel (the operator's, about every site)
-    and, unless they are admin somewhere, no Share, Alerts or Exclusions panel: their callbacks would
-    only be refused."""
+    and, unless they are admin somewhere, no Share, Alerts, Import, Email reports or Exclusions
+    panel: their callbacks would only be refused."""
     overview = _find(page, "overview-section")
     if overview is not None:
         overview.children = [*_children(overview), exclusions_panel(), team_panel()]  # type: ignore[attr-defined]
     user = current_user()
     if user is not None:
         admin = any(user.may(site, "admin") for site in user.roles)
-        settings = set() if admin else {"share-panel", "exclusions-panel", "alerts-panel"}
+        settings = (
+            set()
+            if admin
+            else {"share-panel", "exclusions-panel", "alerts-panel", "import-panel", "reports-panel"}
+        )
         _drop(page, elements=settings, parents_of={"rate-limits"})
     return page
 

@@ -13,10 +13,11 @@ from dashboard import periods
 from storage import queries
 from storage.calendar import UTC_NAME, shift_local, zone
 from storage.queries import FunnelStep, Interval, Source, StatsQuery
+from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
-    "goal",
+    "goal", "breakdown",
 )  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
@@ -237,7 +238,8 @@ PROP_BREAKDOWN = "prop:"
 def dimension(arguments: Arguments) -> str:
     """A dimension, `event:name`, or `prop:KEY` (a custom property's key)."""
     value = arguments.get("by")
-    choices = f"one of {', '.join(queries.DIMENSIONS)}, {EVENT_NAME_BREAKDOWN} or {PROP_BREAKDOWN}KEY"
+    dimensions = ", ".join([*queries.DIMENSIONS, queries.CHANNEL])
+    choices = f"one of {dimensions}, {EVENT_NAME_BREAKDOWN} or {PROP_BREAKDOWN}KEY"
     if not value:
         raise BadParameter("by", f"required, {choices}")
     key = value.removeprefix(PROP_BREAKDOWN)
@@ -245,6 +247,7 @@ def dimension(arguments: Arguments) -> str:
         raise BadParameter("by", f"a property key has 1 to {queries.MAX_PROPERTY_KEY} characters")
     if (
         value not in queries.DIMENSIONS
+        and value != queries.CHANNEL
         and value != EVENT_NAME_BREAKDOWN
         and not value.startswith(PROP_BREAKDOWN)
     ):
@@ -271,6 +274,14 @@ def limit(arguments: Arguments, default: int) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= MAX_LIMIT):
         raise BadParameter("limit", f"must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
+
+
+def realtime_breakdown(arguments: Arguments) -> str | None:
+    """The realtime view's breakdown (pages, sources, countries), or None for the live counts."""
+    value = arguments.get("breakdown")
+    if value is not None and value not in REALTIME_BREAKDOWNS:
+        raise BadParameter("breakdown", f"must be one of {', '.join(REALTIME_BREAKDOWNS)}")
+    return value
 
 
 def funnel_steps(arguments: Arguments) -> list[FunnelStep]:

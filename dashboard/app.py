@@ -18,15 +18,20 @@ from dashboard.accounts import install_accounts, register_team_panel, team_sign_
 from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
 from dashboard.auth import install_login
+from dashboard.email_reports import start_sender
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.goals_panel import register_goal_editing
+from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
+from dashboard.realtime_view import register_realtime
+from dashboard.segments import register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
+from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
 from tally import structured_logging
 from tally.settings import Settings
@@ -59,12 +64,16 @@ def build_app(
     app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
     before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
+    register_imports_panel(app, clients)
+    register_segment_picker(app, clients)
+    register_realtime(app, clients, clock)
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
     before_settings = set(app.callback_map)
     register_share_panel(app, clients)
     register_alerts_panel(app, clients)
+    register_site_settings(app, clients)
     register_goal_editing(app, clients)
     register_exclusions_panel(app, clients)
     settings_outputs = set(app.callback_map) - before_settings
@@ -91,6 +100,7 @@ def main() -> None:
     structured_logging.configure()
     settings = Settings()
     app = build_app(settings)
+    start_sender(settings)  # weekly and monthly email reports, when an SMTP server is set
     log.info(
         "dashboard_listening",
         url=f"http://{settings.dashboard_host}:{settings.dashboard_port}/",

@@ -24,6 +24,8 @@ DIMENSION_LABELS = {
     "language": "Language",
     "screen_size": "Screen size",
     "goal": "Goal",
+    "channel": "Channel",
+    "segment": "Segment",
 }
 # What an empty value means for each dimension.
 EMPTY_VALUES = {

@@ -13,6 +13,7 @@ from dashboard import display
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
+from dashboard.segments import applied
 from dashboard.store import ClientFactory
 from storage import queries
 from storage.queries import FunnelStep, StatsQuery, StepResult
@@ -152,6 +153,7 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
             session_gap_s=settings.session_gap_s,
             engaged_bounce_ms=settings.engaged_bounce_ms,
         )
+        q = applied(clients(), q)  # a saved segment's filters
         report = queries.funnel(clients(), q, parse_steps(text), source=source)
         return funnel_chart(report.steps)
 

@@ -15,6 +15,7 @@ from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
 from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
+from dashboard.realtime_view import realtime_section
 
 LIVE_REFRESH_MS = 5_000
 # The period (and with it every panel) is recomputed once a minute: often enough for a
@@ -36,6 +37,9 @@ def build_layout(topojson_url: str) -> html.Div:
                 [
                     html.Div(id="period-label", className="period-label"),
                     html.Div(id="filter-chips", className="chips"),
+                    dcc.Dropdown(
+                        id="segment", placeholder="Segment…", clearable=True, className="segment-picker"
+                    ),
                 ],
                 className="subheader",
             ),
@@ -46,13 +50,14 @@ def build_layout(topojson_url: str) -> html.Div:
                     {"label": "Overview", "value": "overview"},
                     {"label": "Explore", "value": "explore"},
                     {"label": "Funnel", "value": "funnel"},
+                    {"label": "Realtime", "value": "realtime"},
                 ],
                 value="overview",
                 inline=True,
                 className="view-tabs",
                 labelClassName="view-tab",
             ),
-            html.Main([_overview(topojson_url), _explore(), funnel_section()]),
+            html.Main([_overview(topojson_url), _explore(), funnel_section(), realtime_section()]),
         ],
         className="page",
     )
@@ -136,6 +141,7 @@ def _overview(topojson_url: str) -> html.Section:
     return html.Section(
         [
             loading(html.Div(id="top-metrics", className="metrics")),
+            html.Div(id="imported-history", className="imported-history"),
             html.Section(
                 [
                     html.Div(
@@ -174,7 +180,12 @@ def _overview(topojson_url: str) -> html.Section:
                         "Sources",
                         [loading(html.Div(id="sources-list"))],
                         panel_tabs(
-                            "sources-by", {"referrer_domain": "Referrers", "utm_source": "UTM sources"}
+                            "sources-by",
+                            {
+                                "referrer_domain": "Referrers",
+                                "utm_source": "UTM sources",
+                                "channel": "Channels",
+                            },
                         ),
                     ),
                     panel(

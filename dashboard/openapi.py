@@ -3,7 +3,8 @@
 Written by hand, with the vocabularies (dimensions, intervals, sources, limits) taken from
 the code that enforces them, so the document cannot drift from what the endpoints accept;
 tests/integration/test_stats_api.py calls every GET path listed here,
-tests/integration/test_plausible_api.py the v2 query; schemathesis fuzzes them all.
+tests/integration/test_plausible_api.py the v2 query (test_imports.py with include.imports);
+schemathesis fuzzes them all.
 """
 
 from __future__ import annotations
@@ -78,12 +79,17 @@ PARAMETERS: dict[str, JSON] = {
         "The dimension to break down by. Event dimensions count page views by their own value: "
         f"{', '.join(queries.EVENT_DIMENSIONS)}. Session dimensions count the page views and visitors "
         "of the sessions starting in the range by the value of their first page view (exit_path: "
-        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}. {SCREEN_SIZE_DEFINITION} "
+        f"their last): {', '.join(queries.SESSION_DIMENSIONS)}; `channel`: the session's acquisition "
+        "channel (GA4's default grouping of its referrer and UTM source and medium; docs/architecture.md). "
+        f"{SCREEN_SIZE_DEFINITION} "
         "Or `event:name` (custom events by name) or `prop:KEY` (the values of custom property KEY): "
         "these two answer events and visitors instead of page views.",
         {
             "oneOf": [
-                {"type": "string", "enum": [*queries.DIMENSIONS, parameters.EVENT_NAME_BREAKDOWN]},
+                {
+                    "type": "string",
+                    "enum": [*queries.DIMENSIONS, queries.CHANNEL, parameters.EVENT_NAME_BREAKDOWN],
+                },
                 {"type": "string", "pattern": f"^prop:.{{1,{queries.MAX_PROPERTY_KEY}}}$"},
             ]
         },
@@ -99,6 +105,12 @@ PARAMETERS: dict[str, JSON] = {
         "limit",
         "Rows to return.",
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 10},
+    ),
+    "realtime_breakdown": _parameter(
+        "breakdown",
+        "The last 30 minutes by pages (path), sources (a visitor's first referrer of the day) or "
+        "countries, read from the archive; without it, the live counts of the last 5 minutes.",
+        {"type": "string", "enum": ["pages", "sources", "countries"]},
     ),
     "sessions_limit": _parameter(
         "limit",
@@ -344,6 +356,18 @@ SCHEMAS: dict[str, JSON] = {
             "pageviews": {"type": "integer", "description": "page views in the last 5 minutes"},
         },
     },
+    "RealtimeBreakdown": {
+        "type": "object",
+        "required": ["since", "visitors", "pageviews", "breakdown", "results", "meta"],
+        "properties": {
+            "since": {"type": "string", "format": "date-time", "description": "the window's start (30 min)"},
+            "visitors": {"type": "integer", "description": "distinct visitors in the last 30 minutes"},
+            "pageviews": {"type": "integer", "description": "page views in the last 30 minutes"},
+            "breakdown": {"type": "string", "enum": ["pages", "sources", "countries"]},
+            "results": {"type": "array", "items": _schema("BreakdownRow")},
+            "meta": {"type": "object"},
+        },
+    },
     "Session": {
         "type": "object",
         "properties": {
@@ -468,9 +492,12 @@ def openapi_document() -> JSON:
                 _ok(_schema("Funnel"), "one row per step, in order"),
             ),
             "/api/v1/stats/realtime": _operation(
-                "Visitors and page views in the last 5 minutes",
-                ["site", "source"],
-                _ok(_schema("Realtime"), "live counts"),
+                "Visitors and page views in the last 5 minutes; with breakdown, the last 30 minutes by it",
+                ["site", "source", "realtime_breakdown", "breakdown_limit"],
+                _ok(
+                    {"anyOf": [_schema("Realtime"), _schema("RealtimeBreakdown")]},
+                    "live counts (Realtime), or the last 30 minutes by the breakdown (RealtimeBreakdown)",
+                ),
             ),
             "/api/v1/sessions": _operation(
                 "Sessions that start in the range, newest first",
@@ -582,7 +609,10 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "imports": {"type": "boolean"},
+                    "imports": {
+                        "type": "boolean",
+                        "description": "add the history `tally import` stored (whole days, no filters)",
+                    },
                     "time_labels": {"type": "boolean"},
                     "total_rows": {"type": "boolean"},
                     "comparisons": {
@@ -621,7 +651,12 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                     "properties": {"metrics": {"type": "array"}, "dimensions": {"type": "array"}},
                 },
             },
-            "meta": {"type": "object", "description": "source (agg or raw), total_rows, time_labels…"},
+            "meta": {
+                "type": "object",
+                "description": (
+                    "source (agg or raw), total_rows, time_labels, imports_included, imports_skip_reason…"
+                ),
+            },
             "query": {"type": "object", "description": "the query as answered"},
         },
     },

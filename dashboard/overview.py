@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 from dash.exceptions import PreventUpdate
 
-from dashboard import components, display, figures, periods
+from dashboard import components, display, figures, periods, segments
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.goals_panel import register_goals
@@ -64,7 +64,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
 
     def stats_query(site: str, period: Period, filters: dict[str, str], previous: bool = False) -> StatsQuery:
         start, end = (period.previous_start, period.previous_end) if previous else (period.start, period.end)
-        return StatsQuery(
+        q = StatsQuery(
             site,
             start,
             end,
@@ -73,6 +73,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             engaged_bounce_ms=settings.engaged_bounce_ms,
             timezone=period.timezone,
         )
+        return segments.applied(clients(), q)  # a saved segment's filters (dashboard/segments.py)
 
     def inputs_ready(site: str | None, period_data: dict | None) -> Period | None:
         if period_data is None:

@@ -19,8 +19,10 @@ from flask import Blueprint, Response, g, jsonify, request
 from dashboard import plausible_comparisons
 from dashboard.api import error
 from dashboard.api_access import authorise, may_read
+from dashboard.plausible_imports import with_imports
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
+from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
@@ -70,14 +72,15 @@ def plausible_api(
         if not may_read(site):  # a team member's key reads only its sites
             return error(403, f"This API key may not read site {site!r}.")
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
-        planned = plan(
-            body.model_copy(update={"site_id": site}), clock(), first_day, site_timezone(client, site)
-        )
-        report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
-        answered = answer(planned, report)
+        body = body.model_copy(update={"site_id": site, "filters": expand(client, site, body.filters)})
+        planned = plan(body, clock(), first_day, site_timezone(client, site))
+        gap_s, bounce_ms = settings.session_gap_s, settings.engaged_bounce_ms
+        report = run(client, planned, source, gap_s, bounce_ms)  # type: ignore[arg-type]
+        report, imports_meta = with_imports(client, planned, report, source, gap_s, bounce_ms)  # type: ignore[arg-type]
+        answered = answer(planned, report, imports_meta)
         compared = plausible_comparisons.compared_query(planned)
         if compared is not None:  # include.comparisons: the same query over the compared range
-            other = run(client, compared, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
+            other = run(client, compared, source, gap_s, bounce_ms)  # type: ignore[arg-type]
             plausible_comparisons.attach(answered, planned, report, compared, other)
         return jsonify(answered)
 
@@ -122,12 +125,10 @@ def unauthorized(message: str) -> Response:
     return response
 
 
-def answer(query: PlausibleQuery, report: Report) -> dict[str, object]:
+def answer(query: PlausibleQuery, report: Report, imports_meta: dict[str, object]) -> dict[str, object]:
     body = query.body
     page = report.rows[body.pagination.offset : body.pagination.offset + body.pagination.limit]
-    meta: dict[str, object] = {"source": report.source}
-    if body.include.imports:
-        meta |= {"imports_included": False, "imports_skip_reason": "no_imported_data"}
+    meta: dict[str, object] = {"source": report.source, **imports_meta}
     if body.include.time_labels:
         meta["time_labels"] = report.time_labels
     if body.include.total_rows:

@@ -62,6 +62,7 @@ DIMENSIONS = {
     "visit:device": "screen_size",
     "visit:browser": "browser",
     "visit:os": "os",
+    "visit:channel": "channel",  # derived from the session's referrer and UTM (storage/channels.py)
 }
 # Those a filter may name: the event-level ones (a filter restricts events; contract.py).
 FILTER_DIMENSIONS = {
@@ -70,7 +71,7 @@ FILTER_DIMENSIONS = {
 }
 # Plausible's names Tally knows but cannot answer (it does not record them, or not this way).
 UNSUPPORTED_DIMENSIONS = frozenset({
-    "event:hostname", "visit:referrer", "visit:channel", "visit:region", "visit:city",
+    "event:hostname", "visit:referrer", "visit:region", "visit:city",
     "visit:country_name", "visit:region_name", "visit:city_name", "visit:device_type",
     "visit:browser_version", "visit:os_version", "visit:entry_page_hostname", "visit:exit_page_hostname",
 })  # fmt: skip
@@ -388,7 +389,7 @@ BREAKDOWN_METRICS = ("visitors", "pageviews")
 SESSION_METRICS = ("visitors", "pageviews", "visits", "views_per_visit", "bounce_rate", "visit_duration")
 SESSION_DIMENSIONS = frozenset({
     "visit:entry_page", "visit:exit_page", "visit:source", "visit:utm_source", "visit:utm_medium",
-    "visit:utm_campaign", "visit:utm_content", "visit:utm_term",
+    "visit:utm_campaign", "visit:utm_content", "visit:utm_term", "visit:channel",
 })  # fmt: skip
 GOAL_METRICS = ("visitors", "events", "conversion_rate")
 PROPS_METRICS = ("visitors", "events")

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from clickhouse_connect.driver.client import Client
 
+from dashboard.plausible_imports import with_imports
 from dashboard.plausible_query import QueryError, plan, validated
 from dashboard.plausible_report import Report, run, site_of
 from storage import queries
@@ -36,6 +37,7 @@ PARAMETERS = (
     "limit",
     "page",
     "source",
+    "with_imported",  # true: imported history added where it can be (dashboard/plausible_imports.py)
 )
 V1_INTERVALS = {"date": "time:day", "month": "time:month"}
 DEFAULT_BREAKDOWN_LIMIT, MAX_BREAKDOWN_LIMIT = 100, 1000
@@ -68,6 +70,7 @@ def answer(
     first_day = queries.first_day(client, site) if body["date_range"] == "all" else None
     query = plan(validated({**body, "site_id": site}), now, first_day, site_timezone(client, site))
     report = run(client, query, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
+    report, _ = with_imports(client, query, report, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     return shaped(endpoint, query.metrics, values, report, body)
 
 
@@ -94,13 +97,17 @@ def v2_body(endpoint: Endpoint, values: dict[str, str]) -> dict[str, Any]:
     }
     if period != "custom" and "date" in values:
         body["date"] = values["date"]
+    if values.get("with_imported", "false") not in ("true", "false"):
+        raise QueryError("with_imported: true or false.")
+    if values.get("with_imported") == "true":
+        body["include"] = {"imports": True}
     if endpoint == "timeseries":
         default = {"day": "hour", "6mo": "month", "12mo": "month"}.get(period, "date")  # v1's defaults
         interval = values.get("interval", default)
         dimension = "time:hour" if interval == "hour" else V1_INTERVALS.get(interval)
         if dimension is None:
             raise QueryError(f"interval: '{interval}' is not one of date, month (or hour for period=day).")
-        body |= {"dimensions": [dimension], "include": {"time_labels": True}}
+        body |= {"dimensions": [dimension], "include": {**body.get("include", {}), "time_labels": True}}
     elif endpoint == "breakdown":
         prop = values.get("property")
         if not prop:

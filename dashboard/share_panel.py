@@ -11,6 +11,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from flask import request
 
 from dashboard.components import notice, panel
+from dashboard.site_settings_panel import site_settings_panels
 from dashboard.store import ClientFactory
 from storage import shared_links
 from storage.sites import InvalidDomain
@@ -43,10 +44,11 @@ def share_panel() -> html.Section:
 
 
 def with_share_panel(page: html.Div) -> html.Div:
-    """The operator's page with the Share panel at the end of the Overview."""
+    """The operator's page with the Share panel (and the import and email-report panels of
+    dashboard/site_settings_panel.py) at the end of the Overview."""
     overview = _find(page, "overview-section")
     if overview is not None:
-        overview.children = [*_children(overview), share_panel()]
+        overview.children = [*_children(overview), share_panel(), *site_settings_panels()]
     return page
 
 

@@ -477,6 +477,141 @@ def alerts_remove(site: str, rule_id: str) -> None:
     console.print(f"removed alert rule {removed.rule_id} from {removed.site}", highlight=False)
 
 
+@main.group()
+def reports() -> None:
+    """Weekly and monthly email reports of a site's numbers, sent through TALLY_SMTP_HOST."""
+
+
+def frequency_of(weekly: bool, monthly: bool, required: bool) -> str | None:
+    if weekly and monthly:
+        raise UserError("choose one of --weekly and --monthly (subscribe twice for both)")
+    if required and not (weekly or monthly):
+        raise UserError("say how often: --weekly or --monthly")
+    return "weekly" if weekly else "monthly" if monthly else None
+
+
+@reports.command("subscribe")
+@click.argument("site")
+@click.argument("email")
+@click.option("--weekly", is_flag=True, help="Last week's report (Monday to Sunday, UTC), each Monday.")
+@click.option("--monthly", is_flag=True, help="Last month's report, on the 1st.")
+def reports_subscribe(site: str, email: str, weekly: bool, monthly: bool) -> None:
+    """Send SITE's weekly or monthly report to EMAIL."""
+    from storage import report_subscriptions as subscriptions
+    from storage.client import connect
+    from storage.sites import normalise
+
+    frequency = frequency_of(weekly, monthly, required=True)
+    site, email = normalise(site), subscriptions.checked_email(email)  # typos before the store is asked
+    added = subscriptions.subscribe(connect(Settings()), site, email, frequency)  # type: ignore[arg-type]
+    click.echo(f"{added.email} receives the {added.frequency} report of {added.site}")
+
+
+@reports.command("list")
+@click.argument("site", required=False)
+def reports_list(site: str | None) -> None:
+    """Subscriptions (of SITE, or all): site, email, frequency."""
+    from storage import report_subscriptions as subscriptions
+    from storage.client import connect
+
+    for subscription in subscriptions.list_subscriptions(connect(Settings()), site):
+        click.echo("\t".join([subscription.site, subscription.email, subscription.frequency]))
+
+
+@reports.command("unsubscribe")
+@click.argument("site")
+@click.argument("email")
+@click.option("--weekly", is_flag=True, help="Only the weekly report.")
+@click.option("--monthly", is_flag=True, help="Only the monthly report.")
+def reports_unsubscribe(site: str, email: str, weekly: bool, monthly: bool) -> None:
+    """Stop sending SITE's reports (all, or one frequency) to EMAIL."""
+    from storage import report_subscriptions as subscriptions
+    from storage.client import connect
+
+    frequency = frequency_of(weekly, monthly, required=False)
+    ended = subscriptions.unsubscribe(connect(Settings()), site, email, frequency)  # type: ignore[arg-type]
+    for subscription in ended:
+        click.echo(
+            f"{subscription.email} no longer receives the {subscription.frequency} report "
+            f"of {subscription.site}"
+        )
+
+
+@reports.command("send")
+def reports_send() -> None:
+    """Send every report that is due (a period ended, not sent yet) now; the dashboard's sender
+    does the same every TALLY_REPORTS_INTERVAL_S. A report already sent is never sent again."""
+    import smtplib
+
+    from dashboard.email_reports import send_due
+    from storage.client import connect
+
+    settings = Settings()
+    try:
+        sent = send_due(settings, connect(settings), datetime.now(UTC).date())
+    except (smtplib.SMTPException, OSError) as error:
+        if isinstance(error, OSError) and error.filename:
+            raise
+        raise UserError(
+            f"the SMTP server at {settings.smtp_host}:{settings.smtp_port} failed: {error}".replace("\n", " ")
+        ) from None
+    for subscription, period in sent:
+        click.echo(f"sent the {subscription.frequency} report of {subscription.site} "
+                   f"({period.first} to {period.last}) to {subscription.email}")  # fmt: skip
+    if not sent:
+        click.echo("no report is due")
+
+
+@main.group()
+def segments() -> None:
+    """Saved segments: named filter expressions per site (Plausible's v2 filter syntax)."""
+
+
+@segments.command("add")
+@click.argument("site")
+@click.argument("name")
+@click.argument("filters", metavar="FILTERS-JSON")
+def segments_add(site: str, name: str, filters: str) -> None:
+    """Save FILTERS-JSON as segment NAME of SITE, e.g. '[["is", "visit:country", ["DE"]]]'."""
+    from dashboard.segments import checked
+    from storage import segments as segment_store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    site, name = normalise(site), segment_store.checked_name(name)
+    parsed = segment_store.parse_filters(filters)
+    checked(parsed)  # what Tally cannot answer is refused before the store is asked
+    added = segment_store.add_segment(connect(Settings()), site, name, parsed)
+    click.echo(
+        f'added segment {added.name!r} to {added.site} (id {added.id}: ["is", "segment", [{added.id}]])'
+    )
+
+
+@segments.command("list")
+@click.argument("site")
+def segments_list(site: str) -> None:
+    """SITE's segments: id, name, filters."""
+    import json as json_module
+
+    from storage import segments as segment_store
+    from storage.client import connect
+
+    for segment in segment_store.list_segments(connect(Settings()), site):
+        click.echo(f"{segment.id}\t{segment.name}\t{json_module.dumps(segment.filters)}")
+
+
+@segments.command("remove")
+@click.argument("site")
+@click.argument("name")
+def segments_remove(site: str, name: str) -> None:
+    """Remove segment NAME (or its id) of SITE."""
+    from storage import segments as segment_store
+    from storage.client import connect
+
+    removed = segment_store.remove_segment(connect(Settings()), site, name)
+    click.echo(f"removed segment {removed.name!r} from {removed.site}")
+
+
 class ShareGroup(TallyGroup):
     """`tally share SITE` creates; `list` and `revoke` are subcommands (a site is never named so:
     it has a dot)."""
@@ -569,6 +704,33 @@ def read_new_password() -> str:
     if not password:
         raise UserError("--password: the password is empty")
     return password
+
+
+@main.command("import")
+@click.argument("site")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--from", "origin", required=True, type=click.Choice(["plausible", "ga4"]), help="Whose export FILE is."
+)
+def import_history(site: str, file: Path, origin: str) -> None:
+    """Import SITE's history from FILE: Plausible's CSV export (the zip or its CSVs) or a GA4
+    CSV export, as daily aggregates; the same file twice changes nothing."""
+    from storage import imports
+    from storage.client import connect
+    from storage.sites import normalise
+
+    site = normalise(site)  # a typo is reported before the file is read
+    files = imports.read_files(file, origin)  # type: ignore[arg-type]
+    result = imports.import_files(connect(Settings()), site, files, origin)  # type: ignore[arg-type]
+    if result.already:
+        click.echo(f"already imported into {site}, unchanged: {', '.join(result.already)}")
+    if result.imported:
+        first, last = result.days or ("-", "-")
+        rows = sum(len(f.rows) for f in result.imported)
+        click.echo(
+            f"imported {len(result.imported)} file(s) into {site}: {first} to {last}, {rows} daily rows "
+            "(shown where reports include imports: API include.imports, the dashboard's marker)"
+        )
 
 
 @main.command()

@@ -116,11 +116,15 @@ def describe(error: Exception, settings: Settings) -> str | None:
 
 def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
+    from dashboard.email_reports import ReportsNotConfigured
     from ops.local.supervisor import StackError
     from storage.alert_rules import InvalidRule
     from storage.calendar import InvalidTimezone
     from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
+    from storage.imports import InvalidImport
+    from storage.report_subscriptions import InvalidSubscription
+    from storage.segments import InvalidSegment
     from storage.sites import InvalidDomain
     from storage.users import AccountError
 
@@ -131,6 +135,10 @@ def _known_failures() -> tuple[type[Exception], ...]:
         InvalidExclusion,
         AccountError,
         InvalidRule,
+        InvalidImport,
+        InvalidSubscription,
+        InvalidSegment,
+        ReportsNotConfigured,
         StackError,
     ]
     if "stream_jobs.replay" in sys.modules:

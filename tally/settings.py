@@ -111,6 +111,16 @@ class Settings(BaseSettings):
     # stats API defaults to), or `raw`, the archive (a store without stream jobs running).
     dashboard_source: Literal["agg", "raw"] = "agg"
 
+    # Email reports (dashboard/email_reports.py) go through this SMTP server; with no host the
+    # dashboard sends none. STARTTLS upgrades the connection before any login.
+    smtp_host: str = ""
+    smtp_port: int = 587
+    smtp_user: str = ""
+    smtp_password: str = Field(default="", repr=False)
+    smtp_from: str = "tally@localhost"
+    smtp_starttls: bool = True
+    reports_interval_s: float = 300.0  # how often the dashboard's sender looks for due reports
+
     # The CLI prints a traceback instead of its one-line error (for bug reports).
     debug: bool = False
 

@@ -15,8 +15,9 @@ from datetime import UTC, date, datetime
 from clickhouse_connect.driver.client import Client
 
 from storage.calendar import INTERVALS, InvalidTimezone, zone
+from storage.channels import CHANNEL
 from storage.goals import InvalidGoal, find_goal, list_goals
-from storage.queries import agg, funnels, raw
+from storage.queries import agg, channels, funnels, raw
 from storage.queries.contract import (
     DIMENSIONS,
     ENGAGED_BOUNCE_MS,
@@ -53,6 +54,7 @@ from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
 from storage.tables import EVENTS
 
 __all__ = [
+    "CHANNEL",
     "DIMENSIONS",
     "ENGAGED_BOUNCE_MS",
     "EVENT_DIMENSIONS",
@@ -149,6 +151,8 @@ def breakdown(
     client: Client, q: StatsQuery, by: str, limit: int = 10, source: Source = "raw"
 ) -> list[BreakdownRow]:
     q = with_goal(client, q)
+    if by == CHANNEL:  # both sources: the archive's sessions (storage/queries/channels.py)
+        return channels.breakdown(client, q, limit)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
@@ -185,6 +189,8 @@ def session_breakdown(
     """Per value of a session dimension (SESSION_DIMENSIONS): its sessions' numbers, as the
     aggregate report's (visits, bounce rate, average duration with page views and visitors)."""
     q = with_goal(client, q)
+    if by == CHANNEL:
+        return channels.session_breakdown(client, q, limit)
     if by not in SESSION_DIMENSIONS:
         raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).session_breakdown(client, q, by, limit)

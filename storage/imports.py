@@ -1,0 +1,422 @@
+"""History imported from Plausible's CSV export or a GA4 export (migration 0039).
+
+Imports are kept as daily aggregates (`imported_daily`), as Plausible keeps its own
+`imported_*` tables, not as synthesised events: an export holds per-day counts, and events
+made up from them would fake visitors, sessions and their order. Reports add them only when
+asked (Plausible's `include.imports`; dashboard/plausible_imports.py), never to `events`, the
+rollups or the sessions, which stay a copy of the log.
+
+Each imported CSV file is identified by a hash of its bytes: a file imported again (alone, or
+inside the same or another zip) finds its id in `imports` and writes nothing; rows written
+twice by concurrent imports share their key and ReplacingMergeTree keeps one.
+
+Formats (docs/architecture.md, "Imported history"):
+- plausible: the zip Plausible's "Export to CSV" makes, or any of its files, named
+  `imported_<table>_<YYYYMMDD>_<YYYYMMDD>.csv` (the `imported_` prefix optional), with a header
+  row; the columns read are those of PLAUSIBLE_TABLES, others are ignored.
+- ga4: CSV files (or a zip of them) with a header of GA4 Data API names (`date`, at most one
+  dimension of GA4_DIMENSIONS, metrics of GA4_METRICS); `#` comment lines and blank lines, as
+  GA4's own download writes them, are skipped. A file without a dimension holds the totals.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import Literal
+
+from clickhouse_connect.driver.client import Client
+
+from storage.sites import list_sites, normalise
+
+Origin = Literal["plausible", "ga4"]
+ORIGINS: tuple[Origin, ...] = ("plausible", "ga4")
+IMPORTED_DAILY = "imported_daily"
+IMPORTS = "imports"
+TOTALS = ""  # the dimension of a day's totals
+MAX_FILE_BYTES = 200 * 1024 * 1024  # a CSV, or everything a zip unpacks to
+METRIC_NAMES = ("visitors", "pageviews", "visits", "bounces", "visit_duration")
+
+# Plausible's tables: the dimension (Tally's name) its value column fills, that column, and
+# how its metric columns map onto Tally's imported metrics (entrances and exits are the visits
+# of entry and exit pages). Plausible's visit:device is the screen-size class (Tally's
+# screen_size), and its source names (Google, Twitter) go where Tally's referrer domains are.
+PLAUSIBLE_TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
+    "visitors": (TOTALS, "", {"visits": "visits"}),
+    "pages": ("path", "page", {"visits": "visits"}),
+    "sources": ("referrer_domain", "source", {"visits": "visits"}),
+    "entry_pages": ("entry_path", "entry_page", {"visits": "entrances"}),
+    "exit_pages": ("exit_path", "exit_page", {"visits": "exits"}),
+    "locations": ("country", "country", {"visits": "visits"}),
+    "devices": ("screen_size", "device", {"visits": "visits"}),
+    "browsers": ("browser", "browser", {"visits": "visits"}),
+    "operating_systems": ("os", "operating_system", {"visits": "visits"}),
+}
+# The UTM columns of imported_sources, each its own dimension.
+PLAUSIBLE_UTM = ("utm_source", "utm_medium", "utm_campaign", "utm_content", "utm_term")
+PLAUSIBLE_FILE = re.compile(r"^(?:imported_)?(?P<table>[a-z_]+?)_(?P<first>\d{8})_(?P<last>\d{8})\.csv$")
+# Tables of Plausible's export that Tally does not import (it has no such dimension).
+PLAUSIBLE_SKIPPED = frozenset({"custom_events"})
+
+# GA4 Data API dimension → Tally's dimension.
+GA4_DIMENSIONS = {
+    "pagePath": "path",
+    "pagePathPlusQueryString": "path",
+    "landingPage": "entry_path",
+    "sessionSource": "referrer_domain",
+    "sessionMedium": "utm_medium",
+    "sessionCampaignName": "utm_campaign",
+    "countryId": "country",
+    "deviceCategory": "device",
+    "browser": "browser",
+    "operatingSystem": "os",
+}
+# GA4 metric → how it reads (bounceRate and averageSessionDuration are per session).
+GA4_METRICS = (
+    "activeUsers", "totalUsers", "sessions", "screenPageViews", "bounceRate", "averageSessionDuration",
+)  # fmt: skip
+
+
+class InvalidImport(ValueError):
+    """A file Tally cannot import; the message names the file, row and column at fault."""
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """Imported numbers of one day and value: visit_duration is the visits' total, in seconds."""
+
+    visitors: int = 0
+    pageviews: int = 0
+    visits: int = 0
+    bounces: int = 0
+    visit_duration: int = 0
+
+    def __add__(self, other: Numbers) -> Numbers:
+        return Numbers(*(getattr(self, name) + getattr(other, name) for name in METRIC_NAMES))
+
+
+@dataclass
+class ImportedFile:
+    """One CSV file's rows, summed per (day, dimension, value)."""
+
+    name: str
+    import_id: str
+    rows: dict[tuple[date, str, str], Numbers] = field(default_factory=dict)
+
+    def add(self, day: date, dimension: str, value: str, numbers: Numbers) -> None:
+        key = (day, dimension, value)
+        self.rows[key] = self.rows.get(key, Numbers()) + numbers
+
+    @property
+    def days(self) -> tuple[date, date] | None:
+        days = [key[0] for key in self.rows]
+        return (min(days), max(days)) if days else None
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    site: str
+    imported: list[ImportedFile]  # files written now
+    already: list[str]  # names of files imported before: nothing written
+
+    @property
+    def days(self) -> tuple[date, date] | None:
+        ranges = [f.days for f in self.imported if f.days]
+        return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+
+
+# --- reading the files --------------------------------------------------------------------
+
+
+def read_files(path: Path, origin: Origin) -> list[ImportedFile]:
+    """The CSV files in `path` (a CSV, or a zip of them) parsed as `origin`'s export."""
+    if origin not in ORIGINS:
+        raise InvalidImport(f"--from must be one of {', '.join(ORIGINS)} (got {origin!r})")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise InvalidImport(f"{path.name}: larger than {MAX_FILE_BYTES // 2**20} MiB")
+    return read_bytes(path.name, path.read_bytes(), origin)
+
+
+def read_bytes(name: str, data: bytes, origin: Origin) -> list[ImportedFile]:
+    """The CSV files in `data` (a CSV, or a zip of them, named `name`) parsed as `origin`'s export."""
+    if origin not in ORIGINS:
+        raise InvalidImport(f"the export must be one of {', '.join(ORIGINS)} (got {origin!r})")
+    is_zip = zipfile.is_zipfile(io.BytesIO(data))
+    members = list(_zip_members(name, data)) if is_zip else [(name, data)]
+    parsed = [parse_csv(member, content, origin) for member, content in members]
+    files = [f for f in parsed if f is not None]
+    if not files:
+        raise InvalidImport(f"{name}: no CSV file of a {origin} export in it")
+    return files
+
+
+def _zip_members(zip_name: str, data: bytes) -> Iterable[tuple[str, bytes]]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        infos = [info for info in archive.infolist() if not info.is_dir() and info.filename.endswith(".csv")]
+        if sum(info.file_size for info in infos) > MAX_FILE_BYTES:  # a zip bomb stops here
+            raise InvalidImport(f"{zip_name}: unpacks to more than {MAX_FILE_BYTES // 2**20} MiB")
+        for info in infos:
+            yield Path(info.filename).name, archive.read(info)
+
+
+def parse_csv(name: str, content: bytes, origin: Origin) -> ImportedFile | None:
+    """One CSV file's rows (None for a Plausible table Tally does not import)."""
+    try:
+        text = content.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InvalidImport(f"{name}: not UTF-8 text (byte {error.start})") from None
+    imported = ImportedFile(name, hashlib.sha256(content).hexdigest()[:32])
+    if origin == "plausible":
+        return _plausible(name, text, imported)
+    return _ga4(name, text, imported)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A CSV file's header (and the line it is on) and its data lines, numbered as in the file."""
+
+    name: str
+    header: list[str]
+    header_line: int
+    lines: list[tuple[int, str]]
+
+    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+        """(line number, row) pairs; InvalidImport at the first line that is not a row of the table."""
+        reader = csv.reader(text for _, text in self.lines)
+        try:
+            for (number, _), values in zip(self.lines, reader, strict=False):
+                if len(values) != len(self.header):
+                    raise InvalidImport(
+                        f"{self.name}: row {number}: {len(values)} columns, the header has {len(self.header)}"
+                    )
+                yield number, dict(zip(self.header, values, strict=True))
+        except csv.Error as error:
+            raise InvalidImport(f"{self.name}: not CSV ({error})") from None
+
+    def require(self, columns: Iterable[str]) -> None:
+        missing = [column for column in columns if column not in self.header]
+        if missing:
+            raise InvalidImport(
+                f"{self.name}: row {self.header_line}: no column {missing[0]!r} "
+                f"(the header has {', '.join(self.header)})"
+            )
+
+
+def _table(name: str, lines: list[tuple[int, str]]) -> Table:
+    if not lines:
+        raise InvalidImport(f"{name}: empty (expected a header row)")
+    try:
+        header = [column.strip() for column in next(csv.reader([lines[0][1]]))]
+    except csv.Error as error:
+        raise InvalidImport(f"{name}: not CSV ({error})") from None
+    return Table(name, header, lines[0][0], lines[1:])
+
+
+def _numbered(text: str, skip_comments: bool) -> list[tuple[int, str]]:
+    return [
+        (number, line)
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not (skip_comments and line.startswith("#"))
+    ]
+
+
+def _count(name: str, number: int, row: dict[str, str], column: str) -> int:
+    text = row[column].strip()
+    try:
+        value = int(text) if text else 0
+    except ValueError:
+        try:
+            value = round(float(text))
+        except ValueError:
+            raise InvalidImport(
+                f"{name}: row {number}, column {column!r}: {text!r} is not a number"
+            ) from None
+    if value < 0:
+        raise InvalidImport(f"{name}: row {number}, column {column!r}: {text!r} is negative")
+    return value
+
+
+def _day(name: str, number: int, row: dict[str, str], column: str = "date") -> date:
+    text = row[column].strip()
+    for pattern in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return datetime.strptime(text, pattern).date()
+        except ValueError:
+            continue
+    raise InvalidImport(f"{name}: row {number}, column {column!r}: {text!r} is not a date (YYYY-MM-DD)")
+
+
+def _plausible(name: str, text: str, imported: ImportedFile) -> ImportedFile | None:
+    found = PLAUSIBLE_FILE.match(name)
+    if not found or found["table"] not in PLAUSIBLE_TABLES:
+        if found and found["table"] in PLAUSIBLE_SKIPPED:
+            return None
+        tables = ", ".join(f"imported_{table}_YYYYMMDD_YYYYMMDD.csv" for table in PLAUSIBLE_TABLES)
+        raise InvalidImport(f"{name}: not a file of Plausible's CSV export (expected one of {tables})")
+    table = found["table"]
+    dimension, value_column, renamed = PLAUSIBLE_TABLES[table]
+    metric_columns = {metric: renamed.get(metric, metric) for metric in METRIC_NAMES}
+    csv_table = _table(name, _numbered(text, skip_comments=False))
+    present = {metric: column for metric, column in metric_columns.items() if column in csv_table.header}
+    csv_table.require(["date", "visitors", *([value_column] if value_column else [])])
+    for number, row in csv_table.rows():
+        day = _day(name, number, row)
+        numbers = Numbers(**{metric: _count(name, number, row, column) for metric, column in present.items()})
+        value = row[value_column].strip() if value_column else ""
+        imported.add(day, dimension, _plausible_value(dimension, value), numbers)
+        if table == "sources":
+            for utm in PLAUSIBLE_UTM:
+                if row.get(utm, "").strip():
+                    imported.add(day, utm, row[utm].strip(), numbers)
+    return imported
+
+
+def _plausible_value(dimension: str, value: str) -> str:
+    return value.upper() if dimension == "country" else value
+
+
+def _ga4(name: str, text: str, imported: ImportedFile) -> ImportedFile:
+    table = _table(name, _numbered(text, skip_comments=True))
+    header, line = table.header, table.header_line
+    table.require(["date"])
+    dimensions = [column for column in header if column in GA4_DIMENSIONS]
+    if len(dimensions) > 1:
+        raise InvalidImport(f"{name}: row {line}: one dimension per file, this has {', '.join(dimensions)}")
+    if "country" in header and not dimensions:
+        raise InvalidImport(
+            f"{name}: row {line}, column 'country': GA4 country names; export countryId (ISO codes)"
+        )
+    users = "activeUsers" if "activeUsers" in header else "totalUsers"
+    table.require([users, "sessions"])
+    dimension = GA4_DIMENSIONS[dimensions[0]] if dimensions else TOTALS
+    for number, row in table.rows():
+        day = _day(name, number, row)
+        sessions = _count(name, number, row, "sessions")
+        numbers = Numbers(
+            visitors=_count(name, number, row, users),
+            pageviews=_count(name, number, row, "screenPageViews") if "screenPageViews" in header else 0,
+            visits=sessions,
+            bounces=round(_rate(name, number, row) * sessions),
+            visit_duration=round(_seconds(name, number, row) * sessions),
+        )
+        value = row[dimensions[0]].strip() if dimensions else ""
+        if dimension == "country":
+            value = value.upper()
+        elif dimension == "device":
+            value = value.lower()
+        imported.add(day, dimension, value, numbers)
+    return imported
+
+
+def _rate(name: str, number: int, row: dict[str, str]) -> float:
+    """GA4's bounceRate: a fraction of the sessions, 0 to 1."""
+    text = row.get("bounceRate", "").strip()
+    try:
+        rate = float(text) if text else 0.0
+    except ValueError:
+        raise InvalidImport(f"{name}: row {number}, column 'bounceRate': {text!r} is not a number") from None
+    if not 0 <= rate <= 1:
+        raise InvalidImport(
+            f"{name}: row {number}, column 'bounceRate': {text!r} is not a fraction from 0 to 1"
+        )
+    return rate
+
+
+def _seconds(name: str, number: int, row: dict[str, str]) -> float:
+    text = row.get("averageSessionDuration", "").strip()
+    try:
+        seconds = float(text) if text else 0.0
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise InvalidImport(
+            f"{name}: row {number}, column 'averageSessionDuration': {text!r} is not a number of seconds"
+        )
+    return seconds
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def import_files(client: Client, site: str, files: list[ImportedFile], origin: Origin) -> ImportResult:
+    """Write the files not imported before into `site`'s imported history."""
+    site = normalise(site)
+    if site not in list_sites(client):
+        raise InvalidImport(f"{site} is not registered (see 'tally sites list')")
+    known = {row[0] for row in client.query(
+        f"SELECT import_id FROM {IMPORTS} WHERE site = {{site:String}}", parameters={"site": site}
+    ).result_rows}  # fmt: skip
+    fresh = [f for f in files if f.import_id not in known and f.rows]
+    for imported in fresh:
+        rows = [
+            [site, day, dimension, value, imported.import_id, *(getattr(numbers, m) for m in METRIC_NAMES)]
+            for (day, dimension, value), numbers in imported.rows.items()
+        ]
+        client.insert(
+            IMPORTED_DAILY,
+            rows,
+            column_names=["site", "date", "dimension", "value", "import_id", *METRIC_NAMES],
+        )
+        first, last = imported.days or (date.min, date.min)
+        # Recorded after its rows: an import cut short is done again whole by the next try.
+        client.insert(
+            IMPORTS,
+            [[site, imported.import_id, origin, imported.name, first, last, len(rows)]],
+            column_names=["site", "import_id", "origin", "file_name", "first_day", "last_day", "row_count"],
+        )
+    return ImportResult(site, fresh, [f.name for f in files if f not in fresh])
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportRecord:
+    import_id: str
+    origin: str
+    file_name: str
+    first_day: date
+    last_day: date
+    row_count: int
+
+
+def list_imports(client: Client, site: str) -> list[ImportRecord]:
+    rows = client.query(
+        f"SELECT import_id, origin, file_name, first_day, last_day, row_count FROM {IMPORTS} FINAL "
+        "WHERE site = {site:String} ORDER BY first_day, file_name",
+        parameters={"site": site},
+    ).result_rows
+    return [ImportRecord(*row) for row in rows]
+
+
+def whole_days(start: datetime, end: datetime) -> tuple[date, date] | None:
+    """The first and last UTC day lying wholly in [start, end): imported numbers are per day."""
+    first = start.date() + timedelta(days=0 if start.time() == time(0) else 1)
+    last = end.date() - timedelta(days=1)  # end is excluded: its day is never whole
+    return (first, last) if first <= last else None
+
+
+def imported(
+    client: Client, site: str, start: datetime, end: datetime, dimension: str = TOTALS, by_day: bool = False
+) -> dict[tuple[date | None, str], Numbers]:
+    """Imported numbers of the whole days in [start, end), per (day or None, value) of
+    `dimension` ('' the totals)."""
+    days = whole_days(start, end)
+    if days is None:
+        return {}
+    day_column = "date" if by_day else "toDate(0)"
+    rows = client.query(
+        f"SELECT {day_column} AS day, value, sum(visitors), sum(pageviews), sum(visits), sum(bounces), "
+        f"sum(visit_duration) FROM {IMPORTED_DAILY} FINAL WHERE site = {{site:String}} "
+        "AND dimension = {dimension:String} AND date >= {first:Date} AND date <= {last:Date} "
+        "GROUP BY day, value",
+        parameters={"site": site, "dimension": dimension, "first": days[0], "last": days[1]},
+    ).result_rows
+    return {(day if by_day else None, value): Numbers(*map(int, numbers)) for day, value, *numbers in rows}

@@ -1,0 +1,139 @@
+"""Email report subscriptions and the record of reports sent (migration 0040).
+
+A subscriber receives a site's report weekly (the last whole ISO week, Monday to Sunday, UTC)
+and/or monthly (the last whole calendar month). A report is due when its period has ended and
+no delivery of it is recorded; the delivery is recorded once the SMTP server accepted the mail,
+so each (site, subscriber, frequency, period) is sent once — a sender that dies between the
+server's acceptance and the record sends it once more at its next run (at least once, never
+silently lost).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Literal
+
+from clickhouse_connect.driver.client import Client
+
+from storage.sites import list_sites, normalise
+
+Frequency = Literal["weekly", "monthly"]
+FREQUENCIES: tuple[Frequency, ...] = ("weekly", "monthly")
+SUBSCRIPTIONS = "report_subscriptions"
+DELIVERIES = "report_deliveries"
+# An address an SMTP server takes: local part @ a domain with a dot; no spaces, no brackets,
+# no second @ (RFC 5322's full grammar is not needed to refuse typos).
+EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
+MAX_EMAIL = 254
+
+
+class InvalidSubscription(ValueError):
+    """A subscription Tally cannot add or remove; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    site: str
+    email: str
+    frequency: Frequency
+
+
+@dataclass(frozen=True)
+class ReportPeriod:
+    """[first, last] whole UTC days, and the period before it of the same kind."""
+
+    frequency: Frequency
+    first: date
+    last: date
+    previous_first: date
+    previous_last: date
+
+
+def checked_email(email: str) -> str:
+    email = email.strip()
+    if len(email) > MAX_EMAIL or not EMAIL.match(email):
+        raise InvalidSubscription(f"not an email address: {email!r}")
+    return email
+
+
+def subscribe(client: Client, site: str, email: str, frequency: Frequency) -> Subscription:
+    site, email = normalise(site), checked_email(email)
+    if frequency not in FREQUENCIES:
+        raise InvalidSubscription(f"frequency must be weekly or monthly (got {frequency!r})")
+    if site not in list_sites(client):
+        raise InvalidSubscription(f"{site} is not registered (see 'tally sites list')")
+    subscription = Subscription(site, email, frequency)
+    _write(client, subscription, removed=0)
+    return subscription
+
+
+def unsubscribe(
+    client: Client, site: str, email: str, frequency: Frequency | None = None
+) -> list[Subscription]:
+    """End `email`'s subscriptions to `site` (one frequency, or all); InvalidSubscription if none."""
+    site, email = normalise(site), email.strip()
+    ended = [
+        s for s in list_subscriptions(client, site) if s.email == email and frequency in (None, s.frequency)
+    ]
+    if not ended:
+        raise InvalidSubscription(f"{email} receives no report of {site} (see 'tally reports list {site}')")
+    for subscription in ended:
+        _write(client, subscription, removed=1)
+    return ended
+
+
+def list_subscriptions(client: Client, site: str | None = None) -> list[Subscription]:
+    """Live subscriptions (of one site, or all), by site, email and frequency."""
+    rows = client.query(
+        f"SELECT site, email, frequency FROM {SUBSCRIPTIONS} "
+        "WHERE {site:String} = '' OR site = {site:String} GROUP BY site, email, frequency "
+        "HAVING argMax(removed, changed_at) = 0 ORDER BY site, email, frequency",
+        parameters={"site": normalise(site) if site else ""},
+    ).result_rows
+    return [Subscription(*row) for row in rows]
+
+
+def last_period(frequency: Frequency, today: date) -> ReportPeriod:
+    """The last whole week (Monday to Sunday) or calendar month before `today`."""
+    if frequency == "weekly":
+        first = today - timedelta(days=today.weekday() + 7)
+        return ReportPeriod(frequency, first, first + timedelta(days=6), first - timedelta(days=7),
+                            first - timedelta(days=1))  # fmt: skip
+    last = today.replace(day=1) - timedelta(days=1)
+    first = last.replace(day=1)
+    previous_last = first - timedelta(days=1)
+    return ReportPeriod(frequency, first, last, previous_last.replace(day=1), previous_last)
+
+
+def due(client: Client, today: date) -> list[tuple[Subscription, ReportPeriod]]:
+    """Every subscription's last whole period whose report has not been sent."""
+    sent = {
+        (site, email, frequency, period_start)
+        for site, email, frequency, period_start in client.query(
+            f"SELECT site, email, frequency, period_start FROM {DELIVERIES} FINAL"
+        ).result_rows
+    }
+    result = []
+    for subscription in list_subscriptions(client):
+        period = last_period(subscription.frequency, today)
+        if (subscription.site, subscription.email, subscription.frequency, period.first) not in sent:
+            result.append((subscription, period))
+    return result
+
+
+def record_delivery(client: Client, subscription: Subscription, period: ReportPeriod) -> None:
+    client.insert(
+        DELIVERIES,
+        [[subscription.site, subscription.email, subscription.frequency, period.first, period.last]],
+        column_names=["site", "email", "frequency", "period_start", "period_end"],
+    )
+
+
+def _write(client: Client, subscription: Subscription, removed: int) -> None:
+    client.insert(
+        SUBSCRIPTIONS,
+        [[subscription.site, subscription.email, subscription.frequency, removed]],
+        column_names=["site", "email", "frequency", "removed"],
+    )
