@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
-from dashboard import plausible_v1
+from dashboard import plausible_v1, provenance
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
@@ -62,6 +62,13 @@ def stats_api(
             arguments, clock(), settings.session_gap_s, settings.engaged_bounce_ms
         )
 
+    def answered(answer: object, arguments: Arguments, q: StatsQuery, source: Source) -> Response:
+        """The answer, inside `{"results", "meta"}` when the call asks for meta (provenance.py)."""
+        if not provenance.asked(arguments):
+            return jsonify(answer)
+        meta = provenance.meta(clients(), settings, q, provenance.answered_source(q, source))
+        return jsonify({"results": answer, "meta": meta})
+
     def plausible_call(endpoint: plausible_v1.Endpoint) -> Response | None:
         """Plausible's v1 answer when the call uses Plausible's parameters (site_id), else None."""
         if not plausible_v1.requested(request.args):
@@ -78,7 +85,8 @@ def stats_api(
         if (plausible := plausible_call("aggregate")) is not None:
             return plausible
         arguments, q = asked()
-        return jsonify(queries.aggregate(clients(), q, source=parameters.source(arguments)))
+        source = parameters.source(arguments)
+        return answered(queries.aggregate(clients(), q, source=source), arguments, q, source)
 
     @api.get("/stats/timeseries")
     def timeseries() -> Response:
@@ -86,8 +94,9 @@ def stats_api(
             return plausible
         arguments, q = asked()
         interval = parameters.interval(arguments, q)
-        points = queries.timeseries(clients(), q, interval, source=parameters.source(arguments))
-        return jsonify([point_json(point) for point in points])
+        source = parameters.source(arguments)
+        points = queries.timeseries(clients(), q, interval, source=source)
+        return answered([point_json(point) for point in points], arguments, q, source)
 
     @api.get("/stats/breakdown")
     def breakdown() -> Response:
@@ -99,7 +108,8 @@ def stats_api(
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         source = parameters.source(arguments)
         if by == parameters.EVENT_NAME_BREAKDOWN or by.startswith(parameters.PROP_BREAKDOWN):
-            return jsonify([event_json(row) for row in custom_breakdown(q, by, goal, limit, source)])
+            events = [event_json(row) for row in custom_breakdown(q, by, goal, limit, source)]
+            return answered(events, arguments, q, source)
         rows = queries.breakdown(clients(), q, by, limit, source=source)
         answer = [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
         if by == "path":  # a page's engagement (storage/queries/contract.py), 0 without any
@@ -108,14 +118,17 @@ def stats_api(
                 page = engaged.get(str(row["value"]))
                 row["time_on_page_s"] = page.time_on_page_s if page else 0.0
                 row["scroll_depth"] = page.scroll_depth if page else 0.0
-        return jsonify(answer)
+        return answered(answer, arguments, q, source)
 
     @api.get("/stats/funnel")
     def funnel() -> Response:
         arguments, q = asked()
         steps = parameters.funnel_steps(arguments)
         report = queries.funnel(clients(), q, steps, source=parameters.source(arguments))
-        return jsonify({"steps": [step_json(row) for row in report.steps], "meta": {"source": report.source}})
+        meta: dict[str, object] = {"source": report.source}
+        if provenance.asked(arguments):  # a funnel's answer has its meta already: the fields join it
+            meta = provenance.meta(clients(), settings, q, report.source)
+        return jsonify({"steps": [step_json(row) for row in report.steps], "meta": meta})
 
     def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:
         if by == parameters.EVENT_NAME_BREAKDOWN:
@@ -126,21 +139,25 @@ def stats_api(
     @api.get("/stats/goals")
     def goals() -> Response:
         arguments, q = asked()
-        rows = queries.goals(clients(), q, source=parameters.source(arguments))
-        return jsonify([goal_json(row) for row in rows])
+        source = parameters.source(arguments)
+        rows = queries.goals(clients(), q, source=source)
+        return answered([goal_json(row) for row in rows], arguments, q, source)
 
     @api.get("/stats/realtime")
     def realtime() -> Response:
         arguments = Arguments.parse(request.args.to_dict(flat=False))
-        site = parameters.site(arguments)
-        return jsonify(queries.realtime(clients(), site, now=clock(), source=parameters.source(arguments)))
+        site, now, source = parameters.site(arguments), clock(), parameters.source(arguments)
+        live = queries.realtime(clients(), site, now=now, source=source)
+        window = StatsQuery(site, now - queries.LIVE_WINDOW, now, session_gap_s=settings.session_gap_s)
+        return answered(live, arguments, window, source)
 
     @api.get("/sessions")
     def sessions() -> Response:
         arguments, q = asked()
         limit = parameters.limit(arguments, DEFAULT_SESSIONS_LIMIT)
-        rows = queries.sessions(clients(), q, limit, source=parameters.source(arguments))
-        return jsonify([session_json(row) for row in rows])
+        source = parameters.source(arguments)
+        rows = queries.sessions(clients(), q, limit, source=source)
+        return answered([session_json(row) for row in rows], arguments, q, source)
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:

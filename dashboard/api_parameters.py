@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from storage import queries
 from storage.queries import FunnelStep, Interval, Source, StatsQuery
 
-PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps", "goal")
+PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps", "goal", "meta")
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day")
 DEFAULT_RANGE = timedelta(days=30)

@@ -22,6 +22,7 @@ from dashboard.goals_panel import register_goal_editing
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
+from dashboard.provenance import register_provenance
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.store import ClientFactory, thread_local_clients
@@ -56,6 +57,7 @@ def build_app(
     app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
     before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
+    register_provenance(app, settings, clients)  # an Overview callback: shared views show it too
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)

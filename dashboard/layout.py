@@ -123,6 +123,7 @@ def _overview(topojson_url: str) -> html.Section:
     return html.Section(
         [
             loading(html.Div(id="top-metrics", className="metrics")),
+            html.Div(id="provenance", className="provenance", role="status"),  # dashboard/provenance.py
             html.Section(
                 [
                     html.Div(

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from flask import Blueprint, Response, jsonify, request
 
+from dashboard import provenance
 from dashboard.api import bearer_matches, error
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
@@ -65,7 +66,9 @@ def plausible_api(
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
         planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
         report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
-        return jsonify(answer(planned, report))
+        answered = answer(planned, report)
+        answered["meta"] |= plausible_meta(client, settings, planned, report)  # type: ignore[operator]
+        return jsonify(answered)
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])
     def not_found(unknown: str) -> Response:
@@ -126,6 +129,15 @@ def answer(query: PlausibleQuery, report: Report) -> dict[str, object]:
         "meta": meta,
         "query": echo(query, body),
     }
+
+
+def plausible_meta(
+    client: object, settings: Settings, query: PlausibleQuery, report: Report
+) -> dict[str, object]:
+    """Tally's provenance fields (dashboard/provenance.py), added to Plausible's `meta`."""
+    gap, bounce = settings.session_gap_s, settings.engaged_bounce_ms
+    q = queries.StatsQuery(query.site, query.start, query.end, session_gap_s=gap, engaged_bounce_ms=bounce)
+    return provenance.meta(client, settings, q, report.source)
 
 
 def echo(query: PlausibleQuery, body: QueryBody) -> dict[str, object]:
