@@ -27,11 +27,11 @@ from storage.queries.provenance import Provenance
 from tally.settings import Settings
 
 META_PARAMETER = "meta"
-YES, NO = ("true", "1"), ("false", "0")
+YES, NO = ("true",), ("false",)
 
 
 def asked(arguments: Arguments) -> bool:
-    """Whether the call asks for `meta` (meta=true|1|false|0; a 400 naming `meta` otherwise)."""
+    """Whether the call asks for `meta` (meta=true|false; a 400 naming `meta` otherwise)."""
     value = arguments.get(META_PARAMETER)
     if value is None or value in NO:
         return False
