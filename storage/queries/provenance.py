@@ -46,7 +46,7 @@ from storage.tables import EVENTS, LATE_EVENTS, STREAM_OFFSETS, STREAM_WATERMARK
 ACTIVITY_QUERY = agg.ACTIVITY_QUERY
 #: Beyond these the agreement is "not checked": its raw side would scan too much.
 CHECK_MAX_DAYS = 92
-CHECK_MAX_EVENTS = 5_000_000
+CHECK_MAX_EVENTS = 2_000_000
 DAY = timedelta(days=1)
 
 Status = Literal["agree", "disagree", "not checked"]
