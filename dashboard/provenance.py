@@ -106,7 +106,6 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
 def line(p: Provenance) -> list[Any]:
     """The info line's parts; each carries its own id for tests and screen readers."""
     parts: list[Any] = [
-        html.Span("\u24d8 ", className="provenance-icon", **{"aria-hidden": "true"}),
         html.Span(f"Read from {SOURCE_WORDS[p.source]}", id="provenance-source"),
         " \u00b7 ",
         html.Span(coverage_words(p), id="provenance-coverage"),
