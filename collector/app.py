@@ -33,6 +33,7 @@ from starlette.routing import Route
 from collector.blocklist import Blocklist
 from collector.enrichment import Draft, Dropped, DropReason, RequestContext, build_pipeline, enrich
 from collector.event_log import EventLog, KafkaEventLog, LogRecord, LogUnavailable
+from collector.exclusions import SiteExclusions
 from collector.geo import CountryLookup
 from collector.http_protocol import bounded_httptools
 from collector.known_sites import KnownSites
@@ -92,6 +93,8 @@ class CollectorParts:
     sites: KnownSites
     blocklist: Blocklist
     countries: CountryLookup
+    # The sites' exclusions (none if not given: tests that build parts by hand need none).
+    exclusions: SiteExclusions | None = None
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -161,6 +164,7 @@ class Collector:
             is_known_site=parts.sites.__contains__,
             is_blocked=parts.blocklist.is_blocked,
             countries=parts.countries,
+            excluded_by=parts.exclusions.rule_matching if parts.exclusions else lambda *_: None,
         )
         self.ingest_key = settings.resolved_ingest_key().encode()
         self.tracker_js = TRACKER_JS.read_bytes()
@@ -238,13 +242,19 @@ class Collector:
         try:
             event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
         except Dropped as dropped:
-            return self._dropped_response(dropped.reason, payload.site)
+            return self._dropped_response(dropped, payload.site)
         return await self.append([log_record(event)]) or Response(status_code=202)
 
-    def _dropped_response(self, reason: DropReason, site: str) -> Response:
-        self._count_drop(reason)
+    def _dropped_response(self, dropped: Dropped, site: str) -> Response:
+        reason = dropped.reason
+        self._count_drop(dropped)
         if reason is DropReason.BOT:
             # Bots are told nothing: an error would invite them to adapt.
+            return Response(status_code=202)
+        if reason is DropReason.EXCLUDED:
+            # Done as the site's owner asked: the sender (a staff member's browser, a
+            # monitoring probe) did nothing wrong, and an error would fill its console, or
+            # make a sender retry, for traffic that is meant to go uncounted.
             return Response(status_code=202)
         if reason is DropReason.UNKNOWN_SITE:
             return error(400, f"site: {site!r} is not registered (tally sites add {site})")
@@ -305,16 +315,19 @@ class Collector:
                 if drop.reason is DropReason.UNKNOWN_SITE:
                     message = f"[{index}].site: {payload.site!r} is not registered"
                     raise RejectedEvent(400, message, drop.reason) from None
-                self._count_drop(drop.reason)
+                self._count_drop(drop)
                 dropped[drop.reason.value] += 1
         return events, dropped
 
     def count_slow_body(self) -> None:
         self.metrics.rejected.labels("slow_body").inc()
 
-    def _count_drop(self, reason: DropReason) -> None:
+    def _count_drop(self, dropped: Dropped) -> None:
+        reason = dropped.reason
         if reason is DropReason.BOT:
             self.metrics.bots.inc()
+        elif reason is DropReason.EXCLUDED:
+            self.metrics.excluded.labels(dropped.rule).inc()
         else:
             self.metrics.rejected.labels(reason.value).inc()
 
@@ -356,9 +369,13 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(parts.salts.refresh)
         await asyncio.to_thread(parts.sites.refresh)
+        refreshers = [parts.salts.refresh_forever, parts.sites.refresh_forever]
+        if parts.exclusions is not None:
+            await asyncio.to_thread(parts.exclusions.refresh)
+            refreshers.append(parts.exclusions.refresh_forever)
         await parts.event_log.start()
         await parts.blocklist.start()
-        tasks = _background(parts.salts.refresh_forever, parts.sites.refresh_forever)
+        tasks = _background(*refreshers)
         try:
             yield
         finally:
@@ -389,6 +406,7 @@ def production_parts(settings: Settings) -> CollectorParts:
         sites=KnownSites(connect(settings)),
         blocklist=Blocklist(settings),
         countries=CountryLookup(),
+        exclusions=SiteExclusions(connect(settings)),
     )
 
 

@@ -27,12 +27,14 @@ class DropReason(StrEnum):
     BOT = "bot"
     UNKNOWN_SITE = "unknown_site"
     BLOCKED_CLIENT = "blocked_client"
+    EXCLUDED = "excluded"  # by the site's own exclusions (collector/exclusions.py)
 
 
 class Dropped(Exception):
-    def __init__(self, reason: DropReason) -> None:
+    def __init__(self, reason: DropReason, rule: str = "") -> None:
         super().__init__(reason.value)
         self.reason = reason
+        self.rule = rule  # for EXCLUDED: which kind of exclusion (ip, path, country)
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,15 @@ def _keyed_with(salt: bytes) -> hmac.HMAC:
     return hmac.new(salt, digestmod="blake2b512")
 
 
+# (site, client IP, path, country) -> the kind of exclusion the event falls under, or None.
+ExclusionRule = Callable[[str, str, str, str], str | None]
+
+
 def build_pipeline(
-    is_known_site: Callable[[str], bool], is_blocked: Callable[[str], bool], countries: CountryLookup
+    is_known_site: Callable[[str], bool],
+    is_blocked: Callable[[str], bool],
+    countries: CountryLookup,
+    excluded_by: ExclusionRule = lambda site, ip, path, country: None,
 ) -> list[tuple[str, Step]]:
     """The collector's steps, in order; the parts that need state come in as functions."""
 
@@ -152,6 +161,11 @@ def build_pipeline(
     def put_country(draft: Draft, context: RequestContext) -> None:
         draft.fields["country"] = countries.country(context.client_ip)
 
+    def drop_excluded(draft: Draft, context: RequestContext) -> None:
+        path, country = str(draft.fields["path"]), str(draft.fields["country"])
+        if (rule := excluded_by(draft.site, context.client_ip, path, country)) is not None:
+            raise Dropped(DropReason.EXCLUDED, rule)
+
     return [
         ("unknown_site", drop_unknown_sites),
         ("bot", drop_bots),
@@ -161,6 +175,7 @@ def build_pipeline(
         ("referrer", put_referrer),
         ("user_agent", put_user_agent),
         ("country", put_country),
+        ("excluded", drop_excluded),
         ("language", put_language),
     ]
 

@@ -25,6 +25,12 @@ class CollectorMetrics:
         self.bots = Counter(
             "tally_bots_dropped", "Events from bots, answered 202 and dropped", registry=self.registry
         )
+        self.excluded = Counter(
+            "tally_events_excluded",
+            "Events matching their site's exclusions (ip, path, country), answered 202 and dropped",
+            ["rule"],
+            registry=self.registry,
+        )
         self.kafka_errors = Counter(
             "tally_kafka_errors", "Appends the log could not take", registry=self.registry
         )

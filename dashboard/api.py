@@ -9,11 +9,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import structlog
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
-from dashboard import plausible_v1, provenance
+from dashboard import comparisons, plausible_v1, provenance
+from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
@@ -21,6 +22,7 @@ from dashboard.plausible_report import SiteNotFound
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import EventRow, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
+from storage.sites import site_timezone
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -40,10 +42,17 @@ def stats_api(
     def require_api_key() -> Response | None:
         if request.endpoint == "stats_api.openapi":
             return None  # the description of the API is public; its numbers are not
-        if not bearer_matches(request.headers.get("Authorization", ""), api_key):
+        authorization = request.headers.get("Authorization", "")
+        access = authorise(authorization, api_key, clients, request.remote_addr or "")
+        if access is None:
             response = error(401, "missing or wrong API key: send Authorization: Bearer <api key>")
             response.headers["WWW-Authenticate"] = 'Bearer realm="tally"'
             return response
+        g.api_access = access
+        # A team member's key reads only its sites (dashboard/api_access.py).
+        site = scoped_site(request.args.get("site") or request.args.get("site_id") or "")
+        if site and not access.may_read(site):
+            return error(403, f"site: this API key may not read {site}")
         return None
 
     @api.after_request
@@ -57,10 +66,20 @@ def stats_api(
 
     def asked() -> tuple[Arguments, StatsQuery]:
         """The request's arguments and the report they ask for."""
+        arguments, q, _ = asked_with_comparison()
+        return arguments, q
+
+    def asked_with_comparison() -> tuple[Arguments, StatsQuery, StatsQuery | None]:
+        """The arguments, the report, and the same report over the compared range (`compare`),
+        in the site's time zone (storage/sites.py)."""
         arguments = Arguments.parse(request.args.to_dict(flat=False))
-        return arguments, parameters.stats_query(
-            arguments, clock(), settings.session_gap_s, settings.engaged_bounce_ms
-        )
+        client, site = clients(), parameters.site(arguments)
+        first_day = queries.first_day(client, site) if arguments.get("period") == "all" else None
+        q, compared = parameters.window_queries(
+            arguments, clock(), settings.session_gap_s, settings.engaged_bounce_ms,
+            site_timezone(client, site), first_day,
+        )  # fmt: skip
+        return arguments, q, compared
 
     def answered(answer: object, arguments: Arguments, q: StatsQuery, source: Source) -> Response:
         """The answer, inside `{"results", "meta"}` when the call asks for meta (provenance.py)."""
@@ -84,19 +103,39 @@ def stats_api(
     def aggregate() -> Response:
         if (plausible := plausible_call("aggregate")) is not None:
             return plausible
-        arguments, q = asked()
+        arguments, q, compared = asked_with_comparison()
         source = parameters.source(arguments)
-        return answered(queries.aggregate(clients(), q, source=source), arguments, q, source)
+        current = queries.aggregate(clients(), q, source=source)
+        if compared is None:
+            return answered(current, arguments, q, source)
+        previous = queries.aggregate(clients(), compared, source=source)
+        return answered(
+            current
+            | {
+                "comparison": {"from": iso(compared.start, q.timezone), "to": iso(compared.end, q.timezone)}
+                | previous,
+                "change": comparisons.changes(current, previous),
+            },
+            arguments,
+            q,
+            source,
+        )
 
     @api.get("/stats/timeseries")
     def timeseries() -> Response:
         if (plausible := plausible_call("timeseries")) is not None:
             return plausible
-        arguments, q = asked()
+        arguments, q, compared = asked_with_comparison()
         interval = parameters.interval(arguments, q)
         source = parameters.source(arguments)
-        points = queries.timeseries(clients(), q, interval, source=source)
-        return answered([point_json(point) for point in points], arguments, q, source)
+        points = [
+            point_json(point, q.timezone) for point in queries.timeseries(clients(), q, interval, source)
+        ]
+        if compared is None:
+            return answered(points, arguments, q, source)
+        previous = queries.timeseries(clients(), compared, interval, source=source)
+        paired = comparisons.paired(points, [point_json(point, q.timezone) for point in previous])
+        return answered(paired, arguments, q, source)
 
     @api.get("/stats/breakdown")
     def breakdown() -> Response:
@@ -226,14 +265,17 @@ def error(status: int, message: str) -> Response:
     return response
 
 
-def iso(moment: datetime) -> str:
-    """ISO-8601 in UTC with a Z, as the API's parameters take it."""
+def iso(moment: datetime, timezone: str = "UTC") -> str:
+    """ISO-8601 as the API's parameters take it: in UTC with a Z, or in the site's zone with its
+    offset (a bucket of a Berlin site starts at 2026-03-29T00:00:00+01:00)."""
     moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if timezone != "UTC":
+        return moment.astimezone(queries.zone(timezone)).isoformat()
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def point_json(point: Point) -> dict[str, object]:
-    return {"t": iso(point.t), "pageviews": point.pageviews, "visitors": point.visitors}
+def point_json(point: Point, timezone: str = "UTC") -> dict[str, object]:
+    return {"t": iso(point.t, timezone), "pageviews": point.pageviews, "visitors": point.visitors}
 
 
 def event_json(row: EventRow) -> dict[str, object]:

@@ -6,15 +6,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 
+from dashboard import periods
 from storage import queries
+from storage.calendar import UTC_NAME, shift_local, zone
 from storage.queries import FunnelStep, Interval, Source, StatsQuery
 
-PARAMETERS = ("site", "from", "to", "interval", "by", "limit", "source", "filters", "steps", "goal", "meta")
+PARAMETERS = (
+    "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
+    "goal", "meta",
+)  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
-INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day")
+INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
 DEFAULT_RANGE = timedelta(days=30)
 MAX_BUCKETS = 10_000
 MAX_LIMIT = 1000
@@ -73,26 +78,67 @@ def source(arguments: Arguments) -> Source:
     return value  # type: ignore[return-value]
 
 
-def moment(text: str, parameter: str) -> datetime:
-    """An ISO-8601 date or date-time; without an offset it is UTC, with one it is converted."""
+def moment(text: str, parameter: str, timezone: str = UTC_NAME) -> datetime:
+    """An ISO-8601 date or date-time; without an offset it is the site's local time (UTC for a
+    site without a zone), with one it is converted."""
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         raise BadParameter(
             parameter, "not an ISO-8601 date or date-time, e.g. 2026-11-10 or 2026-11-10T09:00:00Z"
         ) from None
-    moment_utc = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    # the year first: converting year 1 or 9999 across an offset would overflow
+    if not EARLIEST.year <= parsed.year < LATEST.year:
+        raise BadParameter(parameter, f"out of range ({EARLIEST.year}-{LATEST.year - 1})")
+    local = parsed.replace(tzinfo=zone(timezone)) if parsed.tzinfo is None else parsed
+    moment_utc = local.astimezone(UTC)
     if not EARLIEST <= moment_utc < LATEST:
         raise BadParameter(parameter, f"out of range ({EARLIEST.year}-{LATEST.year - 1})")
     return moment_utc
 
 
-def date_range(arguments: Arguments, now: datetime) -> tuple[datetime, datetime]:
+@dataclass(frozen=True)
+class Window:
+    """The range asked for, [start, end), and the one it is compared with (None: no compare)."""
+
+    start: datetime
+    end: datetime
+    compared: tuple[datetime, datetime] | None = None
+
+
+def window(
+    arguments: Arguments, now: datetime, timezone: str = UTC_NAME, first_day: date | None = None
+) -> Window:
+    """`period` (a preset in the site's zone) or `from`/`to`, and `compare`'s range."""
+    compare = arguments.get("compare")
+    if compare is not None and compare not in periods.COMPARISONS:
+        raise BadParameter("compare", f"must be one of {', '.join(periods.COMPARISONS)}")
+    preset = arguments.get("period")
+    if preset is None:
+        start, end = date_range(arguments, now, timezone)
+        if compare == "year_over_year":
+            tz = zone(timezone)
+            return Window(start, end, (shift_local(start, tz, months=-12), shift_local(end, tz, months=-12)))
+        return Window(start, end, (start - (end - start), start) if compare else None)
+    if arguments.get("from") is not None or arguments.get("to") is not None:
+        raise BadParameter("period", "give either period or from/to, not both")
+    if preset == "custom":
+        raise BadParameter("period", "a custom range is from and to (e.g. from=2026-11-01&to=2026-11-08)")
+    try:
+        chosen = periods.period(
+            preset, now, timezone=timezone, compare=compare or periods.DEFAULT_COMPARISON, first_day=first_day
+        )
+    except periods.UnknownPeriod as refused:
+        raise BadParameter("period", str(refused)) from None
+    return Window(chosen.start, chosen.end, (chosen.previous_start, chosen.previous_end) if compare else None)
+
+
+def date_range(arguments: Arguments, now: datetime, timezone: str = UTC_NAME) -> tuple[datetime, datetime]:
     """[from, to): `to` defaults to now, `from` to 30 days before `to`."""
     # A parameter given empty is refused, not taken as absent: `from=` is no date.
     given_to, given_from = arguments.get("to"), arguments.get("from")
-    end = now if given_to is None else moment(given_to, "to")
-    start = end - DEFAULT_RANGE if given_from is None else moment(given_from, "from")
+    end = now if given_to is None else moment(given_to, "to", timezone)
+    start = end - DEFAULT_RANGE if given_from is None else moment(given_from, "from", timezone)
     if end <= start:
         raise BadParameter("to", "must be after from")
     return start, end
@@ -115,22 +161,41 @@ def filters(arguments: Arguments) -> dict[str, str]:
 
 
 def stats_query(
-    arguments: Arguments, now: datetime, session_gap_s: int, engaged_bounce_ms: int
+    arguments: Arguments,
+    now: datetime,
+    session_gap_s: int,
+    engaged_bounce_ms: int,
+    timezone: str = UTC_NAME,
+    first_day: date | None = None,
 ) -> StatsQuery:
-    start, end = date_range(arguments, now)
+    return window_queries(arguments, now, session_gap_s, engaged_bounce_ms, timezone, first_day)[0]
+
+
+def window_queries(
+    arguments: Arguments,
+    now: datetime,
+    session_gap_s: int,
+    engaged_bounce_ms: int,
+    timezone: str = UTC_NAME,
+    first_day: date | None = None,
+) -> tuple[StatsQuery, StatsQuery | None]:
+    """The report asked for, and the same report over the compared range (None without compare)."""
+    asked = window(arguments, now, timezone, first_day)
     q = StatsQuery(
         site(arguments),
-        start,
-        end,
+        asked.start,
+        asked.end,
         filters=filters(arguments),
         session_gap_s=session_gap_s,
         engaged_bounce_ms=engaged_bounce_ms,
+        timezone=timezone,
     )
     try:
         queries.validate(q)  # the query layer's own vocabulary decides which filters exist
     except queries.UnsupportedQuery as refused:
         raise BadParameter("filters", str(refused)) from None
-    return q
+    compared = replace(q, start=asked.compared[0], end=asked.compared[1]) if asked.compared else None
+    return q, compared
 
 
 def interval(arguments: Arguments, q: StatsQuery) -> Interval:

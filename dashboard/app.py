@@ -14,8 +14,10 @@ from dash import Dash
 from flask import Flask, Response
 from waitress import serve
 
+from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.api import stats_api
 from dashboard.auth import install_login
+from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel
 from dashboard.goals_panel import register_goal_editing
@@ -43,7 +45,7 @@ def build_app(
 ) -> Dash:
     clients = clients or thread_local_clients(settings)
     server = Flask(__name__)
-    install_login(server, settings)
+    install_login(server, settings, team_sign_in(clients))
     server.register_blueprint(stats_api(settings, clients, clock))
     server.register_blueprint(plausible_api(settings, clients, clock))  # Plausible's v2 query
     harden(server)
@@ -61,8 +63,16 @@ def build_app(
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
+    before_settings = set(app.callback_map)
     register_share_panel(app, clients)
     register_goal_editing(app, clients)
+    register_exclusions_panel(app, clients)
+    settings_outputs = set(app.callback_map) - before_settings
+    register_team_panel(app, settings, clients)
+    # Team members: their sites only; settings (goals, shares) for admins; the global
+    # rate-limiting panel for the operator alone (dashboard/accounts.py).
+    operator_outputs = {output for output in app.callback_map if "rate-limits" in output}
+    install_accounts(app, settings, clients, settings_outputs, operator_outputs)
     return app
 
 

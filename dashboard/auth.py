@@ -1,6 +1,8 @@
-"""Signing in to the dashboard: one password (TALLY_DASHBOARD_PASSWORD, or generated into
-$TALLY_HOME/dashboard_password), a signed Flask session cookie, and a guard in front of every
-Dash route and callback. /healthz and the bearer-authenticated /api/v1 and /api/v2 are exempt."""
+"""Signing in to the dashboard: the operator's password (TALLY_DASHBOARD_PASSWORD, or generated
+into $TALLY_HOME/dashboard_password; its email is TALLY_OWNER_EMAIL, and it may be left empty),
+or a team member's email and password (storage/users.py, checked by dashboard/accounts.py);
+a signed Flask session cookie, and a guard in front of every Dash route and callback. /healthz,
+/invite/ and the bearer-authenticated /api/v1 and /api/v2 are exempt."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import quote
@@ -22,7 +25,8 @@ from tally.settings import Settings
 SESSION_LIFETIME = timedelta(days=14)
 OPEN_PATHS = {"/healthz", "/login", "/logout"}
 # /share/ answers for itself (dashboard/sharing.py): a link's token is its credential.
-OPEN_PREFIXES = ("/api/v1/", "/api/v2/", "/share/")
+# /invite/ likewise (dashboard/accounts.py): the invitation's token is its credential.
+OPEN_PREFIXES = ("/api/v1/", "/api/v2/", "/share/", "/invite/")
 # Where a sign-in may send the browser on: printable ASCII without spaces or backslashes.
 # Browsers drop tabs and newlines from a URL and read a backslash as `/`, so any of those could turn
 # a path into `//other.host`; a newline would also break the Location header.
@@ -78,7 +82,16 @@ class LoginThrottle:
         return recent
 
 
-def install_login(server: Flask, settings: Settings) -> None:
+@dataclass(frozen=True)
+class TeamSignIn:
+    """How a team member signs in (dashboard/accounts.py): `check(email, password)` is whether
+    they may, `record(email, outcome, address)` writes the audit log."""
+
+    check: Callable[[str, str], bool]
+    record: Callable[[str, str, str], None]
+
+
+def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = None) -> None:
     password = settings.resolved_dashboard_password()
     check = PasswordCheck.of(password)
     throttle = LoginThrottle()
@@ -101,6 +114,8 @@ def install_login(server: Flask, settings: Settings) -> None:
         path = request.path
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
             return None
+        if g.get("user") is not None:  # a team member's live session (dashboard/accounts.py)
+            return None
         if g.get("shared_link") is not None:  # let through, scoped, by dashboard/sharing.py's guard
             return None
         if request.method == "GET" and not path.startswith(("/_dash-", "/assets/")):
@@ -121,12 +136,23 @@ def install_login(server: Flask, settings: Settings) -> None:
             return render_template_string(LOGIN_PAGE, error=None), 200
         if throttle.blocked(address):
             return render_template_string(LOGIN_PAGE, error="Too many attempts. Try again later."), 429
-        if not check.matches(request.form.get("password", "")):
+        email = request.form.get("email", "").strip().lower()
+        password = request.form.get("password", "")
+        operator = email in ("", settings.owner_email.lower())
+        if not (check.matches(password) if operator else team is not None and team.check(email, password)):
             throttle.failed(address)
-            return render_template_string(LOGIN_PAGE, error="Wrong password."), 401
+            if team is not None:
+                team.record(email or settings.owner_email, "failed", address)
+            wrong = "Wrong email or password." if email else "Wrong password."
+            return render_template_string(LOGIN_PAGE, error=wrong), 401
         throttle.succeeded(address)
+        if team is not None:
+            team.record(email or settings.owner_email, "ok", address)
         session.clear()
-        session["signed_in"] = True
+        if operator:
+            session["signed_in"] = True
+        else:
+            session["user"] = email
         session.permanent = True
         return redirect(target)
 
@@ -152,6 +178,7 @@ FORM_PAGE_STYLE = """
          box-shadow: 0 1px 3px rgba(0,0,0,.08), 0 8px 24px rgba(0,0,0,.06); }
   h1 { margin: 0 0 1.25rem; font-size: 1.5rem; }
   label { display: block; font-weight: 600; margin-bottom: .4rem; }
+  input + label { margin-top: 1rem; }
   input { width: 100%; box-sizing: border-box; padding: .65rem .75rem; font-size: 1rem;
           border: 1px solid #c5cad5; border-radius: 8px; }
   input:focus { outline: 2px solid #4f46e5; border-color: #4f46e5; }
@@ -177,11 +204,14 @@ LOGIN_PAGE = (
 <form method="post">
   <h1>Tally</h1>
   {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
-  <input type="text" name="username" value="owner" autocomplete="username" hidden>
+  <label for="email">Email</label>
+  <input id="email" name="email" type="email" autocomplete="username" autofocus
+         placeholder="empty: the operator's password">
   <label for="password">Password</label>
-  <input id="password" name="password" type="password" autocomplete="current-password" autofocus required>
+  <input id="password" name="password" type="password" autocomplete="current-password" required>
   <button type="submit">Sign in</button>
-  <p class="hint">The password is TALLY_DASHBOARD_PASSWORD, or the one generated in
+  <p class="hint">Team members: the email and password of your invitation. The operator: no email
+  (or TALLY_OWNER_EMAIL) and TALLY_DASHBOARD_PASSWORD, or the password generated in
   $TALLY_HOME/dashboard_password.</p>
 </form>
 </body>

@@ -30,8 +30,11 @@ def notice(text: str, tone: str = "info") -> html.Div:
     return html.Div(text, className=f"notice notice-{tone}", role="status")
 
 
-def metric_card(metric: Metric, current: float, previous: float | None) -> html.Div:
-    """`previous` is None when the previous period had no traffic: nothing to compare with."""
+def metric_card(
+    metric: Metric, current: float, previous: float | None, compared: str = "previous period"
+) -> html.Div:
+    """`previous` is None when the compared period (`compared` names it) had no traffic:
+    nothing to compare with."""
     change = display.change(metric, current, previous) if previous is not None else display.NO_COMPARISON
     return html.Div(
         [
@@ -45,10 +48,11 @@ def metric_card(metric: Metric, current: float, previous: float | None) -> html.
             html.Div(
                 change.text,
                 className=f"metric-change change-{change.tone}",
+                id=f"change-{metric.key}",
                 title=(
-                    f"previous period: {display.metric_value(metric, previous)}"
+                    f"{compared}: {display.metric_value(metric, previous)}"
                     if previous is not None
-                    else "no page views in the previous period"
+                    else f"no page views in the {compared}"
                 ),
             ),
         ],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from dashboard.countries import alpha3, country_name
+from storage.calendar import zone
 from storage.queries import BreakdownRow, Point
 
 ACCENT = "#4f46e5"
@@ -13,7 +14,9 @@ PREVIOUS = "#98a1b3"
 GRID = "#e6e8ef"
 TEXT = "#1f2430"
 FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "color": TEXT, "size": 13}
-TIME_FORMATS = {"minute": "%H:%M", "hour": "%d %b %H:%M", "day": "%a %d %b"}
+TIME_FORMATS = {
+    "minute": "%H:%M", "hour": "%d %b %H:%M", "day": "%a %d %b", "week": "%d %b", "month": "%b %Y",
+}  # fmt: skip
 
 
 def _base_layout(figure: go.Figure, height: int) -> go.Figure:
@@ -54,21 +57,29 @@ def message(text: str, height: int = 260) -> go.Figure:
 
 
 def timeseries(
-    current: list[Point], previous: list[Point], metric: str, label: str, interval: str
+    current: list[Point],
+    previous: list[Point],
+    metric: str,
+    label: str,
+    interval: str,
+    timezone: str = "UTC",
+    compared: str = "previous period",
 ) -> go.Figure:
-    """The period as a filled line, the previous period dashed behind it, bucket by bucket."""
-    x = [point.t for point in current]
+    """The period as a filled line, the compared period dashed behind it, bucket by bucket. Times
+    are shown on the site's wall clock (plotly draws a date-time's own clock time)."""
+    tz = zone(timezone)
+    x = [point.t.astimezone(tz).replace(tzinfo=None) for point in current]
     hover_time = TIME_FORMATS.get(interval, "%d %b %H:%M")
     figure = go.Figure()
     figure.add_trace(
         go.Scatter(
             x=x[: len(previous)],
             y=[getattr(point, metric) for point in previous],
-            customdata=[point.t for point in previous],
-            name="previous period",
+            customdata=[point.t.astimezone(tz).replace(tzinfo=None) for point in previous],
+            name=compared,
             mode="lines",
-            line={"color": PREVIOUS, "dash": "dot", "width": 2},
-            hovertemplate=f"previous (%{{customdata|{hover_time}}}): %{{y:,}}<extra></extra>",
+            line={"color": PREVIOUS, "dash": "dash", "width": 2},
+            hovertemplate=f"{compared} (%{{customdata|{hover_time}}}): %{{y:,}}<extra></extra>",
         )
     )
     figure.add_trace(

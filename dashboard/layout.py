@@ -14,7 +14,7 @@ from dashboard import figures
 from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
-from dashboard.periods import DEFAULT_PRESET, PRESETS
+from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
 
 LIVE_REFRESH_MS = 5_000
 # The period (and with it every panel) is recomputed once a minute: often enough for a
@@ -93,6 +93,19 @@ def _header() -> html.Header:
                         persistence=True,
                         persistence_type="local",
                         className="preset-picker",
+                    ),
+                    dcc.Dropdown(
+                        id="compare",
+                        options=[
+                            {"label": f"vs {label.lower()}", "value": key}
+                            for key, label in COMPARISONS.items()
+                        ],
+                        value=DEFAULT_COMPARISON,
+                        clearable=False,
+                        searchable=False,
+                        persistence=True,
+                        persistence_type="local",
+                        className="compare-picker",
                     ),
                     html.Div(
                         dcc.DatePickerRange(

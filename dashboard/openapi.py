@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard import api_parameters as parameters
+from dashboard import periods
 from dashboard import plausible_query as plausible
 from storage import queries
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
@@ -39,8 +40,9 @@ PARAMETERS: dict[str, JSON] = {
     ),
     "from": _parameter(
         "from",
-        "Start of the range, inclusive: ISO-8601 date or date-time; UTC unless an offset is given. "
-        "Default: 30 days before `to`.",
+        "Start of the range, inclusive: ISO-8601 date or date-time; in the site's time zone "
+        "(`tally sites timezone`, UTC by default) unless an offset is given. Default: 30 days before "
+        "`to`. Not with `period`.",
         {"type": "string", "format": "date-time", "example": "2026-11-10T00:00:00Z"},
     ),
     "to": _parameter(
@@ -48,9 +50,26 @@ PARAMETERS: dict[str, JSON] = {
         "End of the range, exclusive; must be after `from`. Default: now.",
         {"type": "string", "format": "date-time", "example": "2026-11-11T00:00:00Z"},
     ),
+    "period": _parameter(
+        "period",
+        "A range in the site's time zone instead of from/to: today, yesterday, 24h, 7d and 30d "
+        "(those days up to now, today included), month (month to date), last_month, year (year to "
+        "date), 12mo (this month and the 11 before), all (since the site's first event).",
+        {"type": "string", "enum": [name for name in periods.PRESETS if name != "custom"]},
+    ),
+    "compare": _parameter(
+        "compare",
+        "Also answer the same report over the previous period (as long, just before; for a period "
+        "preset the calendar's: yesterday at the same local time, the month before) or the same "
+        "local dates a year before, with each number's change: percent for counts (null when the "
+        "compared number is 0), percentage points for bounce_rate.",
+        {"type": "string", "enum": list(periods.COMPARISONS)},
+    ),
     "interval": _parameter(
         "interval",
-        "Bucket size. Default: minute up to 6 h, hour up to 7 days, else day. "
+        "Bucket size; hours, days, weeks (from Monday) and months of the site's time zone, so a "
+        "day of a daylight-saving change has 23 or 25 hours. Default: minute up to 6 h, hour up to "
+        "7 days, else day. "
         f"At most {parameters.MAX_BUCKETS:,} buckets.",
         {"type": "string", "enum": list(parameters.INTERVALS)},
     ),
@@ -132,9 +151,10 @@ def _ok(schema: JSON, description: str) -> JSON:
 ERRORS: JSON = {
     "400": {"$ref": "#/components/responses/BadParameter"},
     "401": {"$ref": "#/components/responses/Unauthorized"},
+    "403": {"$ref": "#/components/responses/Forbidden"},
     "503": {"$ref": "#/components/responses/StoreUnavailable"},
 }
-RANGE = ["site", "from", "to", "filters", "source", "meta"]
+RANGE = ["site", "from", "to", "period", "filters", "source", "meta"]
 
 
 def _operation(summary: str, parameter_names: list[str], response: JSON) -> JSON:
@@ -182,13 +202,37 @@ SCHEMAS: dict[str, JSON] = {
                 "Unlike Plausible, where engagement events never affect the bounce rate.",
             },
             "avg_session_duration_s": {"type": "number"},
+            "comparison": {
+                "type": "object",
+                "description": "with compare: the compared range (from, to) and its numbers",
+            },
+            "change": {
+                "type": "object",
+                "description": "with compare: per number, percent change (null when the compared "
+                "number is 0); bounce_rate's in percentage points",
+            },
         },
     },
     "Point": {
         "type": "object",
         "required": ["t", "pageviews", "visitors"],
         "properties": {
-            "t": {"type": "string", "format": "date-time", "description": "bucket start, UTC"},
+            "t": {
+                "type": "string",
+                "format": "date-time",
+                "description": "bucket start: UTC (Z), or with the offset of the site's time zone",
+            },
+            "comparison": {
+                "type": "object",
+                "nullable": True,
+                "description": "with compare: the compared range's bucket of the same index (t, "
+                "pageviews, visitors); null past its last bucket",
+            },
+            "change": {
+                "type": "object",
+                "nullable": True,
+                "description": "with compare: per number, percent change (null when the compared is 0)",
+            },
             "pageviews": {"type": "integer"},
             "visitors": {"type": "integer"},
         },
@@ -405,12 +449,12 @@ def openapi_document() -> JSON:
         "paths": {
             "/api/v1/stats/aggregate": _operation(
                 "Top-line metrics for a range",
-                RANGE,
+                [*RANGE, "compare"],
                 _ok(_or_with_meta(_schema("Aggregate")), "one object keyed by metric"),
             ),
             "/api/v1/stats/timeseries": _operation(
                 "Page views and visitors per bucket, empty buckets as zero",
-                [*RANGE, "interval"],
+                [*RANGE, "interval", "compare"],
                 _ok(_or_with_meta({"type": "array", "items": _schema("Point")}), "one point per bucket"),
             ),
             "/api/v1/stats/breakdown": _operation(
@@ -456,14 +500,26 @@ def openapi_document() -> JSON:
             },
         },
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "the API key"}},
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": (
+                        "the operator's API key (every site) or a team member's read-only key "
+                        "(tally users keys create; only its sites)"
+                    ),
+                }
+            },
             "parameters": PARAMETERS,
             "schemas": SCHEMAS | PLAUSIBLE_SCHEMAS,
             "responses": {
                 "BadParameter": _ok(
                     _schema("Error"), "a parameter is missing or invalid; the error names it"
                 ),
-                "Unauthorized": _ok(_schema("Error"), "no or a wrong API key"),
+                "Unauthorized": _ok(_schema("Error"), "no, a wrong or a revoked API key"),
+                "Forbidden": _ok(
+                    _schema("Error"), "a team member's API key asking for a site outside its scope"
+                ),
                 "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
             },
         },
@@ -537,6 +593,18 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                     "imports": {"type": "boolean"},
                     "time_labels": {"type": "boolean"},
                     "total_rows": {"type": "boolean"},
+                    "comparisons": {
+                        "type": "object",
+                        "description": "mode: previous_period, year_over_year or custom (with date_range: "
+                        "[date, date]); each result gains comparison {dimensions, metrics, change}",
+                        "properties": {
+                            "mode": {
+                                "type": "string",
+                                "enum": ["previous_period", "year_over_year", "custom"],
+                            },
+                            "date_range": {"type": "array", "items": {"type": "string", "format": "date"}},
+                        },
+                    },
                 },
             },
             "pagination": {

@@ -22,6 +22,7 @@ from dashboard.store import ClientFactory
 from storage import queries
 from storage.queries import Source, StatsQuery
 from storage.rate_limits import rate_limit_status
+from storage.sites import site_timezone
 from tally.settings import Settings
 
 LIVE_CHART = timedelta(minutes=60)
@@ -34,6 +35,11 @@ EMPTY = "Nothing in this period yet."
 NOT_AVAILABLE = "\u2013"  # an en dash where a number could not be read
 
 Clock = Callable[[], datetime]
+
+
+def compared_name(period: Period) -> str:
+    """What the dashed line and the cards' changes compare with, in words."""
+    return periods.COMPARISONS[period.compare].lower()
 
 
 def filterable(dimension: str) -> bool:
@@ -65,6 +71,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             filters=dict(filters or {}),
             session_gap_s=settings.session_gap_s,
             engaged_bounce_ms=settings.engaged_bounce_ms,
+            timezone=period.timezone,
         )
 
     def inputs_ready(site: str | None, period_data: dict | None) -> Period | None:
@@ -91,22 +98,47 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         Input("custom-range", "start_date"),
         Input("custom-range", "end_date"),
         Input("clock", "n_intervals"),
+        Input("site", "value"),
+        Input("compare", "value"),
         State("period", "data"),
     )
     def choose_period(
-        preset: str, custom_start: str | None, custom_end: str | None, _: int | None, shown: dict | None
+        preset: str,
+        custom_start: str | None,
+        custom_end: str | None,
+        _: int | None,
+        site: str | None,
+        compare: str | None,
+        shown: dict | None,
     ) -> tuple[Any, dict, Any]:
+        """The range in the site's time zone (storage/sites.py), and the one it is compared with."""
+        client = clients() if site else None
         chosen = periods.period(
-            preset,
+            preset if preset in periods.PRESETS else periods.DEFAULT_PRESET,
             clock(),
             date.fromisoformat(custom_start[:10]) if custom_start else None,
             date.fromisoformat(custom_end[:10]) if custom_end else None,
+            timezone=site_timezone(client, site) if client and site else "UTC",
+            compare=compare if compare in periods.COMPARISONS else periods.DEFAULT_COMPARISON,
+            first_day=queries.first_day(client, site) if client and site and preset == "all" else None,
         )
         data = chosen.to_store()
         label = html.Span(
-            periods.describe(chosen),
+            [
+                periods.describe(chosen),
+                html.Span(
+                    f" \u00b7 vs {periods.describe_comparison(chosen)}",
+                    id="comparison-range",
+                    className="comparison-range",
+                ),
+            ],
             id="period-range",
-            **{"data-start": chosen.start.isoformat(), "data-end": chosen.end.isoformat()},
+            **{
+                "data-start": chosen.start.isoformat(),
+                "data-end": chosen.end.isoformat(),
+                "data-timezone": chosen.timezone,
+                "data-previous-start": chosen.previous_start.isoformat(),
+            },
         )
         custom_style = {"display": "block"} if preset == "custom" else {"display": "none"}
         return (no_update if data == shown else data), custom_style, label
@@ -160,7 +192,8 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         current = queries.aggregate(client, stats_query(site, period, filters), source=source)
         previous = queries.aggregate(client, stats_query(site, period, filters, previous=True), source=source)
         compared = previous if previous["pageviews"] else {}
-        return [components.metric_card(m, current[m.key], compared.get(m.key)) for m in display.METRICS]
+        name = compared_name(period)
+        return [components.metric_card(m, current[m.key], compared.get(m.key), name) for m in display.METRICS]
 
     @app.callback(
         Output("main-chart", "figure"),
@@ -184,7 +217,9 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             client, stats_query(site, period, filters, previous=True), period.interval, source=source
         )
         label = "Visitors" if metric == "visitors" else "Page views"
-        return figures.timeseries(current, previous, metric, label, period.interval)
+        return figures.timeseries(
+            current, previous, metric, label, period.interval, period.timezone, compared_name(period)
+        )
 
     register_goals(app, clients, source, stats_query, inputs_ready)
     for list_id, tabs_id in (

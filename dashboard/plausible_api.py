@@ -14,15 +14,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
-from dashboard import provenance
-from dashboard.api import bearer_matches, error
+from dashboard import plausible_comparisons, provenance
+from dashboard.api import error
+from dashboard.api_access import authorise, may_read
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.queries import Source
+from storage.sites import site_timezone
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -43,8 +45,10 @@ def plausible_api(
         authorization = request.headers.get("Authorization", "")
         if not authorization:
             return unauthorized("Missing API key. Please use a valid Tally API key as a Bearer Token.")
-        if not bearer_matches(authorization, api_key):
+        access = authorise(authorization, api_key, clients, request.remote_addr or "")
+        if access is None:
             return unauthorized("Invalid API key. Please make sure you're using a valid Tally API key.")
+        g.api_access = access
         return None
 
     @api.after_request
@@ -63,10 +67,18 @@ def plausible_api(
         body = parse_body(body_bytes)
         client = clients()
         site = site_of(client, body.site_id)
+        if not may_read(site):  # a team member's key reads only its sites
+            return error(403, f"This API key may not read site {site!r}.")
         first_day = queries.first_day(client, site) if body.date_range == "all" else None
-        planned = plan(body.model_copy(update={"site_id": site}), clock(), first_day)
+        planned = plan(
+            body.model_copy(update={"site_id": site}), clock(), first_day, site_timezone(client, site)
+        )
         report = run(client, planned, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
         answered = answer(planned, report)
+        compared = plausible_comparisons.compared_query(planned)
+        if compared is not None:  # include.comparisons: the same query over the compared range
+            other = run(client, compared, source, settings.session_gap_s, settings.engaged_bounce_ms)  # type: ignore[arg-type]
+            plausible_comparisons.attach(answered, planned, report, compared, other)
         answered["meta"] |= plausible_meta(client, settings, planned, report)  # type: ignore[operator]
         return jsonify(answered)
 

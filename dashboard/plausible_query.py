@@ -13,9 +13,11 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.queries.contract import (
     FILTER_OPERATORS,
     MAX_FILTER_VALUES,
@@ -79,6 +81,7 @@ METRICS = (
 UNSUPPORTED_METRICS = frozenset(
     {"percentage", "group_conversion_rate", "average_revenue", "total_revenue", "exit_rate"}
 )
+UTC_ZONE = ZoneInfo(UTC_NAME)
 RELATIVE_RANGES = ("day", "7d", "28d", "30d", "91d", "month", "6mo", "12mo", "year", "all")
 DAYS_BACK = {"7d": 7, "28d": 28, "30d": 30, "91d": 91}
 UNSUPPORTED_OPERATORS = frozenset({"matches_wildcard", "matches_wildcard_not", "has_done", "has_not_done"})
@@ -121,8 +124,9 @@ class QueryBody(BaseModel):
 
 @dataclass(frozen=True)
 class PlausibleQuery:
-    """What Tally answers: one site, [start, end) in UTC, at most one dimension (Tally's name,
-    a time bucket, `goal` or `props.KEY`), the filters as Tally's expression plus a goal."""
+    """What Tally answers: one site, [start, end) as UTC instants, at most one dimension (Tally's
+    name, a time bucket, `goal` or `props.KEY`), the filters as Tally's expression plus a goal;
+    days, weeks and months of the site's `timezone`."""
 
     body: QueryBody
     site: str
@@ -134,6 +138,7 @@ class PlausibleQuery:
     goal: str | None
     order_by: tuple[tuple[str, bool], ...]  # (metric or dimension, descending)
     visits: Expression | None = None  # filters on the sessions' properties
+    timezone: str = UTC_NAME
 
     @property
     def time_bucket(self) -> str | None:
@@ -161,42 +166,46 @@ def validated(document: dict[str, Any]) -> QueryBody:
         raise QueryError(f"#/{where}: {first['msg']}") from None
 
 
-def plan(body: QueryBody, now: datetime, first_day: date | None) -> PlausibleQuery:
-    """The query in Tally's terms; `first_day` is the site's first day with events (for "all")."""
+def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str = UTC_NAME) -> PlausibleQuery:
+    """The query in Tally's terms; `first_day` is the site's first day with events (for "all"),
+    `timezone` the site's (its "day" starts at its midnight)."""
     for metric in body.metrics:
         if metric not in METRICS:
             detail = " (not supported by Tally)" if metric in UNSUPPORTED_METRICS else ""
             raise QueryError(f"Unknown metric '{metric}'{detail}.")
     if len(set(body.metrics)) != len(body.metrics):
         raise QueryError(f"Metrics cannot be queried multiple times: {body.metrics}.")
-    start, end = time_range(body.date_range, body.date, now, first_day)
+    start, end = time_range(body.date_range, body.date, now, first_day, timezone)
     dimension = single_dimension(body.dimensions)
     chosen = filters(body.filters)
-    if body.include.comparisons is not None:
-        raise QueryError("Invalid include: comparisons are not supported by Tally.")
     if body.include.time_labels and dimension not in TIME_DIMENSIONS:
         raise QueryError("Invalid include.time_labels: requires a time dimension.")
     order_by = orders(body.order_by, body.metrics, body.dimensions)
     query = PlausibleQuery(
         body, body.site_id, start, end, tuple(body.metrics), dimension, chosen.where, chosen.goal, order_by,
-        chosen.visits,
+        chosen.visits, timezone,
     )  # fmt: skip
     check_metrics(query)
     return query
 
 
 def time_range(
-    date_range: str | list[str], reference: str | None, now: datetime, first_day: date | None
+    date_range: str | list[str],
+    reference: str | None,
+    now: datetime,
+    first_day: date | None,
+    timezone: str = UTC_NAME,
 ) -> tuple[datetime, datetime]:
-    """[start, end) in UTC: Tally's sites report in UTC, so "day" is today's UTC day."""
-    today = now.astimezone(UTC).date()
+    """[start, end) as UTC instants, days being the site's (`timezone`): "day" is today there."""
+    tz = zone(timezone)
+    today = local_date(now, tz)
     if reference is not None:
         try:
             today = date.fromisoformat(reference)
         except ValueError:
             raise QueryError(f"Invalid date '{reference}'.") from None
     if isinstance(date_range, list):
-        return custom_range(date_range)
+        return custom_range(date_range, tz)
     if date_range not in RELATIVE_RANGES:
         supported = ", ".join(RELATIVE_RANGES)
         raise QueryError(
@@ -213,21 +222,22 @@ def time_range(
     else:
         months = {"month": 1, "6mo": 6, "12mo": 12}[date_range]
         first, last = months_back(today, months - 1), month_end(today)
-    return day_start(first), day_start(last) + timedelta(days=1)
+    return local_midnight(first, tz), local_midnight(last + timedelta(days=1), tz)
 
 
-def custom_range(pair: list[str]) -> tuple[datetime, datetime]:
-    """Two dates (both days included) or two date-times (both moments included, to the second)."""
+def custom_range(pair: list[str], tz: ZoneInfo = UTC_ZONE) -> tuple[datetime, datetime]:
+    """Two dates (both days included) or two date-times (both moments included, to the second);
+    dates and date-times without an offset are the site's local ones."""
     if len(pair) != 2:
         raise QueryError(f"Invalid date_range '{json.dumps(pair)}'.")
     try:
         if all(len(text) == 10 for text in pair):
             first, last = (date.fromisoformat(text) for text in pair)
-            start, end = day_start(first), day_start(last) + timedelta(days=1)
+            start, end = local_midnight(first, tz), local_midnight(last + timedelta(days=1), tz)
         else:
-            start, last_moment = (as_utc(datetime.fromisoformat(text)) for text in pair)
+            start, last_moment = (as_utc(datetime.fromisoformat(text), tz) for text in pair)
             end = last_moment + timedelta(seconds=1)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: year 1 moved across an offset
         raise QueryError(f"Invalid date_range '{json.dumps(pair)}'.") from None
     if not datetime(1970, 1, 1, tzinfo=UTC) <= start < end <= datetime(2200, 1, 1, tzinfo=UTC):
         raise QueryError(f"Invalid date_range '{json.dumps(pair)}': the end must not be before the start.")
@@ -431,12 +441,9 @@ def check_metrics(query: PlausibleQuery) -> None:
         )
 
 
-def day_start(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
-
-
-def as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+def as_utc(moment: datetime, tz: ZoneInfo = UTC_ZONE) -> datetime:
+    """`moment` as a UTC instant; without an offset it is a wall-clock time in `tz`."""
+    return (moment.replace(tzinfo=tz) if moment.tzinfo is None else moment).astimezone(UTC)
 
 
 def months_back(day: date, months: int) -> date:

@@ -26,7 +26,7 @@ from dashboard.plausible_query import (
     props_key,
 )
 from storage import queries
-from storage.queries import GOAL_FILTER, GoalRow, Source, StatsQuery
+from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery
 from storage.sites import InvalidDomain, list_sites, normalise
 
 ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
@@ -73,6 +73,7 @@ def run(
         session_gap_s=session_gap_s,
         engaged_bounce_ms=engaged_bounce_ms,
         where=query.where,
+        timezone=query.timezone,
     )
     goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
     answered: Source = "agg" if queries.uses_agg(goal_q, source) else "raw"
@@ -204,18 +205,18 @@ def breakdown_rows(client: Client, q: StatsQuery, dimension: str, source: Source
 def time_rows(
     client: Client, q: StatsQuery, bucket: str, source: Source, metrics: tuple[str, ...]
 ) -> tuple[list[Row], list[str]]:
-    """Per bucket: page views and visitors by event time, visits, bounces and durations of the
-    sessions starting in it (read only when asked). Weeks and months add up days, exact for
-    visitors too (a visitor is a (day, visitor) pair: days add up) and for the sessions' integer
-    sums. Buckets without page views or visits are left out of the rows, as Plausible does;
-    `time_labels` lists them all."""
-    interval = "hour" if bucket == "hour" else "day"
-    step = timedelta(hours=1) if interval == "hour" else timedelta(days=1)
-    if (q.end - q.start) / step > MAX_TIME_BUCKETS:
+    """Per bucket of the site's zone: page views and visitors by event time, visits, bounces and
+    durations of the sessions starting in it (read only when asked). The query layer counts each
+    bucket itself, weeks and months too: a local day's visitors are (UTC day, visitor) pairs, so
+    local days do not add up to a week exactly (contract.py). Buckets without page views or
+    visits are left out of the rows, as Plausible does; `time_labels` lists them all. The hour a
+    clock repeats (autumn) is one label, its two hours added."""
+    interval: Interval = bucket  # type: ignore[assignment]
+    if (q.end - q.start) / queries.INTERVAL_STEP[interval] > MAX_TIME_BUCKETS:
         raise QueryError(
             f"Invalid dimensions: time:{bucket} over this date_range is over {MAX_TIME_BUCKETS:,} buckets."
         )
-    label = bucket_label(q.start, bucket)
+    label = bucket_label(q.start, bucket, q.timezone)
     # per label: pageviews, visitors, sessions, bounces, duration_ms
     counts: dict[str, list[int]] = {}
     for point in queries.timeseries(client, q, interval, source=source):
@@ -239,16 +240,18 @@ def time_rows(
     return rows, list(counts)
 
 
-def bucket_label(start: datetime, bucket: str) -> Callable[[datetime], str]:
-    """A bucket's label: `2026-11-10 09:00:00` for hours, its first day for days, weeks (from
-    Monday) and months; a week or month begun before the range is labelled with the range's
-    first day."""
-    first_day = start.date()
+def bucket_label(start: datetime, bucket: str, timezone: str = "UTC") -> Callable[[datetime], str]:
+    """A bucket's label on the site's wall clock: `2026-11-10 09:00:00` for hours, its first day
+    for days, weeks (from Monday) and months; a week or month begun before the range is
+    labelled with the range's first day."""
+    tz = queries.zone(timezone)
+    first_day = start.astimezone(tz).date()
 
     def label(moment: datetime) -> str:
+        local = moment.astimezone(tz)
         if bucket == "hour":
-            return moment.strftime("%Y-%m-%d %H:00:00")
-        day = moment.date()
+            return local.strftime("%Y-%m-%d %H:00:00")
+        day = local.date()
         if bucket == "week":
             day = max(day - timedelta(days=day.weekday()), first_day)
         elif bucket == "month":

@@ -22,6 +22,7 @@ from clickhouse_connect.driver.client import Client
 from dashboard.plausible_query import QueryError, plan, validated
 from dashboard.plausible_report import Report, run, site_of
 from storage import queries
+from storage.sites import site_timezone
 
 Endpoint = Literal["aggregate", "timeseries", "breakdown"]
 PARAMETERS = (
@@ -65,7 +66,7 @@ def answer(
     body = v2_body(endpoint, values)
     site = site_of(client, body["site_id"])
     first_day = queries.first_day(client, site) if body["date_range"] == "all" else None
-    query = plan(validated({**body, "site_id": site}), now, first_day)
+    query = plan(validated({**body, "site_id": site}), now, first_day, site_timezone(client, site))
     report = run(client, query, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     return shaped(endpoint, query.metrics, values, report, body)
 

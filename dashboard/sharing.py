@@ -18,6 +18,7 @@ from typing import Any
 from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
 
+from dashboard.accounts import with_team_panel
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
@@ -43,9 +44,13 @@ def shared_link() -> SharedLink | None:
 
 
 def visible_sites(known: list[str]) -> list[str]:
-    """The sites this request may see: all for the operator, the link's one for a shared session."""
+    """The sites this request may see: all for the operator, the link's one for a shared session,
+    those a team member has a role on (dashboard/accounts.py)."""
     link = shared_link()
-    return known if link is None else [link.site]
+    if link is not None:
+        return [link.site]
+    user = g.get("user") if has_request_context() else None
+    return known if user is None else [site for site in known if site in user.roles]
 
 
 def install_sharing(
@@ -154,7 +159,7 @@ def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.
     def layout() -> html.Div:
         page = full_layout()
         link = shared_link()
-        return with_share_panel(page) if link is None else read_only(page, link)
+        return with_team_panel(with_share_panel(page)) if link is None else read_only(page, link)
 
     return layout
 

@@ -103,24 +103,43 @@ def sites() -> None:
 
 @sites.command("add")
 @click.argument("domain")
-def sites_add(domain: str) -> None:
+@click.option(
+    "--timezone", "timezone", help="IANA time zone its days start in, e.g. Europe/Berlin (default UTC)."
+)
+def sites_add(domain: str, timezone: str | None) -> None:
     """Accept events for DOMAIN (as in data-site="DOMAIN")."""
     from storage import sites as registry
     from storage.client import connect
 
     domain = registry.normalise(domain)  # a typo is reported before the store is asked
-    added = registry.add_site(connect(Settings()), domain)
+    if timezone is not None:
+        timezone = registry.checked_timezone(timezone)
+    added = registry.add_site(connect(Settings()), domain, timezone)
     console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
+
+
+@sites.command("timezone")
+@click.argument("domain")
+@click.argument("zone")
+def sites_timezone(domain: str, zone: str) -> None:
+    """Set DOMAIN's time zone (IANA name, e.g. Europe/Berlin): where its days, weeks and months start."""
+    from storage import sites as registry
+    from storage.client import connect
+
+    domain, zone = registry.normalise(domain), registry.checked_timezone(zone)
+    if not registry.set_timezone(connect(Settings()), domain, zone):
+        raise UserError(f"{domain} is not registered (see 'tally sites list')")
+    console.print(f"{domain}: days start at midnight {zone}")
 
 
 @sites.command("list")
 def sites_list() -> None:
-    """The registered sites."""
+    """The registered sites and their time zones (tab-separated)."""
     from storage import sites as registry
     from storage.client import connect
 
-    for domain in registry.list_sites(connect(Settings())):
-        click.echo(domain)
+    for domain, zone in registry.list_timezones(connect(Settings())):
+        click.echo(f"{domain}\t{zone}")
 
 
 @sites.command("remove")
@@ -134,6 +153,68 @@ def sites_remove(domain: str) -> None:
     if not registry.remove_site(connect(Settings()), domain):
         raise UserError(f"{domain} is not registered (see 'tally sites list')")
     console.print(f"removed {domain}")
+
+
+_EXCLUSION_OPTIONS = [
+    click.option("--ip", "ips", multiple=True, help="A client IP or CIDR range, v4 or v6 (10.0.0.0/8)."),
+    click.option(
+        "--path", "paths", multiple=True, help='A page path pattern, * any characters ("/admin/*").'
+    ),
+    click.option("--country", "countries", multiple=True, help="An ISO 3166 two-letter country code (DE)."),
+]
+
+
+def exclusion_options(command):  # type: ignore[no-untyped-def]
+    for option in reversed(_EXCLUSION_OPTIONS):
+        command = option(command)
+    return command
+
+
+@sites.command("exclude")
+@click.argument("site")
+@exclusion_options
+def sites_exclude(
+    site: str, ips: tuple[str, ...], paths: tuple[str, ...], countries: tuple[str, ...]
+) -> None:
+    """Stop counting SITE's traffic from --ip ranges, to --path patterns or from --country codes
+    (each repeatable). Applied by the collector within seconds; the archive never holds it."""
+    from storage import exclusions as store
+    from storage.client import connect
+
+    wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))  # checked before the store
+    store.add_exclusions(connect(Settings()), wanted)
+    for exclusion in wanted:
+        click.echo(f"excluded {exclusion.kind} {exclusion.value} from {exclusion.site}")
+
+
+@sites.command("unexclude")
+@click.argument("site")
+@exclusion_options
+def sites_unexclude(
+    site: str, ips: tuple[str, ...], paths: tuple[str, ...], countries: tuple[str, ...]
+) -> None:
+    """Count SITE's traffic from these --ip, --path, --country again (from now on)."""
+    from storage import exclusions as store
+    from storage.client import connect
+
+    wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))
+    missing = store.remove_exclusions(connect(Settings()), wanted)
+    if missing:
+        names = ", ".join(f"{e.kind} {e.value}" for e in missing)
+        raise UserError(f"not excluded from {wanted[0].site}: {names} (see 'tally sites exclusions {site}')")
+    for exclusion in wanted:
+        click.echo(f"removed exclusion {exclusion.kind} {exclusion.value} from {exclusion.site}")
+
+
+@sites.command("exclusions")
+@click.argument("site")
+def sites_exclusions(site: str) -> None:
+    """SITE's exclusions, one per line: kind (ip, path, country) and value."""
+    from storage import exclusions as store
+    from storage.client import connect
+
+    for exclusion in store.list_exclusions(connect(Settings()), site):
+        click.echo(f"{exclusion.kind}\t{exclusion.value}")
 
 
 @main.group()
@@ -183,6 +264,145 @@ def goals_remove(site: str, name: str) -> None:
 
     removed = goal_store.remove_goal(connect(Settings()), site, name)
     console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
+
+
+@main.group(cls=TallyGroup)
+def users() -> None:
+    """Team accounts: roles per site (owner, admin, viewer), API keys, the audit log. The
+    operator's password stays the first owner of every site (as TALLY_OWNER_EMAIL)."""
+
+
+def _role_option(default: str | None = None):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--role",
+        required=default is None,
+        default=default,
+        help="owner (everything, incl. users), admin (settings, goals, shares), viewer (read-only).",
+    )
+
+
+@users.command("invite")
+@click.argument("email")
+@click.option("--site", required=True, help="The site the invitee gets a role on.")
+@_role_option()
+def users_invite(email: str, site: str, role: str) -> None:
+    """Print a one-time invitation link (7 days) for EMAIL to SITE with ROLE; no mail is sent."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    email, role = accounts.clean_email(email), accounts.clean_role(role)  # before the store is asked
+    settings = Settings()
+    token = accounts.create_invite(connect(settings), email, site, role)
+    base = f"http://{settings.dashboard_host}:{settings.dashboard_port}"
+    click.echo(f"{base}/invite/{token}")
+    click.echo(
+        f"invitation for {email} ({role}): send them the link; it works once, for 7 days, and is not "
+        f"shown again; behind a TLS proxy use its address instead of {base}",
+        err=True,
+    )
+
+
+@users.command("list")
+@click.option("--site", default=None, help="Only this site's members.")
+def users_list(site: str | None) -> None:
+    """Members: email, site, role (the operator's password is the first owner of every site)."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    settings = Settings()
+    click.echo(f"{settings.owner_email}\t{site or '*'}\towner (the operator's password)")
+    for email, member_site, role in accounts.list_users(connect(settings), site):
+        click.echo(f"{email}\t{member_site}\t{role}")
+
+
+@users.command("role")
+@click.argument("email")
+@click.option("--site", required=True)
+@_role_option()
+def users_role(email: str, site: str, role: str) -> None:
+    """Give EMAIL the ROLE on SITE (a member's role changes for pages already open, too)."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    accounts.set_role(connect(Settings()), email, site, role)
+    click.echo(f"{accounts.clean_email(email)} is {role} of {site}")
+
+
+@users.command("remove")
+@click.argument("email")
+@click.option("--site", default=None, help="Only take the role on this site away.")
+def users_remove(email: str, site: str | None) -> None:
+    """Remove EMAIL's account (its sessions end, its API keys are revoked), or its role on --site."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    accounts.remove_user(connect(Settings()), email, site)
+    click.echo(f"removed {accounts.clean_email(email)}{f' from {site}' if site else ''}")
+
+
+@users.command("audit")
+@click.option("--limit", default=50, type=click.IntRange(1, 10_000), help="How many entries (newest first).")
+def users_audit(limit: int) -> None:
+    """Sign-ins (ok / failed) and API key use (at most one entry per key per minute)."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    for entry in accounts.audit(connect(Settings()), limit=limit):
+        fields = [
+            f"{entry.ts:%Y-%m-%d %H:%M:%S}",
+            entry.action,
+            entry.email,
+            entry.key_id or "-",
+            entry.outcome,
+        ]
+        click.echo("\t".join([*fields, entry.address or "-", entry.detail]).rstrip())
+
+
+@users.group("keys", cls=TallyGroup)
+def users_keys() -> None:
+    """Members' read-only stats API keys, limited to sites."""
+
+
+@users_keys.command("create")
+@click.argument("email")
+@click.option("--site", "sites", multiple=True, required=True, help="A site the key may read (repeatable).")
+@click.option("--label", default="", help="What the key is for.")
+def keys_create(email: str, sites: tuple[str, ...], label: str) -> None:
+    """Create a key for EMAIL; it is printed once."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    key, token = accounts.create_key(connect(Settings()), email, list(sites), label)
+    click.echo(token)
+    click.echo(
+        f"key {key.id} of {key.email} for {', '.join(key.sites)}: copy it now, it is not shown again",
+        err=True,
+    )
+
+
+@users_keys.command("list")
+@click.argument("email")
+def keys_list(email: str) -> None:
+    """EMAIL's keys: id, sites, created, state."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    for key in accounts.list_keys(connect(Settings()), email):
+        state = "revoked" if key.revoked else "live"
+        click.echo(
+            f"{key.id}\t{','.join(key.sites)}\t{key.created_at:%Y-%m-%d %H:%M}\t{state}\t{key.label}".rstrip()
+        )
+
+
+@users_keys.command("revoke")
+@click.argument("key_id", metavar="ID")
+def keys_revoke(key_id: str) -> None:
+    """Revoke key ID: the next request with it gets a 401."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    key = accounts.revoke_key(connect(Settings()), key_id)
+    click.echo(f"revoked {key.id} ({key.email})")
 
 
 class ShareGroup(TallyGroup):

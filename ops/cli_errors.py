@@ -117,10 +117,20 @@ def describe(error: Exception, settings: Settings) -> str | None:
 def _known_failures() -> tuple[type[Exception], ...]:
     """Errors whose message is already written for a user (imported late: they pull in Spark)."""
     from ops.local.supervisor import StackError
+    from storage.calendar import InvalidTimezone
+    from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
     from storage.sites import InvalidDomain
+    from storage.users import AccountError
 
-    failures: list[type[Exception]] = [InvalidDomain, InvalidGoal, StackError]
+    failures: list[type[Exception]] = [
+        InvalidDomain,
+        InvalidGoal,
+        InvalidTimezone,
+        InvalidExclusion,
+        AccountError,
+        StackError,
+    ]
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
     return tuple(failures)

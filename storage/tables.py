@@ -27,11 +27,16 @@ STREAM_BATCHES = "stream_batches"  # a log of the stream jobs' runs, not derived
 # Engagement per (site, minute, path), kept by a materialized view on `events` (migration
 # 0023): derived from the archive, not the log, so a replay leaves it as it is.
 ENGAGEMENT_MINUTE = "engagement_minute"
+# The same at day resolution, one row per (site, day, path, visitor) (migration 0027).
+ENGAGEMENT_DAY = "engagement_day"
 # Goals and the aggregates of custom events (migration 0022): materialized views on the
 # archive, not the stream jobs' tables, so a replay leaves them as they are.
 GOALS = "goals"
 GOAL_EVENTS_MINUTE = "goal_events_minute"
 GOAL_PROPS_MINUTE = "goal_props_minute"
+# goal_events_minute at day resolution, per path and every path together (migration 0026).
+GOAL_EVENTS_DAY = "goal_events_day"
+GOAL_VISITORS_DAY = "goal_visitors_day"
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (

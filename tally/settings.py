@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     # $TALLY_HOME/dashboard_password. The session cookie is signed with a secret kept likewise.
     dashboard_password: str = Field(default="", repr=False)
     dashboard_session_secret: str = Field(default="", repr=False)
+    # The email the operator's password signs in under: the first owner of every site
+    # (storage/users.py). Signing in with this email, or with no email, uses that password.
+    owner_email: str = "owner@localhost"
     # Browsers accept Secure cookies over plain HTTP on loopback only: turn off solely for a
     # dashboard served over plain HTTP on another address (better: put TLS in front).
     dashboard_cookie_secure: bool = True

@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime
 
 from clickhouse_connect.driver.client import Client
 
+from storage.calendar import INTERVALS, InvalidTimezone, zone
 from storage.goals import InvalidGoal, find_goal, list_goals
 from storage.queries import agg, funnels, raw
 from storage.queries.contract import (
@@ -56,6 +57,7 @@ __all__ = [
     "ENGAGED_BOUNCE_MS",
     "EVENT_DIMENSIONS",
     "GOAL_FILTER",
+    "INTERVALS",
     "INTERVAL_SQL",
     "INTERVAL_STEP",
     "LIVE_WINDOW",
@@ -71,6 +73,7 @@ __all__ = [
     "FunnelStep",
     "GoalRow",
     "Interval",
+    "InvalidTimezone",
     "Logic",
     "PageEngagement",
     "Point",
@@ -106,6 +109,7 @@ __all__ = [
     "total_pageviews",
     "uses_agg",
     "validate",
+    "zone",
 ]
 
 
@@ -136,8 +140,8 @@ def timeseries(
     client: Client, q: StatsQuery, interval: Interval = "hour", source: Source = "raw"
 ) -> list[Point]:
     q = with_goal(client, q)
-    if interval not in INTERVAL_SQL:
-        raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    if interval not in INTERVALS:
+        raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
     return (agg if uses_agg(q, source) else raw).timeseries(client, q, interval)
 
 
@@ -155,8 +159,8 @@ def session_timeseries(
 ) -> list[SessionPoint]:
     """Per bucket, the sessions starting in it: count, bounces, summed duration."""
     q = with_goal(client, q)
-    if interval not in INTERVAL_SQL:
-        raise UnsupportedQuery(f"interval must be one of {sorted(INTERVAL_SQL)}")
+    if interval not in INTERVALS:
+        raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
     return (agg if uses_agg(q, source) else raw).session_timeseries(client, q, interval)
 
 

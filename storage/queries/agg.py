@@ -19,6 +19,8 @@ adds up. Visitors are not, so each day's segment [a, b) takes the column that ma
   API caller's arbitrary from/to makes one): its visitors are counted from the raw archive
   (uniqExact over its page views, or over its sessions' starts for session dimensions), its
   additive numbers still from the rollups.
+A timeseries in a site's time zone whose buckets are not UTC ones (a Berlin day, a +05:30
+hour) labels each rollup row with its local bucket instead (local_summed).
 Filters restrict page views by event-level values, which the rollups keep one dimension at a
 time: a filtered report is answered from the archive (raw.py).
 """
@@ -26,15 +28,17 @@ time: a filtered report is answered from the archive (raw.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.calendar import bucket_sql, next_bucket, zone
 from storage.goals import Goal
 from storage.queries import raw
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
     LIVE_WINDOW,
+    RAW_VISITORS,
     SESSION_DIMENSIONS,
     BreakdownRow,
     EventRow,
@@ -47,6 +51,7 @@ from storage.queries.contract import (
     SessionRow,
     StatsQuery,
     as_utc,
+    buckets,
     fill,
     fill_sessions,
     floor_to,
@@ -55,10 +60,13 @@ from storage.queries.contract import (
     page_engagement,
 )
 from storage.tables import (
+    ENGAGEMENT_DAY,
     ENGAGEMENT_MINUTE,
     EVENTS,
+    GOAL_EVENTS_DAY,
     GOAL_EVENTS_MINUTE,
     GOAL_PROPS_MINUTE,
+    GOAL_VISITORS_DAY,
     LATE_EVENTS,
     ROLLUP_DAY,
     ROLLUP_HOUR,
@@ -225,11 +233,117 @@ def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
 
 
-def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+def aligned(q: StatsQuery, interval: Interval) -> bool:
+    """Whether every local bucket of the range is a UTC bucket of the same unit (UTC itself;
+    hours in a whole-hour zone): then the UTC plan answers."""
+    return interval in UNIT_TABLES and all(
+        floor_to(start, interval) == start for start in buckets(q, interval)
+    )
+
+
+def day_columns_exact(q: StatsQuery, interval: Interval) -> bool:
+    """Whether each local bucket's part of each UTC day (cut by the range's minutes) starts at
+    that day's midnight or ends at the next: then day_first_visitors (a part starting at
+    midnight) or day_last_visitors (one ending there) make its visitors sums of rollup rows. A
+    Berlin or +05:30 day is the tail of one UTC day and the head of the next; a local hour of a
+    +05:30 zone, or "today so far" in New York, touches no UTC midnight."""
+    a, b, tz = ceil_minute(q.start), ceil_minute(q.end), zone(q.timezone)
+    for start in buckets(q, interval):
+        s, e = max(start, a), min(next_bucket(start, interval, tz), b)
+        while s < e:
+            midnight = floor_to(s, "day")
+            cut = min(e, midnight + DAY)
+            if s != midnight and cut != midnight + DAY:
+                return False
+            s = cut
+    return True
+
+
+# A local timeseries in one statement of constant size, whatever the number of buckets: each
+# rollup row labelled with its local bucket in SQL. Whole hours lying in one local bucket come
+# from rollup_hour, the minutes of the other hours in the range (a boundary at :30, the range's
+# cut ends) from rollup_minute. Visitors: day_first/day_last_visitors where that is exact
+# (day_columns_exact; the row's part starts at its UTC midnight: first, else last), else counted
+# in the archive by local bucket. Labels are calendar.bucket_sql expressions (the zone a parameter).
+_HOUR_IN_ONE_BUCKET = (
+    "({h} >= {{la:DateTime('UTC')}} AND {h} + INTERVAL 1 HOUR <= {{lb:DateTime('UTC')}} "
+    "AND {label_h} = {label_h_end})"
+)
+_LOCAL_ROLLUPS = """
+SELECT {label} AS t, toInt64(pageviews) AS pageviews, toInt64({visitors}) AS visitors,
+       toInt64(sessions) AS sessions, toInt64(bounces) AS bounces, toInt64(duration_ms) AS duration_ms
+FROM {table}
+WHERE site = {{site:String}} AND dimension = ''
+  AND bucket >= {{{first}:DateTime('UTC')}} AND bucket < {{lb:DateTime('UTC')}} AND {which}
+"""
+_LOCAL_RAW_VISITORS = f"""
+SELECT {{label}} AS t, toInt64(0), toInt64({RAW_VISITORS}), toInt64(0), toInt64(0), toInt64(0)
+FROM {EVENTS}
+WHERE site = {{{{site:String}}}} AND name = 'pageview'
+  AND ts >= {{{{la:DateTime64(3, 'UTC')}}}} AND ts < {{{{lb:DateTime64(3, 'UTC')}}}}
+GROUP BY t
+"""
+
+
+# A row's part of its local bucket starts at the row's UTC midnight (first visits) or ends at the next.
+_DAY_COLUMN_VISITORS = (
+    "if(greatest({label}, {{la:DateTime('UTC')}}) <= toStartOfDay(bucket), "
+    "day_first_visitors, day_last_visitors)"
+)
+
+
+def _hour_in_one_bucket(interval: Interval, hour: str) -> str:
+    return _HOUR_IN_ONE_BUCKET.format(
+        h=hour,
+        label_h=bucket_sql(interval, hour),
+        label_h_end=bucket_sql(interval, f"{hour} + INTERVAL 59 MINUTE"),
+    )
+
+
+def local_summed(q: StatsQuery, interval: Interval) -> tuple[str, dict[str, object]]:
+    """SQL selecting t, pageviews, visitors, sessions, bounces, duration_ms per local bucket of
+    the minutes starting in [start, end), for a zone whose buckets are not UTC ones."""
+    exact = day_columns_exact(q, interval)
+    visitors = _DAY_COLUMN_VISITORS if exact else "0"
+    parts = []
+    for table, first, hour in (
+        (ROLLUP_HOUR, "la_hour", "bucket"),
+        (ROLLUP_MINUTE, "la", "toStartOfHour(bucket)"),
+    ):
+        which = _hour_in_one_bucket(interval, hour)
+        label = bucket_sql(interval, "bucket")
+        parts.append(
+            _LOCAL_ROLLUPS.format(
+                label=label, visitors=visitors.format(label=label), table=table, first=first,
+                which=which if table == ROLLUP_HOUR else f"NOT {which}",
+            )
+        )  # fmt: skip
+    if not exact:
+        parts.append(_LOCAL_RAW_VISITORS.format(label=bucket_sql(interval, "ts")))
+    a, b = ceil_minute(q.start), ceil_minute(q.end)
+    parameters = {**q.parameters(), "la": a, "lb": b, "la_hour": floor_to(a, "hour")}
+    sql = (
+        "SELECT t, sum(pageviews) AS pageviews, sum(visitors) AS visitors, sum(sessions) AS sessions, "
+        "sum(bounces) AS bounces, sum(duration_ms) AS duration_ms FROM ("
+        + " UNION ALL ".join(parts)
+        + ") GROUP BY t HAVING pageviews != 0 OR visitors != 0 OR sessions != 0"
+    )
+    return sql, parameters
+
+
+def _timeseries_sql(q: StatsQuery, interval: Interval) -> tuple[str, dict[str, object]] | None:
+    """The summed SQL of a timeseries in the site's zone (None: an empty range)."""
+    if not aligned(q, interval):
+        return local_summed(q, interval) if ceil_minute(q.start) < ceil_minute(q.end) else None
     pieces = plan(q.start, q.end, interval)
-    if not pieces:
+    return _summed(q, "", pieces) if pieces else None
+
+
+def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
+    summed = _timeseries_sql(q, interval)
+    if summed is None:
         return fill(q, interval, [])
-    sql, parameters = _summed(q, "", pieces)
+    sql, parameters = summed
     rows = client.query(f"SELECT t, pageviews, visitors FROM ({sql}) ORDER BY t", parameters=parameters)
     return fill(q, interval, rows.result_rows)
 
@@ -250,10 +364,10 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
 def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
     """Per bucket, the sessions starting in it: the rollups' totals rows count sessions,
     bounces and duration_ms by session start."""
-    pieces = plan(q.start, q.end, interval)
-    if not pieces:
+    summed = _timeseries_sql(q, interval)
+    if summed is None:
         return fill_sessions(q, interval, [])
-    sql, parameters = _summed(q, "", pieces)
+    sql, parameters = summed
     rows = client.query(
         f"SELECT t, sessions, bounces, duration_ms FROM ({sql}) ORDER BY t", parameters=parameters
     )
@@ -283,26 +397,89 @@ def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> lis
     ]
 
 
-# engagement_minute's states merged over the range's minutes: per page the engaged time and,
-# per engaged visitor, its deepest scroll (migration 0023); any set of minutes merges exactly.
+# --- the archive's own aggregates at two resolutions (goals, engagement) ------------------------
+# Materialized views on `events` keep them per minute (migrations 0022, 0023) and per UTC day
+# (0026, 0027). A range is read as its whole days from the day tables and its edge minutes from
+# the minute tables. A visitor is a (UTC day, visitor_id), so no visitor is in two days: a
+# number's visitors are the sum over days of each day's exact count, and the edge minutes
+# (other days than the whole ones) add up with them.
+
+
+@dataclass(frozen=True)
+class DaySplit:
+    """The minute buckets starting in a range, as whole UTC days [first_day, end_day) (none
+    when first_day >= end_day) and at most two minute ranges outside them (empty when
+    start == end), always two so that the SQL has one shape."""
+
+    first_day: date
+    end_day: date
+    edges: tuple[tuple[datetime, datetime], tuple[datetime, datetime]]
+
+    def parameters(self) -> dict[str, object]:
+        (e0_start, e0_end), (e1_start, e1_end) = self.edges
+        return {
+            "days_start": self.first_day,
+            "days_end": self.end_day,
+            "e0_start": e0_start,
+            "e0_end": e0_end,
+            "e1_start": e1_start,
+            "e1_end": e1_end,
+        }
+
+
+def day_split(start: datetime, end: datetime) -> DaySplit:
+    a, b = ceil_minute(start), ceil_minute(end)
+    nothing = (a, a)
+    if a >= b:
+        return DaySplit(a.date(), a.date(), (nothing, nothing))
+    first, last = _ceil_to(a, "day"), floor_to(b, "day")
+    if first >= last:  # no whole day: the minutes of [a, b), across one midnight at most
+        return DaySplit(first.date(), first.date(), ((a, b), nothing))
+    return DaySplit(first.date(), last.date(), ((a, first), (last, b)))
+
+
+# The day tables' condition and the minute tables' (on `bucket`), over DaySplit.parameters().
+IN_DAYS = "site = {site:String} AND day >= {days_start:Date} AND day < {days_end:Date}"
+IN_EDGES = (
+    "site = {site:String} AND ((bucket >= {e0_start:DateTime('UTC')} AND bucket < {e0_end:DateTime('UTC')})"
+    " OR (bucket >= {e1_start:DateTime('UTC')} AND bucket < {e1_end:DateTime('UTC')}))"
+)
+
+# Per page: its engaged visitors, Σ engaged ms and Σ each visitor's deepest scroll. Whole days
+# from engagement_day's rows (a visitor's rows of a day grouped: parts may not be merged yet),
+# edge minutes from engagement_minute's states merged (per engaged visitor its deepest point).
 _ENGAGEMENT = f"""
-SELECT path, length(depths.1), engaged_ms, arraySum(depths.2)
+SELECT path, sum(visitors), sum(engaged_ms), sum(depth_sum)
 FROM
 (
-    SELECT path, sumMerge(engagement_ms) AS engaged_ms, maxMapMerge(scroll_depths) AS depths
-    FROM {ENGAGEMENT_MINUTE}
-    WHERE site = {{site:String}}
-      AND bucket >= {{start:DateTime64(3, 'UTC')}} AND bucket < {{end:DateTime64(3, 'UTC')}}
-      AND has({{paths:Array(String)}}, path)
+    SELECT path, count() AS visitors, sum(engaged_ms) AS engaged_ms, sum(depth) AS depth_sum
+    FROM
+    (
+        SELECT day, path, visitor, sum(engagement_ms) AS engaged_ms, max(scroll_depth) AS depth
+        FROM {ENGAGEMENT_DAY}
+        WHERE {IN_DAYS} AND has({{paths:Array(String)}}, path)
+        GROUP BY day, path, visitor
+    )
     GROUP BY path
+    UNION ALL
+    SELECT path, length(depths.1), engaged_ms, arraySum(depths.2)
+    FROM
+    (
+        SELECT path, sumMerge(engagement_ms) AS engaged_ms, maxMapMerge(scroll_depths) AS depths
+        FROM {ENGAGEMENT_MINUTE}
+        WHERE {IN_EDGES} AND has({{paths:Array(String)}}, path)
+        GROUP BY path
+    )
 )
+GROUP BY path
 """
 
 
 def engagement(client: Client, q: StatsQuery, paths: list[str]) -> dict[str, PageEngagement]:
-    """The engagement of each of `paths` from engagement_minute: the minutes starting in the
-    range (agg's minute resolution), unfiltered (a filtered report reads the archive)."""
-    rows = client.query(_ENGAGEMENT, parameters={**q.parameters(), "paths": paths}).result_rows
+    """The engagement of each of `paths`: the minutes starting in the range (agg's minute
+    resolution), unfiltered (a filtered report reads the archive)."""
+    parameters = {**q.parameters(), **day_split(q.start, q.end).parameters(), "paths": paths}
+    rows = client.query(_ENGAGEMENT, parameters=parameters).result_rows
     return {row[0]: page_engagement(*row) for row in rows}
 
 
@@ -374,13 +551,16 @@ def late_pageviews(client: Client, q: StatsQuery) -> int:
 
 
 # --- goals, custom events, properties (issue 16) ---------------------------------------------
-# Read from the ClickHouse aggregates migration 0022 feeds from the archive (not the rollups):
-# events and revenue are sums, visitors uniqExact states that merge exactly across minutes,
-# paths and names, so every number equals raw's over the same minute buckets.
+# Read from the ClickHouse aggregates migrations 0022 and 0026 feed from the archive (not the
+# rollups): events and revenue are sums, visitors uniqExact states that merge exactly across
+# minutes, paths and names, so every number equals raw's over the same minute buckets. Goals and
+# custom events read whole days from the day tables and the edge minutes from
+# goal_events_minute (DaySplit); properties read goal_props_minute.
 
 _GOAL_BUCKETS = (
     "site = {site:String} AND bucket >= {agg_start:DateTime('UTC')} AND bucket < {agg_end:DateTime('UTC')}"
 )
+_CUSTOM_EVENT = "name NOT IN ('pageview', 'engagement')"
 
 
 def _minute_bounds(q: StatsQuery) -> dict[str, object]:
@@ -388,31 +568,80 @@ def _minute_bounds(q: StatsQuery) -> dict[str, object]:
     return {**q.parameters(), "agg_start": ceil_minute(q.start), "agg_end": ceil_minute(q.end)}
 
 
+# Per measure (0: the site's page views, i + 1: goal i) its visitors over the whole days: each
+# day's states merged, the days' counts summed.
+_DAY_VISITORS = """
+SELECT measure, toUInt64(sum(visitors))
+FROM (SELECT measure, day, uniqExactMerge(visitors) AS visitors FROM ({measures}) GROUP BY measure, day)
+GROUP BY measure
+"""
+
+
 def goals(client: Client, q: StatsQuery, site_goals: list[Goal]) -> list[GoalRow]:
-    columns, parameters = ["uniqExactMergeIf(visitors, name = 'pageview')"], _minute_bounds(q)
+    """Per goal: events, revenue and revenue events are sums of the edge minutes' and the whole
+    days'; visitors the edge minutes' merged (other days than the whole days') plus each whole
+    day's. The site's visitors and an event goal's are read from goal_visitors_day (every path
+    together), a page goal's from its matching paths' rows of goal_events_day."""
+    parameters = {**q.parameters(), **day_split(q.start, q.end).parameters()}
+    edge_columns, day_columns = ["uniqExactMergeIf(visitors, name = 'pageview')"], ["0"]
+    day_visitors = [
+        f"SELECT 0 AS measure, day, visitors FROM {GOAL_VISITORS_DAY} WHERE {IN_DAYS} AND name = 'pageview'"
+    ]
     for index, goal in enumerate(site_goals):
         condition, goal_parameters = goal_condition(goal, index)
         parameters |= goal_parameters | {f"goal_{index}_currency": goal.currency}
         in_currency = f"{condition} AND currency = {{goal_{index}_currency:String}}"
-        columns += [
+        sums = [
             f"sumIf(events, {condition})",
-            f"uniqExactMergeIf(visitors, {condition})",
             f"sumIf(revenue, {in_currency})",
             f"sumIf(events, {in_currency})",
         ]
-    row = client.query(
-        f"SELECT {', '.join(columns)} FROM {GOAL_EVENTS_MINUTE} WHERE {_GOAL_BUCKETS}", parameters=parameters
+        edge_columns += [sums[0], f"uniqExactMergeIf(visitors, {condition})", *sums[1:]]
+        day_columns += [sums[0], "0", *sums[1:]]
+        table = GOAL_EVENTS_DAY if goal.kind == "page" else GOAL_VISITORS_DAY
+        day_visitors.append(
+            f"SELECT {index + 1} AS measure, day, visitors FROM {table} WHERE {IN_DAYS} AND {condition}"
+        )
+    edges = client.query(
+        f"SELECT {', '.join(edge_columns)} FROM {GOAL_EVENTS_MINUTE} WHERE {IN_EDGES}", parameters=parameters
     ).result_rows[0]
-    return raw.goal_rows(site_goals, row)
+    days = client.query(
+        f"SELECT {', '.join(day_columns)} FROM {GOAL_EVENTS_DAY} WHERE {IN_DAYS}", parameters=parameters
+    ).result_rows[0]
+    visitors = dict(
+        client.query(
+            _DAY_VISITORS.format(measures=" UNION ALL ".join(day_visitors)), parameters=parameters
+        ).result_rows
+    )
+    row = [edge + day for edge, day in zip(edges, days, strict=True)]
+    row[0] += visitors.get(0, 0)
+    for index in range(len(site_goals)):
+        row[2 + 4 * index] += visitors.get(index + 1, 0)
+    return raw.goal_rows(site_goals, tuple(row))
+
+
+# Per custom event name and day: events and the day's visitors, from the whole days of
+# goal_visitors_day and the edge minutes of goal_events_minute; summed per name over days.
+_CUSTOM_EVENTS = f"""
+SELECT value, sum(day_events) AS events, sum(day_visitors) AS visitors
+FROM
+(
+    SELECT name AS value, day, sum(events) AS day_events, uniqExactMerge(visitors) AS day_visitors
+    FROM
+    (
+        SELECT name, day, events, visitors FROM {GOAL_VISITORS_DAY} WHERE {IN_DAYS} AND {_CUSTOM_EVENT}
+        UNION ALL
+        SELECT name, toDate(bucket) AS day, events, visitors
+        FROM {GOAL_EVENTS_MINUTE} WHERE {IN_EDGES} AND {_CUSTOM_EVENT}
+    )
+    GROUP BY value, day
+)
+"""
 
 
 def custom_events(client: Client, q: StatsQuery, limit: int) -> list[EventRow]:
     return raw.event_rows(
-        client,
-        f"SELECT name AS value, sum(events) AS events, uniqExactMerge(visitors) AS visitors "
-        f"FROM {GOAL_EVENTS_MINUTE} WHERE {_GOAL_BUCKETS} AND name NOT IN ('pageview', 'engagement')",
-        _minute_bounds(q),
-        limit,
+        client, _CUSTOM_EVENTS, {**q.parameters(), **day_split(q.start, q.end).parameters()}, limit
     )
 
 

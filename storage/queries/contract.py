@@ -15,6 +15,16 @@ Once the stream jobs have processed an event both give the same numbers. The def
   days are the sum of the days' exact counts, which is what the rollups store. Counted as
   uniqExact over a 64-bit hash (cityHash64(visitor_id), `visitor_key` in `events`, migration
   0005, combined with the day): exact but for 64-bit hash collisions.
+- a site's time zone (`StatsQuery.timezone`, storage/calendar.py; `tally sites timezone`)
+  decides only where a timeseries' hours, days, weeks and months start: at the site's local
+  midnight, so a daylight-saving day has 23 or 25 hours. The visitor stays a (UTC day,
+  visitor_id): the daily salt rotates at UTC midnight, so nothing can tell that the id before
+  and the id after it are one person. Over any range — a local day too — visitors are the
+  distinct (UTC day, visitor_id) pairs among its page views, on both sources. Hence: a local
+  day holding a UTC midnight (every day of a zone other than UTC) counts a person active on
+  both sides of it twice; and one id active on both sides of a local midnight within one UTC
+  day is a visitor of each local day and one visitor of both, so local days do not add up to
+  a local week exactly (UTC days do). Page views, sessions, bounces and durations add up.
 - session: one visitor's page views of one site whose consecutive gaps are all ≤
   session_gap_s (a gap of exactly session_gap_s continues the session); page views in the
   same millisecond are ordered by event_id. A session belongs to the range its first page
@@ -122,11 +132,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
+from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
+
 if TYPE_CHECKING:
     from storage.goals import Goal
 
 Source = Literal["raw", "agg"]
-Interval = Literal["minute", "hour", "day"]
 
 SESSION_GAP_S = 1800
 # A session with this much engaged time (ms) or more is engaged, hence no bounce (GA4's 10 s).
@@ -178,7 +189,11 @@ PROPS_FILTER = "props."
 MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
 GOAL_VISITOR = "cityHash64(visitor_key, toDate(ts))"
 INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
-INTERVAL_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+# The shortest length of each bucket (a month: 28 days), to bound how many a range holds.
+INTERVAL_STEP = {
+    "minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
+    "week": timedelta(days=7), "month": timedelta(days=28),
+}  # fmt: skip
 
 
 FilterOperator = Literal["is", "is_not", "contains", "contains_not", "matches", "matches_not"]
@@ -223,6 +238,8 @@ class StatsQuery:
     goal: Goal | None = None
     engaged_bounce_ms: int = ENGAGED_BOUNCE_MS
     where: Expression | None = None
+    # The site's IANA zone: where a timeseries' hours, days, weeks and months start (storage/calendar.py).
+    timezone: str = UTC_NAME
 
     @property
     def filtered(self) -> bool:
@@ -236,6 +253,7 @@ class StatsQuery:
             "end": self.end,
             "gap_ms": self.session_gap_s * 1000,
             "engaged_bounce_ms": self.engaged_bounce_ms,
+            "tz": self.timezone,
         }
         for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value
@@ -395,6 +413,10 @@ def validate(q: StatsQuery) -> None:
         validate_expression(q.where)
     if q.end <= q.start:
         raise UnsupportedQuery("`to` must be after `from`")
+    try:
+        zone(q.timezone)
+    except InvalidTimezone as error:
+        raise UnsupportedQuery(f"timezone: {error}") from None
 
 
 # --- what both sources compute from their rows, stated once ---------------------------------
@@ -428,13 +450,9 @@ def floor_to(moment: datetime, interval: Interval) -> datetime:
 
 
 def buckets(q: StatsQuery, interval: Interval) -> list[datetime]:
-    """Every bucket start in [start, end), so empty buckets show as zero."""
-    step = INTERVAL_STEP[interval]
-    result, moment = [], floor_to(q.start, interval)
-    while moment < as_utc(q.end):
-        result.append(moment)
-        moment += step
-    return result
+    """Every bucket start in [start, end) (the first one's may be before start), in the
+    site's zone, so empty buckets show as zero."""
+    return bucket_starts(q.start, q.end, interval, zone(q.timezone))
 
 
 def fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:

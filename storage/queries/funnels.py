@@ -94,6 +94,8 @@ def _checked(index: int, step: FunnelStep) -> FunnelStep:
 
 
 # Per visitor: events sorted by (ts, event_id) as (ts, event_id, step mask, passes filters),
+# event_id as UUIDToNum's 16 bytes in the order of its text (a UUID's own order in ClickHouse is
+# not its text's; toString's 36 bytes per event cost ~15 % of the query's CPU at 10M events),
 # split where the gap to the previous event exceeds the session gap; as raw.py's sessions,
 # the day before the range and the day after it are read, since a session may start before
 # midnight and a visitor id lives one UTC day.
@@ -113,7 +115,7 @@ FROM
     (
         SELECT
             visitor_key,
-            arraySort(groupArray((ts, toString(event_id), mask, passes))) AS events,
+            arraySort(groupArray((ts, UUIDToNum(event_id), mask, passes))) AS events,
             arrayJoin(arraySplit(
                 (event, i) -> i > 1 AND dateDiff('millisecond', events[i - 1].1, event.1) > {{gap_ms:UInt64}},
                 events, arrayEnumerate(events)

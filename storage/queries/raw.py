@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage.calendar import bucket_sql
 from storage.goals import Goal
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
-    INTERVAL_SQL,
     LIVE_WINDOW,
     RAW_VISITORS,
     SESSION_DIMENSIONS,
@@ -129,7 +129,8 @@ def raw_sessions_sql(
 
     Without properties a page view is just its time; with them it is the tuple (ts,
     event_id, columns…), so that page views in the same millisecond are ordered by event_id
-    (as the stream jobs order them) and the columns travel with their view. `bounds` names
+    (as the stream jobs order them: by its text, which UUIDToNum's bytes sort as, in 16 bytes
+    instead of toString's 36) and the columns travel with their view. `bounds` names
     the DateTime64 parameters holding the range (q.parameters()' own by default)."""
     start, end = bounds
     if not properties:
@@ -143,7 +144,7 @@ def raw_sessions_sql(
         column, view = SESSION_PROPERTIES[name]
         selected += f",\n    session[{view}].{3 + columns.index(column)} AS {name}"
     return _SESSIONS.format(
-        view=f"(ts, toString(event_id), {', '.join(columns)})", first="session[1].1", last="session[-1].1",
+        view=f"(ts, UUIDToNum(event_id), {', '.join(columns)})", first="session[1].1", last="session[-1].1",
         previous="views[i - 1].1", current="view.1", properties=selected, filters=q.filter_sql(),
         events=EVENTS, start=start, end=end,
     )  # fmt: skip
@@ -162,7 +163,7 @@ def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
 
 def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]:
     rows = client.query(
-        f"SELECT {INTERVAL_SQL[interval]}(ts) AS t, count(), {RAW_VISITORS} "
+        f"SELECT {bucket_sql(interval, 'ts')} AS t, count(), {RAW_VISITORS} "
         + pageviews_sql(q)
         + " GROUP BY t ORDER BY t",
         parameters=q.parameters(),
@@ -187,7 +188,7 @@ def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[Breakd
 def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[SessionPoint]:
     """Per bucket, the sessions starting in it (a session counts where it starts)."""
     rows = client.query(
-        f"SELECT {INTERVAL_SQL[interval]}(start) AS t, count(), countIf(is_bounce), "
+        f"SELECT {bucket_sql(interval, 'start')} AS t, count(), countIf(is_bounce), "
         f"toInt64(round(sum(duration_s) * 1000)) FROM ({raw_sessions_sql(q, ())}) GROUP BY t ORDER BY t",
         parameters=q.parameters(),
     ).result_rows

@@ -87,6 +87,12 @@ def test_command_with_the_stack_down_says_what_is_down_and_how_to_start_it(
         (["query", "--format", "xml", "SELECT 1"], "'xml' is not one of"),
         (["sites", "add"], "missing argument 'DOMAIN'"),
         (["sites", "add", "not a domain"], "not a domain name: 'not a domain'"),
+        (
+            ["sites", "add", "example.com", "--timezone", "Mars/Olympus"],
+            "not an IANA time zone: 'Mars/Olympus'",
+        ),
+        (["sites", "timezone", "example.com", "../../etc/passwd"], "not an IANA time zone"),
+        (["sites", "timezone", "example.com"], "missing argument 'ZONE'"),
         (["export", "--site", "example.com", "--from", "yesterday", "--to", "2026-01-02"], "--from"),
         (["loadgen", "--target", "http://192.0.2.1:8080"], "not a loopback address"),
     ],

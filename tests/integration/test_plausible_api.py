@@ -439,7 +439,11 @@ def test_v2_agrees_with_tallys_api(api: FlaskClient, auth: dict[str, str], sourc
         ({"filters": [["is", "event:page", "/"]]}, "Invalid filter"),
         ({"filters": [["is", "event:goal", ["Nope"]]], "metrics": ["conversion_rate"]}, "goal `Nope`"),
         ({"order_by": [["pageviews", "desc"]]}, "Entry is not a queried metric or dimension"),
-        ({"include": {"comparisons": {"mode": "previous_period"}}}, "comparisons are not supported"),
+        ({"include": {"comparisons": {"mode": "next_year"}}}, "include.comparisons: mode is one of"),
+        (
+            {"include": {"comparisons": {"mode": "previous_period", "match_day_of_week": True}}},
+            "match_day_of_week",
+        ),
         ({"include": {"time_labels": True}}, "requires a time dimension"),
         ({"pagination": {"limit": 0}}, "#/pagination/limit"),
         ({"interval": "date"}, "#/interval"),

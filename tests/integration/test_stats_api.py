@@ -350,7 +350,7 @@ BAD_PARAMETERS = [
     ("/stats/aggregate", {**DAY_RANGE, "filters": '{"path": 1}'}, "filters"),
     ("/stats/aggregate", {**DAY_RANGE, "filters": '{"ip_hash": "x"}'}, "filters"),
     ("/stats/aggregate", {**DAY_RANGE, "period": "30d"}, "period"),
-    ("/stats/timeseries", {**DAY_RANGE, "interval": "week"}, "interval"),
+    ("/stats/timeseries", {**DAY_RANGE, "interval": "fortnight"}, "interval"),
     ("/stats/timeseries", {**DAY_RANGE, "from": "2000-01-01", "interval": "minute"}, "interval"),
     ("/stats/breakdown", DAY_RANGE, "by"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "ip_hash"}, "by"),

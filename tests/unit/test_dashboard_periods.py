@@ -91,3 +91,86 @@ def test_every_country_shape_on_the_map_has_a_code_events_carry() -> None:
     assert {shape for shape in ids if shape and alpha2(shape) is None} == set()
     assert (alpha3("ch"), alpha3("GB"), alpha3("XX")) == ("CHE", "GBR", None)
     assert (country_name("DE"), country_name(""), country_name("XX")) == ("Germany", "Unknown", "XX")
+
+
+# --- the site's own time zone and the comparisons (issue 20) ----------------------------------
+BERLIN = "Europe/Berlin"
+
+
+def berlin(text: str) -> datetime:
+    """A Berlin wall-clock time as the UTC instant it is."""
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(BERLIN)).astimezone(UTC)
+
+
+def test_today_starts_at_the_sites_midnight_and_a_spring_day_is_23_hours() -> None:
+    now = berlin("2026-03-29T21:30:00")
+    p = periods.period("today", now, timezone=BERLIN)
+    assert p.start == berlin("2026-03-29T00:00:00") == datetime(2026, 3, 28, 23, tzinfo=UTC)
+    yesterday = periods.period("yesterday", berlin("2026-03-30T09:00:00"), timezone=BERLIN)
+    assert (yesterday.start, yesterday.end) == (
+        datetime(2026, 3, 28, 23, tzinfo=UTC),
+        datetime(2026, 3, 29, 22, tzinfo=UTC),
+    )
+    assert yesterday.end - yesterday.start == timedelta(hours=23)
+    # compared with the day before, at the same local time (a 24-hour day)
+    assert yesterday.previous_end - yesterday.previous_start == timedelta(hours=24)
+    assert p.previous_start == berlin("2026-03-28T00:00:00")
+    assert p.previous_end == berlin("2026-03-28T21:31:00")
+
+
+@pytest.mark.parametrize(
+    ("preset", "start", "previous_start", "interval"),
+    [
+        ("month", "2026-11-01", "2026-10-01", "day"),
+        ("last_month", "2026-10-01", "2026-09-01", "day"),
+        ("year", "2026-01-01", "2025-01-01", "month"),
+        ("12mo", "2025-12-01", "2024-12-01", "month"),
+    ],
+)
+def test_calendar_ranges_start_on_local_first_days(
+    preset: str, start: str, previous_start: str, interval: str
+) -> None:
+    now = berlin("2026-11-22T10:37:20")
+    p = periods.period(preset, now, timezone=BERLIN)
+    assert p.start == berlin(f"{start}T00:00:00")
+    assert p.previous_start == berlin(f"{previous_start}T00:00:00")
+    assert p.interval == interval
+    if preset == "last_month":
+        assert (p.end, p.previous_end) == (berlin("2026-11-01T00:00:00"), berlin("2026-10-01T00:00:00"))
+
+
+def test_month_to_date_is_compared_with_the_same_days_of_the_month_before() -> None:
+    p = periods.period("month", berlin("2026-03-31T12:00:00"), timezone=BERLIN)
+    assert (p.previous_start, p.previous_end) == (
+        berlin("2026-02-01T00:00:00"),
+        berlin("2026-02-28T12:01:00"),
+    )
+
+
+def test_year_over_year_compares_with_the_same_local_dates_a_year_before() -> None:
+    p = periods.period("7d", berlin("2026-11-22T10:37:20"), timezone=BERLIN, compare="year_over_year")
+    assert p.previous_start == berlin("2025-11-16T00:00:00")
+    assert p.previous_end == berlin("2025-11-22T10:38:00")
+    assert p.compare == "year_over_year"
+
+
+def test_all_time_starts_on_the_sites_first_day() -> None:
+    p = periods.period("all", NOW, first_day=date(2026, 6, 1))
+    assert p.start == datetime(2026, 6, 1, tzinfo=UTC)
+    assert p.previous_end == p.start
+    assert p.interval == "month"
+
+
+def test_a_half_hour_zone_and_the_store_round_trip() -> None:
+    p = periods.period("today", datetime(2026, 11, 22, 20, tzinfo=UTC), timezone="Asia/Kolkata")
+    assert p.start == datetime(2026, 11, 22, 18, 30, tzinfo=UTC)  # midnight of the 23rd in Kolkata
+    assert periods.Period.from_store(json.loads(json.dumps(p.to_store()))) == p
+    assert periods.describe(p).endswith("Asia/Kolkata")
+
+
+@pytest.mark.parametrize(("preset", "compare"), [("fortnight", "previous_period"), ("7d", "last_decade")])
+def test_an_unknown_preset_or_comparison_is_refused(preset: str, compare: str) -> None:
+    with pytest.raises(periods.UnknownPeriod):
+        periods.period(preset, NOW, compare=compare)

@@ -42,6 +42,18 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/unit/test_dashboard_login.py", KEYWORD, "test-key"): (
         "the API key of the login tests' in-process dashboard"
     ),
+    ("tests/browser/test_dashboard_team.py", KEYWORD, "a long viewer password"): (
+        "the password an invited viewer sets on the team browser test's temporary dashboard"
+    ),
+    ("tests/integration/test_users.py", KEYWORD, "correct horse battery"): (
+        "the password a test member sets on an in-process dashboard with a temporary store"
+    ),
+    ("tests/integration/test_users.py", KEYWORD, "wrong password"): (
+        "the wrong password the sign-in audit test presents to see it refused and logged"
+    ),
+    ("tests/unit/test_team_roles.py", KEYWORD, "pw"): (
+        "the operator password of the role tests' in-process dashboard"
+    ),
 }
 
 

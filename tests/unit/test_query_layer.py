@@ -38,6 +38,7 @@ def test_filter_values_travel_as_parameters_never_in_the_sql() -> None:
         "end": START + timedelta(hours=1),
         "gap_ms": 1_800_000,
         "engaged_bounce_ms": 10_000,
+        "tz": "UTC",
         "filter_0": "/x' OR 1=1",
         "filter_1": "CH",
     }

@@ -1,0 +1,467 @@
+"""Team members in the dashboard (storage/users.py): their sessions, what their role lets them
+call, the invitation page, and the Team panel (API keys; for owners, invitations, members and
+the audit log).
+
+A member's session holds only their email. On every request it is looked up again (no cache),
+so removing a member or changing a role applies to the next request of a page already open. The
+guard, placed before the sign-in guard, checks every Dash callback a member sends, as
+dashboard/sharing.py does for shared links: each `site` input or state must be a site the member
+has a role on, the settings callbacks (goals, shared links) need admin on that site, and the
+global rate-limiting panel is the operator's only (403 otherwise). The layout (site picker) only
+offers the member's sites, but the guard is the boundary. The operator (signed in with the
+operator's password) is the first owner of every site and passes unchecked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+from flask import (
+    Response,
+    g,
+    has_request_context,
+    jsonify,
+    redirect,
+    render_template_string,
+    request,
+    session,
+)
+
+from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
+from dashboard.components import notice, panel
+from dashboard.exclusions_panel import exclusions_panel
+from dashboard.share_panel import _children, _find
+from dashboard.store import ClientFactory
+from storage import users
+from storage.users import AccountError, User
+from tally.client_ip import client_ip, network_key, parse_networks
+from tally.settings import Settings
+
+log = structlog.get_logger()
+
+CALLBACK_PATH = "/_dash-update-component"
+INVITE_PREFIX = "/invite/"
+KEY_REVOKE = "key-revoke"
+MEMBER_REMOVE = "member-remove"
+AUDIT_ROWS = 50
+
+
+def current_user() -> User | None:
+    """The team member of this request (None for the operator, a shared link or a stranger)."""
+    return g.get("user") if has_request_context() else None
+
+
+def team_sign_in(clients: ClientFactory) -> TeamSignIn:
+    def check(email: str, password: str) -> bool:
+        user = users.check_password(clients(), email, password)
+        return user is not None and bool(user.roles)
+
+    def record(email: str, outcome: str, address: str) -> None:
+        try:
+            users.record(clients(), "sign_in", email, outcome, address=address)
+        except Exception as failure:  # the audit log must not lock anyone out
+            log.warning("audit_write_failed", error=str(failure)[:200])
+
+    return TeamSignIn(check, record)
+
+
+def install_accounts(
+    app: Dash, settings: Settings, clients: ClientFactory, admin_outputs: set[str], operator_outputs: set[str]
+) -> None:
+    """`admin_outputs`: the callback outputs that change a site's settings (goals, shared
+    links); `operator_outputs`: those only the operator may ask for (global panels)."""
+    server = app.server
+    throttle = LoginThrottle()
+    trusted_proxies = parse_networks(settings.trusted_proxies)
+
+    def guard() -> Response | None:
+        email = session.get("user")
+        if email is None or session.get("signed_in") is True:
+            return None
+        user = users.get_user(clients(), email)
+        if user is None or not user.roles:
+            session.clear()
+            if request.method == "GET" and not request.path.startswith(("/_dash-", "/assets/")):
+                return redirect("/login")
+            return refused(401, "sign in first")
+        if request.path == CALLBACK_PATH:
+            refusal = callback_refusal(
+                app, request.get_json(silent=True), user, admin_outputs, operator_outputs
+            )
+            if refusal is not None:
+                return refused(403, refusal)
+        g.user = user
+        return None
+
+    server.before_request_funcs.setdefault(None, []).insert(0, guard)
+
+    @server.route(f"{INVITE_PREFIX}<token>", methods=["GET", "POST"])
+    def accept(token: str) -> Response | tuple[str, int]:
+        client = clients()
+        invite = users.find_invite(client, token)
+        if invite is None:
+            return render_template_string(INVITE_GONE), 404
+        existing = users.get_user(client, invite.email)
+        new_account = existing is None or not existing.has_password
+        page = {"invite": invite, "new_account": new_account, "minimum": users.MIN_PASSWORD_CHARS}
+        if request.method == "GET":
+            return render_template_string(INVITE_PAGE, error=None, **page), 200
+        address = network_key(
+            client_ip(
+                request.remote_addr or "unknown", request.headers.getlist("X-Forwarded-For"), trusted_proxies
+            )
+        )
+        if throttle.blocked(address):
+            return render_template_string(
+                INVITE_PAGE, error="Too many attempts. Try again later.", **page
+            ), 429
+        password = request.form.get("password", "")
+        if new_account and password != request.form.get("confirm", ""):
+            return render_template_string(INVITE_PAGE, error="The passwords differ.", **page), 400
+        try:
+            users.accept_invite(client, token, invite, password)
+        except AccountError as refusal:
+            throttle.failed(address)
+            return render_template_string(INVITE_PAGE, error=str(refusal).capitalize(), **page), 400
+        users.record(client, "invite_accepted", invite.email, "ok", address=address, detail=invite.site)
+        session.clear()
+        session["user"] = invite.email
+        session.permanent = True
+        return redirect("/")
+
+
+def refused(status: int, message: str) -> Response:
+    response = jsonify({"error": message})
+    response.status_code = status
+    return response
+
+
+def callback_refusal(
+    app: Dash, body: Any, user: User, admin_outputs: set[str], operator_outputs: set[str]
+) -> str | None:
+    """Why this member may not run this callback request, or None if they may."""
+    if not isinstance(body, dict) or body.get("output") not in app.callback_map:
+        return "malformed callback request"
+    output = body["output"]
+    if output in operator_outputs:
+        return "only the operator sees this panel"
+    declared = app.callback_map[output]
+    sites: list[Any] = []
+    for kind in ("inputs", "state"):
+        sent = body.get(kind) or []
+        wanted = declared.get(kind) or []
+        if not isinstance(sent, list) or len(sent) != len(wanted):
+            return "malformed callback request"
+        for expected, given in zip(wanted, sent, strict=True):
+            if expected.get("id") == "site":
+                sites.append(given.get("value") if isinstance(given, dict) else None)
+    for site in sites:
+        if site is not None and site not in user.roles:
+            return "you have no role on this site"
+    if output in admin_outputs and not any(site is not None and user.may(site, "admin") for site in sites):
+        return "your role on this site is read-only (viewer)"
+    return None
+
+
+# -- the Team panel ---------------------------------------------------------------------------
+
+
+def team_panel() -> html.Section:
+    return panel(
+        "Team",
+        [
+            dcc.Store(id="team-version", data=0),
+            html.H3("Your API keys"),
+            html.P(
+                "Read-only keys for the stats API (Authorization: Bearer …), limited to this site. "
+                "A key is shown once, when it is created.",
+                className="hint",
+            ),
+            html.Button(
+                "Create a key for this site", id="key-create", className="button-primary", n_clicks=0
+            ),
+            html.Div(id="key-created"),
+            html.Div(id="team-keys"),
+            html.Div(
+                [
+                    html.H3("Invite"),
+                    html.Div(
+                        [
+                            dcc.Input(id="invite-email", type="email", placeholder="Email address"),
+                            dcc.Dropdown(
+                                id="invite-role",
+                                options=list(users.ROLES),
+                                value="viewer",
+                                clearable=False,
+                                searchable=False,
+                            ),
+                            html.Button("Create invitation", id="invite-create", className="button-primary"),
+                        ],
+                        className="share-form",
+                    ),
+                    html.Div(id="invite-created"),
+                    html.H3("Members"),
+                    html.Div(id="member-status", role="status"),
+                    html.Div(id="team-members"),
+                    html.H3("Audit log"),
+                    html.Div(id="team-audit"),
+                ],
+                id="team-owner",
+            ),
+        ],
+        id="team-panel",
+    )
+
+
+def with_team_panel(page: html.Div) -> html.Div:
+    """The page with the Exclusions and Team panels at the end of the Overview (cut for a shared
+    view). A team member's page has no rate-limiting panel (the operator's, about every site)
+    and, unless they are admin somewhere, no Share or Exclusions panel: their callbacks would
+    only be refused."""
+    overview = _find(page, "overview-section")
+    if overview is not None:
+        overview.children = [*_children(overview), exclusions_panel(), team_panel()]  # type: ignore[attr-defined]
+    user = current_user()
+    if user is not None:
+        admin = any(user.may(site, "admin") for site in user.roles)
+        settings = set() if admin else {"share-panel", "exclusions-panel"}
+        _drop(page, elements=settings, parents_of={"rate-limits"})
+    return page
+
+
+def _drop(component: Any, elements: set[str], parents_of: set[str]) -> None:
+    """Remove the elements with these ids, and those holding one of `parents_of` as a direct
+    child (a panel around its content), from the tree."""
+    children = _children(component)
+    kept = [
+        child
+        for child in children
+        if getattr(child, "id", None) not in elements
+        and not any(getattr(grandchild, "id", None) in parents_of for grandchild in _children(child))
+    ]
+    if len(kept) != len(children):
+        component.children = kept
+    for child in kept:
+        _drop(child, elements, parents_of)
+
+
+def _owner_of(site: str | None) -> bool:
+    user = current_user()
+    return bool(site) and (user is None or user.may(site, "owner"))  # type: ignore[arg-type]
+
+
+def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    base_path = INVITE_PREFIX
+
+    @app.callback(
+        Output("team-keys", "children"),
+        Input("site", "value"),
+        Input("team-version", "data"),
+    )
+    def keys(site: str | None, _: int) -> Any:
+        user = current_user()
+        if user is None:
+            return html.P(
+                "Signed in with the operator's password: the operator's key is TALLY_API_KEY or "
+                f"{settings.home_dir}/api_key. Team members create their own keys here.",
+                className="hint",
+            )
+        rows = [key for key in users.list_keys(clients(), user.email) if not key.revoked]
+        if not rows:
+            return html.P("No keys yet.", className="hint")
+        return html.Ul(
+            [
+                html.Li(
+                    [
+                        html.Code(key.id),
+                        f" · {', '.join(key.sites)} · created {key.created_at:%Y-%m-%d} ",
+                        html.Button(
+                            "Revoke", id={"type": KEY_REVOKE, "id": key.id}, className="button-quiet"
+                        ),
+                    ]
+                )
+                for key in rows
+            ],
+            className="key-list",
+        )
+
+    @app.callback(
+        Output("key-created", "children"),
+        Output("team-version", "data"),
+        Input("key-create", "n_clicks"),
+        Input({"type": KEY_REVOKE, "id": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def edit_keys(_create: int, _revokes: list, site: str | None, version: int) -> tuple[Any, Any]:
+        user = current_user()
+        if not site or not ctx.triggered[0]["value"]:
+            raise PreventUpdate
+        if user is None:
+            return notice(
+                "The operator uses the key in TALLY_API_KEY / $TALLY_HOME/api_key.", "error"
+            ), no_update
+        trigger = ctx.triggered_id
+        try:
+            if isinstance(trigger, dict):
+                revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
+                users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id)
+                return notice(f"Revoked the key {revoked.id}."), version + 1
+            key, token = users.create_key(clients(), user.email, [site])
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        users.record(clients(), "key_created", user.email, "ok", key_id=key.id, detail=site)
+        shown = html.Div(
+            [
+                html.P(f"Key {key.id} for {site} (copy it now, it is not shown again):"),
+                html.Code(token, id="key-token"),
+            ],
+            className="notice notice-info",
+        )
+        return shown, version + 1
+
+    @app.callback(
+        Output("team-owner", "style"),
+        Output("team-members", "children"),
+        Output("team-audit", "children"),
+        Input("site", "value"),
+        Input("team-version", "data"),
+    )
+    def members(site: str | None, _: int) -> tuple[dict, Any, Any]:
+        if not _owner_of(site):
+            return {"display": "none"}, None, None
+        client = clients()
+        rows = users.list_users(client, site)
+        member_list = (
+            html.Ul(
+                [
+                    html.Li(
+                        [
+                            f"{email} · {role} ",
+                            html.Button(
+                                "Remove", id={"type": MEMBER_REMOVE, "email": email}, className="button-quiet"
+                            ),
+                        ],
+                        **{"data-email": email},
+                    )
+                    for email, _s, role in rows
+                ]
+            )
+            if rows
+            else html.P("No members yet: invite someone.", className="hint")
+        )
+        emails = [email for email, _s, _r in rows] + [settings.owner_email.lower()]
+        entries = users.audit(client, emails, limit=AUDIT_ROWS)
+        audit = html.Table(
+            [
+                html.Thead(
+                    html.Tr([html.Th(name) for name in ("time (UTC)", "what", "who", "key", "result")])
+                ),
+                html.Tbody(
+                    [
+                        html.Tr(
+                            [
+                                html.Td(f"{entry.ts:%Y-%m-%d %H:%M:%S}"),
+                                html.Td(entry.action),
+                                html.Td(entry.email),
+                                html.Td(entry.key_id or "-"),
+                                html.Td(entry.outcome),
+                            ]
+                        )
+                        for entry in entries
+                    ]
+                ),
+            ],
+            id="audit-table",
+            className="table",
+        )
+        return {}, member_list, html.Div(audit, className="table-scroll")
+
+    @app.callback(
+        Output("member-status", "children"),
+        Output("team-version", "data", allow_duplicate=True),
+        Input({"type": MEMBER_REMOVE, "email": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def remove_member(_removals: list, site: str | None, version: int) -> tuple[Any, Any]:
+        if not site or not ctx.triggered or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        if not _owner_of(site):
+            return notice("Only the site's owners remove members.", "error"), no_update
+        email = str(ctx.triggered_id["email"])
+        try:
+            users.remove_user(clients(), email, site)
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        return notice(f"Removed {email} from {site}."), version + 1
+
+    @app.callback(
+        Output("invite-created", "children"),
+        Input("invite-create", "n_clicks"),
+        State("site", "value"),
+        State("invite-email", "value"),
+        State("invite-role", "value"),
+        prevent_initial_call=True,
+    )
+    def invite(clicks: int | None, site: str | None, email: str | None, role: str | None) -> Any:
+        if not clicks or not site:
+            raise PreventUpdate
+        if not _owner_of(site):
+            return notice("Only the site's owners invite.", "error")
+        try:
+            token = users.create_invite(clients(), email or "", site, role or "")
+        except AccountError as refusal:
+            return notice(str(refusal), "error")
+        link = f"{request.host_url.rstrip('/')}{base_path}{token}"
+        return html.Div(
+            [html.P(f"Send this link to {email} (valid 7 days, once):"), html.Code(link, id="invite-link")],
+            className="notice notice-info",
+        )
+
+
+INVITE_GONE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>Tally</title></head>
+<body><p role="alert">This invitation does not exist, was used or has expired.</p></body></html>
+"""
+
+INVITE_PAGE = (
+    """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Invitation · Tally</title>
+<style>
+"""
+    + FORM_PAGE_STYLE
+    + """</style>
+</head>
+<body>
+<form method="post">
+  <h1>Join {{ invite.site }}</h1>
+  <p>{{ invite.email }} · {{ invite.role }}</p>
+  {% if error %}<p class="error" role="alert">{{ error }}</p>{% endif %}
+  {% if new_account %}
+  <label for="password">Choose a password (at least {{ minimum }} characters)</label>
+  <input id="password" name="password" type="password" autocomplete="new-password" autofocus required>
+  <label for="confirm">Repeat it</label>
+  <input id="confirm" name="confirm" type="password" autocomplete="new-password" required>
+  {% else %}
+  <label for="password">Your password</label>
+  <input id="password" name="password" type="password" autocomplete="current-password" autofocus required>
+  {% endif %}
+  <button type="submit">Accept</button>
+</form>
+</body>
+</html>
+"""
+)

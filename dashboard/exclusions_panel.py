@@ -1,0 +1,117 @@
+"""The Exclusions panel: a site's excluded IP ranges, paths and countries (storage/exclusions.py),
+listed, added and removed from the dashboard as with `tally sites exclude`. Its callbacks change
+a site's settings, so app.py registers them with the goals' and shares' (admins and owners only:
+dashboard/accounts.py; refused to shared links: dashboard/sharing.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from dashboard.components import notice, panel
+from dashboard.store import ClientFactory
+from storage import exclusions as store
+from storage.sites import InvalidDomain
+
+REMOVE = "exclusion-remove"
+KIND_LABELS = {"ip": "IP range", "path": "Path", "country": "Country"}
+PLACEHOLDERS = "10.0.0.0/8 · 2001:db8::/32 · /admin/* · DE"
+
+
+def exclusions_panel() -> html.Section:
+    return panel(
+        "Exclusions",
+        [
+            dcc.Store(id="exclusions-version", data=0),
+            html.P(
+                "Traffic from these IP ranges, to these paths or from these countries is dropped by the "
+                "collector within seconds and never archived (not retroactive).",
+                className="hint",
+            ),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id="exclusion-kind",
+                        options=[{"label": label, "value": kind} for kind, label in KIND_LABELS.items()],
+                        value="ip",
+                        clearable=False,
+                        searchable=False,
+                    ),
+                    dcc.Input(id="exclusion-value", placeholder=PLACEHOLDERS),
+                    html.Button("Exclude", id="exclusion-add", className="button-primary", n_clicks=0),
+                ],
+                className="share-form",
+            ),
+            html.Div(id="exclusion-status", role="status"),
+            html.Div(id="exclusions-list"),
+        ],
+        id="exclusions-panel",
+    )
+
+
+def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
+    @app.callback(
+        Output("exclusions-list", "children"),
+        Input("site", "value"),
+        Input("exclusions-version", "data"),
+    )
+    def listed(site: str | None, _: int) -> Any:
+        if not site:
+            raise PreventUpdate
+        found = store.list_exclusions(clients(), site)
+        if not found:
+            return html.P("Nothing excluded: every visit counts.", className="hint")
+        return html.Ul(
+            [
+                html.Li(
+                    [
+                        f"{KIND_LABELS[e.kind]}: ",
+                        html.Code(e.value),
+                        " ",
+                        html.Button(
+                            "Remove",
+                            id={"type": REMOVE, "value": f"{e.kind}:{e.value}"},
+                            className="button-quiet",
+                        ),
+                    ]
+                )
+                for e in found
+            ],
+            id="exclusions-items",
+        )
+
+    @app.callback(
+        Output("exclusion-status", "children"),
+        Output("exclusions-version", "data"),
+        Input("exclusion-add", "n_clicks"),
+        Input({"type": REMOVE, "value": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("exclusion-kind", "value"),
+        State("exclusion-value", "value"),
+        State("exclusions-version", "data"),
+        prevent_initial_call=True,
+    )
+    def edit(
+        _add: int, _removals: list, site: str | None, kind: str | None, value: str | None, version: int
+    ) -> tuple[Any, Any]:
+        if not site or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        trigger = ctx.triggered_id
+        try:
+            if isinstance(trigger, dict):
+                kind, _, value = str(trigger["value"]).partition(":")
+            wanted = store.make_exclusions(
+                site,
+                [value or ""] if kind == "ip" else [],
+                [value or ""] if kind == "path" else [],
+                [value or ""] if kind == "country" else [],
+            )
+            if isinstance(trigger, dict):
+                store.remove_exclusions(clients(), wanted)
+                return notice(f"Counting {wanted[0].value} again."), version + 1
+            store.add_exclusions(clients(), wanted)
+        except (store.InvalidExclusion, InvalidDomain) as refused:
+            return notice(str(refused).removeprefix("--"), "error"), no_update
+        return notice(f"Excluded {wanted[0].value}."), version + 1

@@ -1,0 +1,114 @@
+"""Exclusions per site: client IP ranges, page path patterns and countries whose traffic a
+site's owner does not want counted (`tally sites exclude`).
+
+They are applied by the collector (collector/exclusions.py), before an event reaches the log,
+so the archive never holds excluded traffic: an exclusion is not a filter on reports and is not
+retroactive. Values are checked here, once, so the collector only compiles what is valid.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal
+
+from clickhouse_connect.driver.client import Client
+
+from storage.page_patterns import BadPattern, validate_pattern
+from storage.sites import list_sites, normalise
+
+Kind = Literal["ip", "path", "country"]
+KINDS: tuple[Kind, ...] = ("ip", "path", "country")
+MAX_PER_SITE = 1000
+LATEST = """
+SELECT site, kind, value FROM site_exclusions
+{where}
+GROUP BY site, kind, value HAVING argMax(removed, changed_at) = 0
+ORDER BY site, kind, value
+"""
+
+
+class InvalidExclusion(ValueError):
+    """An exclusion Tally cannot apply; the message names the option and says why."""
+
+
+@dataclass(frozen=True, order=True)
+class Exclusion:
+    site: str
+    kind: Kind
+    value: str
+
+
+def clean_value(kind: Kind, value: str) -> str:
+    """The value in its one stored spelling (a network's canonical CIDR, an upper-case
+    country), or InvalidExclusion naming the option."""
+    value = value.strip()
+    if kind == "ip":
+        try:
+            # strict=False: `10.1.2.3/8` means the /8 it lies in, as firewalls read it.
+            return str(ipaddress.ip_network(value, strict=False))
+        except ValueError:
+            raise InvalidExclusion(f"--ip: {value!r} is not an IP address or CIDR range") from None
+    if kind == "path":
+        try:
+            return validate_pattern(value)
+        except BadPattern as bad:
+            raise InvalidExclusion(f"--path: {bad}") from None
+    if kind == "country":
+        if len(value) != 2 or not value.isascii() or not value.isalpha():
+            raise InvalidExclusion(f"--country: {value!r} is not an ISO 3166 two-letter code (e.g. DE)")
+        return value.upper()
+    raise InvalidExclusion(f"kind: one of {', '.join(KINDS)}")
+
+
+def make_exclusions(site: str, ips: list[str], paths: list[str], countries: list[str]) -> list[Exclusion]:
+    """The exclusions the options name, checked (before the store is asked)."""
+    site = normalise(site)
+    wanted: list[tuple[Kind, str]] = [
+        *(("ip", value) for value in ips),
+        *(("path", value) for value in paths),
+        *(("country", value) for value in countries),
+    ]
+    if not wanted:
+        raise InvalidExclusion("name at least one --ip, --path or --country")
+    return sorted({Exclusion(site, kind, clean_value(kind, value)) for kind, value in wanted})
+
+
+def add_exclusions(client: Client, exclusions: list[Exclusion]) -> None:
+    sites = {exclusion.site for exclusion in exclusions}
+    registered = set(list_sites(client))
+    for site in sorted(sites - registered):
+        raise InvalidExclusion(f"site: {site} is not registered (see 'tally sites list')")
+    for site in sites:
+        if len(list_exclusions(client, site)) + len(exclusions) > MAX_PER_SITE:
+            raise InvalidExclusion(f"site: at most {MAX_PER_SITE} exclusions per site")
+    _write(client, exclusions, removed=0)
+
+
+def remove_exclusions(client: Client, exclusions: list[Exclusion]) -> list[Exclusion]:
+    """Remove those that exist; returns the ones that did not (nothing to remove)."""
+    sites = {exclusion.site for exclusion in exclusions}
+    existing = {e for site in sites for e in list_exclusions(client, site)}
+    _write(client, [e for e in exclusions if e in existing], removed=1)
+    return [e for e in exclusions if e not in existing]
+
+
+def list_exclusions(client: Client, site: str) -> list[Exclusion]:
+    rows = client.query(
+        LATEST.format(where="WHERE site = {site:String}"), parameters={"site": normalise(site)}
+    ).result_rows
+    return [Exclusion(*row) for row in rows]
+
+
+def all_exclusions(client: Client) -> list[Exclusion]:
+    """Every site's exclusions: the collector's copy, read in one query."""
+    return [Exclusion(*row) for row in client.query(LATEST.format(where="")).result_rows]
+
+
+def _write(client: Client, exclusions: list[Exclusion], removed: int) -> None:
+    if exclusions:
+        client.insert(
+            "site_exclusions",
+            [[e.site, e.kind, e.value, removed] for e in exclusions],
+            column_names=["site", "kind", "value", "removed"],
+        )

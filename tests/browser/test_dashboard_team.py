@@ -1,0 +1,222 @@
+"""Team accounts in a real browser (Debian's Chromium) against the real dashboard server and the
+real ClickHouse engine: the operator invites a viewer from the Team panel; the invitee opens the
+link, sets a password, signs in with email and password and sees only their site; a viewer's
+goal change is refused by the server (403), also when the callback is written by hand; the
+owner sees the sign-in in the audit log.
+
+Screenshots (desktop 1280, phone 390) go to docs/screenshots/team-*.png.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+import pytest_asyncio
+from playwright.async_api import APIResponse, Browser, BrowserContext, Page, expect
+
+from storage import exclusions, goals
+from storage.client import connect
+from storage.sites import add_site
+from tally.settings import PROJECT_ROOT, Settings
+from tests.browser.test_dashboard import DESKTOP, PHONE, archive, pick_site, sign_in, traffic
+from tests.fixtures.browser import TIMEOUT_MS
+from tests.fixtures.dashboard_server import DashboardServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
+
+TEAM_SITE = "team-site.example.com"
+OTHER_SITE = "not-the-teams.example.com"
+SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
+CALLBACK = "/_dash-update-component"
+PASSWORD = "a long viewer password"
+
+
+@pytest.fixture(scope="module")
+def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -> DashboardServer:
+    now = datetime.now(UTC) - timedelta(seconds=5)
+    archive(dashboard_settings, traffic(OTHER_SITE, now, visitors=30, seed=11))
+    archive(dashboard_settings, traffic(TEAM_SITE, now, visitors=20, seed=12))
+    client = connect(dashboard_settings)
+    add_site(client, TEAM_SITE)
+    add_site(client, OTHER_SITE)
+    return dashboard_server
+
+
+async def new_context(browser: Browser) -> BrowserContext:
+    context = await browser.new_context(viewport=DESKTOP, locale="en-GB")
+    context.set_default_timeout(TIMEOUT_MS)
+    return context
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def owner(browser: Browser, dashboard: DashboardServer) -> AsyncIterator[Page]:
+    """The operator, signed in with the operator's password: the first owner of every site."""
+    context = await new_context(browser)
+    try:
+        page = await context.new_page()
+        await sign_in(page, dashboard)
+        await pick_site(page, TEAM_SITE)
+        yield page
+    finally:
+        await context.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def invitee(browser: Browser) -> AsyncIterator[Page]:
+    context = await new_context(browser)
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+async def invite_from_the_team_panel(owner: Page, email: str) -> str:
+    await owner.locator("#team-panel").scroll_into_view_if_needed()
+    await owner.fill("#invite-email", email)
+    await owner.click("#invite-create")
+    link = owner.locator("#invite-link")
+    await expect(link).to_contain_text("/invite/")
+    return (await link.text_content() or "").strip()
+
+
+def goal_callback(request_body: object) -> bool:
+    return isinstance(request_body, dict) and "goal-status.children" in request_body.get("output", "")
+
+
+async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page, invitee: Page
+) -> None:
+    email = f"viewer-{uuid.uuid4().hex[:6]}@example.com"
+    link = await invite_from_the_team_panel(owner, email)
+
+    # The invitee sets a password on the invitation page and lands on the dashboard.
+    await invitee.goto(link)
+    await expect(invitee.locator("h1")).to_have_text(f"Join {TEAM_SITE}")
+    await invitee.fill("#password", PASSWORD)
+    await invitee.fill("#confirm", PASSWORD)
+    await invitee.click("button[type=submit]")
+    await expect(invitee.locator("#site")).to_contain_text(TEAM_SITE)
+
+    # Signed out, they sign in again with email and password.
+    await invitee.click("#logout")
+    await expect(invitee).to_have_url(re.compile(r"/login"))
+    await invitee.fill("#email", email)
+    await invitee.fill("#password", PASSWORD)
+    await invitee.click("button[type=submit]")
+    await expect(invitee.locator("#site")).to_contain_text(TEAM_SITE)
+
+    # The site list callback, written by hand, names their site only, though the archive holds
+    # others; asked with another site as the current one, it is refused.
+    async def site_list(current: str) -> APIResponse:
+        return await invitee.request.post(
+            dashboard.url + CALLBACK,
+            data={
+                "output": "..site.options...site.value..",
+                "outputs": [{"id": "site", "property": "options"}, {"id": "site", "property": "value"}],
+                "inputs": [{"id": "clock", "property": "n_intervals", "value": 1}],
+                "state": [{"id": "site", "property": "value", "value": current}],
+            },
+        )
+
+    own = await site_list(TEAM_SITE)
+    assert (await own.json())["response"]["site"] == {"options": [TEAM_SITE], "value": TEAM_SITE}
+    assert (await site_list(OTHER_SITE)).status == 403
+    await expect(invitee.locator("#metric-pageviews")).not_to_have_attribute("data-value", "0")
+
+    # A viewer's goal change: the server answers 403 and adds nothing.
+    await invitee.locator("#goals-panel summary").click()
+    await invitee.fill("#goal-event", "Signup")
+    async with invitee.expect_response(
+        lambda r: CALLBACK in r.url and goal_callback(r.request.post_data_json)
+    ) as answer:
+        await invitee.click("#goal-add")
+    refused = await answer.value
+    assert refused.status == 403
+    body = refused.request.post_data_json
+    # The same callback written by hand, and one for another site: refused too.
+    by_hand = await invitee.request.post(dashboard.url + CALLBACK, data=body)
+    assert by_hand.status == 403 and "viewer" in await by_hand.text()
+    for entry in body["state"]:
+        if entry["id"] == "site":
+            entry["value"] = OTHER_SITE
+    other = await invitee.request.post(dashboard.url + CALLBACK, data=body)
+    assert other.status == 403
+    assert goals.list_goals(connect(dashboard_settings), TEAM_SITE) == []
+
+    await expect(invitee.locator("#exclusions-panel")).to_have_count(0)  # a setting: not for viewers
+
+    # The Team panel: the viewer sees their keys, not the site's members or audit log; a key
+    # made there reads their site on the stats API.
+    await expect(invitee.locator("#team-owner")).to_be_hidden()
+    await invitee.locator("#team-panel").scroll_into_view_if_needed()
+    await invitee.click("#key-create")
+    token = (await invitee.locator("#key-token").text_content() or "").strip()
+    assert token.startswith("tk_")
+    for site, status in ((TEAM_SITE, 200), (OTHER_SITE, 403)):
+        answer = httpx.get(
+            f"{dashboard.url}/api/v1/stats/aggregate",
+            params={"site": site, "from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert answer.status_code == status
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await invitee.wait_for_timeout(600)  # let charts finish their transition
+    await invitee.screenshot(path=str(SCREENSHOTS / "team-viewer-desktop.png"), full_page=True)
+    await invitee.set_viewport_size(PHONE)
+    await invitee.wait_for_timeout(600)
+    await invitee.screenshot(path=str(SCREENSHOTS / "team-viewer-phone.png"), full_page=True)
+
+    # The owner sees the member and their sign-ins in the audit log.
+    await owner.reload()
+    await pick_site(owner, TEAM_SITE)
+    members = owner.locator("#team-members")
+    await expect(members).to_contain_text(f"{email} · viewer")
+    audit = owner.locator("#audit-table")
+    await expect(audit).to_contain_text(email)
+    await expect(audit.locator("tr", has_text=email).filter(has_text="sign_in")).not_to_have_count(0)
+    panel = owner.locator("#team-panel")
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "team-panel-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "team-panel-phone.png"))
+    await owner.set_viewport_size(DESKTOP)
+
+    # The owner removes the viewer: the viewer's open page is signed out on its next request.
+    await owner.locator(f'#team-members li[data-email="{email}"] button').click()
+    await expect(owner.locator("#member-status")).to_have_text(f"Removed {email} from {TEAM_SITE}.")
+    await expect(members).not_to_contain_text(email)
+    after = await invitee.request.post(dashboard.url + CALLBACK, data=body)
+    assert after.status == 401
+
+
+async def test_owner_excludes_and_includes_a_path_in_the_exclusions_panel(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
+) -> None:
+    panel = owner.locator("#exclusions-panel")
+    await panel.scroll_into_view_if_needed()
+    await owner.click("#exclusion-kind")
+    await owner.get_by_role("option", name="Path", exact=True).click()
+    await owner.fill("#exclusion-value", "admin")
+    await owner.click("#exclusion-add")
+    await expect(owner.locator("#exclusion-status")).to_contain_text("a page pattern starts with /")
+    await owner.fill("#exclusion-value", "/admin/*")
+    await owner.click("#exclusion-add")
+    await expect(owner.locator("#exclusion-status")).to_have_text("Excluded /admin/*.")
+    await expect(owner.locator("#exclusions-items")).to_contain_text("Path: /admin/*")
+    listed = exclusions.list_exclusions(connect(dashboard_settings), TEAM_SITE)
+    assert [(e.kind, e.value) for e in listed] == [("path", "/admin/*")]
+    await panel.screenshot(path=str(SCREENSHOTS / "exclusions-panel-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "exclusions-panel-phone.png"))
+
+    await owner.locator("#exclusions-items button", has_text="Remove").click()
+    await expect(owner.locator("#exclusion-status")).to_have_text("Counting /admin/* again.")
+    assert exclusions.list_exclusions(connect(dashboard_settings), TEAM_SITE) == []
