@@ -14,7 +14,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
-from dashboard import comparisons, plausible_v1
+from dashboard import comparisons, plausible_v1, provenance
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
@@ -84,6 +84,13 @@ def stats_api(
         )  # fmt: skip
         return arguments, q, compared
 
+    def answered(answer: object, arguments: Arguments, q: StatsQuery, source: Source) -> Response:
+        """The answer, inside `{"results", "meta"}` when the call asks for meta (provenance.py)."""
+        if not provenance.asked(arguments):
+            return jsonify(answer)
+        meta = provenance.meta(clients(), settings, q, provenance.answered_source(q, source))
+        return jsonify({"results": answer, "meta": meta})
+
     def plausible_call(endpoint: plausible_v1.Endpoint) -> Response | None:
         """Plausible's v1 answer when the call uses Plausible's parameters (site_id), else None."""
         if not plausible_v1.requested(request.args):
@@ -103,15 +110,18 @@ def stats_api(
         source = parameters.source(arguments)
         current = queries.aggregate(clients(), q, source=source)
         if compared is None:
-            return jsonify(current)
+            return answered(current, arguments, q, source)
         previous = queries.aggregate(clients(), compared, source=source)
-        return jsonify(
+        return answered(
             current
             | {
                 "comparison": {"from": iso(compared.start, q.timezone), "to": iso(compared.end, q.timezone)}
                 | previous,
                 "change": comparisons.changes(current, previous),
-            }
+            },
+            arguments,
+            q,
+            source,
         )
 
     @api.get("/stats/timeseries")
@@ -125,9 +135,10 @@ def stats_api(
             point_json(point, q.timezone) for point in queries.timeseries(clients(), q, interval, source)
         ]
         if compared is None:
-            return jsonify(points)
+            return answered(points, arguments, q, source)
         previous = queries.timeseries(clients(), compared, interval, source=source)
-        return jsonify(comparisons.paired(points, [point_json(point, q.timezone) for point in previous]))
+        paired = comparisons.paired(points, [point_json(point, q.timezone) for point in previous])
+        return answered(paired, arguments, q, source)
 
     @api.get("/stats/breakdown")
     def breakdown() -> Response:
@@ -139,7 +150,8 @@ def stats_api(
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         source = parameters.source(arguments)
         if by == parameters.EVENT_NAME_BREAKDOWN or by.startswith(parameters.PROP_BREAKDOWN):
-            return jsonify([event_json(row) for row in custom_breakdown(q, by, goal, limit, source)])
+            events = [event_json(row) for row in custom_breakdown(q, by, goal, limit, source)]
+            return answered(events, arguments, q, source)
         rows = queries.breakdown(clients(), q, by, limit, source=source)
         answer = [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
         if by == "path":  # a page's engagement (storage/queries/contract.py), 0 without any
@@ -148,14 +160,17 @@ def stats_api(
                 page = engaged.get(str(row["value"]))
                 row["time_on_page_s"] = page.time_on_page_s if page else 0.0
                 row["scroll_depth"] = page.scroll_depth if page else 0.0
-        return jsonify(answer)
+        return answered(answer, arguments, q, source)
 
     @api.get("/stats/funnel")
     def funnel() -> Response:
         arguments, q = asked()
         steps = parameters.funnel_steps(arguments)
         report = queries.funnel(clients(), q, steps, source=parameters.source(arguments))
-        return jsonify({"steps": [step_json(row) for row in report.steps], "meta": {"source": report.source}})
+        meta: dict[str, object] = {"source": report.source}
+        if provenance.asked(arguments):  # a funnel's answer has its meta already: the fields join it
+            meta = provenance.meta(clients(), settings, q, report.source)
+        return jsonify({"steps": [step_json(row) for row in report.steps], "meta": meta})
 
     def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:
         if by == parameters.EVENT_NAME_BREAKDOWN:
@@ -166,27 +181,30 @@ def stats_api(
     @api.get("/stats/goals")
     def goals() -> Response:
         arguments, q = asked()
-        rows = queries.goals(clients(), q, source=parameters.source(arguments))
-        return jsonify([goal_json(row) for row in rows])
+        source = parameters.source(arguments)
+        rows = queries.goals(clients(), q, source=source)
+        return answered([goal_json(row) for row in rows], arguments, q, source)
 
     @api.get("/stats/realtime")
     def realtime() -> Response:
         arguments = Arguments.parse(request.args.to_dict(flat=False))
-        site = parameters.site(arguments)
-        source = parameters.source(arguments)
+        site, now, source = parameters.site(arguments), clock(), parameters.source(arguments)
         if (breakdown := parameters.realtime_breakdown(arguments)) is not None:
             limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
             return jsonify(
-                realtime_json(realtime_breakdown(clients(), site, breakdown, clock(), limit), breakdown)
+                realtime_json(realtime_breakdown(clients(), site, breakdown, now, limit), breakdown)
             )
-        return jsonify(queries.realtime(clients(), site, now=clock(), source=source))
+        live = queries.realtime(clients(), site, now=now, source=source)
+        window = StatsQuery(site, now - queries.LIVE_WINDOW, now, session_gap_s=settings.session_gap_s)
+        return answered(live, arguments, window, source)
 
     @api.get("/sessions")
     def sessions() -> Response:
         arguments, q = asked()
         limit = parameters.limit(arguments, DEFAULT_SESSIONS_LIMIT)
-        rows = queries.sessions(clients(), q, limit, source=parameters.source(arguments))
-        return jsonify([session_json(row) for row in rows])
+        source = parameters.source(arguments)
+        rows = queries.sessions(clients(), q, limit, source=source)
+        return answered([session_json(row) for row in rows], arguments, q, source)
 
     @api.get("/alerts")
     def alerts() -> Response:

@@ -27,6 +27,7 @@ from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
+from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
 from dashboard.segments import register_segment_picker
 from dashboard.share_panel import register_share_panel
@@ -67,6 +68,7 @@ def build_app(
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
     register_realtime(app, clients, clock)
+    register_provenance(app, settings, clients)  # an Overview callback: shared views show it too
     install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)

@@ -142,6 +142,7 @@ def _overview(topojson_url: str) -> html.Section:
         [
             loading(html.Div(id="top-metrics", className="metrics")),
             html.Div(id="imported-history", className="imported-history"),
+            html.Div(id="provenance", className="provenance", role="status"),  # dashboard/provenance.py
             html.Section(
                 [
                     html.Div(

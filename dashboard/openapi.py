@@ -136,6 +136,14 @@ PARAMETERS: dict[str, JSON] = {
         "KEY with that value. Filtered reports are computed from the raw archive.",
         {"type": "string", "example": '{"path": "/pricing", "goal": "Signup", "props.plan": "pro"}'},
     ),
+    "meta": _parameter(
+        "meta",
+        'true: the answer becomes {"results": <the usual answer>, "meta": <its provenance>} '
+        "(a funnel's fields join its own meta): the source read, the log range covered per Kafka "
+        "partition, the stream jobs' watermark, late events, whether agg and raw agree per day. "
+        "Costs a few small queries more (docs/architecture.md, 'Provenance').",
+        {"type": "string", "enum": ["true", "false"], "default": "false"},
+    ),
     "steps": _parameter(
         "steps",
         f"The funnel: a JSON array of {MIN_STEPS} to {MAX_STEPS} steps, "
@@ -163,7 +171,7 @@ ERRORS: JSON = {
     "403": {"$ref": "#/components/responses/Forbidden"},
     "503": {"$ref": "#/components/responses/StoreUnavailable"},
 }
-RANGE = ["site", "from", "to", "period", "filters", "source"]
+RANGE = ["site", "from", "to", "period", "filters", "source", "meta"]
 
 
 def _operation(summary: str, parameter_names: list[str], response: JSON) -> JSON:
@@ -178,6 +186,16 @@ def _operation(summary: str, parameter_names: list[str], response: JSON) -> JSON
 
 def _schema(name: str) -> JSON:
     return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _or_with_meta(answer: JSON) -> JSON:
+    """The answer as it is, or with meta=true inside {"results", "meta"} (dashboard/provenance.py)."""
+    envelope = {
+        "type": "object",
+        "required": ["results", "meta"],
+        "properties": {"results": answer, "meta": _schema("Provenance")},
+    }
+    return {"anyOf": [answer, envelope]}
 
 
 SCHEMAS: dict[str, JSON] = {
@@ -440,7 +458,52 @@ SCHEMAS: dict[str, JSON] = {
                         "raw archive (the rollups hold no event order), also when source=agg is asked",
                     }
                 },
+                "description": "with meta=true, also the Provenance fields",
             },
+        },
+    },
+    "Provenance": {
+        "type": "object",
+        "description": "What an answer is made of (docs/architecture.md, 'Provenance').",
+        "required": [
+            "source",
+            "range",
+            "log",
+            "watermark",
+            "late_events",
+            "agreement",
+            "definitions_version",
+        ],
+        "properties": {
+            "source": {"type": "string", "enum": ["agg", "raw"], "description": "the source that answered"},
+            "range": {"type": "object", "description": "the answer's [from, to), UTC"},
+            "log": {
+                "type": "object",
+                "description": "topic; per partition the archived events of the site in the range "
+                "(events, first_offset, last_offset), how far the stream jobs have read it "
+                "(processed_to, exclusive) and how many of the range's events lie beyond (pending: in raw, "
+                "not yet in agg); events written to the archive directly: partition null, from_log false; "
+                "processed_to: the stream jobs' end offset per partition",
+            },
+            "watermark": {
+                "type": "string",
+                "nullable": True,
+                "description": "the stream jobs' event-time watermark; null before their first batch",
+            },
+            "late_events": {
+                "type": "object",
+                "description": "count and by_day: events of the range the stream jobs received behind the "
+                "watermark; counted_in raw, not_counted_in agg",
+            },
+            "agreement": {
+                "type": "object",
+                "description": "status agree | disagree | not checked: page views and visitors per UTC day "
+                "of the days the range touches, agg against raw over the log the stream jobs read; days: "
+                "each day that differs with both sides' numbers and its late events; reason when not "
+                "checked; bound: the largest range checked",
+            },
+            "definitions": {"type": "object", "description": "session_gap_s, engaged_bounce_ms, watermark_s"},
+            "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
         },
     },
     "Error": {
@@ -465,26 +528,30 @@ def openapi_document() -> JSON:
             "/api/v1/stats/aggregate": _operation(
                 "Top-line metrics for a range",
                 [*RANGE, "compare"],
-                _ok(_schema("Aggregate"), "one object keyed by metric"),
+                _ok(_or_with_meta(_schema("Aggregate")), "one object keyed by metric"),
             ),
             "/api/v1/stats/timeseries": _operation(
                 "Page views and visitors per bucket, empty buckets as zero",
                 [*RANGE, "interval", "compare"],
-                _ok({"type": "array", "items": _schema("Point")}, "one point per bucket"),
+                _ok(_or_with_meta({"type": "array", "items": _schema("Point")}), "one point per bucket"),
             ),
             "/api/v1/stats/breakdown": _operation(
                 "Page views and visitors per value of a dimension, most visitors first; by=path adds "
                 "each page's time_on_page_s and scroll_depth",
                 [*RANGE, "by", "goal", "breakdown_limit"],
                 _ok(
-                    {"type": "array", "items": {"oneOf": [_schema("BreakdownRow"), _schema("EventRow")]}},
+                    _or_with_meta(
+                        {"type": "array", "items": {"oneOf": [_schema("BreakdownRow"), _schema("EventRow")]}}
+                    ),
                     "one row per value: BreakdownRow for a dimension, EventRow for event:name and prop:KEY",
                 ),
             ),
             "/api/v1/stats/goals": _operation(
                 "Each goal of the site: unique conversions, events, conversion rate, revenue",
                 RANGE,
-                _ok({"type": "array", "items": _schema("Goal")}, "one object per goal, by name"),
+                _ok(
+                    _or_with_meta({"type": "array", "items": _schema("Goal")}), "one object per goal, by name"
+                ),
             ),
             "/api/v1/stats/funnel": _operation(
                 "Visitors and sessions reaching each step of a funnel, with drop-off and conversion",
@@ -493,16 +560,16 @@ def openapi_document() -> JSON:
             ),
             "/api/v1/stats/realtime": _operation(
                 "Visitors and page views in the last 5 minutes; with breakdown, the last 30 minutes by it",
-                ["site", "source", "realtime_breakdown", "breakdown_limit"],
+                ["site", "source", "realtime_breakdown", "breakdown_limit", "meta"],
                 _ok(
-                    {"anyOf": [_schema("Realtime"), _schema("RealtimeBreakdown")]},
+                    {"anyOf": [_or_with_meta(_schema("Realtime")), _schema("RealtimeBreakdown")]},
                     "live counts (Realtime), or the last 30 minutes by the breakdown (RealtimeBreakdown)",
                 ),
             ),
             "/api/v1/sessions": _operation(
                 "Sessions that start in the range, newest first",
                 [*RANGE, "sessions_limit"],
-                _ok({"type": "array", "items": _schema("Session")}, "one object per session"),
+                _ok(_or_with_meta({"type": "array", "items": _schema("Session")}), "one object per session"),
             ),
             "/api/v2/query": plausible_query_operation(),
             "/api/v1/alerts": _operation(
@@ -653,9 +720,9 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
             },
             "meta": {
                 "type": "object",
-                "description": (
-                    "source (agg or raw), total_rows, time_labels, imports_included, imports_skip_reason…"
-                ),
+                "description": "source (agg or raw), total_rows, time_labels, imports_included, "
+                "imports_skip_reason…, and Tally's provenance fields (components/schemas/Provenance): "
+                "log, watermark, late_events, agreement, definitions_version",
             },
             "query": {"type": "object", "description": "the query as answered"},
         },

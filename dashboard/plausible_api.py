@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from flask import Blueprint, Response, g, jsonify, request
 
-from dashboard import plausible_comparisons
+from dashboard import plausible_comparisons, provenance
 from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_imports import with_imports
@@ -82,6 +82,7 @@ def plausible_api(
         if compared is not None:  # include.comparisons: the same query over the compared range
             other = run(client, compared, source, gap_s, bounce_ms)  # type: ignore[arg-type]
             plausible_comparisons.attach(answered, planned, report, compared, other)
+        answered["meta"] |= plausible_meta(client, settings, planned, report)  # type: ignore[operator]
         return jsonify(answered)
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])
@@ -141,6 +142,15 @@ def answer(query: PlausibleQuery, report: Report, imports_meta: dict[str, object
         "meta": meta,
         "query": echo(query, body),
     }
+
+
+def plausible_meta(
+    client: object, settings: Settings, query: PlausibleQuery, report: Report
+) -> dict[str, object]:
+    """Tally's provenance fields (dashboard/provenance.py), added to Plausible's `meta`."""
+    gap, bounce = settings.session_gap_s, settings.engaged_bounce_ms
+    q = queries.StatsQuery(query.site, query.start, query.end, session_gap_s=gap, engaged_bounce_ms=bounce)
+    return provenance.meta(client, settings, q, report.source)
 
 
 def echo(query: PlausibleQuery, body: QueryBody) -> dict[str, object]:

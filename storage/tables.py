@@ -22,6 +22,7 @@ RATE_LIMIT_COUNTERS = "rate_limit_counters"
 RATE_LIMIT_BLOCKS = "rate_limit_blocks"
 LATE_EVENTS = "late_events"
 STREAM_WATERMARKS = "stream_watermarks"
+STREAM_OFFSETS = "stream_offsets"  # per partition, how far the stream jobs have read the log
 STREAM_BATCHES = "stream_batches"  # a log of the stream jobs' runs, not derived
 # Engagement per (site, minute, path), kept by a materialized view on `events` (migration
 # 0023): derived from the archive, not the log, so a replay leaves it as it is.
@@ -50,4 +51,5 @@ DERIVED_TABLES = (
     RATE_LIMIT_BLOCKS,
     LATE_EVENTS,
     STREAM_WATERMARKS,
+    STREAM_OFFSETS,
 )

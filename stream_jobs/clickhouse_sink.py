@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from storage import tables
 from storage.client import connect
 from stream_jobs.context import StreamContext
-from stream_jobs.offset_log import BatchProgress, batch_progress
+from stream_jobs.offset_log import BatchProgress, batch_progress, read_end_offsets
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 VERSION_COLUMN = "batch_id"
 BATCH_LOG_TABLE = tables.STREAM_BATCHES
 WATERMARK_TABLE = tables.STREAM_WATERMARKS
+OFFSETS_TABLE = tables.STREAM_OFFSETS
 
 RowFilter = Callable[[pa.Table], pa.Table]
 
@@ -138,6 +139,7 @@ class ClickHouseSink:
             step(micro_batch)
         stepped = time.monotonic()
         publish_watermark(micro_batch)
+        publish_offsets(micro_batch)
         # Last: an entry here means everything of the batch above is in the store.
         client.insert_arrow(
             BATCH_LOG_TABLE,
@@ -201,6 +203,27 @@ def publish_watermark(batch: MicroBatch) -> None:
                 "query_name": [batch.query_name],
                 "watermark": pa.array([watermark], pa.timestamp("ms", tz="UTC")),
                 VERSION_COLUMN: pa.array([batch.batch_id], pa.uint64()),
+            }
+        ),
+    )
+
+
+def publish_offsets(batch: MicroBatch) -> None:
+    """Record how far this batch read each partition (end offsets, exclusive): a stats answer's
+    provenance (storage/queries/provenance.py) says which part of the log agg covers."""
+    ends = read_end_offsets(batch.context.checkpoint(batch.query_name), batch.batch_id)
+    rows = [(topic, p, end) for topic, partitions in ends.items() for p, end in partitions.items()]
+    if not rows:
+        return
+    batch.client.insert_arrow(
+        batch.context.table(OFFSETS_TABLE),
+        pa.table(
+            {
+                "query_name": [batch.query_name] * len(rows),
+                "topic": [topic for topic, _, _ in rows],
+                "partition": pa.array([partition for _, partition, _ in rows], pa.uint16()),
+                "end_offset": pa.array([end for _, _, end in rows], pa.uint64()),
+                VERSION_COLUMN: pa.array([batch.batch_id] * len(rows), pa.uint64()),
             }
         ),
     )

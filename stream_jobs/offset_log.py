@@ -21,6 +21,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 
+def read_end_offsets(checkpoint: Path, batch_id: int) -> dict[str, dict[int, int]]:
+    """Per topic and partition, the end offset (exclusive) of `batch_id`'s read, as the offset
+    log's source lines record it (one JSON object per source, `{"topic": {"0": 42, ...}}`);
+    empty if there is no entry or no Kafka source."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if batch_id < 0 or not path.exists():
+        return {}
+    offsets: dict[str, dict[int, int]] = {}
+    for line in path.read_text().splitlines()[2:]:
+        source = json.loads(line) if line.strip().startswith("{") else None
+        for topic, partitions in (source or {}).items():
+            if isinstance(partitions, dict):
+                offsets[topic] = {int(p): int(end) for p, end in partitions.items()}
+    return offsets
+
+
 def read_watermark(checkpoint: Path, batch_id: int) -> int | None:
     """The watermark the offset log records for `batch_id`, or None if there is no entry
     (before batch 0)."""

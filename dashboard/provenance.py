@@ -1,0 +1,177 @@
+"""Numbers that show their work (issue 21): a stats answer's provenance, as the APIs carry it
+in `meta` and as the Overview shows it under the top metrics (storage/queries/provenance.py
+computes it).
+
+The stats API adds it when asked (`meta=true`): the answer becomes
+`{"results": <the usual answer>, "meta": {...}}` (a funnel's, already an object with `meta`,
+gets the fields in that `meta`), so callers that do not ask get the same shapes as before and
+pay nothing. Plausible's v2 query always carries it, inside its `meta` object.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from dash import Dash, Input, Output, html
+from dash.exceptions import PreventUpdate
+
+from dashboard.api_parameters import Arguments, BadParameter
+from dashboard.friendly_errors import friendly
+from dashboard.periods import Period
+from dashboard.sharing import shared_link
+from dashboard.store import ClientFactory
+from storage import queries
+from storage.queries import Source, StatsQuery
+from storage.queries import provenance as provenance_queries
+from storage.queries.provenance import Provenance
+from tally.settings import Settings
+
+META_PARAMETER = "meta"
+YES, NO = ("true",), ("false",)
+
+
+def asked(arguments: Arguments) -> bool:
+    """Whether the call asks for `meta` (meta=true|false; a 400 naming `meta` otherwise)."""
+    value = arguments.get(META_PARAMETER)
+    if value is None or value in NO:
+        return False
+    if value in YES:
+        return True
+    raise BadParameter(META_PARAMETER, "must be true or false")
+
+
+def definitions(settings: Settings, q: StatsQuery) -> dict[str, int]:
+    """The definitions that shaped the numbers: the query's, and the stream jobs' lateness."""
+    return {
+        "session_gap_s": q.session_gap_s,
+        "engaged_bounce_ms": q.engaged_bounce_ms,
+        "watermark_s": settings.watermark_s,
+    }
+
+
+def answered_source(q: StatsQuery, source: Source) -> Source:
+    """The source that answers `q` when `source` is asked (filtered reports read the archive)."""
+    return "agg" if queries.uses_agg(q, source) else "raw"
+
+
+def of(client: Any, settings: Settings, q: StatsQuery, source: Source) -> Provenance:
+    """The provenance of the answer `source` gives to `q` (`source`: the one that answered)."""
+    return provenance_queries.provenance(
+        client, q, source, settings.pageviews_topic, definitions(settings, q)
+    )
+
+
+def meta(client: Any, settings: Settings, q: StatsQuery, source: Source) -> dict[str, object]:
+    """The `meta` fields of an answer to `q` read from `source` (the one that answered)."""
+    return provenance_queries.to_json(of(client, settings, q, source))
+
+
+# --- the Overview's info line ------------------------------------------------------------
+
+
+def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    """Under the top metrics: where they were read from, what of the log they cover, late
+    events and whether agg and raw agree (a disagreement as a warning, never only on hover)."""
+    source: Source = settings.dashboard_source
+
+    @app.callback(
+        Output("provenance", "children"),
+        Output("provenance", "className"),
+        Output("provenance", "title"),
+        Input("site", "value"),
+        Input("period", "data"),
+        Input("filters", "data"),
+    )
+    @friendly(lambda message: (message, "provenance provenance-unknown", ""))
+    def show(site: str | None, period_data: dict | None, filters: dict | None) -> tuple[Any, str, str]:
+        if not site or period_data is None:
+            raise PreventUpdate
+        period = Period.from_store(period_data)
+        q = StatsQuery(
+            site,
+            period.start,
+            period.end,
+            filters=dict(filters or {}),
+            session_gap_s=settings.session_gap_s,
+            engaged_bounce_ms=settings.engaged_bounce_ms,
+        )
+        found = of(clients(), settings, q, answered_source(q, source))
+        tone = "provenance-warning" if found.agreement.status == "disagree" else "provenance-ok"
+        # A shared link's viewer sees the line, not the offsets: they count every site's events.
+        details = "" if shared_link() is not None else hover(found)
+        return line(found), f"provenance {tone}", details
+
+
+def line(p: Provenance) -> list[Any]:
+    """The info line's parts; each carries its own id for tests and screen readers."""
+    parts: list[Any] = [
+        html.Span(f"Read from {SOURCE_WORDS[p.source]}", id="provenance-source"),
+        " \u00b7 ",
+        html.Span(coverage_words(p), id="provenance-coverage"),
+        " \u00b7 ",
+        html.Span(late_words(p), id="provenance-late"),
+        " \u00b7 ",
+        html.Span(
+            agreement_words(p),
+            id="provenance-agreement",
+            **{"data-status": p.agreement.status},
+        ),
+    ]
+    return parts
+
+
+SOURCE_WORDS = {"agg": "the stream jobs' tables (agg)", "raw": "the raw archive (raw)"}
+
+
+def coverage_words(p: Provenance) -> str:
+    from_log = [c for c in p.partitions if c.from_log]
+    events = sum(c.events for c in p.partitions)
+    pending = sum(c.pending for c in from_log)
+    words = f"{events} events from {len(from_log)} log partition{'s' if len(from_log) != 1 else ''}"
+    if p.watermark is not None:
+        words += f", watermark {p.watermark:%Y-%m-%d %H:%M:%S} UTC"
+    if pending:
+        words += f", {pending} not yet processed by the stream jobs"
+    return words
+
+
+def late_words(p: Provenance) -> str:
+    if not p.late_events:
+        return "no late events"
+    plural = "s" if p.late_events != 1 else ""
+    return f"{p.late_events} late event{plural} (counted in raw, not in agg)"
+
+
+def agreement_words(p: Provenance) -> str:
+    a = p.agreement
+    if a.status == "agree":
+        return f"agg and raw agree ({a.checked_days} day{'s' if a.checked_days != 1 else ''} checked)"
+    if a.status == "not checked":
+        return f"agg and raw not checked: {a.reason}"
+    days = "; ".join(
+        f"{d.day:%Y-%m-%d}: raw {d.raw[0]} page views / {d.raw[1]} visitors, agg {d.agg[0]} / {d.agg[1]}"
+        + (f" ({d.late_events} late)" if d.late_events else "")
+        for d in a.differences
+    )
+    return f"\u26a0 agg and raw disagree on {days}"
+
+
+def hover(p: Provenance) -> str:
+    """The details behind the line: offsets per partition, the stream jobs' progress."""
+    lines = [f"Range {fmt(p.start)} to {fmt(p.end)}, topic {p.topic}"]
+    for c in p.partitions:
+        if not c.from_log:
+            lines.append(f"{c.events} events written to the archive directly (not from the log)")
+            continue
+        processed = "not read yet" if c.processed_to is None else f"processed below {c.processed_to}"
+        lines.append(
+            f"partition {c.partition}: offsets {c.first_offset}..{c.last_offset} ({c.events} events), "
+            f"stream jobs {processed}"
+        )
+    lines.append(f"Definitions version {p.definitions_version}: {p.definitions}")
+    return "\n".join(lines)
+
+
+def fmt(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
