@@ -21,6 +21,13 @@ from tally.settings import Settings
 console = Console()
 
 
+def current_settings() -> Settings:
+    """The user's settings as the stack in $TALLY_HOME runs them (a cluster: its brokers, its master)."""
+    from ops.local.stack import current_settings as as_running
+
+    return as_running(Settings())
+
+
 @click.group(cls=TallyGroup)
 def main() -> None:
     """Tally: self-hosted, real-time web analytics on an event log."""
@@ -29,16 +36,28 @@ def main() -> None:
 @main.command()
 @click.option("-d", "detach", is_flag=True, help="Return once every component is healthy.")
 @click.option("--demo", is_flag=True, help="Also run demo traffic against the collector.")
-def up(detach: bool, demo: bool) -> None:
+@click.option(
+    "--cluster",
+    "with_cluster",
+    is_flag=True,
+    help="Three Kafka brokers, a Spark master and two workers, two collectors, two archivers "
+    "(ports from TALLY_CLUSTER_BASE_PORT on; docs/operations.md).",
+)
+def up(detach: bool, demo: bool, with_cluster: bool) -> None:
     """Start every local component in order, wait until healthy, print the URLs."""
-    from ops.local import stack
+    from ops.local import cluster, stack
 
     settings = Settings()
-    stack.up(settings, demo=demo, progress=lambda line: console.print(line, highlight=False))
+    progress = lambda line: console.print(line, highlight=False)  # noqa: E731 - a one-line callback
+    stack.up(settings, demo=demo, progress=progress, with_cluster=with_cluster)
     console.print(
         f"dashboard  http://127.0.0.1:{settings.dashboard_port}/  (api key in {settings.home_dir}/api_key)"
     )
-    console.print(f"collector  http://127.0.0.1:{settings.collector_port}/api/event")
+    collector_ports = (
+        cluster.layout(settings).collector_ports(settings) if with_cluster else [settings.collector_port]
+    )
+    for port in collector_ports:
+        console.print(f"collector  http://127.0.0.1:{port}/api/event")
     console.print(f"logs       {settings.logs_dir}")
     if detach:
         return
@@ -90,7 +109,7 @@ def init() -> None:
     from storage.schema import apply_migrations
     from tally.topics import ensure_topics_sync
 
-    settings = Settings()
+    settings = current_settings()
     created = ensure_topics_sync(settings)
     applied = apply_migrations(settings)
     console.print(f"topics created: {created or 'none'}; migrations applied: {applied or 'none'}")
@@ -109,7 +128,7 @@ def sites_add(domain: str) -> None:
     from storage.client import connect
 
     domain = registry.normalise(domain)  # a typo is reported before the store is asked
-    added = registry.add_site(connect(Settings()), domain)
+    added = registry.add_site(connect(current_settings()), domain)
     console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
 
 
@@ -119,7 +138,7 @@ def sites_list() -> None:
     from storage import sites as registry
     from storage.client import connect
 
-    for domain in registry.list_sites(connect(Settings())):
+    for domain in registry.list_sites(connect(current_settings())):
         click.echo(domain)
 
 
@@ -131,7 +150,7 @@ def sites_remove(domain: str) -> None:
     from storage.client import connect
 
     domain = registry.normalise(domain)
-    if not registry.remove_site(connect(Settings()), domain):
+    if not registry.remove_site(connect(current_settings()), domain):
         raise UserError(f"{domain} is not registered (see 'tally sites list')")
     console.print(f"removed {domain}")
 
@@ -156,7 +175,7 @@ def goals_add(site: str, event: str, page: str, currency: str) -> None:
     from storage.client import connect
 
     goal = goal_store.make_goal(site, event, page, currency)  # a typo is reported before the store is asked
-    added = goal_store.add_goal(connect(Settings()), goal)
+    added = goal_store.add_goal(connect(current_settings()), goal)
     console.print(f"added goal {added.name!r} to {added.site}", highlight=False)
 
 
@@ -168,7 +187,7 @@ def goals_list(site: str) -> None:
     from storage.client import connect
     from storage.sites import normalise
 
-    for goal in goal_store.list_goals(connect(Settings()), normalise(site)):
+    for goal in goal_store.list_goals(connect(current_settings()), normalise(site)):
         matched = goal.event_name or goal.page_pattern
         click.echo("\t".join([goal.name, goal.kind, matched, goal.currency]).rstrip())
 
@@ -181,7 +200,7 @@ def goals_remove(site: str, name: str) -> None:
     from storage import goals as goal_store
     from storage.client import connect
 
-    removed = goal_store.remove_goal(connect(Settings()), site, name)
+    removed = goal_store.remove_goal(connect(current_settings()), site, name)
     console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
 
 
@@ -214,7 +233,7 @@ def share_create(site: str, label: str, ask_password: bool) -> None:
 
     site = normalise(site)  # a typo is reported before the store is asked
     password = read_new_password() if ask_password else None
-    settings = Settings()
+    settings = current_settings()
     try:
         created = shared_links.create_link(connect(settings), site, label, password)
     except shared_links.SharedLinkError as error:
@@ -236,7 +255,7 @@ def share_list(site: str) -> None:
     from storage import shared_links
     from storage.client import connect
 
-    links = shared_links.list_links(connect(Settings()), site)
+    links = shared_links.list_links(connect(current_settings()), site)
     if not links:
         console.print(f"no shared links for {site} (create one with 'tally share {site}')", highlight=False)
         return
@@ -261,7 +280,7 @@ def share_revoke(site: str, link_id: str) -> None:
     from storage.client import connect
 
     try:
-        shared_links.revoke_link(connect(Settings()), site, link_id)
+        shared_links.revoke_link(connect(current_settings()), site, link_id)
     except shared_links.SharedLinkError as error:
         raise UserError(str(error)) from None
     console.print(f"revoked {link_id} ({site})", highlight=False)
@@ -288,7 +307,7 @@ def query(sql: str, output_format: str) -> None:
     from storage import readonly_sql
 
     try:
-        result = readonly_sql.run(Settings(), sql)
+        result = readonly_sql.run(current_settings(), sql)
     except readonly_sql.QueryRefused as error:
         refused = UserError(f"query refused: {error}")
         refused.exit_code = 2
@@ -311,7 +330,12 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
     target = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
         rows = export_events(
-            Settings(), site, start.replace(tzinfo=UTC), end.replace(tzinfo=UTC), output_format, target
+            current_settings(),
+            site,
+            start.replace(tzinfo=UTC),
+            end.replace(tzinfo=UTC),
+            output_format,
+            target,
         )
     except BaseException:
         if output:  # a failed export leaves no file that looks like a (short) export
@@ -342,7 +366,7 @@ def bench(only: str | None, events: int | None) -> None:
     """
     from bench.report import run_bench, write_report
 
-    report = run_bench(Settings(), console, only=only, events=events)
+    report = run_bench(current_settings(), console, only=only, events=events)
     json_path, md_path = write_report(report)
     console.print(f"report: {md_path} and {json_path}")
 
@@ -355,7 +379,7 @@ def replay(force: bool) -> None:
     reading the old tables until the swap."""
     from ops.local.replay import run_replay
 
-    run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
+    run_replay(current_settings(), progress=lambda line: console.print(line, highlight=False), force=force)
 
 
 @main.command()
@@ -367,7 +391,7 @@ def verify(no_repair: bool) -> None:
     from storage.archive_audit import verify as audit
 
     try:
-        report = audit(Settings(), fix=not no_repair)
+        report = audit(current_settings(), fix=not no_repair)
     except AuditUnavailable as error:
         raise UserError(str(error)) from None
     for line in report.lines():
