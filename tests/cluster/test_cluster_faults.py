@@ -1,0 +1,221 @@
+"""`tally up --cluster` under load, with instances of its real engines broken on purpose:
+the partition leader among three Kafka brokers, one archiver of the consumer group, one Spark
+worker of two. Traffic goes to both collectors from the load generator, with its ground
+truth; afterwards the archive equals that truth exactly and the Spark-derived counts equal
+the archive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from loadgen.__main__ import LoadPlan
+from loadgen.ground_truth import GroundTruth
+from loadgen.runner import RunSummary
+from loadgen.traffic import TrafficMix
+from ops.local import supervisor
+from ops.local.cluster import layout
+from storage.client import connect
+from tally.settings import Settings
+from tally.topics import topic_config
+from tests.fault.scenario import Traffic, component_pid, healthy, sigkill_tree
+from tests.fixtures.archive import archived
+from tests.fixtures.cluster_stack import partition_leaders
+from tests.fixtures.local_stack import LocalStack, eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+RATE_PER_COLLECTOR = 15
+
+
+@dataclass
+class BothCollectors:
+    """Page views sent to each collector of the cluster at once, with their ground truth."""
+
+    runs: list[Traffic] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, stack: LocalStack, site: str, duration_s: float, seed: int) -> BothCollectors:
+        settings = stack.settings
+        traffic = cls()
+        for n, port in enumerate(layout(settings).collector_ports(settings)):
+            plan = LoadPlan(
+                f"http://127.0.0.1:{port}",
+                RATE_PER_COLLECTOR,
+                duration_s,
+                [site],
+                0,
+                TrafficMix(bot_fraction=0.0),
+                0,
+                seed * 10 + n,
+                settings.resolved_ingest_key(),
+            )
+            run = Traffic(plan)
+            run._thread.start()
+            traffic.runs.append(run)
+        return traffic
+
+    def finish(self) -> tuple[RunSummary, GroundTruth]:
+        summary, truth = RunSummary(), GroundTruth()
+        for run in self.runs:
+            one_summary, one_truth = run.finish()
+            summary.merge(one_summary)
+            truth.merge(one_truth)
+        return summary, truth
+
+
+def new_site(stack: LocalStack, name: str) -> str:
+    site = f"{name}.cluster.example"
+    added = stack.tally("sites", "add", site)
+    assert added.returncode == 0, added.stdout + added.stderr
+    time.sleep(3)  # both collectors refresh their copy of the registry
+    return site
+
+
+def archived_by_path(settings: Settings, site: str) -> Counter[str]:
+    rows = (
+        connect(settings)
+        .query(
+            "SELECT path, count() FROM events WHERE site = {site:String} GROUP BY path",
+            parameters={"site": site},
+        )
+        .result_rows
+    )
+    return Counter(dict(rows))
+
+
+def assert_archive_equals_truth(settings: Settings, site: str, truth: GroundTruth) -> None:
+    """Every accepted event archived once, nothing else: per path, exactly the ground truth."""
+    accepted = len(truth.counted())
+    eventually(lambda: archived(settings, site)[0] >= accepted, "every accepted event archived", 180)
+    time.sleep(3)  # anything archived twice would land by now
+    count, unique = archived(settings, site)
+    assert count == unique == accepted
+    expected = Counter({path: n for (_, path), n in truth.pageviews_by_site_path().items()})
+    assert archived_by_path(settings, site) == expected
+
+
+def minutes_raw_and_agg(settings: Settings, site: str) -> tuple[dict, dict]:
+    """Page views per minute, from the archive (raw) and from Spark's minute rollup (agg)."""
+    client = connect(settings)
+    raw = dict(
+        client.query(
+            "SELECT toStartOfMinute(ts) AS t, count() FROM events WHERE site = {site:String} "
+            "AND name = 'pageview' GROUP BY t",
+            parameters={"site": site},
+        ).result_rows
+    )
+    agg = dict(
+        client.query(
+            "SELECT bucket AS t, sum(pageviews) AS n FROM rollup_minute "
+            "WHERE site = {site:String} AND dimension = '' GROUP BY t HAVING n != 0",
+            parameters={"site": site},
+        ).result_rows
+    )
+    return raw, agg
+
+
+def test_status_lists_every_instance_and_pageviews_is_replicated(cluster_stack: LocalStack) -> None:
+    stack = cluster_stack
+    statuses = json.loads(stack.tally("status", "--json").stdout)
+    assert [s["name"] for s in statuses] == [
+        *("kafka-1", "kafka-2", "kafka-3", "clickhouse", "spark-master", "spark-worker-1"),
+        *("spark-worker-2", "archiver-1", "archiver-2", "spark", "collector-1", "collector-2"),
+        "dashboard",
+    ]
+    assert all(s["healthy"] for s in statuses), statuses
+    assert len({s["pid"] for s in statuses}) == len(statuses)
+    leaders = partition_leaders(stack.settings.kafka_bootstrap, "pageviews")
+    assert len(leaders) == stack.settings.pageviews_partitions
+    assert all(isr == [1, 2, 3] for _, isr in leaders.values()), leaders
+    config = topic_config_sync(stack.settings, "pageviews")
+    assert config["min.insync.replicas"] == "2"
+
+
+def topic_config_sync(settings: Settings, topic: str) -> dict[str, str]:
+    return asyncio.run(topic_config(settings, topic))
+
+
+def test_killed_partition_leader_costs_no_accepted_event(cluster_stack: LocalStack) -> None:
+    stack, settings = cluster_stack, cluster_stack.settings
+    site = new_site(stack, "leader-kill")
+    traffic = BothCollectors.start(stack, site, duration_s=50, seed=21)
+    time.sleep(15)
+    leader, _ = eventually(
+        lambda: partition_leaders(settings.kafka_bootstrap, "pageviews").get(0), "partition 0's leader", 30
+    )
+    sigkill_tree(component_pid(stack, f"kafka-{leader}"))
+    # The controller fences the dead broker; another in-sync replica leads partition 0.
+    eventually(
+        lambda: (
+            partition_leaders(settings.kafka_bootstrap, "pageviews").get(0, (leader, []))[0]
+            not in (leader, -1)
+        ),
+        "a new leader for partition 0",
+        60,
+    )
+    summary, truth = traffic.finish()
+    # acks=all was met by the two replicas left: the collectors answered every event 202.
+    assert summary.statuses == Counter({202: summary.sent}), summary.statuses
+    assert_archive_equals_truth(settings, site, truth)
+    # supervisord restarted the broker; it caught up and is in sync again everywhere.
+    eventually(
+        lambda: in_sync_everywhere(settings),
+        "the restarted broker back in every ISR",
+        120,
+    )
+    assert eventually(lambda: healthy(stack), "every instance healthy", 120)
+
+
+def in_sync_everywhere(settings: Settings) -> bool:
+    leaders = partition_leaders(settings.kafka_bootstrap, "pageviews")
+    return bool(leaders) and all(isr == [1, 2, 3] for _, isr in leaders.values())
+
+
+def test_killed_archiver_leaves_its_partitions_to_the_other(cluster_stack: LocalStack) -> None:
+    stack, settings = cluster_stack, cluster_stack.settings
+    rpc = supervisor.rpc(settings)
+    site = new_site(stack, "archiver-kill")
+    traffic = BothCollectors.start(stack, site, duration_s=40, seed=22)
+    time.sleep(10)
+    before = component_pid(stack, "archiver-1")
+    sigkill_tree(before)
+    # supervisord restarts it; keep it stopped, so archiver-2 alone holds the group's
+    # partitions for the rest of the run.
+    eventually(lambda: component_pid(stack, "archiver-1") not in (None, before), "archiver-1 restarted", 60)
+    rpc.supervisor.stopProcess("archiver-1", True)
+    try:
+        summary, truth = traffic.finish()
+        assert summary.accepted == summary.sent, summary.statuses
+        assert_archive_equals_truth(settings, site, truth)
+    finally:
+        rpc.supervisor.startProcess("archiver-1", True)
+    assert eventually(lambda: healthy(stack), "every instance healthy", 120)
+
+
+def test_killed_spark_worker_leaves_the_stream_jobs_to_the_other(cluster_stack: LocalStack) -> None:
+    stack, settings = cluster_stack, cluster_stack.settings
+    driver = component_pid(stack, "spark")
+    site = new_site(stack, "worker-kill")
+    traffic = BothCollectors.start(stack, site, duration_s=50, seed=23)
+    time.sleep(20)
+    # The worker and its executor at once, in the middle of the 1 s micro-batches.
+    sigkill_tree(component_pid(stack, "spark-worker-1"))
+    summary, truth = traffic.finish()
+    assert summary.accepted == summary.sent, summary.statuses
+    assert_archive_equals_truth(settings, site, truth)
+
+    def agree() -> dict:
+        raw, agg = minutes_raw_and_agg(settings, site)
+        return raw if raw and raw == agg else {}
+
+    per_minute = eventually(agree, "Spark's page views per minute equal the archive's", 180)
+    assert sum(per_minute.values()) == len(truth.counted())
+    # The driver went on (its tasks moved to the other worker's executor): never restarted.
+    assert component_pid(stack, "spark") == driver
+    assert eventually(lambda: healthy(stack), "every instance healthy", 120)
