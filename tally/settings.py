@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     # `tally up --cluster` (ops/local/cluster.py) takes this port and the next 12: brokers,
     # their controllers, the Spark master and workers, the second collector.
     cluster_base_port: int = 9192
+    # Where the cluster's three brokers listen, comma-separated (default: all on loopback),
+    # and the network namespaces (`ip netns`) each runs in: brokers on addresses of their
+    # own, behind links that can be cut (the cluster tests create both; docs/operations.md).
+    cluster_broker_hosts: str = ""
+    cluster_broker_netns: str = ""
     # Which instance of a component this process is, where several run (`tally up --cluster`
     # runs two collectors and two archivers): it names the instance's heartbeat. Empty: the one.
     instance: str = ""

@@ -23,6 +23,7 @@ import httpx
 from ops.local import kafka
 from ops.local.components import Component, components, http_ok
 from ops.local.ports import port_open
+from ops.local.supervisor import StackError
 from tally import heartbeat
 from tally.settings import Settings
 
@@ -51,12 +52,21 @@ class ClusterLayout:
 
     base_port: int
     host: str = "127.0.0.1"
+    # Per broker: its address (default `host`) and the network namespace it runs in (none).
+    broker_hosts: tuple[str, ...] = ()
+    broker_netns: tuple[str, ...] = ()
+
+    def broker_host(self, n: int) -> str:
+        return self.broker_hosts[n - 1] if self.broker_hosts else self.host
+
+    def broker_command_prefix(self, n: int) -> list[str]:
+        return ["ip", "netns", "exec", self.broker_netns[n - 1]] if self.broker_netns else []
 
     def brokers(self, kafka_dir: Path) -> list[kafka.BrokerNode]:
         return [
             kafka.BrokerNode(
                 node_id=n,
-                host=self.host,
+                host=self.broker_host(n),
                 port=self.base_port + n - 1,
                 controller_port=self.base_port + BROKERS + n - 1,
                 folder=kafka_dir / f"node-{n}",
@@ -66,7 +76,7 @@ class ClusterLayout:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{self.host}:{self.base_port + n}" for n in range(BROKERS))
+        return ",".join(f"{self.broker_host(n + 1)}:{self.base_port + n}" for n in range(BROKERS))
 
     @property
     def spark_master_port(self) -> int:
@@ -91,7 +101,16 @@ class ClusterLayout:
 
 
 def layout(settings: Settings) -> ClusterLayout:
-    return ClusterLayout(settings.cluster_base_port)
+    hosts = _listed(settings.cluster_broker_hosts)
+    netns = _listed(settings.cluster_broker_netns)
+    for name, listed in (("TALLY_CLUSTER_BROKER_HOSTS", hosts), ("TALLY_CLUSTER_BROKER_NETNS", netns)):
+        if listed and len(listed) != BROKERS:
+            raise StackError(f"{name} lists {len(listed)} entries: one per broker ({BROKERS}) or none")
+    return ClusterLayout(settings.cluster_base_port, broker_hosts=hosts, broker_netns=netns)
+
+
+def _listed(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
 def is_cluster_home(settings: Settings) -> bool:
@@ -173,10 +192,14 @@ def cluster_components(settings: Settings) -> list[Component]:
 
 
 def _brokers(settings: Settings) -> list[Component]:
+    where = layout(settings)
     return [
         Component(
             f"kafka-{node.node_id}",
-            kafka.broker_command(settings, node, heap=BROKER_HEAP),
+            [
+                *where.broker_command_prefix(node.node_id),
+                *kafka.broker_command(settings, node, heap=BROKER_HEAP),
+            ],
             # Together: a broker waits for a quorum of controllers before it listens.
             priority=10,
             port=node.port,
@@ -184,7 +207,7 @@ def _brokers(settings: Settings) -> list[Component]:
             start_timeout_s=120,
             stop_grace_s=30,
         )
-        for node in layout(settings).brokers(settings.kafka_dir)
+        for node in where.brokers(settings.kafka_dir)
     ]
 
 
