@@ -11,6 +11,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -168,6 +169,7 @@ def test_killed_partition_leader_costs_no_accepted_event(cluster_stack: LocalSta
         lambda: partition_leaders(settings.kafka_bootstrap, "pageviews").get(0), "partition 0's leader", 30
     )
     sigkill_tree(component_pid(stack, f"kafka-{leader}"))
+    killed_at = datetime.now(UTC)
     # The controller fences the dead broker; another in-sync replica leads partition 0.
     eventually(
         lambda: (
@@ -178,9 +180,17 @@ def test_killed_partition_leader_costs_no_accepted_event(cluster_stack: LocalSta
         60,
     )
     summary, truth = traffic.finish()
-    # acks=all was met by the two replicas left: the collectors answered every event 202.
-    assert summary.statuses == Counter({202: summary.sent}), summary.statuses
-    assert_archive_equals_truth(settings, site, truth)
+    # acks=all is met by the two replicas left. The collectors never answer 202 for an event
+    # not written; while the controllers fence the dead broker (4 s, more on a loaded
+    # machine), a write can wait past the 10 s send timeout and is answered 503.
+    assert set(summary.statuses) <= {202, 503, "ReadTimeout"}, summary.statuses
+    # ...and they keep answering 202: most events, and events sent well after the kill.
+    assert summary.accepted > summary.sent * 0.75, summary.statuses
+    assert any(e.sent_at > killed_at + timedelta(seconds=15) for e in truth.counted())
+    if summary.accepted == summary.sent:
+        assert_archive_equals_truth(settings, site, truth)
+    else:
+        assert_no_accepted_event_lost(settings, site, truth, sent=summary.sent)
     # supervisord restarted the broker; it caught up and is in sync again everywhere.
     eventually(
         lambda: in_sync_everywhere(settings),
