@@ -21,6 +21,13 @@ from tally.settings import Settings
 console = Console()
 
 
+def current_settings() -> Settings:
+    """The user's settings as the stack in $TALLY_HOME runs them (a cluster: its brokers, its master)."""
+    from ops.local.stack import current_settings as as_running
+
+    return as_running(Settings())
+
+
 @click.group(cls=TallyGroup)
 def main() -> None:
     """Tally: self-hosted, real-time web analytics on an event log."""
@@ -29,16 +36,28 @@ def main() -> None:
 @main.command()
 @click.option("-d", "detach", is_flag=True, help="Return once every component is healthy.")
 @click.option("--demo", is_flag=True, help="Also run demo traffic against the collector.")
-def up(detach: bool, demo: bool) -> None:
+@click.option(
+    "--cluster",
+    "with_cluster",
+    is_flag=True,
+    help="Three Kafka brokers, a Spark master and two workers, two collectors, two archivers "
+    "(ports from TALLY_CLUSTER_BASE_PORT on; docs/operations.md).",
+)
+def up(detach: bool, demo: bool, with_cluster: bool) -> None:
     """Start every local component in order, wait until healthy, print the URLs."""
-    from ops.local import stack
+    from ops.local import cluster, stack
 
     settings = Settings()
-    stack.up(settings, demo=demo, progress=lambda line: console.print(line, highlight=False))
+    progress = lambda line: console.print(line, highlight=False)  # noqa: E731 - a one-line callback
+    stack.up(settings, demo=demo, progress=progress, with_cluster=with_cluster)
     console.print(
         f"dashboard  http://127.0.0.1:{settings.dashboard_port}/  (api key in {settings.home_dir}/api_key)"
     )
-    console.print(f"collector  http://127.0.0.1:{settings.collector_port}/api/event")
+    collector_ports = (
+        cluster.layout(settings).collector_ports(settings) if with_cluster else [settings.collector_port]
+    )
+    for port in collector_ports:
+        console.print(f"collector  http://127.0.0.1:{port}/api/event")
     console.print(f"logs       {settings.logs_dir}")
     if detach:
         return
@@ -90,7 +109,7 @@ def init() -> None:
     from storage.schema import apply_migrations
     from tally.topics import ensure_topics_sync
 
-    settings = Settings()
+    settings = current_settings()
     created = ensure_topics_sync(settings)
     applied = apply_migrations(settings)
     console.print(f"topics created: {created or 'none'}; migrations applied: {applied or 'none'}")
@@ -114,7 +133,7 @@ def sites_add(domain: str, timezone: str | None) -> None:
     domain = registry.normalise(domain)  # a typo is reported before the store is asked
     if timezone is not None:
         timezone = registry.checked_timezone(timezone)
-    added = registry.add_site(connect(Settings()), domain, timezone)
+    added = registry.add_site(connect(current_settings()), domain, timezone)
     console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
 
 
@@ -127,7 +146,7 @@ def sites_timezone(domain: str, zone: str) -> None:
     from storage.client import connect
 
     domain, zone = registry.normalise(domain), registry.checked_timezone(zone)
-    if not registry.set_timezone(connect(Settings()), domain, zone):
+    if not registry.set_timezone(connect(current_settings()), domain, zone):
         raise UserError(f"{domain} is not registered (see 'tally sites list')")
     console.print(f"{domain}: days start at midnight {zone}")
 
@@ -138,7 +157,7 @@ def sites_list() -> None:
     from storage import sites as registry
     from storage.client import connect
 
-    for domain, zone in registry.list_timezones(connect(Settings())):
+    for domain, zone in registry.list_timezones(connect(current_settings())):
         click.echo(f"{domain}\t{zone}")
 
 
@@ -150,7 +169,7 @@ def sites_remove(domain: str) -> None:
     from storage.client import connect
 
     domain = registry.normalise(domain)
-    if not registry.remove_site(connect(Settings()), domain):
+    if not registry.remove_site(connect(current_settings()), domain):
         raise UserError(f"{domain} is not registered (see 'tally sites list')")
     console.print(f"removed {domain}")
 
@@ -182,7 +201,7 @@ def sites_exclude(
     from storage.client import connect
 
     wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))  # checked before the store
-    store.add_exclusions(connect(Settings()), wanted)
+    store.add_exclusions(connect(current_settings()), wanted)
     for exclusion in wanted:
         click.echo(f"excluded {exclusion.kind} {exclusion.value} from {exclusion.site}")
 
@@ -198,7 +217,7 @@ def sites_unexclude(
     from storage.client import connect
 
     wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))
-    missing = store.remove_exclusions(connect(Settings()), wanted)
+    missing = store.remove_exclusions(connect(current_settings()), wanted)
     if missing:
         names = ", ".join(f"{e.kind} {e.value}" for e in missing)
         raise UserError(f"not excluded from {wanted[0].site}: {names} (see 'tally sites exclusions {site}')")
@@ -213,7 +232,7 @@ def sites_exclusions(site: str) -> None:
     from storage import exclusions as store
     from storage.client import connect
 
-    for exclusion in store.list_exclusions(connect(Settings()), site):
+    for exclusion in store.list_exclusions(connect(current_settings()), site):
         click.echo(f"{exclusion.kind}\t{exclusion.value}")
 
 
@@ -237,7 +256,7 @@ def goals_add(site: str, event: str, page: str, currency: str) -> None:
     from storage.client import connect
 
     goal = goal_store.make_goal(site, event, page, currency)  # a typo is reported before the store is asked
-    added = goal_store.add_goal(connect(Settings()), goal)
+    added = goal_store.add_goal(connect(current_settings()), goal)
     console.print(f"added goal {added.name!r} to {added.site}", highlight=False)
 
 
@@ -249,7 +268,7 @@ def goals_list(site: str) -> None:
     from storage.client import connect
     from storage.sites import normalise
 
-    for goal in goal_store.list_goals(connect(Settings()), normalise(site)):
+    for goal in goal_store.list_goals(connect(current_settings()), normalise(site)):
         matched = goal.event_name or goal.page_pattern
         click.echo("\t".join([goal.name, goal.kind, matched, goal.currency]).rstrip())
 
@@ -262,7 +281,7 @@ def goals_remove(site: str, name: str) -> None:
     from storage import goals as goal_store
     from storage.client import connect
 
-    removed = goal_store.remove_goal(connect(Settings()), site, name)
+    removed = goal_store.remove_goal(connect(current_settings()), site, name)
     console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
 
 
@@ -291,7 +310,7 @@ def users_invite(email: str, site: str, role: str) -> None:
     from storage.client import connect
 
     email, role = accounts.clean_email(email), accounts.clean_role(role)  # before the store is asked
-    settings = Settings()
+    settings = current_settings()
     token = accounts.create_invite(connect(settings), email, site, role)
     base = f"http://{settings.dashboard_host}:{settings.dashboard_port}"
     click.echo(f"{base}/invite/{token}")
@@ -309,7 +328,7 @@ def users_list(site: str | None) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    settings = Settings()
+    settings = current_settings()
     click.echo(f"{settings.owner_email}\t{site or '*'}\towner (the operator's password)")
     for email, member_site, role in accounts.list_users(connect(settings), site):
         click.echo(f"{email}\t{member_site}\t{role}")
@@ -324,7 +343,7 @@ def users_role(email: str, site: str, role: str) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    accounts.set_role(connect(Settings()), email, site, role)
+    accounts.set_role(connect(current_settings()), email, site, role)
     click.echo(f"{accounts.clean_email(email)} is {role} of {site}")
 
 
@@ -336,7 +355,7 @@ def users_remove(email: str, site: str | None) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    accounts.remove_user(connect(Settings()), email, site)
+    accounts.remove_user(connect(current_settings()), email, site)
     click.echo(f"removed {accounts.clean_email(email)}{f' from {site}' if site else ''}")
 
 
@@ -347,7 +366,7 @@ def users_audit(limit: int) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    for entry in accounts.audit(connect(Settings()), limit=limit):
+    for entry in accounts.audit(connect(current_settings()), limit=limit):
         fields = [
             f"{entry.ts:%Y-%m-%d %H:%M:%S}",
             entry.action,
@@ -372,7 +391,7 @@ def keys_create(email: str, sites: tuple[str, ...], label: str) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    key, token = accounts.create_key(connect(Settings()), email, list(sites), label)
+    key, token = accounts.create_key(connect(current_settings()), email, list(sites), label)
     click.echo(token)
     click.echo(
         f"key {key.id} of {key.email} for {', '.join(key.sites)}: copy it now, it is not shown again",
@@ -387,7 +406,7 @@ def keys_list(email: str) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    for key in accounts.list_keys(connect(Settings()), email):
+    for key in accounts.list_keys(connect(current_settings()), email):
         state = "revoked" if key.revoked else "live"
         click.echo(
             f"{key.id}\t{','.join(key.sites)}\t{key.created_at:%Y-%m-%d %H:%M}\t{state}\t{key.label}".rstrip()
@@ -401,7 +420,7 @@ def keys_revoke(key_id: str) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    key = accounts.revoke_key(connect(Settings()), key_id)
+    key = accounts.revoke_key(connect(current_settings()), key_id)
     click.echo(f"revoked {key.id} ({key.email})")
 
 
@@ -449,7 +468,7 @@ def alerts_add(
         event_name=event_name,
         page_pattern=page_pattern,
     )
-    added = alert_rules.add_rule(connect(Settings()), rule)
+    added = alert_rules.add_rule(connect(current_settings()), rule)
     console.print(f"added alert rule {added.rule_id} to {added.site}: {added.describe()}", highlight=False)
 
 
@@ -461,7 +480,7 @@ def alerts_list(site: str) -> None:
     from storage.client import connect
     from storage.sites import normalise
 
-    for rule in alert_rules.list_rules(connect(Settings()), normalise(site)):
+    for rule in alert_rules.list_rules(connect(current_settings()), normalise(site)):
         click.echo("\t".join([rule.rule_id, rule.kind, rule.describe(), rule.webhook_url]))
 
 
@@ -473,7 +492,7 @@ def alerts_remove(site: str, rule_id: str) -> None:
     from storage import alert_rules
     from storage.client import connect
 
-    removed = alert_rules.remove_rule(connect(Settings()), site, rule_id)
+    removed = alert_rules.remove_rule(connect(current_settings()), site, rule_id)
     console.print(f"removed alert rule {removed.rule_id} from {removed.site}", highlight=False)
 
 
@@ -503,7 +522,7 @@ def reports_subscribe(site: str, email: str, weekly: bool, monthly: bool) -> Non
 
     frequency = frequency_of(weekly, monthly, required=True)
     site, email = normalise(site), subscriptions.checked_email(email)  # typos before the store is asked
-    added = subscriptions.subscribe(connect(Settings()), site, email, frequency)  # type: ignore[arg-type]
+    added = subscriptions.subscribe(connect(current_settings()), site, email, frequency)  # type: ignore[arg-type]
     click.echo(f"{added.email} receives the {added.frequency} report of {added.site}")
 
 
@@ -514,7 +533,7 @@ def reports_list(site: str | None) -> None:
     from storage import report_subscriptions as subscriptions
     from storage.client import connect
 
-    for subscription in subscriptions.list_subscriptions(connect(Settings()), site):
+    for subscription in subscriptions.list_subscriptions(connect(current_settings()), site):
         click.echo("\t".join([subscription.site, subscription.email, subscription.frequency]))
 
 
@@ -529,7 +548,7 @@ def reports_unsubscribe(site: str, email: str, weekly: bool, monthly: bool) -> N
     from storage.client import connect
 
     frequency = frequency_of(weekly, monthly, required=False)
-    ended = subscriptions.unsubscribe(connect(Settings()), site, email, frequency)  # type: ignore[arg-type]
+    ended = subscriptions.unsubscribe(connect(current_settings()), site, email, frequency)  # type: ignore[arg-type]
     for subscription in ended:
         click.echo(
             f"{subscription.email} no longer receives the {subscription.frequency} report "
@@ -546,7 +565,7 @@ def reports_send() -> None:
     from dashboard.email_reports import send_due
     from storage.client import connect
 
-    settings = Settings()
+    settings = current_settings()
     try:
         sent = send_due(settings, connect(settings), datetime.now(UTC).date())
     except (smtplib.SMTPException, OSError) as error:
@@ -581,7 +600,7 @@ def segments_add(site: str, name: str, filters: str) -> None:
     site, name = normalise(site), segment_store.checked_name(name)
     parsed = segment_store.parse_filters(filters)
     checked(parsed)  # what Tally cannot answer is refused before the store is asked
-    added = segment_store.add_segment(connect(Settings()), site, name, parsed)
+    added = segment_store.add_segment(connect(current_settings()), site, name, parsed)
     click.echo(
         f'added segment {added.name!r} to {added.site} (id {added.id}: ["is", "segment", [{added.id}]])'
     )
@@ -596,7 +615,7 @@ def segments_list(site: str) -> None:
     from storage import segments as segment_store
     from storage.client import connect
 
-    for segment in segment_store.list_segments(connect(Settings()), site):
+    for segment in segment_store.list_segments(connect(current_settings()), site):
         click.echo(f"{segment.id}\t{segment.name}\t{json_module.dumps(segment.filters)}")
 
 
@@ -608,7 +627,7 @@ def segments_remove(site: str, name: str) -> None:
     from storage import segments as segment_store
     from storage.client import connect
 
-    removed = segment_store.remove_segment(connect(Settings()), site, name)
+    removed = segment_store.remove_segment(connect(current_settings()), site, name)
     click.echo(f"removed segment {removed.name!r} from {removed.site}")
 
 
@@ -641,7 +660,7 @@ def share_create(site: str, label: str, ask_password: bool) -> None:
 
     site = normalise(site)  # a typo is reported before the store is asked
     password = read_new_password() if ask_password else None
-    settings = Settings()
+    settings = current_settings()
     try:
         created = shared_links.create_link(connect(settings), site, label, password)
     except shared_links.SharedLinkError as error:
@@ -663,7 +682,7 @@ def share_list(site: str) -> None:
     from storage import shared_links
     from storage.client import connect
 
-    links = shared_links.list_links(connect(Settings()), site)
+    links = shared_links.list_links(connect(current_settings()), site)
     if not links:
         console.print(f"no shared links for {site} (create one with 'tally share {site}')", highlight=False)
         return
@@ -688,7 +707,7 @@ def share_revoke(site: str, link_id: str) -> None:
     from storage.client import connect
 
     try:
-        shared_links.revoke_link(connect(Settings()), site, link_id)
+        shared_links.revoke_link(connect(current_settings()), site, link_id)
     except shared_links.SharedLinkError as error:
         raise UserError(str(error)) from None
     console.print(f"revoked {link_id} ({site})", highlight=False)
@@ -721,7 +740,7 @@ def import_history(site: str, file: Path, origin: str) -> None:
 
     site = normalise(site)  # a typo is reported before the file is read
     files = imports.read_files(file, origin)  # type: ignore[arg-type]
-    result = imports.import_files(connect(Settings()), site, files, origin)  # type: ignore[arg-type]
+    result = imports.import_files(connect(current_settings()), site, files, origin)  # type: ignore[arg-type]
     if result.already:
         click.echo(f"already imported into {site}, unchanged: {', '.join(result.already)}")
     if result.imported:
@@ -742,7 +761,7 @@ def query(sql: str, output_format: str) -> None:
     from storage import readonly_sql
 
     try:
-        result = readonly_sql.run(Settings(), sql)
+        result = readonly_sql.run(current_settings(), sql)
     except readonly_sql.QueryRefused as error:
         refused = UserError(f"query refused: {error}")
         refused.exit_code = 2
@@ -765,7 +784,12 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
     target = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
         rows = export_events(
-            Settings(), site, start.replace(tzinfo=UTC), end.replace(tzinfo=UTC), output_format, target
+            current_settings(),
+            site,
+            start.replace(tzinfo=UTC),
+            end.replace(tzinfo=UTC),
+            output_format,
+            target,
         )
     except BaseException:
         if output:  # a failed export leaves no file that looks like a (short) export
@@ -796,7 +820,7 @@ def bench(only: str | None, events: int | None) -> None:
     """
     from bench.report import run_bench, write_report
 
-    report = run_bench(Settings(), console, only=only, events=events)
+    report = run_bench(current_settings(), console, only=only, events=events)
     json_path, md_path = write_report(report)
     console.print(f"report: {md_path} and {json_path}")
 
@@ -809,7 +833,7 @@ def replay(force: bool) -> None:
     reading the old tables until the swap."""
     from ops.local.replay import run_replay
 
-    run_replay(Settings(), progress=lambda line: console.print(line, highlight=False), force=force)
+    run_replay(current_settings(), progress=lambda line: console.print(line, highlight=False), force=force)
 
 
 @main.command()
@@ -821,7 +845,7 @@ def verify(no_repair: bool) -> None:
     from storage.archive_audit import verify as audit
 
     try:
-        report = audit(Settings(), fix=not no_repair)
+        report = audit(current_settings(), fix=not no_repair)
     except AuditUnavailable as error:
         raise UserError(str(error)) from None
     for line in report.lines():

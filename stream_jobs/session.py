@@ -61,6 +61,19 @@ def build_spark_session(settings: Settings, app_name: str = "tally-stream-jobs")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
     )
+    if not is_local(settings.spark_master):
+        builder = _on_cluster(builder, settings)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _on_cluster(builder: SparkSession.Builder, settings: Settings) -> SparkSession.Builder:
+    """Client mode on a cluster: this process is the driver; spark.jars (above) is served by
+    it to every executor, the Kafka connector and the stateful operator's jar alike."""
+    return (
+        builder.config("spark.driver.host", settings.spark_driver_host)
+        .config("spark.executor.memory", settings.spark_executor_memory)
+        .config("spark.executor.cores", str(settings.spark_executor_cores))
+        .config("spark.cores.max", str(settings.spark_cores_max))
+    )

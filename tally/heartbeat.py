@@ -16,7 +16,9 @@ STALE_AFTER_S = 60.0
 
 
 def heartbeat_path(settings: Settings, component: str) -> Path:
-    return settings.home_dir / "run" / f"{component}.heartbeat"
+    # Two archivers of one cluster each beat their own file: one alive must not hide one hung.
+    name = f"{component}-{settings.instance}" if settings.instance else component
+    return settings.home_dir / "run" / f"{name}.heartbeat"
 
 
 def beat(settings: Settings, component: str) -> None:

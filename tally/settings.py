@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     deadletter_topic: str = "deadletter"
     alerts_topic: str = "alerts"
     pageviews_partitions: int = 3
+    # Copies of every Tally topic (and of Kafka's own), and how many of them must hold a
+    # write before an acks=all producer (the collector) is answered: 1 and 1 on the single
+    # local broker; 3 and 2 on a cluster (`tally up --cluster`, docker-compose.yml), so that
+    # one broker down costs no 202.
+    kafka_replication_factor: int = Field(default=1, ge=1)
+    kafka_min_insync_replicas: int = Field(default=1, ge=1)
     # How long the broker waits for a silent archiver (a GC pause, a frozen VM, SIGSTOP)
     # before expiring it from its consumer group; 6 s is the broker's minimum.
     archiver_session_timeout_s: float = 10.0
@@ -73,6 +79,23 @@ class Settings(BaseSettings):
     # The address executors use to reach the driver (a cluster needs the driver's hostname).
     spark_driver_host: str = "127.0.0.1"
     spark_trigger_s: float = 1.0
+    # Executors on a cluster (spark://…): each this big, and at most this many cores in all
+    # (one executor per worker at 1 core each on `tally up --cluster`).
+    spark_executor_memory: str = "512m"
+    spark_executor_cores: int = 1
+    spark_cores_max: int = 2
+
+    # `tally up --cluster` (ops/local/cluster.py) takes this port and the next 12: brokers,
+    # their controllers, the Spark master and workers, the second collector.
+    cluster_base_port: int = 9192
+    # Where the cluster's three brokers listen, comma-separated (default: all on loopback),
+    # and the network namespaces (`ip netns`) each runs in: brokers on addresses of their
+    # own, behind links that can be cut (the cluster tests create both; docs/operations.md).
+    cluster_broker_hosts: str = ""
+    cluster_broker_netns: str = ""
+    # Which instance of a component this process is, where several run (`tally up --cluster`
+    # runs two collectors and two archivers): it names the instance's heartbeat. Empty: the one.
+    instance: str = ""
 
     # Alert delivery (alerts/delivery.py): attempts per alert, the first retry's delay
     # (doubled each time, capped), the timeout of one POST. 6 attempts: ~15 s of retries.

@@ -12,29 +12,40 @@ from tally.settings import Settings
 
 
 def topic_specs(settings: Settings) -> list[NewTopic]:
+    replicas = settings.kafka_replication_factor
+    # acks=all is answered once this many copies hold a write: with 3 replicas and 2 in
+    # sync, one broker can die (or be cut off) without a producer noticing more than a pause.
+    min_isr = {"min.insync.replicas": str(settings.kafka_min_insync_replicas)}
     return [
         # The source of truth: keep raw events for a week (the archive keeps them for good).
         NewTopic(
             settings.pageviews_topic,
             num_partitions=settings.pageviews_partitions,
-            replication_factor=1,
-            topic_configs={"retention.ms": str(7 * 24 * 3600 * 1000)},
+            replication_factor=replicas,
+            topic_configs={"retention.ms": str(7 * 24 * 3600 * 1000), **min_isr},
         ),
         # A table as a stream: the latest value per ip_hash wins, tombstones lift a block.
         NewTopic(
             settings.blocklist_topic,
             num_partitions=1,
-            replication_factor=1,
-            topic_configs={"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "600000"},
+            replication_factor=replicas,
+            topic_configs={
+                "cleanup.policy": "compact",
+                "min.compaction.lag.ms": "0",
+                "segment.ms": "600000",
+                **min_isr,
+            },
         ),
-        NewTopic(settings.deadletter_topic, num_partitions=1, replication_factor=1),
+        NewTopic(
+            settings.deadletter_topic, num_partitions=1, replication_factor=replicas, topic_configs=min_isr
+        ),
         # Alerts fired by the alerts query, keyed by rule; the delivery process consumes them.
         # One partition: a handful a minute at most, delivered in the order fired.
         NewTopic(
             settings.alerts_topic,
             num_partitions=1,
-            replication_factor=1,
-            topic_configs={"retention.ms": str(7 * 24 * 3600 * 1000)},
+            replication_factor=replicas,
+            topic_configs={"retention.ms": str(7 * 24 * 3600 * 1000), **min_isr},
         ),
     ]
 

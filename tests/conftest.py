@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.stack_settings",
     "tests.fixtures.local_stack",
+    "tests.fixtures.cluster_stack",
     "tests.fixtures.collector_server",
     "tests.fixtures.browser",
     "tests.fixtures.dashboard_server",

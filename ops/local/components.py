@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -30,6 +30,9 @@ class Component:
     stop_grace_s: int = 20
     # What else `tally status` reports about it (the archiver: its audits of the archive).
     detail: Callable[[], str] = lambda: ""
+    # Settings of this instance alone (TALLY_COLLECTOR_PORT of the second collector…), on top
+    # of the stack's environment.
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 def http_ok(url: str) -> bool:

@@ -9,6 +9,8 @@ what it took to run Kafka this way.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tally.settings import Settings
@@ -36,60 +38,106 @@ Configuration:
 """
 
 
-def server_properties(settings: Settings) -> str:
-    """server.properties for a single-node KRaft broker on loopback."""
-    broker = f"127.0.0.1:{settings.kafka_port}"
-    controller = f"127.0.0.1:{settings.kafka_controller_port}"
-    return "\n".join(
-        [
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@{controller}",
-            f"listeners=PLAINTEXT://{broker},CONTROLLER://{controller}",
-            f"advertised.listeners=PLAINTEXT://{broker}",
-            "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "inter.broker.listener.name=PLAINTEXT",
-            f"log.dirs={settings.kafka_dir / 'data'}",
-            f"num.partitions={settings.pageviews_partitions}",
-            # One node: internal topics cannot be replicated.
-            "offsets.topic.replication.factor=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
-            "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=false",
-            # Keep a week of raw events locally; the archive keeps them for good.
-            "log.retention.hours=168",
-            "",
+@dataclass(frozen=True)
+class BrokerNode:
+    """One KRaft node (broker and controller in one process) of the local log."""
+
+    node_id: int
+    host: str
+    port: int
+    controller_port: int
+    # Its config, log4j2 file and `data` folder.
+    folder: Path
+
+    @property
+    def config(self) -> Path:
+        return self.folder / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.folder / "data"
+
+    def voter(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.controller_port}"
+
+
+def single_node(settings: Settings) -> BrokerNode:
+    """The one broker of `tally up`: $TALLY_HOME/kafka, on the ports of the settings."""
+    return BrokerNode(1, "127.0.0.1", settings.kafka_port, settings.kafka_controller_port, settings.kafka_dir)
+
+
+def server_properties(
+    settings: Settings, node: BrokerNode | None = None, voters: Sequence[BrokerNode] = ()
+) -> str:
+    """server.properties for one KRaft node; `voters`: every controller of the quorum (by
+    default the node alone)."""
+    node = node or single_node(settings)
+    quorum = list(voters) or [node]
+    broker = f"{node.host}:{node.port}"
+    controller = f"{node.host}:{node.controller_port}"
+    replicas = settings.kafka_replication_factor
+    min_isr = settings.kafka_min_insync_replicas
+    lines = [
+        "process.roles=broker,controller",
+        f"node.id={node.node_id}",
+        f"controller.quorum.voters={','.join(voter.voter() for voter in quorum)}",
+        f"listeners=PLAINTEXT://{broker},CONTROLLER://{controller}",
+        f"advertised.listeners=PLAINTEXT://{broker}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name=PLAINTEXT",
+        f"log.dirs={node.data_dir}",
+        f"num.partitions={settings.pageviews_partitions}",
+        # Kafka's internal topics as replicated as Tally's (one node: not at all).
+        f"offsets.topic.replication.factor={replicas}",
+        f"default.replication.factor={replicas}",
+        f"min.insync.replicas={min_isr}",
+        f"transaction.state.log.replication.factor={replicas}",
+        f"transaction.state.log.min.isr={min_isr}",
+        f"share.coordinator.state.topic.replication.factor={replicas}",
+        f"share.coordinator.state.topic.min.isr={min_isr}",
+        "group.initial.rebalance.delay.ms=0",
+        "auto.create.topics.enable=false",
+        # Keep a week of raw events locally; the archive keeps them for good.
+        "log.retention.hours=168",
+    ]
+    if len(quorum) > 1:
+        lines += [
+            # A dead or cut-off broker is fenced (and leaves every ISR, so acks=all goes on
+            # with the other two) after 4 s rather than Kafka's 9: well inside the collector's
+            # 10 s send timeout, so that a broker's death costs a pause, not a 503.
+            "broker.session.timeout.ms=4000",
+            "broker.heartbeat.interval.ms=1000",
+            # A follower that answers but lags is dropped from the ISR after 10 s, not 30.
+            "replica.lag.time.max.ms=10000",
+            "unclean.leader.election.enable=false",
         ]
-    )
+    return "\n".join([*lines, ""])
 
 
-def prepare(settings: Settings) -> Path:
-    """Write the config and format the storage once; returns the config path."""
+def prepare(settings: Settings, node: BrokerNode | None = None, voters: Sequence[BrokerNode] = ()) -> Path:
+    """Write the node's config and format its storage once; returns the config path."""
+    node = node or single_node(settings)
     if not any(settings.kafka_jars.glob("kafka_2.13-*.jar")):
         raise RuntimeError(f"Kafka jars missing in {settings.kafka_jars}: run `make install`")
-    settings.kafka_dir.mkdir(parents=True, exist_ok=True)
-    config = settings.kafka_dir / "server.properties"
-    config.write_text(server_properties(settings))
-    (settings.kafka_dir / "log4j2.yaml").write_text(_LOG4J2)
-    if not (settings.kafka_dir / "data" / "meta.properties").exists():
-        _format_storage(settings, config)
-    return config
+    node.folder.mkdir(parents=True, exist_ok=True)
+    node.config.write_text(server_properties(settings, node, voters))
+    (node.folder / "log4j2.yaml").write_text(_LOG4J2)
+    if not (node.data_dir / "meta.properties").exists():
+        _format_storage(settings, node)
+    return node.config
 
 
-def _format_storage(settings: Settings, config: Path) -> None:
+def _format_storage(settings: Settings, node: BrokerNode) -> None:
     result = subprocess.run(
         [
-            *_java(settings, heap="128m"),
+            *_java(node, settings, heap="128m"),
             "kafka.tools.StorageTool",
             "format",
             "-t",
             LOCAL_CLUSTER_ID,
             "-c",
-            str(config),
+            str(node.config),
         ],
         capture_output=True,
         text=True,
@@ -99,7 +147,7 @@ def _format_storage(settings: Settings, config: Path) -> None:
         raise RuntimeError(f"formatting Kafka storage failed: {result.stdout}{result.stderr}")
 
 
-def _java(settings: Settings, heap: str) -> list[str]:
+def _java(node: BrokerNode, settings: Settings, heap: str) -> list[str]:
     return [
         "java",
         f"-Xms{heap}",
@@ -107,16 +155,13 @@ def _java(settings: Settings, heap: str) -> list[str]:
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
         "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={settings.kafka_dir / 'log4j2.yaml'}",
+        f"-Dlog4j2.configurationFile={node.folder / 'log4j2.yaml'}",
         "-cp",
         f"{settings.kafka_jars}/*",
     ]
 
 
-def broker_command(settings: Settings) -> list[str]:
-    """The command line that runs the broker in the foreground (what kafka-server-start.sh runs)."""
-    return [
-        *_java(settings, heap=settings.kafka_heap),
-        "kafka.Kafka",
-        str(settings.kafka_dir / "server.properties"),
-    ]
+def broker_command(settings: Settings, node: BrokerNode | None = None, heap: str = "") -> list[str]:
+    """The command line that runs a broker in the foreground (what kafka-server-start.sh runs)."""
+    node = node or single_node(settings)
+    return [*_java(node, settings, heap=heap or settings.kafka_heap), "kafka.Kafka", str(node.config)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 
 
-def port_open(port: int) -> bool:
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 def free_port() -> int:

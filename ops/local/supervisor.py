@@ -13,12 +13,13 @@ import subprocess
 import sys
 import time
 import xmlrpc.client
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.xmlrpc import SupervisorTransport
 
-from ops.local.components import Component, components
+from ops.local.components import Component
 from ops.local.ports import port_open
 from tally.private_files import make_private_dir
 from tally.settings import Settings
@@ -46,8 +47,8 @@ def _pidfile(settings: Settings) -> Path:
     return settings.home_dir / "run" / "supervisord.pid"
 
 
-def render_config(settings: Settings, extra: list[Component] = ()) -> str:
-    """supervisord.conf for the stack; components do not autostart: `up` starts them in order."""
+def render_config(settings: Settings, stack: Sequence[Component]) -> str:
+    """supervisord.conf for `stack`; components do not autostart: `up` starts them in order."""
     home = settings.home_dir
     sections = [
         "[unix_http_server]",
@@ -68,10 +69,11 @@ def render_config(settings: Settings, extra: list[Component] = ()) -> str:
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         "",
     ]
-    for component in [*components(settings), *extra]:
+    for component in stack:
         sections += [
             f"[program:{component.name}]",
             f"command={subprocess.list2cmdline(component.command)}",
+            *_environment_line(component),
             f"priority={component.priority}",
             "autostart=false",
             "autorestart=true",
@@ -93,6 +95,14 @@ def render_config(settings: Settings, extra: list[Component] = ()) -> str:
     return "\n".join(sections)
 
 
+def _environment_line(component: Component) -> list[str]:
+    if not component.environment:
+        return []
+    # supervisord's syntax: KEY="value",… (values quoted: bootstrap lists hold commas).
+    pairs = ",".join(f'{key}="{value}"' for key, value in component.environment.items())
+    return [f"environment={pairs}"]
+
+
 def rpc(settings: Settings) -> xmlrpc.client.ServerProxy:
     transport = SupervisorTransport(None, None, f"unix://{_socket_path(settings)}")
     return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
@@ -107,7 +117,9 @@ def supervisor_running(settings: Settings) -> bool:
         return False
 
 
-def check_prerequisites(settings: Settings, stack: list[Component]) -> None:
+def check_prerequisites(
+    settings: Settings, stack: list[Component], controller_ports: Sequence[int] | None = None
+) -> None:
     """Fail fast, in one line, on what would otherwise fail deep inside a component."""
     if subprocess.run(["java", "-version"], capture_output=True, check=False).returncode != 0:
         raise StackError("Java 17+ is required and `java` was not found on PATH")
@@ -119,17 +131,23 @@ def check_prerequisites(settings: Settings, stack: list[Component]) -> None:
                 f"port {component.port} (for {component.name}) is already in use: "
                 f"stop what holds it or set another port in the TALLY_* settings"
             )
-    if settings.kafka_controller_port and port_open(settings.kafka_controller_port):
-        raise StackError(f"port {settings.kafka_controller_port} (Kafka controller) is already in use")
+    for port in [settings.kafka_controller_port] if controller_ports is None else controller_ports:
+        if port and port_open(port):
+            raise StackError(f"port {port} (Kafka controller) is already in use")
 
 
-def start_supervisord(settings: Settings, extra: list[Component] = ()) -> None:
+def start_supervisord(
+    settings: Settings, stack: Sequence[Component], environment: Mapping[str, str] | None = None
+) -> None:
+    """Start supervisord for `stack`; `environment`: settings every component reads on top of
+    the user's (the cluster's bootstrap list and Spark master)."""
     for folder in (settings.logs_dir, settings.home_dir / "run"):
         make_private_dir(folder)
     config = settings.home_dir / "supervisord.conf"
-    config.write_text(render_config(settings, list(extra)))
+    config.write_text(render_config(settings, stack))
     env = {
         **os.environ,
+        **(environment or {}),
         "TALLY_HOME": str(settings.home_dir),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONUNBUFFERED": "1",
@@ -149,13 +167,22 @@ def start_supervisord(settings: Settings, extra: list[Component] = ()) -> None:
 
 def start_component(settings: Settings, component: Component) -> None:
     """Start one component and wait until it is healthy."""
-    server = rpc(settings)
+    launch_component(settings, component, wait=True)
+    wait_until_healthy(settings, component)
+
+
+def launch_component(settings: Settings, component: Component, wait: bool = False) -> None:
+    """Have supervisord start `component` (without waiting for its health)."""
     try:
-        server.supervisor.startProcess(component.name, True)
+        rpc(settings).supervisor.startProcess(component.name, wait)
     except xmlrpc.client.Fault as fault:
         if "ALREADY_STARTED" not in fault.faultString:
             log = settings.logs_dir / f"{component.name}.log"
             raise StackError(f"{component.name} failed to start ({fault.faultString}): see {log}") from None
+
+
+def wait_until_healthy(settings: Settings, component: Component) -> None:
+    server = rpc(settings)
     deadline = time.monotonic() + component.start_timeout_s
     while not component.healthy():
         info = server.supervisor.getProcessInfo(component.name)
