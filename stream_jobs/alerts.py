@@ -50,7 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from storage import tables
-from storage.alert_rules import FIRED, AlertRule, list_rules
+from storage.alert_rules import ALERT_COLUMNS, FIRED, AlertRule, list_rules
 from storage.client import connect
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import pattern_regex
@@ -360,22 +360,7 @@ def record_fired(client: Client, alerts: list[Alert]) -> None:
         ]
         for a in alerts
     ]
-    columns = [
-        "alert_id",
-        "rule_id",
-        "site",
-        "kind",
-        "window_start",
-        "observed",
-        "threshold",
-        "fired_at",
-        "summary",
-        "status",
-        "attempts",
-        "last_error",
-        "stage",
-    ]
-    client.insert(ALERTS_TABLE, rows, column_names=columns)
+    client.insert(ALERTS_TABLE, rows, column_names=[*ALERT_COLUMNS, "stage"])
 
 
 def _utc(moment: datetime) -> datetime:
