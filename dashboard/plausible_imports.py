@@ -14,7 +14,7 @@ days add up); bounce rate, visit duration and views per visit are recomputed fro
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import date
 
 from clickhouse_connect.driver.client import Client
 
@@ -26,7 +26,7 @@ from dashboard.plausible_query import (
 )
 from dashboard.plausible_report import ALL_ROWS, Report, Row, bucket_label, ordered, visit_metrics
 from storage import imports, queries
-from storage.calendar import UTC_NAME
+from storage.calendar import UTC_NAME, local_midnight, zone
 from storage.imports import Numbers
 from storage.queries import Source, StatsQuery
 
@@ -183,7 +183,7 @@ def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> lis
         day[4] += numbers.visit_duration * 1000
     labelled: dict[str, list[int]] = {}
     for moment, numbers in days.items():
-        total = labelled.setdefault(label(day_start(moment)), [0] * 5)
+        total = labelled.setdefault(label(local_midnight(moment, zone(UTC_NAME))), [0] * 5)
         for index, number in enumerate(numbers):
             total[index] += number
     return [
@@ -191,8 +191,3 @@ def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> lis
         for name, n in sorted(labelled.items())
         if n[0] or n[1] or n[2]
     ]
-
-
-def day_start(day: date) -> datetime:
-    """The UTC instant an imported (UTC) day begins."""
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)

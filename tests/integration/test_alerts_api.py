@@ -11,7 +11,7 @@ from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
-from storage.alert_rules import FAILED, add_rule, make_rule, record_outcome
+from storage.alert_rules import ALERT_COLUMNS, FAILED, add_rule, make_rule, record_outcome
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
@@ -79,21 +79,7 @@ def _fired_row(client: Client, alert: dict[str, object]) -> None:
                 0,
             ]
         ],
-        column_names=[
-            "alert_id",
-            "rule_id",
-            "site",
-            "kind",
-            "window_start",
-            "observed",
-            "threshold",
-            "fired_at",
-            "summary",
-            "status",
-            "attempts",
-            "last_error",
-            "stage",
-        ],
+        column_names=[*ALERT_COLUMNS, "stage"],
     )
 
 
