@@ -401,7 +401,7 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
 
 def production_parts(settings: Settings) -> CollectorParts:
     return CollectorParts(
-        event_log=KafkaEventLog(settings),
+        event_log=KafkaEventLog(settings, send_timeout_s=settings.collector_send_timeout_s),
         salts=DailySalts(connect(settings)),
         sites=KnownSites(connect(settings)),
         blocklist=Blocklist(settings),

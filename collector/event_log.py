@@ -31,6 +31,12 @@ from tally.settings import Settings
 
 log = structlog.get_logger()
 
+# The longest one produce request may go unanswered before the producer gives up on it and
+# retries it (on the partition's new leader, once the metadata says who): a request to a
+# broker cut off from the network is never answered, so under a longer send timeout it must
+# be retried within it. The idempotent producer keeps a retried batch from being written twice.
+PRODUCE_REQUEST_TIMEOUT_S = 10.0
+
 # A record on the log: (key, value). The key is `site:visitor_id` (tally/event.py).
 LogRecord = tuple[bytes, bytes]
 
@@ -158,7 +164,7 @@ class KafkaEventLog:
             linger_ms=0,
             max_batch_size=256 * 1024,
             compression_type="lz4",
-            request_timeout_ms=int(self._send_timeout_s * 1000),
+            request_timeout_ms=int(min(self._send_timeout_s, PRODUCE_REQUEST_TIMEOUT_S) * 1000),
         )
 
     async def start(self) -> None:

@@ -23,6 +23,10 @@ from loadgen.traffic import Kind, TrafficModel, Visit
 # the sender then hangs instead of measuring. The wait for a free slot still counts in the
 # latency, which is measured from the intended send time.
 MAX_IN_FLIGHT = 256
+# How long one answer may take: longer than the longest a collector waits for Kafka before
+# its 503 (30 s on a cluster, Settings.collector_send_timeout_s), so that a slow 202 during
+# a broker failover is counted as the 202 it is, not as a timeout.
+ANSWER_TIMEOUT_S = 60.0
 
 
 def percentile(ordered: list[float], fraction: float) -> float:
@@ -166,7 +170,7 @@ async def run(
     per_request = max(1, batch_size)
     in_flight: set[asyncio.Task] = set()
     limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT)
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=ANSWER_TIMEOUT_S) as client:
         sender = Sender(client, target, ingest_key, summary, truth, on_answer=on_progress)
         start = time.monotonic()
         for sequence in itertools.count():

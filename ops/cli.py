@@ -50,6 +50,7 @@ def up(detach: bool, demo: bool, with_cluster: bool) -> None:
     settings = Settings()
     progress = lambda line: console.print(line, highlight=False)  # noqa: E731 - a one-line callback
     stack.up(settings, demo=demo, progress=progress, with_cluster=with_cluster)
+    settings = stack.current_settings(settings)  # a cluster's ports: as it stored them
     console.print(
         f"dashboard  http://127.0.0.1:{settings.dashboard_port}/  (api key in {settings.home_dir}/api_key)"
     )

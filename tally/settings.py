@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     # dashboard's server (waitress) closes a connection idle this long.
     collector_header_timeout_s: float = 10.0
     collector_body_timeout_s: float = 10.0
+    # How long a request waits for Kafka's acknowledgement before the collector answers 503.
+    # 10 s on one broker (dead: supervisord restarts it, or the user must act); 30 s on a
+    # cluster (`tally up --cluster`), where a broker's death costs a failover: a KRaft
+    # controller election plus the dead broker's fencing, measured at ~10 s on a loaded
+    # 2-core machine (docs/operations.md), so that it costs latency, not 503s.
+    collector_send_timeout_s: float = Field(default=10.0, gt=0)
     dashboard_channel_timeout_s: int = 30
 
     kafka_bootstrap: str = "127.0.0.1:9092"

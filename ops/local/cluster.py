@@ -15,6 +15,7 @@ data folder under $TALLY_HOME and its own log under $TALLY_HOME/logs.
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from ops.local.components import Component, components, http_ok
 from ops.local.ports import port_open
 from ops.local.supervisor import StackError
 from tally import heartbeat
+from tally.private_files import create_private_file
 from tally.settings import Settings
 
 BROKERS = 3
@@ -44,6 +46,16 @@ WORKER_CORES = 1
 WORKER_MEMORY = "640m"
 # Ports taken from cluster_base_port on (ClusterLayout).
 PORTS_USED = 13
+# The collectors' wait for acks=all before a 503: a broker's death costs a failover (a KRaft
+# election when it was the active controller, then its fencing after broker.session.timeout.ms,
+# then the new leaders in the metadata): ~10 s measured at load 16 on 2 cores, so 30 s
+# leaves room for a busier machine. The producer still abandons and retries an unanswered
+# request after 10 s (collector/event_log.py), so a cut-off leader is answered too.
+COLLECTOR_SEND_TIMEOUT_S = 30.0
+# Where `tally up --cluster` keeps the options that place its instances (ports, broker
+# addresses), so that every later command finds them without the user repeating them.
+LAYOUT_FILE = "cluster.json"
+LAYOUT_SETTINGS = ("cluster_base_port", "cluster_broker_hosts", "cluster_broker_netns")
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,42 @@ def _listed(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
+def store_layout(settings: Settings) -> Settings:
+    """At `tally up --cluster`: the layout options given now (in the environment), else the
+    ones stored by an earlier start, written to $TALLY_HOME for every later command."""
+    given = {name: getattr(settings, name) for name in LAYOUT_SETTINGS if name in settings.model_fields_set}
+    stored = {**_stored(settings), **given}
+    settings = settings.model_copy(update=stored)
+    layout(settings)  # one line for a bad list, before anything is written
+    text = json.dumps({name: getattr(settings, name) for name in LAYOUT_SETTINGS}, indent=2)
+    path = settings.home_dir / LAYOUT_FILE
+    # Replaced whole, never half written: a new private file renamed over the old one.
+    fresh = path.with_name(f"{LAYOUT_FILE}.new")
+    fresh.unlink(missing_ok=True)
+    create_private_file(fresh, text + "\n")
+    fresh.replace(path)
+    return settings
+
+
+def stored_layout(settings: Settings) -> Settings:
+    """`settings` with the layout the cluster in $TALLY_HOME was started with: where its
+    instances listen is theirs, whatever this command's environment says."""
+    return settings.model_copy(update=_stored(settings))
+
+
+def _stored(settings: Settings) -> dict[str, object]:
+    path = settings.home_dir / LAYOUT_FILE
+    if not path.is_file():
+        return {}
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise StackError(
+            f"{path} is unreadable ({error}): remove it and start with `tally up --cluster`"
+        ) from None
+    return {name: stored[name] for name in LAYOUT_SETTINGS if name in stored}
+
+
 def is_cluster_home(settings: Settings) -> bool:
     """A $TALLY_HOME whose log is a cluster's (`tally up --cluster` formatted it)."""
     return (settings.kafka_dir / "node-1").is_dir()
@@ -129,11 +177,14 @@ def cluster_environment(settings: Settings) -> dict[str, str]:
         "TALLY_SPARK_MASTER": where.spark_master_url,
         "TALLY_SPARK_CORES_MAX": str(SPARK_WORKERS * WORKER_CORES),
         "TALLY_SPARK_EXECUTOR_CORES": str(WORKER_CORES),
+        "TALLY_COLLECTOR_SEND_TIMEOUT_S": f"{COLLECTOR_SEND_TIMEOUT_S:g}",
+        "TALLY_CLUSTER_BASE_PORT": str(where.base_port),
     }
 
 
 def cluster_settings(settings: Settings) -> Settings:
-    """`settings` as the cluster's processes see them."""
+    """`settings` as the cluster's processes see them (placed as stored in $TALLY_HOME)."""
+    settings = stored_layout(settings)
     where = layout(settings)
     return settings.model_copy(
         update={
@@ -143,6 +194,7 @@ def cluster_settings(settings: Settings) -> Settings:
             "spark_master": where.spark_master_url,
             "spark_cores_max": SPARK_WORKERS * WORKER_CORES,
             "spark_executor_cores": WORKER_CORES,
+            "collector_send_timeout_s": COLLECTOR_SEND_TIMEOUT_S,
         }
     )
 
@@ -284,4 +336,5 @@ def _collectors(settings: Settings, collector: Component) -> list[Component]:
 
 
 def controller_ports(settings: Settings) -> list[int]:
+    settings = cluster_settings(settings)
     return [node.controller_port for node in layout(settings).brokers(settings.kafka_dir)]

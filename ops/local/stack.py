@@ -82,6 +82,8 @@ def up(settings: Settings, demo: bool, progress: Callable[[str], None], with_clu
     extra = [demo_traffic(settings)] if demo else []
     if not supervisor.supervisor_running(settings):
         if with_cluster:
+            settings = cluster.store_layout(settings)
+            stack = cluster.cluster_components(settings)
             supervisor.check_prerequisites(settings, stack, cluster.controller_ports(settings))
             cluster.prepare_brokers(settings)
         else:

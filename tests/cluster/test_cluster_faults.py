@@ -1,8 +1,9 @@
 """`tally up --cluster` under load, with instances of its real engines broken on purpose:
-the partition leader among three Kafka brokers, one archiver of the consumer group, one Spark
-worker of two. Traffic goes to both collectors from the load generator, with its ground
-truth; afterwards the archive equals that truth exactly and the Spark-derived counts equal
-the archive."""
+a partition leader among three Kafka brokers, the active KRaft controller, one archiver of the
+consumer group, one Spark worker of two. Traffic goes to both collectors from the load
+generator, with its ground truth; afterwards the archive equals that truth exactly, the
+Spark-derived counts equal the archive, and `tally replay` and `tally verify` on the cluster
+agree with it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -24,9 +24,14 @@ from ops.local.cluster import layout
 from storage.client import connect
 from tally.settings import Settings
 from tally.topics import topic_config
-from tests.fault.scenario import Traffic, component_pid, healthy, sigkill_tree
+from tests.fault.scenario import Traffic, component_pid, healthy, sigkill_tree, verify_clean
 from tests.fixtures.archive import archived
-from tests.fixtures.cluster_stack import BrokerNetwork, can_make_networks, partition_leaders
+from tests.fixtures.cluster_stack import (
+    BrokerNetwork,
+    active_controller,
+    can_make_networks,
+    partition_leaders,
+)
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -101,24 +106,6 @@ def assert_archive_equals_truth(settings: Settings, site: str, truth: GroundTrut
     assert archived_by_path(settings, site) == expected
 
 
-def assert_no_accepted_event_lost(settings: Settings, site: str, truth: GroundTruth, sent: int) -> None:
-    """Every 202 archived once; events answered 503 may be there too (the log may have taken
-    them after all: DESIGN allows a 503 for a written event, never a 202 for an unwritten one)."""
-    accepted = len(truth.counted())
-    eventually(lambda: archived(settings, site)[0] >= accepted, "every accepted event archived", 180)
-    time.sleep(3)
-    count, unique = archived(settings, site)
-    assert count == unique
-    assert accepted <= count <= sent
-    in_archive = archived_by_path(settings, site)
-    missing = {
-        path: n - in_archive[path]
-        for (_, path), n in truth.pageviews_by_site_path().items()
-        if in_archive[path] < n
-    }
-    assert missing == {}
-
-
 def minutes_raw_and_agg(settings: Settings, site: str) -> tuple[dict, dict]:
     """Page views per minute, from the archive (raw) and from Spark's minute rollup (agg)."""
     client = connect(settings)
@@ -160,43 +147,60 @@ def topic_config_sync(settings: Settings, topic: str) -> dict[str, str]:
     return asyncio.run(topic_config(settings, topic))
 
 
-def test_killed_partition_leader_costs_no_accepted_event(cluster_stack: LocalStack) -> None:
+def test_killed_partition_leader_costs_latency_not_errors(cluster_stack: LocalStack) -> None:
+    """A broker that leads partitions (not the active controller: see the next test) dies.
+    Until the controller fences it (broker.session.timeout.ms) the metadata still names it
+    leader, and the partitions it follows wait for it under acks=all; the producer retries
+    (idempotent, so never twice) and the collector waits up to 30 s on a cluster: every
+    event gets its 202, later than usual."""
     stack, settings = cluster_stack, cluster_stack.settings
     site = new_site(stack, "leader-kill")
     traffic = BothCollectors.start(stack, site, duration_s=40, seed=21)
     time.sleep(10)
-    leader, _ = eventually(
-        lambda: partition_leaders(settings.kafka_bootstrap, "pageviews").get(0), "partition 0's leader", 30
-    )
+    partition, leader = eventually(lambda: led_by_a_plain_broker(settings), "a leader not the controller", 60)
     sigkill_tree(component_pid(stack, f"kafka-{leader}"))
-    killed_at = datetime.now(UTC)
-    # The controller fences the dead broker; another in-sync replica leads partition 0.
+    # The controller fences the dead broker; another in-sync replica leads its partition.
     eventually(
         lambda: (
-            partition_leaders(settings.kafka_bootstrap, "pageviews").get(0, (leader, []))[0]
+            partition_leaders(settings.kafka_bootstrap, "pageviews").get(partition, (leader, []))[0]
             not in (leader, -1)
         ),
-        "a new leader for partition 0",
+        f"a new leader for partition {partition}",
         60,
     )
     summary, truth = traffic.finish()
-    # acks=all is met by the two replicas left. The collectors never answer 202 for an event
-    # not written; while the controllers fence the dead broker (4 s, more on a loaded
-    # machine), a write can wait past the 10 s send timeout and is answered 503.
-    assert set(summary.statuses) <= {202, 503, "ReadTimeout"}, summary.statuses
-    # ...and they keep answering 202: most events, and events sent well after the kill.
-    assert summary.accepted > summary.sent * 0.75, summary.statuses
-    assert any(e.sent_at > killed_at + timedelta(seconds=15) for e in truth.counted())
-    if summary.accepted == summary.sent:
-        assert_archive_equals_truth(settings, site, truth)
-    else:
-        assert_no_accepted_event_lost(settings, site, truth, sent=summary.sent)
+    # acks=all is met by the two replicas left: the failover costs latency, not one 503.
+    assert summary.statuses == Counter({202: summary.sent}), summary.statuses
+    assert_archive_equals_truth(settings, site, truth)
     # supervisord restarted the broker; it caught up and is in sync again everywhere.
-    eventually(
-        lambda: in_sync_everywhere(settings),
-        "the restarted broker back in every ISR",
-        120,
-    )
+    eventually(lambda: in_sync_everywhere(settings), "the restarted broker back in every ISR", 120)
+    assert eventually(lambda: healthy(stack), "every instance healthy", 120)
+
+
+def led_by_a_plain_broker(settings: Settings) -> tuple[int, int] | None:
+    """A partition of `pageviews` and its leader, a broker that is not the active controller
+    (on a fresh cluster the three brokers lead one partition each)."""
+    controller = active_controller(settings)
+    leaders = partition_leaders(settings.kafka_bootstrap, "pageviews")
+    return next(((p, lead) for p, (lead, _) in sorted(leaders.items()) if lead not in (controller, -1)), None)
+
+
+def test_killed_active_controller_costs_latency_not_errors(cluster_stack: LocalStack) -> None:
+    """The active KRaft controller (also a broker leading partitions) dies: the two other
+    voters elect a new one (controller.quorum.fetch.timeout.ms, then a vote), which fences the
+    dead broker; only then do its partitions get new leaders. The longest failover there is
+    (~10 s at load 16 on 2 cores), still inside the collectors' 30 s wait."""
+    stack, settings = cluster_stack, cluster_stack.settings
+    site = new_site(stack, "controller-kill")
+    traffic = BothCollectors.start(stack, site, duration_s=40, seed=25)
+    time.sleep(10)
+    controller = active_controller(settings)
+    sigkill_tree(component_pid(stack, f"kafka-{controller}"))
+    eventually(lambda: active_controller(settings) != controller, "a newly elected active controller", 60)
+    summary, truth = traffic.finish()
+    assert summary.statuses == Counter({202: summary.sent}), summary.statuses
+    assert_archive_equals_truth(settings, site, truth)
+    eventually(lambda: in_sync_everywhere(settings), "the restarted broker back in every ISR", 120)
     assert eventually(lambda: healthy(stack), "every instance healthy", 120)
 
 
@@ -275,13 +279,53 @@ def test_cut_off_broker_rejoins_and_catches_up(
     eventually(lambda: in_sync_everywhere(settings), f"kafka-{leader} back in every ISR", 180)
     assert component_pid(stack, f"kafka-{leader}") == process
     # Unlike a dead broker (its connections refused at once), a cut-off leader swallows the
-    # requests in flight to it until the collector's 10 s send timeout: those events are
-    # answered 503 (never 202 unwritten), and a retry would be taken by the new leader.
-    assert set(summary.statuses) <= {202, 503, "ReadTimeout"}, summary.statuses
-    assert_no_accepted_event_lost(settings, site, truth, sent=summary.sent)
+    # requests in flight to it: the producer abandons them after 10 s and retries them on the
+    # new leader (idempotent: never written twice), inside the collectors' 30 s wait.
+    assert summary.statuses == Counter({202: summary.sent}), summary.statuses
+    assert_archive_equals_truth(settings, site, truth)
     assert eventually(lambda: healthy(stack), "every instance healthy", 120)
 
 
 def out_of_every_isr(settings: Settings, broker: int) -> bool:
     leaders = partition_leaders(settings.kafka_bootstrap, "pageviews")
     return bool(leaders) and all(broker not in isr and lead != broker for lead, isr in leaders.values())
+
+
+def every_minute_raw_and_agg(settings: Settings) -> tuple[dict, dict]:
+    """Page views per (site, minute) for every site, from the archive and from Spark's rollup."""
+    client = connect(settings)
+    raw = dict(
+        client.query(
+            "SELECT (site, toStartOfMinute(ts)) AS k, count() FROM events WHERE name = 'pageview' GROUP BY k"
+        ).result_rows
+    )
+    agg = dict(
+        client.query(
+            "SELECT (site, bucket) AS k, sum(pageviews) AS n FROM rollup_minute "
+            "WHERE dimension = '' GROUP BY k HAVING n != 0"
+        ).result_rows
+    )
+    return raw, agg
+
+
+def test_replay_and_verify_on_the_cluster_agree_with_the_archive(cluster_stack: LocalStack) -> None:
+    """`tally replay` and `tally verify` find the cluster from $TALLY_HOME alone (its stored
+    layout): the replay runs on the Spark workers, reading the three-broker log, and what it
+    rebuilds equals the raw archive for every site the module's faults touched."""
+    stack, settings = cluster_stack, cluster_stack.settings
+    site = new_site(stack, "replay")
+    summary, truth = BothCollectors.start(stack, site, duration_s=10, seed=26).finish()
+    assert summary.accepted == summary.sent, summary.statuses
+    assert_archive_equals_truth(settings, site, truth)
+    # The commands below are not told where the cluster listens: they read it from the home.
+    placed_by = {"TALLY_CLUSTER_BASE_PORT", "TALLY_CLUSTER_BROKER_HOSTS", "TALLY_CLUSTER_BROKER_NETNS"}
+    unplaced = LocalStack({k: v for k, v in stack.env.items() if k not in placed_by}, settings)
+    replayed = unplaced.tally("replay", timeout=900)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    raw, agg = every_minute_raw_and_agg(settings)
+    assert raw and agg == raw
+    assert eventually(lambda: healthy(unplaced), "the stream jobs running again after the replay", 180)
+    verified = eventually(
+        lambda: verify_clean(unplaced), "tally verify: archive whole, agg equal to raw", 300
+    )
+    assert " 0 differ" in verified, verified

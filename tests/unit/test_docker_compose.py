@@ -253,6 +253,12 @@ def test_services_replicate_topics_as_the_cluster_mode(service: str) -> None:
     assert cluster.REPLICATION_FACTOR == len(BROKERS) > cluster.MIN_INSYNC_REPLICAS
 
 
+@pytest.mark.parametrize("collector", COLLECTORS)
+def test_collectors_wait_out_a_failover_as_in_the_cluster_mode(collector: str) -> None:
+    environment = SERVICES[collector]["environment"]
+    assert float(environment["TALLY_COLLECTOR_SEND_TIMEOUT_S"]) == cluster.COLLECTOR_SEND_TIMEOUT_S
+
+
 def test_spark_executors_fit_the_workers() -> None:
     environment = SERVICES["stream-jobs"]["environment"]
     cores = [int(SERVICES[worker]["environment"]["SPARK_WORKER_CORES"]) for worker in WORKERS]
