@@ -29,6 +29,7 @@ from rich.console import Console
 
 from bench.alerts import bench_alerts
 from bench.archiver import bench_archiver
+from bench.cluster import bench_cluster
 from bench.collector import run_collector_bench
 from bench.open_loop import Sent, post_at_rate
 from bench.sections import SECTION_NAMES, SECTIONS, Section, selected
@@ -180,7 +181,8 @@ def run_bench(
     """Every section (or only `only`), each sized by `events` where it takes a size (else its
     default, bench/sections.py), with the stack's memory before and after."""
     sections = selected(only)
-    started_stack = not supervisor.supervisor_running(settings)
+    needs_stack = any(section.needs_stack for section in sections)
+    started_stack = needs_stack and not supervisor.supervisor_running(settings)
     report: dict[str, object] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -190,9 +192,11 @@ def run_bench(
     try:
         if started_stack:  # inside the try: a stack that fails to come up is stopped again too
             stack.up(settings, demo=False, progress=console.print)
-        report["rss_idle_mib"] = component_rss(settings)
+        if needs_stack:
+            report["rss_idle_mib"] = component_rss(settings)
         report.update(run_sections(sections, section_runners(settings), events, console))
-        report["rss_after_mib"] = component_rss(settings)
+        if needs_stack:
+            report["rss_after_mib"] = component_rss(settings)
     finally:
         if started_stack:
             stack.down(settings)
@@ -226,6 +230,7 @@ def section_runners(settings: Settings) -> dict[str, Callable[[int | None], dict
         "collector": lambda _size: _collector_bench(settings),
         "archiver": lambda size: _archiver_bench(settings, size),
         "stream": lambda size: _stream_bench(settings, size),
+        "cluster": lambda size: bench_cluster(settings, size),
     }
 
 
@@ -351,6 +356,17 @@ def headline(report: dict) -> list[tuple[str, str, str]]:
                 text += f", sender reached {result['sent_per_s']:,}/s"
         return text
 
+    def cluster(result: dict) -> str:
+        def one(mode: str) -> str:
+            figures = result[mode]
+            return (
+                f"{mode} {figures['accepted_per_s']:,}/s accepted, p50 {figures['p50_s']} s, "
+                f"p95 {figures['p95_s']} s, archive complete after {figures['archive_complete_after_s']} s"
+            )
+
+        offered = f" ({result['offered_events']:,} offered at {result['offered_rate']}/s)"
+        return "; ".join(one(mode) for mode in ("single", "cluster")) + offered
+
     def idle(result: dict) -> str:
         return f"{result['total']:,.0f} MiB total"
 
@@ -374,6 +390,7 @@ def headline(report: dict) -> list[tuple[str, str, str]]:
             f"≤ 5 s p95 at {LATENCY_RATE:,}/s",
         ),
         ("dashboard and API latency", figure("dashboard", dashboard), "≤ 300 ms p95 each"),
+        ("single node vs cluster", figure("cluster", cluster), "— (2 cores: correctness, not speed)"),
         ("RSS, idle", figure("rss_idle_mib", idle), "≤ 4 GiB"),
         ("RSS, after the run", figure("rss_after_mib", idle), "—"),
     ]
@@ -396,7 +413,8 @@ def markdown(report: dict) -> str:
         "The sections below hold every figure measured.",
         "",
     ]
-    for section in (*sections_run(report), "rss_idle_mib", "rss_after_mib"):
+    memory = [name for name in ("rss_idle_mib", "rss_after_mib") if name in report]
+    for section in (*sections_run(report), *memory):
         lines += [
             f"## {section}",
             "",

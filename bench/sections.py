@@ -15,6 +15,9 @@ class Section:
     # What `--events N` sets in this section, or None when the section has no event count.
     events_mean: str | None
     default_events: int | None
+    # Whether it measures the stack `tally bench` runs in $TALLY_HOME (started if need be);
+    # the cluster section starts stacks of its own instead.
+    needs_stack: bool = True
 
 
 # In run order, which matters on two cores: latencies first, on a stack with no backlog; then
@@ -26,6 +29,14 @@ SECTIONS: tuple[Section, ...] = (
     Section("collector", "collector vs bare ASGI ceiling", None, None),
     Section("archiver", "archiver throughput", "backlog events archived", 200_000),
     Section("stream", "spark sustained throughput", "backlog events read by Spark", 200_000),
+    # Last: it starts a single node and a cluster of its own, one after the other.
+    Section(
+        "cluster",
+        "single node vs cluster mode, same offered load",
+        "page views offered to each mode at 600/s",
+        12_000,
+        needs_stack=False,
+    ),
 )
 SECTION_NAMES: tuple[str, ...] = tuple(section.name for section in SECTIONS)
 

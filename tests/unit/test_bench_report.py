@@ -132,7 +132,7 @@ def test_partial_run_reports_the_other_sections_as_not_run() -> None:
     assert figures["dashboard and API latency"] == "not run"
     assert figures["RSS, idle"] == "1,500 MiB total"
     text = markdown(report)
-    not_run = "not run: alerts, dashboard, collector, archiver, stream."
+    not_run = "not run: alerts, dashboard, collector, archiver, stream, cluster."
     assert f"Partial run: latency, each section's default size; {not_run}" in text
     assert "| event to visible (agg) | p50 1.2 s" in text and "≤ 5 s p95 at 1,000/s" in text
     assert "## latency" in text and "## collector" not in text
@@ -190,6 +190,7 @@ def test_only_the_selected_section_runs_with_the_size_given() -> None:
         ("collector", None),  # wrk runs for a fixed time: it takes no size, even with --events
         ("archiver", 200_000),
         ("stream", 200_000),
+        ("cluster", 12_000),
     ]
 
 
@@ -228,3 +229,40 @@ def test_bench_typo_is_one_line_and_exit_2(home: Path, arguments: list[str], com
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(complaint) and line.endswith("see 'tally bench --help'")
+
+
+def cluster_mode_figures(accepted_per_s: float, p50_s: float, archived_after_s: float) -> dict:
+    return {
+        "accepted_per_s": accepted_per_s,
+        "p50_s": p50_s,
+        "p95_s": p50_s * 2,
+        "archive_complete_after_s": archived_after_s,
+    }
+
+
+def test_cluster_section_puts_both_modes_side_by_side_without_the_stack_memory() -> None:
+    report = partial_report(
+        "cluster",
+        {
+            "offered_rate": 600,
+            "offered_events": 12_000,
+            "single": cluster_mode_figures(85.0, 1.5, 148.0),
+            "cluster": cluster_mode_figures(57.0, 2.5, 217.0),
+        },
+    )
+    # The section starts stacks of its own: no stack of $TALLY_HOME was measured.
+    del report["rss_idle_mib"], report["rss_after_mib"]
+    figures = {measure: figure for measure, figure, _ in headline(report)}
+    assert figures["single node vs cluster"] == (
+        "single 85.0/s accepted, p50 1.5 s, p95 3.0 s, archive complete after 148.0 s; "
+        "cluster 57.0/s accepted, p50 2.5 s, p95 5.0 s, archive complete after 217.0 s "
+        "(12,000 offered at 600/s)"
+    )
+    assert figures["collector throughput"] == "not run"
+    assert figures["RSS, idle"] == "not measured"
+    text = markdown(report)
+    assert "## cluster" in text and "## rss_idle_mib" not in text
+
+
+def test_only_the_cluster_section_needs_no_stack_in_the_home() -> None:
+    assert [section.name for section in selected(None) if not section.needs_stack] == ["cluster"]
