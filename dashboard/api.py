@@ -166,10 +166,12 @@ def stats_api(
     def funnel() -> Response:
         arguments, q = asked()
         steps = parameters.funnel_steps(arguments)
-        report = queries.funnel(clients(), q, steps, source=parameters.source(arguments))
+        report = queries.funnel(clients(), q, steps, source=parameters.source(arguments), now=clock())
         meta: dict[str, object] = {"source": report.source}
         if provenance.asked(arguments):  # a funnel's answer has its meta already: the fields join it
             meta = provenance.meta(clients(), settings, q, report.source)
+        if report.days:  # agg: which days were read stored, computed now, and what was live
+            meta["funnel_days"] = report.days
         return jsonify({"steps": [step_json(row) for row in report.steps], "meta": meta})
 
     def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:

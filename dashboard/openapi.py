@@ -453,10 +453,38 @@ SCHEMAS: dict[str, JSON] = {
                 "properties": {
                     "source": {
                         "type": "string",
-                        "enum": ["raw"],
-                        "description": "the source that answered: funnels are always computed from the "
-                        "raw archive (the rollups hold no event order), also when source=agg is asked",
-                    }
+                        "enum": ["agg", "raw"],
+                        "description": "the source that answered: raw computes the funnel from the "
+                        "archive; agg sums stored per-UTC-day results, each checked against a "
+                        "fingerprint of the archive's days and computed again when it changed, and "
+                        "computes the rest of the range live (the same numbers as raw)",
+                    },
+                    "funnel_days": {
+                        "type": "object",
+                        "description": "agg only: how the answer was made",
+                        "properties": {
+                            "stored_days": {
+                                "type": "integer",
+                                "description": "whole UTC days read from the stored results",
+                            },
+                            "computed_days": {
+                                "type": "integer",
+                                "description": "whole UTC days missing or stale, computed now and stored",
+                            },
+                            "stored_from": {"type": "string", "format": "date", "nullable": True},
+                            "stored_to": {"type": "string", "format": "date", "nullable": True},
+                            "live": {
+                                "type": "array",
+                                "description": "[from, to) ranges computed from the archive at read "
+                                "time: mid-day edges, yesterday and today (still changing), or the "
+                                "whole range under a goal filter",
+                                "items": {
+                                    "type": "array",
+                                    "items": {"type": "string", "format": "date-time"},
+                                },
+                            },
+                        },
+                    },
                 },
                 "description": "with meta=true, also the Provenance fields",
             },

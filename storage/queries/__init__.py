@@ -226,13 +226,17 @@ def pageviews_per_minute(
 
 
 def funnel(
-    client: Client, q: StatsQuery, steps: Sequence[FunnelStep], source: Source = "raw"
+    client: Client,
+    q: StatsQuery,
+    steps: Sequence[FunnelStep],
+    source: Source = "raw",
+    now: datetime | None = None,
 ) -> FunnelReport:
     """Visitors and sessions reaching each step: `raw` computes it from the archive, `agg` sums
     the stored per-day results and computes only the rest live (storage/queries/funnel_days.py);
     the two agree by construction. The report names the source that answered."""
     if source == "agg":
-        return funnel_days.funnel(client, with_goal(client, q), steps)
+        return funnel_days.funnel(client, with_goal(client, q), steps, now)
     return funnels.funnel(client, with_goal(client, q), steps)
 
 

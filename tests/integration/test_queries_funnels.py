@@ -5,9 +5,7 @@ answers and on generated traffic."""
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -18,12 +16,12 @@ from clickhouse_connect.driver.client import Client
 from storage import goals as goal_store
 from storage import queries
 from storage.client import connect
-from storage.page_patterns import matches
 from storage.queries import FunnelStep, StatsQuery
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.funnel_truth import expected_funnel
 
 pytestmark = pytest.mark.integration
 
@@ -108,65 +106,6 @@ def archive(dashboard_settings: Settings) -> Client:
 
 def day_query(site: str = SITE, days: int = 1, **filters: str) -> StatsQuery:
     return StatsQuery(site, DAY, DAY + timedelta(days=days), filters=filters)
-
-
-# --- the independent computation -------------------------------------------------------------
-
-
-def sessions_of(events: Sequence[PageViewEvent], site: str) -> list[list[PageViewEvent]]:
-    """Each visitor's events (engagement excluded) in (ts, event_id) order, split at gaps
-    longer than the session gap."""
-    by_visitor: dict[str, list[PageViewEvent]] = defaultdict(list)
-    for event in events:
-        if event.site == site and event.name != "engagement":
-            by_visitor[event.visitor_id].append(event)
-    sessions = []
-    for visits in by_visitor.values():
-        visits.sort(key=lambda event: (event.ts, str(event.event_id)))
-        current = [visits[0]]
-        for before, event in itertools.pairwise(visits):
-            if event.ts - before.ts > GAP:
-                sessions.append(current)
-                current = []
-            current.append(event)
-        sessions.append(current)
-    return sessions
-
-
-def step_matches(step: FunnelStep, event: PageViewEvent) -> bool:
-    if step.kind == "page":
-        return event.name == "pageview" and matches(step.value, event.path)
-    return event.name == step.value
-
-
-def deepest_step(session: Sequence[PageViewEvent], steps: Sequence[FunnelStep]) -> int:
-    reached = 0
-    for event in session:
-        if reached < len(steps) and step_matches(steps[reached], event):
-            reached += 1
-    return reached
-
-
-def expected_funnel(
-    events: Sequence[PageViewEvent], q: StatsQuery, steps: Sequence[FunnelStep]
-) -> list[tuple[int, int]]:
-    """(visitors, sessions) per step, visitors as (UTC day of the session's start, visitor_id)."""
-    visitors: list[set[tuple[object, str]]] = [set() for _ in steps]
-    sessions = [0 for _ in steps]
-    for session in sessions_of(events, q.site):
-        start = session[0].ts
-        if not q.start <= start < q.end:
-            continue
-        if q.filters and not any(
-            event.name == "pageview"
-            and all(getattr(event, column) == value for column, value in q.filters.items())
-            for event in session
-        ):
-            continue
-        for k in range(deepest_step(session, steps)):
-            visitors[k].add((start.date(), session[0].visitor_id))
-            sessions[k] += 1
-    return [(len(visitors[k]), sessions[k]) for k in range(len(steps))]
 
 
 def answered(
