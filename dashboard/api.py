@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -170,8 +171,8 @@ def stats_api(
         meta: dict[str, object] = {"source": report.source}
         if provenance.asked(arguments):  # a funnel's answer has its meta already: the fields join it
             meta = provenance.meta(clients(), settings, q, report.source)
-        if report.days:  # agg: which days were read stored, computed now, and what was live
-            meta["funnel_days"] = report.days
+        if report.days is not None:  # agg: which days were read stored, computed now, and what was live
+            meta["funnel_days"] = asdict(report.days)
         return jsonify({"steps": [step_json(row) for row in report.steps], "meta": meta})
 
     def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:

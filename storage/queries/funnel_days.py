@@ -26,6 +26,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage.queries.contract import GOAL_FILTER, StatsQuery, validate
 from storage.queries.funnels import (
+    DaysRead,
     FunnelReport,
     FunnelStep,
     Piece,
@@ -117,13 +118,13 @@ def funnel(
     return FunnelReport(
         "agg",
         report,
-        {
-            "stored_days": len(kept),
-            "computed_days": len(missing),
-            "live": [[start.isoformat(), end.isoformat()] for start, end in live],
-            "stored_from": days[0].isoformat() if days else None,
-            "stored_to": days[-1].isoformat() if days else None,
-        },
+        DaysRead(
+            stored_days=len(kept),
+            computed_days=len(missing),
+            live=[[start.isoformat(), end.isoformat()] for start, end in live],
+            stored_from=days[0].isoformat() if days else None,
+            stored_to=days[-1].isoformat() if days else None,
+        ),
     )
 
 

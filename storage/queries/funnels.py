@@ -13,7 +13,7 @@ session's masks gives the deepest step it reaches. The steps' texts travel as pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
 
@@ -65,9 +65,19 @@ class StepResult:
 class FunnelReport:
     source: Source  # the source that answered
     steps: list[StepResult]
-    # How `agg` answered (storage/queries/funnel_days.py): whole UTC days read from the stored
-    # per-day results, days computed now and stored, and the ranges computed live; empty for raw.
-    days: dict[str, object] = field(default_factory=dict)
+    days: DaysRead | None = None  # how `agg` answered; None for raw
+
+
+@dataclass(frozen=True)
+class DaysRead:
+    """How `agg` answered (storage/queries/funnel_days.py): whole UTC days read from the stored
+    per-day results, days computed now and stored, and the ranges computed live."""
+
+    stored_days: int
+    computed_days: int
+    live: list[list[str]]  # [from, to) ISO-8601
+    stored_from: str | None  # the first and last whole day stored or computed (ISO dates)
+    stored_to: str | None
 
 
 def checked_steps(steps: Sequence[FunnelStep]) -> list[FunnelStep]:

@@ -92,9 +92,9 @@ def raw(client: Client, q: StatsQuery) -> list[tuple[int, int]]:
 def test_days_are_stored_once_then_read(store: Client) -> None:
     q = replace(THREE_DAYS, site=STORED_SITE)
     first = agg(store, q)
-    assert first.days["computed_days"] == 3 and first.days["stored_days"] == 0 and first.days["live"] == []
+    assert first.days.computed_days == 3 and first.days.stored_days == 0 and first.days.live == []
     second = agg(store, q)
-    assert second.days["computed_days"] == 0 and second.days["stored_days"] == 3
+    assert second.days.computed_days == 0 and second.days.stored_days == 3
     assert counts(first) == counts(second) == raw(store, q) == expected_funnel(traffic(STORED_SITE), q, STEPS)
     assert counts(second) == [(5, 5), (3, 3), (2, 2)]  # b reaches the sign-up after midnight
 
@@ -104,11 +104,11 @@ def test_a_late_event_recomputes_the_days_it_touches_on_both_sources(store: Clie
     before = agg(store, q)  # days 0-2 stored
     insert(store, LATE)  # lands on day 2: changes what days 1 and 2 (and 3) were computed from
     after = agg(store, q)
-    assert after.days["computed_days"] == 2 and after.days["stored_days"] == 1  # day 0 still holds
+    assert after.days.computed_days == 2 and after.days.stored_days == 1  # day 0 still holds
     events = [*traffic(LATE_SITE), *LATE]
     assert counts(after) == raw(store, q) == expected_funnel(events, q, STEPS)
     assert counts(before)[1] == (3, 3) and counts(after)[1] == (4, 4)  # d now reaches the sign-up
-    assert agg(store, q).days["computed_days"] == 0  # stored again, under the new fingerprint
+    assert agg(store, q).days.computed_days == 0  # stored again, under the new fingerprint
 
 
 @pytest.mark.parametrize(
@@ -123,14 +123,14 @@ def test_a_late_event_recomputes_the_days_it_touches_on_both_sources(store: Clie
 def test_edges_are_computed_live_and_add_up_with_the_stored_days(store: Client, q: StatsQuery) -> None:
     report = agg(store, q)
     assert counts(report) == raw(store, q) == expected_funnel(EVENTS, q, STEPS)
-    assert report.days["live"] and all(start < end for start, end in report.days["live"])
+    assert report.days.live and all(start < end for start, end in report.days.live)
 
 
 def test_yesterday_and_today_are_computed_live_not_stored(store: Client) -> None:
     q = StatsQuery(SITE, at(-1, 0), at(4, 0))
     report = agg(store, q, now=at(2, 10))  # today is day 2: days 1 and 2 are still changing
-    assert (report.days["stored_from"], report.days["stored_to"]) == ("2026-11-02", "2026-11-03")
-    assert report.days["live"] == [[at(1, 0).isoformat(), at(4, 0).isoformat()]]
+    assert (report.days.stored_from, report.days.stored_to) == ("2026-11-02", "2026-11-03")
+    assert report.days.live == [[at(1, 0).isoformat(), at(4, 0).isoformat()]]
     assert counts(report) == raw(store, q)
 
 
@@ -138,7 +138,7 @@ def test_a_filtered_funnel_keeps_days_of_its_own(store: Client) -> None:
     filtered = StatsQuery(SITE, DAY, DAY + timedelta(days=3), filters={"path": "/thanks"})
     agg(store, THREE_DAYS)
     report = agg(store, filtered)
-    assert report.days["stored_days"] == 0 and report.days["computed_days"] == 3  # not the unfiltered days
+    assert report.days.stored_days == 0 and report.days.computed_days == 3  # not the unfiltered days
     assert counts(report) == raw(store, filtered) == [(2, 2), (2, 2), (2, 2)]
 
 
@@ -149,6 +149,6 @@ def test_a_goal_filter_is_computed_live(store: Client) -> None:
         goal_store.add_goal(store, goal_store.make_goal(SITE, page_pattern="/thanks"))
     q = StatsQuery(SITE, DAY, DAY + timedelta(days=3), filters={"goal": "Visit /thanks"})
     report = agg(store, q)
-    assert report.days["stored_days"] == report.days["computed_days"] == 0
-    assert report.days["live"] == [[DAY.isoformat(), (DAY + timedelta(days=3)).isoformat()]]
+    assert report.days.stored_days == report.days.computed_days == 0
+    assert report.days.live == [[DAY.isoformat(), (DAY + timedelta(days=3)).isoformat()]]
     assert counts(report) == raw(store, q)

@@ -179,7 +179,7 @@ def test_agg_answers_funnels_from_the_stored_days(archive: Client) -> None:
     assert report.source == "agg"
     assert [(r.visitors, r.sessions) for r in report.steps] == [(9, 9), (5, 5), (2, 2)]
     again = queries.funnel(archive, day_query(), CHECKOUT, source="agg")
-    assert again.days["stored_days"] == 1 and again.days["computed_days"] == 0
+    assert again.days.stored_days == 1 and again.days.computed_days == 0
     assert again.steps == report.steps
 
 
