@@ -150,9 +150,14 @@ PARAMETERS: dict[str, JSON] = {
         'in order, each {"page": PATTERN} (a page path; * stands for any run of characters) or '
         '{"event": NAME} (a custom event). Evaluated within sessions of page views and custom events; '
         "a session counts in the range it starts in; filters keep the sessions with a page view "
-        "matching them.",
+        "matching them. Required unless `funnel` names a saved funnel.",
         {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": parameters.STEPS_EXAMPLE},
-        required=True,
+    ),
+    "funnel": _parameter(
+        "funnel",
+        "A saved funnel's name (`tally funnels add SITE NAME STEP...`) instead of `steps`: its "
+        "closed days are computed in the background, so its first request is fast too.",
+        {"type": "string", "maxLength": 120},
     ),
 }
 
@@ -583,7 +588,7 @@ def openapi_document() -> JSON:
             ),
             "/api/v1/stats/funnel": _operation(
                 "Visitors and sessions reaching each step of a funnel, with drop-off and conversion",
-                [*RANGE, "steps"],
+                [*RANGE, "steps", "funnel"],
                 _ok(_schema("Funnel"), "one row per step, in order"),
             ),
             "/api/v1/stats/realtime": _operation(
