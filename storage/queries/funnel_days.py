@@ -2,12 +2,13 @@
 
 Sessions count on the UTC day they start and a visitor is a (UTC day, visitor_id), so a funnel's
 sessions and visitors per step add up over whole UTC days. A range is read as:
-- its whole UTC days up to the day before yesterday: from `funnel_days`, one row per (site,
-  funnel definition, day), each with a fingerprint of the archive it was computed from — the
-  `archive_days` (count and checksum of event ids) of the day before, the day and the day after,
-  since a session starting on a day is split from the day before and may run past midnight;
-- the rest (a mid-day start or end, a site's local midnight, yesterday and today, which are still
-  changing) computed live from the archive.
+- its whole UTC days up to yesterday: from `funnel_days`, one row per (site, funnel definition,
+  day), each with a fingerprint of the archive it was computed from — the `archive_days` (count
+  and checksum of event ids) of the day before, the day and the day after, since a session
+  starting on a day is split from the day before and may run past midnight (for yesterday, of
+  today only the events that can join its sessions);
+- the rest (a mid-day start or end, a site's local midnight, today, whose events still come)
+  computed live from the archive.
 A stored day whose fingerprint no longer matches the archive (late or imported events) or that is
 missing is computed again. The live ranges and the days to compute go to the engine in ONE query
 (storage.queries.funnels.counts_by_day: sessionised once, counted per day); the computed days are
@@ -37,14 +38,28 @@ from storage.queries.funnels import (
     step_results,
     total,
 )
-from storage.tables import ARCHIVE_DAYS, FUNNEL_DAYS
+from storage.tables import ARCHIVE_DAYS, EVENTS, FUNNEL_DAYS
 
 # Part of every funnel's fingerprint: raise it when the funnel's definition (funnels.py's SQL)
 # changes meaning, and every stored day is computed again instead of served.
 FUNNEL_DEFINITION_VERSION = 1
-# Days from today (UTC) whose results are never stored: today's events change today and
-# yesterday (a session of yesterday runs past midnight), so their fingerprints would not hold.
-OPEN_DAYS = 2
+# Days from today (UTC) whose results are never stored: today's, whose events still come.
+# Yesterday is stored, its fingerprint taking of today only the events that can join one of its
+# sessions: those of the visitors with an event in yesterday's last session gap (a session runs
+# past midnight only if its last event before midnight is at most the gap before it).
+OPEN_DAYS = 1
+# Today's events of the visitors active in yesterday's last session gap: count and checksum.
+_CARRIED_OVER = f"""
+SELECT count(), sum(cityHash64(event_id)) FROM {EVENTS}
+WHERE site = {{site:String}} AND name != 'engagement'
+  AND ts >= {{today:DateTime64(3, 'UTC')}} AND ts < {{today:DateTime64(3, 'UTC')}} + INTERVAL 1 DAY
+  AND visitor_key IN (
+      SELECT visitor_key FROM {EVENTS}
+      WHERE site = {{site:String}} AND name != 'engagement'
+        AND ts >= {{today:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{gap_ms:UInt64}})
+        AND ts < {{today:DateTime64(3, 'UTC')}}
+  )
+"""
 DAY = timedelta(days=1)
 FUNNEL_DAY_COLUMNS = ["site", "funnel", "day", "archive", "sessions", "visitors"]
 
@@ -102,7 +117,7 @@ def funnel(
     today = (now or datetime.now(UTC)).astimezone(UTC).date()
     days = stored_days(q, today)
     funnel_id = fingerprint(q, steps)
-    archive = _archive_fingerprints(client, q.site, days)  # read before computing: a day changed
+    archive = _archive_fingerprints(q, client, days, today)  # read before computing: a day changed
     # meanwhile is stored under the older fingerprint, so computed again next time, never stale
     stored = _stored(client, q.site, funnel_id, days)
     missing = [day for day in days if stored.get(day, (None, None))[0] != archive[day]]
@@ -147,16 +162,25 @@ def _columns(counts: Sequence[tuple[int, int]]) -> list[list[int]]:
     return [[sessions for sessions, _ in counts], [visitors for _, visitors in counts]]
 
 
-def _archive_fingerprints(client: Client, site: str, days: Sequence[date]) -> dict[date, int]:
-    """Per day, a UInt64 of archive_days' (events, checksum) of the day before, it and the day after."""
+def _archive_fingerprints(
+    q: StatsQuery, client: Client, days: Sequence[date], today: date
+) -> dict[date, int]:
+    """Per day, a UInt64 of archive_days' (events, checksum) of the day before, it and the day
+    after; for yesterday, of today only the events that can join its sessions (_CARRIED_OVER)."""
     if not days:
         return {}
     rows = client.query(
         f"SELECT day, sum(events), sum(checksum) FROM {ARCHIVE_DAYS} "
         "WHERE site = {site:String} AND day >= {first:Date} AND day <= {last:Date} GROUP BY day",
-        parameters={"site": site, "first": days[0] - DAY, "last": days[-1] + DAY},
+        parameters={"site": q.site, "first": days[0] - DAY, "last": days[-1] + DAY},
     ).result_rows
     archived = {day: (int(events), int(checksum)) for day, events, checksum in rows}
+    if days[-1] == today - DAY:
+        ((events, checksum),) = client.query(
+            _CARRIED_OVER,
+            parameters={"site": q.site, "today": _midnight(today), "gap_ms": q.session_gap_s * 1000},
+        ).result_rows
+        archived[today] = (int(events), int(checksum))
     return {day: _hash([archived.get(day + offset * DAY, (0, 0)) for offset in (-1, 0, 1)]) for day in days}
 
 

@@ -1,8 +1,8 @@
 """Funnels from stored per-day results (source=agg, storage/queries/funnel_days.py) on the real
 ClickHouse engine: the same numbers as raw and as the Python computation, also after a late
-event lands in a day already stored (computed again, never served stale), with the open days
-(yesterday, today) and a goal filter computed live, and a definition's days never served to
-another."""
+event lands in a day already stored (computed again, never served stale), with today and a goal
+filter computed live, yesterday computed again only when today continues one of its sessions,
+and a definition's days never served to another."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 SITE = "funnel-days.example.com"
 # Sites with the same traffic for the tests that count what was stored: theirs alone.
 STORED_SITE, LATE_SITE = "funnel-days-stored.example.com", "funnel-days-late.example.com"
+YESTERDAY_SITE = "funnel-days-yesterday.example.com"
 DAY = datetime(2026, 11, 3, tzinfo=UTC)
 STEPS = [FunnelStep("page", "/product/*"), FunnelStep("event", "Signup"), FunnelStep("page", "/thanks")]
 THREE_DAYS = StatsQuery(SITE, DAY, DAY + timedelta(days=3))
@@ -68,7 +69,7 @@ LATE = visit(LATE_SITE, "d", at(1, 23.9) + timedelta(minutes=20), "Signup")
 @pytest.fixture(scope="module")
 def store(dashboard_settings: Settings) -> Client:
     client = connect(dashboard_settings)
-    insert(client, [*EVENTS, *traffic(STORED_SITE), *traffic(LATE_SITE)])
+    insert(client, [*EVENTS, *traffic(STORED_SITE), *traffic(LATE_SITE), *traffic(YESTERDAY_SITE)])
     return client
 
 
@@ -126,12 +127,29 @@ def test_edges_are_computed_live_and_add_up_with_the_stored_days(store: Client, 
     assert report.days.live and all(start < end for start, end in report.days.live)
 
 
-def test_yesterday_and_today_are_computed_live_not_stored(store: Client) -> None:
+def test_today_is_computed_live_and_yesterday_stored(store: Client) -> None:
     q = StatsQuery(SITE, at(-1, 0), at(4, 0))
-    report = agg(store, q, now=at(2, 10))  # today is day 2: days 1 and 2 are still changing
-    assert (report.days.stored_from, report.days.stored_to) == ("2026-11-02", "2026-11-03")
-    assert report.days.live == [[at(1, 0).isoformat(), at(4, 0).isoformat()]]
+    report = agg(store, q, now=at(2, 10))  # today is day 2: its events still come
+    assert report.days is not None
+    assert (report.days.stored_from, report.days.stored_to) == ("2026-11-02", "2026-11-04")
+    assert report.days.live == [[at(2, 0).isoformat(), at(4, 0).isoformat()]]
     assert counts(report) == raw(store, q)
+
+
+def test_yesterday_is_computed_again_only_when_today_continues_one_of_its_sessions(store: Client) -> None:
+    q, today = StatsQuery(YESTERDAY_SITE, DAY, at(2, 0)), at(2, 10)
+    first = agg(store, q, now=today)
+    assert first.days is not None and first.days.computed_days == 2
+    insert(store, [page_view(YESTERDAY_SITE, "z", at(2, 9), "/product/1")])  # a visitor of today only
+    unrelated = agg(store, q, now=today)
+    assert unrelated.days is not None and (unrelated.days.stored_days, unrelated.days.computed_days) == (2, 0)
+    carried_over = visit(YESTERDAY_SITE, "d", at(1, 23.9) + timedelta(minutes=20), "Signup")
+    insert(store, carried_over)  # after midnight, d's session of yesterday reaches the sign-up
+    after = agg(store, q, now=today)
+    assert after.days is not None and (after.days.stored_days, after.days.computed_days) == (1, 1)
+    events = [*traffic(YESTERDAY_SITE), *carried_over]
+    assert counts(after) == raw(store, q) == expected_funnel(events, q, STEPS)
+    assert counts(first)[1] == (2, 2) and counts(after)[1] == (3, 3)
 
 
 def test_a_filtered_funnel_keeps_days_of_its_own(store: Client) -> None:
