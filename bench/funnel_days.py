@@ -1,7 +1,7 @@
 """The funnel at the query layer over the dashboard benchmark's archive (bench/dashboard.py's
 synthetic site, made if missing): raw, agg cold (the site's stored days deleted before each
 request: a definition's first request) and agg warm (its days stored), for the `30d` preset
-(ending now: yesterday and today live) and for 28 closed days, unfiltered and filtered. Wall
+(ending now: today live) and for 28 closed days, unfiltered and filtered. Wall
 time per request, and with --engine-pid the engine's CPU per request (utime + stime of the
 ClickHouse endpoint's process from /proc), which a shared machine's load disturbs less.
 
@@ -79,7 +79,7 @@ def run(settings: Settings, events: int, rounds: int, pid: int | None) -> dict:
     today = datetime.combine(now.date(), clock_time(), UTC)
     shown = period("30d", now)
     ranges = {
-        "30d preset (28 days stored, yesterday and today live)": StatsQuery(site, shown.start, shown.end),
+        "30d preset (29 days stored, today live)": StatsQuery(site, shown.start, shown.end),
         "28 closed days (all stored)": StatsQuery(site, today - 29 * DAY, today - DAY),
     }
     results: dict[str, dict] = {}
