@@ -481,7 +481,7 @@ SCHEMAS: dict[str, JSON] = {
                             "live": {
                                 "type": "array",
                                 "description": "[from, to) ranges computed from the archive at read "
-                                "time: mid-day edges, yesterday and today (still changing), or the "
+                                "time: mid-day edges, today (still changing), or the "
                                 "whole range under a goal filter",
                                 "items": {
                                     "type": "array",
