@@ -90,7 +90,7 @@ def stored_days(q: StatsQuery, today: date) -> list[date]:
     """The range's whole UTC days before the open ones (none under a goal filter)."""
     if GOAL_FILTER in q.filters:
         return []
-    first = _midnight(q.start.date())
+    first = _midnight(q.start.astimezone(UTC).date())  # UTC days, whatever zone the instant carries
     if first < q.start:  # a range starting mid-day: its first day is live
         first += DAY
     days = []
