@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -22,8 +23,9 @@ from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_rules, queries
-from storage.queries import EventRow, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
+from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
+from storage.saved_funnels import InvalidFunnel, find_funnel
 from storage.sites import InvalidDomain, normalise, site_timezone
 from tally.settings import Settings
 
@@ -165,12 +167,26 @@ def stats_api(
     @api.get("/stats/funnel")
     def funnel() -> Response:
         arguments, q = asked()
-        steps = parameters.funnel_steps(arguments)
-        report = queries.funnel(clients(), q, steps, source=parameters.source(arguments))
+        steps = saved_funnel_steps(q.site, arguments) or parameters.funnel_steps(arguments)
+        report = queries.funnel(clients(), q, steps, source=parameters.source(arguments), now=clock())
         meta: dict[str, object] = {"source": report.source}
         if provenance.asked(arguments):  # a funnel's answer has its meta already: the fields join it
             meta = provenance.meta(clients(), settings, q, report.source)
+        if report.days is not None:  # agg: which days were read stored, computed now, and what was live
+            meta["funnel_days"] = asdict(report.days)
         return jsonify({"steps": [step_json(row) for row in report.steps], "meta": meta})
+
+    def saved_funnel_steps(site: str, arguments: Arguments) -> list[FunnelStep]:
+        """The steps of the saved funnel `funnel` names (none without one); 400 naming it."""
+        name = arguments.get("funnel")
+        if name is None:
+            return []
+        if arguments.get("steps") is not None:
+            raise BadParameter("funnel", "give a saved funnel's name or steps, not both")
+        try:
+            return find_funnel(clients(), site, name).steps
+        except InvalidFunnel as error:
+            raise BadParameter("funnel", str(error)) from None
 
     def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:
         if by == parameters.EVENT_NAME_BREAKDOWN:

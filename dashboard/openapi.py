@@ -150,9 +150,14 @@ PARAMETERS: dict[str, JSON] = {
         'in order, each {"page": PATTERN} (a page path; * stands for any run of characters) or '
         '{"event": NAME} (a custom event). Evaluated within sessions of page views and custom events; '
         "a session counts in the range it starts in; filters keep the sessions with a page view "
-        "matching them.",
+        "matching them. Required unless `funnel` names a saved funnel.",
         {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": parameters.STEPS_EXAMPLE},
-        required=True,
+    ),
+    "funnel": _parameter(
+        "funnel",
+        "A saved funnel's name (`tally funnels add SITE NAME STEP...`) instead of `steps`: its "
+        "closed days are computed in the background, so its first request is fast too.",
+        {"type": "string", "maxLength": 120},
     ),
 }
 
@@ -453,10 +458,38 @@ SCHEMAS: dict[str, JSON] = {
                 "properties": {
                     "source": {
                         "type": "string",
-                        "enum": ["raw"],
-                        "description": "the source that answered: funnels are always computed from the "
-                        "raw archive (the rollups hold no event order), also when source=agg is asked",
-                    }
+                        "enum": ["agg", "raw"],
+                        "description": "the source that answered: raw computes the funnel from the "
+                        "archive; agg sums stored per-UTC-day results, each checked against a "
+                        "fingerprint of the archive's days and computed again when it changed, and "
+                        "computes the rest of the range live (the same numbers as raw)",
+                    },
+                    "funnel_days": {
+                        "type": "object",
+                        "description": "agg only: how the answer was made",
+                        "properties": {
+                            "stored_days": {
+                                "type": "integer",
+                                "description": "whole UTC days read from the stored results",
+                            },
+                            "computed_days": {
+                                "type": "integer",
+                                "description": "whole UTC days missing or stale, computed now and stored",
+                            },
+                            "stored_from": {"type": "string", "format": "date", "nullable": True},
+                            "stored_to": {"type": "string", "format": "date", "nullable": True},
+                            "live": {
+                                "type": "array",
+                                "description": "[from, to) ranges computed from the archive at read "
+                                "time: mid-day edges, today (still changing), or the "
+                                "whole range under a goal filter",
+                                "items": {
+                                    "type": "array",
+                                    "items": {"type": "string", "format": "date-time"},
+                                },
+                            },
+                        },
+                    },
                 },
                 "description": "with meta=true, also the Provenance fields",
             },
@@ -555,7 +588,7 @@ def openapi_document() -> JSON:
             ),
             "/api/v1/stats/funnel": _operation(
                 "Visitors and sessions reaching each step of a funnel, with drop-off and conversion",
-                [*RANGE, "steps"],
+                [*RANGE, "steps", "funnel"],
                 _ok(_schema("Funnel"), "one row per step, in order"),
             ),
             "/api/v1/stats/realtime": _operation(

@@ -632,6 +632,48 @@ def segments_remove(site: str, name: str) -> None:
     click.echo(f"removed segment {removed.name!r} from {removed.site}")
 
 
+@main.group()
+def funnels() -> None:
+    """Saved funnels: named step lists per site, computed in the background so they open fast."""
+
+
+@funnels.command("add")
+@click.argument("site")
+@click.argument("name")
+@click.argument("steps", nargs=-1, required=True, metavar="STEP...")
+def funnels_add(site: str, name: str, steps: tuple[str, ...]) -> None:
+    """Save STEP... (2 to 8: a path such as /product/*, or a custom event's name) as funnel NAME of SITE."""
+    from storage import saved_funnels
+    from storage.client import connect
+
+    parsed = [saved_funnels.parse_step(step) for step in steps]
+    added = saved_funnels.add_funnel(connect(current_settings()), site, name, parsed)
+    click.echo(f"added funnel {added.name!r} to {added.site} ({len(added.steps)} steps)")
+
+
+@funnels.command("list")
+@click.argument("site")
+def funnels_list(site: str) -> None:
+    """SITE's funnels: name, then the steps."""
+    from storage import saved_funnels
+    from storage.client import connect
+
+    for funnel in saved_funnels.list_funnels(connect(current_settings()), site):
+        click.echo("\t".join([funnel.name, *(step.value for step in funnel.steps)]))
+
+
+@funnels.command("remove")
+@click.argument("site")
+@click.argument("name")
+def funnels_remove(site: str, name: str) -> None:
+    """Remove funnel NAME of SITE (its stored days stay until another funnel's steps match them)."""
+    from storage import saved_funnels
+    from storage.client import connect
+
+    removed = saved_funnels.remove_funnel(connect(current_settings()), site, name)
+    click.echo(f"removed funnel {removed.name!r} from {removed.site}")
+
+
 class ShareGroup(TallyGroup):
     """`tally share SITE` creates; `list` and `revoke` are subcommands (a site is never named so:
     it has a dot)."""

@@ -124,6 +124,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
     from storage.goals import InvalidGoal
     from storage.imports import InvalidImport
     from storage.report_subscriptions import InvalidSubscription
+    from storage.saved_funnels import InvalidFunnel
     from storage.segments import InvalidSegment
     from storage.sites import InvalidDomain
     from storage.users import AccountError
@@ -138,6 +139,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
         InvalidImport,
         InvalidSubscription,
         InvalidSegment,
+        InvalidFunnel,
         ReportsNotConfigured,
         StackError,
     ]

@@ -37,6 +37,12 @@ GOAL_PROPS_MINUTE = "goal_props_minute"
 # goal_events_minute at day resolution, per path and every path together (migration 0026).
 GOAL_EVENTS_DAY = "goal_events_day"
 GOAL_VISITORS_DAY = "goal_visitors_day"
+# Funnels per UTC day (migration 0046): archive_days fingerprints each (site, day) of the
+# archive (a materialized view on `events`); funnel_days keeps a funnel's result per day and
+# the fingerprint it was computed from (storage/queries/funnel_days.py). Derived from the
+# archive, not the log: a replay leaves them as they are.
+ARCHIVE_DAYS = "archive_days"
+FUNNEL_DAYS = "funnel_days"
 # Alerts (migration 0032): the rules, the alerts query's own counts, the alerts fired. Not
 # derived tables: a replay neither rebuilds nor fires alerts (stream_jobs/alerts.py).
 ALERT_RULES = "alert_rules"

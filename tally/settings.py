@@ -149,6 +149,8 @@ class Settings(BaseSettings):
     smtp_from: str = "tally@localhost"
     smtp_starttls: bool = True
     reports_interval_s: float = 300.0  # how often the dashboard's sender looks for due reports
+    # How often the dashboard's process computes saved funnels' closed days (storage/saved_funnels.py).
+    funnel_precompute_interval_s: float = 300.0
 
     # The CLI prints a traceback instead of its one-line error (for bug reports).
     debug: bool = False

@@ -17,7 +17,7 @@ from clickhouse_connect.driver.client import Client
 from storage.calendar import INTERVALS, InvalidTimezone, zone
 from storage.channels import CHANNEL
 from storage.goals import InvalidGoal, find_goal, list_goals
-from storage.queries import agg, channels, funnels, raw
+from storage.queries import agg, channels, funnel_days, funnels, raw
 from storage.queries.contract import (
     DIMENSIONS,
     ENGAGED_BOUNCE_MS,
@@ -226,11 +226,17 @@ def pageviews_per_minute(
 
 
 def funnel(
-    client: Client, q: StatsQuery, steps: Sequence[FunnelStep], source: Source = "raw"
+    client: Client,
+    q: StatsQuery,
+    steps: Sequence[FunnelStep],
+    source: Source = "raw",
+    now: datetime | None = None,
 ) -> FunnelReport:
-    """Visitors and sessions reaching each step. Both sources read the archive: the rollups
-    hold no event order (contract.py); the report names the source that answered."""
-    del source  # accepted like every report's, answered from the archive whatever it is
+    """Visitors and sessions reaching each step: `raw` computes it from the archive, `agg` sums
+    the stored per-day results and computes only the rest live (storage/queries/funnel_days.py);
+    the two agree by construction. The report names the source that answered."""
+    if source == "agg":
+        return funnel_days.funnel(client, with_goal(client, q), steps, now)
     return funnels.funnel(client, with_goal(client, q), steps)
 
 

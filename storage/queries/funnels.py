@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Literal
 
 from clickhouse_connect.driver.client import Client
@@ -62,8 +63,21 @@ class StepResult:
 
 @dataclass(frozen=True)
 class FunnelReport:
-    source: Source  # the source that answered: always "raw" (the archive), whatever was asked
+    source: Source  # the source that answered
     steps: list[StepResult]
+    days: DaysRead | None = None  # how `agg` answered; None for raw
+
+
+@dataclass(frozen=True)
+class DaysRead:
+    """How `agg` answered (storage/queries/funnel_days.py): whole UTC days read from the stored
+    per-day results, days computed now and stored, and the ranges computed live."""
+
+    stored_days: int
+    computed_days: int
+    live: list[list[str]]  # [from, to) ISO-8601
+    stored_from: str | None  # the first and last whole day stored or computed (ISO dates)
+    stored_to: str | None
 
 
 def checked_steps(steps: Sequence[FunnelStep]) -> list[FunnelStep]:
@@ -96,11 +110,13 @@ def _checked(index: int, step: FunnelStep) -> FunnelStep:
 # Per visitor: events sorted by (ts, event_id) as (ts, event_id, step mask, passes filters),
 # event_id as UUIDToNum's 16 bytes in the order of its text (a UUID's own order in ClickHouse is
 # not its text's; toString's 36 bytes per event cost ~15 % of the query's CPU at 10M events),
-# split where the gap to the previous event exceeds the session gap; as raw.py's sessions,
-# the day before the range and the day after it are read, since a session may start before
-# midnight and a visitor id lives one UTC day.
+# split where the gap to the previous event exceeds the session gap. Sessions are counted when
+# they start in one of the query's pieces (half-open UTC ranges); as raw.py's sessions, each
+# piece reads the day before it and the day after it, since a session may start before midnight
+# and a visitor id lives one UTC day. Rows per (UTC day a session starts, step): a visitor is a
+# (day, id), so the days' visitors add up (storage/queries/funnel_days.py stores them per day).
 _FUNNEL = """
-SELECT step, count() AS sessions, uniqExact(cityHash64(visitor_key, toDate(start))) AS visitors
+SELECT toDate(start) AS day, step, count() AS sessions, uniqExact(visitor_key) AS visitors
 FROM
 (
     SELECT
@@ -124,21 +140,40 @@ FROM
         (
             SELECT visitor_key, ts, event_id, {mask} AS mask, {passes} AS passes
             FROM {table}
-            WHERE site = {{site:String}} AND name != 'engagement'
-              AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
-              AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+            WHERE site = {{site:String}} AND name != 'engagement' AND ({read}){visitors}
         )
         GROUP BY visitor_key
         -- a visitor with no event matching step 1, or no page view passing the filters, has
         -- no session to count: their events are not sorted and split at all
         HAVING max(bitTest(mask, 0)) AND max(passes)
     )
-    WHERE start >= {{start:DateTime64(3, 'UTC')}} AND start < {{end:DateTime64(3, 'UTC')}}
-      AND arrayExists(event -> event.4, session)
+    WHERE ({counted}) AND arrayExists(event -> event.4, session)
 )
 ARRAY JOIN range(1, reached + 1) AS step
-GROUP BY step
+GROUP BY day, step
 """
+
+_READ_PIECE = (
+    "ts >= toStartOfDay({{piece_{i}_start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY AND "
+    "ts < toStartOfDay({{piece_{i}_end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY"
+)
+_COUNTED_PIECE = (
+    "start >= {{piece_{i}_start:DateTime64(3, 'UTC')}} AND start < {{piece_{i}_end:DateTime64(3, 'UTC')}}"
+)
+
+# Only the visitors with an event in a piece can have a session starting there: when the pieces
+# are short against the days read around them (today, a mid-day edge), the other visitors'
+# events are dropped before they are grouped and sorted (exact: a session's first event is at
+# its start).
+_VISITORS_IN_PIECES = (
+    "\n              AND visitor_key IN (SELECT visitor_key FROM {table} WHERE site = {{site:String}} "
+    "AND name != 'engagement' AND ({pieces}))"
+)
+_PIECE_EVENTS = (
+    "ts >= {{piece_{i}_start:DateTime64(3, 'UTC')}} AND ts < {{piece_{i}_end:DateTime64(3, 'UTC')}}"
+)
+
+Piece = tuple[datetime, datetime]  # a half-open UTC range in which sessions start
 
 
 def _step_sql(index: int, step: FunnelStep) -> str:
@@ -153,7 +188,7 @@ def _mask_sql(steps: Sequence[FunnelStep]) -> str:
     return "toUInt16(" + " + ".join(f"{_step_sql(i, step)} * {1 << i}" for i, step in enumerate(steps)) + ")"
 
 
-def _passes_sql(q: StatsQuery) -> str:
+def passes_sql(q: StatsQuery) -> str:
     """Whether an event is a page view matching every filter: a session is considered when
     one of its page views is (columns from EVENT_DIMENSIONS only, values parameters)."""
     if not q.filtered:
@@ -161,27 +196,75 @@ def _passes_sql(q: StatsQuery) -> str:
     return "(name = 'pageview'" + q.filter_sql() + ")"
 
 
-def funnel_sql(q: StatsQuery, steps: Sequence[FunnelStep]) -> str:
-    """(step, sessions, visitors) for every step some session reaches."""
-    return _FUNNEL.format(steps=len(steps), mask=_mask_sql(steps), passes=_passes_sql(q), table=EVENTS)
+def funnel_sql(
+    q: StatsQuery, steps: Sequence[FunnelStep], pieces: int = 1, only_their_visitors: bool = False
+) -> str:
+    """(day, step, sessions, visitors) for every step some session reaches, sessions starting
+    in any of `pieces` ranges (parameters piece_I_start / piece_I_end, funnel_parameters);
+    `only_their_visitors`: group only the visitors with an event in a piece (the same answer)."""
+    visitors = ""
+    if only_their_visitors:
+        in_pieces = " OR ".join(f"({_PIECE_EVENTS.format(i=i)})" for i in range(pieces))
+        visitors = _VISITORS_IN_PIECES.format(table=EVENTS, pieces=in_pieces)
+    return _FUNNEL.format(
+        visitors=visitors,
+        steps=len(steps),
+        mask=_mask_sql(steps),
+        passes=passes_sql(q),
+        table=EVENTS,
+        read=" OR ".join(f"({_READ_PIECE.format(i=i)})" for i in range(pieces)),
+        counted=" OR ".join(f"({_COUNTED_PIECE.format(i=i)})" for i in range(pieces)),
+    )
 
 
-def funnel_parameters(q: StatsQuery, steps: Sequence[FunnelStep]) -> dict[str, object]:
+def funnel_parameters(
+    q: StatsQuery, steps: Sequence[FunnelStep], pieces: Sequence[Piece] | None = None
+) -> dict[str, object]:
     parameters = q.parameters()
     for index, step in enumerate(steps):
         parameters[f"step_{index}"] = pattern_regex(step.value) if step.kind == "page" else step.value
+    for index, (start, end) in enumerate(pieces if pieces is not None else [(q.start, q.end)]):
+        parameters[f"piece_{index}_start"], parameters[f"piece_{index}_end"] = start, end
     return parameters
 
 
+DayCounts = dict[date, list[tuple[int, int]]]  # per UTC day, per step its (sessions, visitors)
+
+
+def counts_by_day(
+    client: Client, q: StatsQuery, steps: Sequence[FunnelStep], pieces: Sequence[Piece]
+) -> DayCounts:
+    """Per UTC day a session starts on, (sessions, visitors) per step, for the sessions that
+    start in `pieces` (one query; days where no session reaches step 1 are absent)."""
+    if not pieces:
+        return {}
+    sql = funnel_sql(q, steps, len(pieces), only_their_visitors=_short(pieces))
+    rows = client.query(sql, parameters=funnel_parameters(q, steps, pieces)).result_rows
+    counts: DayCounts = {}
+    for day, step, sessions, visitors in rows:
+        counts.setdefault(day, [(0, 0)] * len(steps))[int(step) - 1] = (int(sessions), int(visitors))
+    return counts
+
+
+def _short(pieces: Sequence[Piece]) -> bool:
+    """Whether the pieces cover under half the time read for them (a day before and after
+    each): then selecting their visitors first costs less than it saves."""
+    covered = sum((end - start for start, end in pieces), timedelta())
+    return covered * 2 < timedelta(days=len(pieces) * 2) + covered
+
+
+def total(counts: Sequence[Sequence[tuple[int, int]]], steps: int) -> list[tuple[int, int]]:
+    """Per step, (sessions, visitors) summed over days: a visitor is a (day, id), days never share one."""
+    return [(sum(day[k][0] for day in counts), sum(day[k][1] for day in counts)) for k in range(steps)]
+
+
 def funnel(client: Client, q: StatsQuery, steps: Sequence[FunnelStep]) -> FunnelReport:
-    """Visitors and sessions reaching each step of the funnel, with drop-off and conversion."""
-    validate(q)  # filters name EVENT_DIMENSIONS only: _passes_sql splices their columns
+    """Visitors and sessions reaching each step of the funnel, with drop-off and conversion,
+    computed from the archive in one query."""
+    validate(q)  # filters name EVENT_DIMENSIONS only: passes_sql splices their columns
     steps = checked_steps(steps)
-    rows = client.query(funnel_sql(q, steps), parameters=funnel_parameters(q, steps)).result_rows
-    reached = {int(step): (int(sessions), int(visitors)) for step, sessions, visitors in rows}
-    return FunnelReport(
-        "raw", step_results(steps, [reached.get(k, (0, 0)) for k in range(1, len(steps) + 1)])
-    )
+    counts = counts_by_day(client, q, steps, [(q.start, q.end)])
+    return FunnelReport("raw", step_results(steps, total(list(counts.values()), len(steps))))
 
 
 def step_results(steps: Sequence[FunnelStep], counts: Sequence[tuple[int, int]]) -> list[StepResult]:

@@ -5,9 +5,7 @@ answers and on generated traffic."""
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -18,12 +16,12 @@ from clickhouse_connect.driver.client import Client
 from storage import goals as goal_store
 from storage import queries
 from storage.client import connect
-from storage.page_patterns import matches
 from storage.queries import FunnelStep, StatsQuery
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.funnel_truth import expected_funnel
 
 pytestmark = pytest.mark.integration
 
@@ -110,67 +108,10 @@ def day_query(site: str = SITE, days: int = 1, **filters: str) -> StatsQuery:
     return StatsQuery(site, DAY, DAY + timedelta(days=days), filters=filters)
 
 
-# --- the independent computation -------------------------------------------------------------
-
-
-def sessions_of(events: Sequence[PageViewEvent], site: str) -> list[list[PageViewEvent]]:
-    """Each visitor's events (engagement excluded) in (ts, event_id) order, split at gaps
-    longer than the session gap."""
-    by_visitor: dict[str, list[PageViewEvent]] = defaultdict(list)
-    for event in events:
-        if event.site == site and event.name != "engagement":
-            by_visitor[event.visitor_id].append(event)
-    sessions = []
-    for visits in by_visitor.values():
-        visits.sort(key=lambda event: (event.ts, str(event.event_id)))
-        current = [visits[0]]
-        for before, event in itertools.pairwise(visits):
-            if event.ts - before.ts > GAP:
-                sessions.append(current)
-                current = []
-            current.append(event)
-        sessions.append(current)
-    return sessions
-
-
-def step_matches(step: FunnelStep, event: PageViewEvent) -> bool:
-    if step.kind == "page":
-        return event.name == "pageview" and matches(step.value, event.path)
-    return event.name == step.value
-
-
-def deepest_step(session: Sequence[PageViewEvent], steps: Sequence[FunnelStep]) -> int:
-    reached = 0
-    for event in session:
-        if reached < len(steps) and step_matches(steps[reached], event):
-            reached += 1
-    return reached
-
-
-def expected_funnel(
-    events: Sequence[PageViewEvent], q: StatsQuery, steps: Sequence[FunnelStep]
+def answered(
+    client: Client, q: StatsQuery, steps: Sequence[FunnelStep], source: queries.Source = "raw"
 ) -> list[tuple[int, int]]:
-    """(visitors, sessions) per step, visitors as (UTC day of the session's start, visitor_id)."""
-    visitors: list[set[tuple[object, str]]] = [set() for _ in steps]
-    sessions = [0 for _ in steps]
-    for session in sessions_of(events, q.site):
-        start = session[0].ts
-        if not q.start <= start < q.end:
-            continue
-        if q.filters and not any(
-            event.name == "pageview"
-            and all(getattr(event, column) == value for column, value in q.filters.items())
-            for event in session
-        ):
-            continue
-        for k in range(deepest_step(session, steps)):
-            visitors[k].add((start.date(), session[0].visitor_id))
-            sessions[k] += 1
-    return [(len(visitors[k]), sessions[k]) for k in range(len(steps))]
-
-
-def answered(client: Client, q: StatsQuery, steps: Sequence[FunnelStep]) -> list[tuple[int, int]]:
-    return [(row.visitors, row.sessions) for row in queries.funnel(client, q, steps).steps]
+    return [(row.visitors, row.sessions) for row in queries.funnel(client, q, steps, source=source).steps]
 
 
 # --- known answers -----------------------------------------------------------------------------
@@ -233,10 +174,13 @@ def test_empty_range_reaches_nothing(archive: Client) -> None:
     ] * 3
 
 
-def test_agg_answers_funnels_from_the_archive(archive: Client) -> None:
+def test_agg_answers_funnels_from_the_stored_days(archive: Client) -> None:
     report = queries.funnel(archive, day_query(), CHECKOUT, source="agg")
-    assert report.source == "raw"
+    assert report.source == "agg"
     assert [(r.visitors, r.sessions) for r in report.steps] == [(9, 9), (5, 5), (2, 2)]
+    again = queries.funnel(archive, day_query(), CHECKOUT, source="agg")
+    assert again.days.stored_days == 1 and again.days.computed_days == 0
+    assert again.steps == report.steps
 
 
 def test_patterns_and_names_are_parameters_not_sql(archive: Client) -> None:
@@ -322,12 +266,16 @@ FUNNELS = [
         day_query(GENERATED_SITE, days=3, country="DE"),
         day_query(GENERATED_SITE, days=2, country="US", path="/pricing"),
         StatsQuery(GENERATED_SITE, DAY + timedelta(hours=13, minutes=7), DAY + timedelta(days=1, hours=2)),
+        # a site in Berlin: its days start at 23:00 UTC, so every range has two mid-day edges
+        StatsQuery(GENERATED_SITE, DAY - timedelta(hours=1), DAY + timedelta(days=2, hours=-1)),
     ],
-    ids=["one-day", "three-days", "filtered", "two-filters", "odd-hours"],
+    ids=["one-day", "three-days", "filtered", "two-filters", "odd-hours", "berlin-days"],
 )
+@pytest.mark.parametrize("source", ["raw", "agg"])
 def test_generated_traffic_matches_the_independent_computation(
-    archive: Client, steps: list[FunnelStep], q: StatsQuery
+    archive: Client, steps: list[FunnelStep], q: StatsQuery, source: queries.Source
 ) -> None:
     expected = expected_funnel(GENERATED, q, steps)
     assert expected[0][0] > 0 or q.filters  # the traffic reaches the funnel at all
-    assert answered(archive, q, steps) == expected
+    assert answered(archive, q, steps, source) == expected
+    assert answered(archive, q, steps, source) == expected  # agg: from the days stored just now
