@@ -15,6 +15,8 @@ from dashboard import api_parameters as parameters
 from dashboard import periods
 from dashboard import plausible_query as plausible
 from storage import queries
+from storage.alert_backtest import MAX_HISTORY_DAYS
+from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
 
@@ -199,6 +201,59 @@ def _or_with_meta(answer: JSON) -> JSON:
 
 
 SCHEMAS: dict[str, JSON] = {
+    "AlertBacktestRequest": {
+        "type": "object",
+        "description": "An alert rule as `tally alerts add` takes it (no webhook needed: a backtest "
+        "sends nothing) and the history to test it against: the `days` days up to `until` (default now).",
+        "required": ["site", "kind"],
+        "additionalProperties": False,
+        "properties": {
+            "site": {"type": "string"},
+            "kind": {"type": "string", "enum": list(RULE_KINDS)},
+            "window_minutes": {"type": "integer", "minimum": 1, "maximum": MAX_WINDOW_MINUTES},
+            "threshold": {"type": "integer", "minimum": 0},
+            "factor": {"type": "number", "minimum": 0, "maximum": 1000},
+            "baseline_windows": {"type": "integer", "minimum": 1, "maximum": MAX_BASELINE_WINDOWS},
+            "goal": {"type": "string"},
+            "event_name": {"type": "string"},
+            "page_pattern": {"type": "string"},
+            "webhook_url": {"type": "string"},
+            "days": {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY_DAYS},
+            "until": {"type": "string", "description": "ISO-8601, UTC unless it names an offset"},
+        },
+    },
+    "AlertBacktest": {
+        "type": "object",
+        "required": ["site", "kind", "description", "from", "to", "firings", "total", "truncated"],
+        "properties": {
+            "site": {"type": "string"},
+            "kind": {"type": "string"},
+            "description": {"type": "string"},
+            "from": {"type": "string", "format": "date-time"},
+            "to": {"type": "string", "format": "date-time"},
+            "firings": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["window_start", "window_end", "value", "threshold"],
+                    "properties": {
+                        "window_start": {"type": "string", "format": "date-time"},
+                        "window_end": {"type": "string", "format": "date-time"},
+                        "fired_at": {
+                            "type": "string",
+                            "nullable": True,
+                            "description": "goal_absent: the window's start + its minutes",
+                        },
+                        "value": {"type": "number", "description": "events in the window, or minutes absent"},
+                        "threshold": {"type": "number", "description": "the bound exceeded, or M minutes"},
+                        "mean": {"type": "number", "nullable": True, "description": "a factor rule's mean"},
+                    },
+                },
+            },
+            "total": {"type": "integer", "description": "firings in the history"},
+            "truncated": {"type": "boolean", "description": "whether the list stops before the total"},
+        },
+    },
     "Alerts": {
         "type": "object",
         "required": ["rules", "alerts"],
@@ -577,6 +632,7 @@ def openapi_document() -> JSON:
                 ["site", "alerts_limit"],
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
+            "/api/v1/alerts/backtest": alert_backtest_operation(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -728,6 +784,23 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
         },
     },
 }
+
+
+def alert_backtest_operation() -> JSON:
+    return {
+        "post": {
+            "summary": "When an alert rule would have fired over the archive's history, before it is saved "
+            "(the streaming evaluation's semantics; see docs/architecture.md, Alerts)",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _schema("AlertBacktestRequest")}},
+            },
+            "responses": {
+                "200": _ok(_schema("AlertBacktest"), "the windows it would have fired for"),
+                **ERRORS,
+            },
+        }
+    }
 
 
 def plausible_query_operation() -> JSON:
