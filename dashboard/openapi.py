@@ -538,7 +538,8 @@ SCHEMAS: dict[str, JSON] = {
                 "(events, first_offset, last_offset), how far the stream jobs have read it "
                 "(processed_to, exclusive) and how many of the range's events lie beyond (pending: in raw, "
                 "not yet in agg); events written to the archive directly: partition null, from_log false; "
-                "processed_to: the stream jobs' end offset per partition",
+                "processed_to: the stream jobs' end offset per partition. A team member's key gets no "
+                "processed_to (the log's end offsets count every site's events), and scope says so",
             },
             "watermark": {
                 "type": "string",
@@ -555,7 +556,10 @@ SCHEMAS: dict[str, JSON] = {
                 "description": "status agree | disagree | not checked: page views and visitors per UTC day "
                 "of the days the range touches, agg against raw over the log the stream jobs read; days: "
                 "each day that differs with both sides' numbers and its late events; reason when not "
-                "checked; bound: the largest range checked",
+                "checked; bound: the largest range checked. figures: the same per figure "
+                "(pageviews_visitors, sessions, goal_events, custom_events checked per UTC day; breakdowns, "
+                "engagement, funnels not checked), each with status, checked_days, compared or reason, and "
+                "days (day, raw, agg); the status disagrees if any figure does",
             },
             "definitions": {"type": "object", "description": "session_gap_s, engaged_bounce_ms, watermark_s"},
             "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
