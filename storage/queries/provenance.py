@@ -56,7 +56,7 @@ CHECK_MAX_DAYS = 92
 CHECK_MAX_EVENTS = 2_000_000
 #: The sessions' raw side is a sessionisation of the range: checked on smaller ranges only.
 SESSIONS_CHECK_MAX_DAYS = 31
-SESSIONS_CHECK_MAX_EVENTS = 250_000
+SESSIONS_CHECK_MAX_EVENTS = 100_000
 DAY = timedelta(days=1)
 
 Status = Literal["agree", "disagree", "not checked"]
