@@ -7,8 +7,9 @@ trigger that runs even without traffic. Each trigger:
    no state: memory bounded by the batch), and adds them to `alert_counts_minute` with a
    deduplication token, as the rollups (a re-run batch's insert is dropped);
 2. evaluates the rules in force (re-read from ClickHouse every RULES_REFRESH_S) against those
-   counts: the "above" rules of the sites this batch touched (a count only rises with
-   events), every `goal_absent` rule;
+   counts, with the rule semantics of storage/alert_conditions.py (the backtest's too): the
+   "above" rules of the sites this batch touched (a count only rises with events), every
+   `goal_absent` rule;
 3. publishes the alerts not fired before to `alerts` (Spark's Kafka writer, acks=all), then
    records them in `alerts` (stage 0, status fired).
 

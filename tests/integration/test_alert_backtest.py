@@ -21,6 +21,7 @@ from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
+from storage import users
 from storage.alert_backtest import Backtest, backtest, backtest_rule
 from storage.client import connect
 from storage.goals import add_goal, make_goal
@@ -237,6 +238,21 @@ def test_a_bad_backtest_is_a_400_naming_the_field(
     response = api.post("/api/v1/alerts/backtest", json=body, headers=auth)
     assert response.status_code == 400
     assert response.get_json()["error"].startswith(f"{field}: ")
+
+
+def test_a_team_members_key_backtests_its_sites_only(
+    api: FlaskClient, dashboard_settings: Settings, events: list[PageViewEvent]
+) -> None:
+    client = connect(dashboard_settings)
+    email = "member@backtest.alerts.example.com"
+    token = users.create_invite(client, email, OTHER, "viewer")
+    users.accept_invite(client, token, users.find_invite(client, token), "a long passphrase for the test")  # type: ignore[arg-type]
+    _, key = users.create_key(client, email, [OTHER])
+    member = {"Authorization": f"Bearer {key}"}
+    body = {"kind": "pageviews_above", "threshold": 5, "days": 2}
+    assert api.post("/api/v1/alerts/backtest", json={"site": SITE, **body}, headers=member).status_code == 403
+    answer = api.post("/api/v1/alerts/backtest", json={"site": OTHER, **body}, headers=member)
+    assert answer.status_code == 200 and answer.get_json()["total"] == 0
 
 
 # --- the CLI --------------------------------------------------------------------------------------
