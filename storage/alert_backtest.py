@@ -29,12 +29,12 @@ from clickhouse_connect.driver.client import Client
 from storage import tables
 from storage.alert_conditions import Predicate, absent_long_enough, exceeded, rule_predicate, window_start
 from storage.alert_rules import AlertRule, InvalidRule, make_rule
-from storage.goals import InvalidGoal, find_goal
 from storage.sites import list_sites
 
 DEFAULT_HISTORY_DAYS = 7
 MAX_HISTORY_DAYS = 31
 MAX_FIRINGS = 500
+EARLIEST_YEAR = 2000
 # A backtest sends nothing: a rule tested without its webhook gets this one, never POSTed to.
 UNSENT_WEBHOOK = "https://backtest.invalid/"
 
@@ -72,6 +72,8 @@ def history(days: int, end: datetime) -> tuple[datetime, datetime]:
     if not 1 <= days <= MAX_HISTORY_DAYS:
         raise InvalidRule(f"days: a history of 1 to {MAX_HISTORY_DAYS} days")
     end = end.replace(tzinfo=UTC) if end.tzinfo is None else end.astimezone(UTC)
+    if end.year < EARLIEST_YEAR:  # nothing was archived before; and no date arithmetic below year 1
+        raise InvalidRule(f"until: a time after {EARLIEST_YEAR}")
     return end - timedelta(days=days), end
 
 
@@ -79,13 +81,9 @@ def backtest(client: Client, rule: AlertRule, start: datetime, end: datetime) ->
     """When `rule` would have fired between `start` and `end`, evaluated over the archive."""
     if rule.site not in list_sites(client):
         raise InvalidRule(f"site: {rule.site} is not registered (see 'tally sites list')")
-    if rule.kind == "goal_absent":
-        try:
-            find_goal(client, rule.site, rule.goal)
-        except InvalidGoal:
-            raise InvalidRule(f"goal: {rule.site} has no goal {rule.goal!r}") from None
     predicate = rule_predicate(client, rule)
-    assert predicate is not None  # the goal was found just above
+    if predicate is None:  # only a goal_absent rule's goal can be missing
+        raise InvalidRule(f"goal: {rule.site} has no goal {rule.goal!r} (see 'tally goals list {rule.site}')")
     if rule.kind == "goal_absent":
         firings = absences(client, rule, predicate, start, end)
     else:
@@ -107,7 +105,8 @@ GROUP BY window
 def windows_above(
     client: Client, rule: AlertRule, predicate: Predicate, start: datetime, end: datetime
 ) -> list[Firing]:
-    """The aligned windows starting in [start, end) whose count is above the rule's bound."""
+    """The aligned windows overlapping [start, end) whose count is above the rule's bound: the
+    first counted from its own start, the last up to `end` (as the stream sees a window so far)."""
     width = rule.window_minutes * 60
     first = window_start(int(start.timestamp()), width)
     baseline = rule.baseline_windows if rule.factor else 0

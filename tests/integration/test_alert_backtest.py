@@ -225,6 +225,7 @@ def test_the_api_answers_the_backtest_over_the_days_before_now(
         ({"site": SITE, "kind": "pageviews_above"}, "threshold"),
         ({"site": SITE, "kind": "pageviews_above", "threshold": 5, "days": 40}, "days"),
         ({"site": SITE, "kind": "pageviews_above", "threshold": 5, "until": "yesterday"}, "until"),
+        ({"site": SITE, "kind": "pageviews_above", "threshold": 5, "until": "0001-01-02"}, "until"),
         ({"site": SITE, "kind": "pageviews_above", "threshold": 5, "colour": "red"}, "colour"),
         ({"site": SITE, "kind": "goal_absent", "goal": "Nope"}, "goal"),
         ({"site": "nowhere.example.com", "kind": "pageviews_above", "threshold": 5}, "site"),
