@@ -10,11 +10,12 @@ commit delivers the alert again, with the same id: the body's `alert_id` and the
 Retries: exponential backoff from TALLY_ALERT_RETRY_BASE_S, doubled per attempt, capped at
 TALLY_ALERT_RETRY_MAX_S; a timeout per POST (TALLY_ALERT_WEBHOOK_TIMEOUT_S). Redirects are
 never followed (a 3xx is a failed attempt): a webhook cannot bounce the request elsewhere.
-Before each POST the host is resolved and the request refused (no retry) if any address is
-link-local, multicast, unspecified or reserved, or loopback/private without
-TALLY_ALERT_WEBHOOK_PRIVATE (storage/alert_rules.py states the policy). The check and the
-connection resolve the name separately, so a DNS answer that changes in between (rebinding)
-is not caught: point webhooks at names you control.
+Before an alert's first POST the host is resolved, once, and the alert refused (no retry) if
+any address is link-local, multicast, unspecified or reserved, or loopback/private without
+TALLY_ALERT_WEBHOOK_PRIVATE (storage/alert_rules.py states the policy). Every attempt then
+connects to that checked address, never resolving the name again (`pinned`: the URL names the
+address; the Host header, TLS's SNI and the certificate check name the host): a DNS answer
+that changes between the check and the connection (rebinding) cannot send the POST elsewhere.
 
 One alert at a time, in the topic's order: alerts are rare (once per rule and window), and a
 failing webhook delays the others by at most its retries.
@@ -28,7 +29,7 @@ import json
 import signal
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import structlog
@@ -61,22 +62,46 @@ class Outcome:
     last_error: str = ""
 
 
-def check_destination(url: str, allow_private: bool) -> None:
-    """Refuse hosts that resolve to addresses a webhook must not reach (the SSRF policy)."""
+def check_destination(url: str, allow_private: bool) -> str:
+    """The one address the webhook's host resolves to that alerts will connect to, once every
+    address it resolves to passed the SSRF policy; RefusedDestination otherwise."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
     except socket.gaierror as error:
         raise RefusedDestination(f"cannot resolve {parts.hostname}: {error.strerror}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
+    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    for address in addresses:
         if address.is_link_local or address.is_multicast or address.is_unspecified or address.is_reserved:
             raise RefusedDestination(f"{parts.hostname} resolves to {address}, never a webhook")
         if (address.is_loopback or address.is_private) and not allow_private:
             raise RefusedDestination(
                 f"{parts.hostname} resolves to {address}, private (set TALLY_ALERT_WEBHOOK_PRIVATE to allow)"
             )
+    if not addresses:
+        raise RefusedDestination(f"cannot resolve {parts.hostname}: no address")
+    return str(addresses[0])
+
+
+@dataclass(frozen=True)
+class PinnedRequest:
+    """A POST to the checked address, as if to the webhook's host: the URL names the address
+    (so the connection never resolves the name again: no DNS rebinding between check and
+    connect), the Host header and TLS's SNI and certificate check name the host."""
+
+    url: str
+    host_header: str
+    extensions: dict[str, object]
+
+
+def pinned(url: str, address: str) -> PinnedRequest:
+    parts = urlsplit(url)
+    literal = f"[{address}]" if ":" in address else address
+    netloc = f"{literal}:{parts.port}" if parts.port else literal
+    host = parts.netloc.rpartition("@")[2]  # no credentials in a webhook URL, but never send them on
+    extensions: dict[str, object] = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    return PinnedRequest(urlunsplit(parts._replace(netloc=netloc)), host, extensions)
 
 
 def backoff_s(settings: Settings, attempt: int) -> float:
@@ -90,17 +115,27 @@ def webhook_body(alert: dict[str, object]) -> dict[str, object]:
 
 
 async def deliver(http: httpx.AsyncClient, settings: Settings, alert: dict[str, object]) -> Outcome:
-    """POST the alert until a 2xx answer or the attempts run out."""
+    """POST the alert until a 2xx answer or the attempts run out, every attempt to the one
+    address checked (resolved once)."""
     url = str(alert["webhook_url"])
     try:
-        await asyncio.to_thread(check_destination, url, settings.alert_webhook_private)
+        address = await asyncio.to_thread(check_destination, url, settings.alert_webhook_private)
     except RefusedDestination as refused:
         return Outcome(REFUSED, 0, str(refused))
-    headers = {"Idempotency-Key": str(alert["alert_id"]), "User-Agent": USER_AGENT}
+    request = pinned(url, address)
+    headers = {
+        "Host": request.host_header,
+        "Idempotency-Key": str(alert["alert_id"]),
+        "User-Agent": USER_AGENT,
+        # No connection kept for another webhook whose host resolves to the same address.
+        "Connection": "close",
+    }
     last_error = ""
     for attempt in range(1, settings.alert_delivery_attempts + 1):
         try:
-            response = await http.post(url, json=webhook_body(alert), headers=headers)
+            response = await http.post(
+                request.url, json=webhook_body(alert), headers=headers, extensions=request.extensions
+            )
             if 200 <= response.status_code < 300:
                 return Outcome(DELIVERED, attempt)
             last_error = f"HTTP {response.status_code}"

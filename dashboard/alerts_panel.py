@@ -1,21 +1,35 @@
 """The signed-in operator's Alerts panel: the site's latest alerts (rule, time, status), its
-alert rules with a Remove button each, and a form to add one — what `tally alerts` does, in
-the browser. Like the Share panel it is the operator's only: added to the operator's page
-(dashboard/sharing.py), and its callbacks are not the Overview's, so a shared session is
-refused them by the sharing guard.
+alert rules with a Remove button each, and a form to add one, with "Test against history"
+to see when the rule in the form would have fired over the last 7 days before saving it
+(storage/alert_backtest.py) — what `tally alerts` does, in the browser. Like the Share panel
+it is the operator's only: added to the operator's page (dashboard/sharing.py), and its
+callbacks are not the Overview's, so a shared session is refused them by the sharing guard.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
-from storage import alert_rules
+from storage import alert_backtest, alert_rules
 from storage.sites import InvalidDomain
 
 REMOVE = "alert-rule-remove"
 REFRESH_MS = 5000
+# Firings listed under "Test against history" (the total is always said).
+BACKTEST_LISTED = 20
+RULE_FORM = (
+    "alert-kind",
+    "alert-minutes",
+    "alert-threshold",
+    "alert-factor",
+    "alert-goal",
+    "alert-event",
+    "alert-page",
+)
 KIND_LABELS = {
     "pageviews_above": "Page views above",
     "goal_absent": "Goal not seen for",
@@ -50,11 +64,15 @@ def alerts_panel() -> html.Section:
                     dcc.Input(id="alert-event", placeholder="Event name"),
                     dcc.Input(id="alert-page", placeholder="or page pattern (/500*)"),
                     dcc.Input(id="alert-webhook", placeholder="Webhook URL (https://…)", maxLength=2000),
+                    html.Button(
+                        "Test against history", id="alert-backtest", className="button-quiet", n_clicks=0
+                    ),
                     html.Button("Add rule", id="alert-add", className="button-primary", n_clicks=0),
                 ],
                 className="share-form alert-form",
             ),
             html.Div(id="alert-status"),
+            html.Div(id="alert-backtest-result"),
             dcc.Interval(id="alerts-refresh", interval=REFRESH_MS),
         ],
         id="alerts-panel",
@@ -91,36 +109,39 @@ def register_alerts_panel(app: Dash, clients: ClientFactory) -> None:
         Output("alert-webhook", "value"),
         Input("alert-add", "n_clicks"),
         State("site", "value"),
-        State("alert-kind", "value"),
-        State("alert-minutes", "value"),
-        State("alert-threshold", "value"),
-        State("alert-factor", "value"),
-        State("alert-goal", "value"),
-        State("alert-event", "value"),
-        State("alert-page", "value"),
+        *(State(field, "value") for field in RULE_FORM),
         State("alert-webhook", "value"),
         prevent_initial_call=True,
     )
-    def add(_: int, site: str | None, kind: str | None, *values: object) -> tuple:
+    def add(_: int, site: str | None, *values: object) -> tuple:
         if not site:
             return notice("Pick a site first.", "warning"), no_update
-        minutes, threshold, factor, goal, event, page, webhook = values
+        *form, webhook = values
         try:
-            rule = alert_rules.make_rule(
-                site=site,
-                kind=kind or "",
-                window_minutes=minutes or 1,
-                threshold=threshold or 0,
-                factor=factor or 0.0,
-                goal=goal or "",
-                event_name=event or "",
-                page_pattern=page or "",
-                webhook_url=webhook or "",
-            )
+            rule = alert_rules.make_rule(**rule_fields(site, form), webhook_url=webhook or "")
             added = alert_rules.add_rule(clients(), rule)
         except alert_rules.InvalidRule as refused:
             return notice(str(refused), "warning"), no_update
         return notice(f"Added the rule {added.rule_id}: {added.describe()}."), ""
+
+    @app.callback(
+        Output("alert-backtest-result", "children"),
+        Input("alert-backtest", "n_clicks"),
+        State("site", "value"),
+        *(State(field, "value") for field in RULE_FORM),
+        prevent_initial_call=True,
+    )
+    def backtest(_: int, site: str | None, *form: object) -> object:
+        """The rule in the form over the last days of the archive, before it is saved."""
+        if not site:
+            return notice("Pick a site first.", "warning")
+        try:
+            rule = alert_backtest.backtest_rule(**rule_fields(site, list(form)))
+            start, end = alert_backtest.history(alert_backtest.DEFAULT_HISTORY_DAYS, datetime.now(UTC))
+            result = alert_backtest.backtest(clients(), rule, start, end)
+        except alert_rules.InvalidRule as refused:
+            return notice(str(refused), "warning")
+        return backtest_view(result)
 
     @app.callback(
         Output("alert-rules", "children"),
@@ -174,6 +195,52 @@ def register_alerts_panel(app: Dash, clients: ClientFactory) -> None:
             for alert in found
         ]
         return html.Table([html.Thead(header), html.Tbody(rows)], className="alerts-table", id="alerts-table")
+
+
+def rule_fields(site: str, form: list[object]) -> dict[str, object]:
+    """The form's fields (RULE_FORM's order) as a rule's, empty ones at their defaults."""
+    kind, minutes, threshold, factor, goal, event, page = form
+    return {
+        "site": site,
+        "kind": kind or "",
+        "window_minutes": minutes or 1,
+        "threshold": threshold or 0,
+        "factor": factor or 0.0,
+        "goal": goal or "",
+        "event_name": event or "",
+        "page_pattern": page or "",
+    }
+
+
+def backtest_view(result: alert_backtest.Backtest) -> html.Div:
+    """ "Would have fired N times", then the first firings: window, value, bound."""
+    times = f"{result.total} time{'s' if result.total != 1 else ''}"
+    days = round((result.end - result.start).total_seconds() / 86400)
+    summary = html.P(
+        f"{result.rule.describe()}: would have fired {times} in the last {days} days "
+        "(evaluated over the archive, as the streaming alerts evaluate; nothing was sent or saved).",
+        id="alert-backtest-summary",
+    )
+    if not result.firings:
+        return html.Div([summary], className="alert-backtest")
+    header = html.Tr([html.Th(name) for name in ("Window (UTC)", "Until", "Value", "Above")])
+    rows = [
+        html.Tr(
+            [
+                html.Td(f"{firing.window_start:%Y-%m-%d %H:%M}"),
+                html.Td(f"{firing.window_end:%Y-%m-%d %H:%M}"),
+                html.Td(f"{firing.value:g}"),
+                html.Td(f"{firing.threshold:g}"),
+            ]
+        )
+        for firing in result.firings[:BACKTEST_LISTED]
+    ]
+    more = result.total - len(rows)
+    rest = [html.P(f"… and {more} more.", className="hint")] if more > 0 else []
+    table = html.Table(
+        [html.Thead(header), html.Tbody(rows)], className="alerts-table", id="alert-backtest-table"
+    )
+    return html.Div([summary, table, *rest], className="alert-backtest")
 
 
 def _status(alert: alert_rules.FiredAlert) -> str:

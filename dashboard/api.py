@@ -15,14 +15,14 @@ from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
-from dashboard import comparisons, plausible_v1, provenance
+from dashboard import backtest_request, comparisons, plausible_v1, provenance
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
 from dashboard.store import ClientFactory, StoreUnavailable
-from storage import alert_rules, queries
+from storage import alert_backtest, alert_rules, queries
 from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
 from storage.saved_funnels import InvalidFunnel, find_funnel
@@ -239,9 +239,28 @@ def stats_api(
             }
         )
 
+    @api.post("/alerts/backtest")
+    def alerts_backtest() -> Response:
+        """When a rule would have fired over the history (storage/alert_backtest.py), unsaved."""
+        rule, start, end = backtest_request.parse(request.get_json(force=True, silent=True), clock())
+        if not g.api_access.may_read(rule.site):
+            return error(403, f"site: this API key may not read {rule.site}")
+        try:
+            result = alert_backtest.backtest(clients(), rule, start, end)
+        except alert_rules.InvalidRule as refused:
+            field, _, problem = str(refused).partition(": ")
+            raise BadParameter(field, problem) from None
+        return jsonify(backtest_request.backtest_json(result, iso))
+
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
+        documented = openapi_document()["paths"].get(f"{PREFIX}/{unknown}")
+        if documented:  # a POST-only endpoint asked with GET: this route matched, not Werkzeug's 405
+            allowed = ", ".join(sorted(method.upper() for method in documented))
+            response = error(405, f"method {request.method} not allowed; allowed: {allowed}")
+            response.headers["Allow"] = allowed
+            return response
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
 
     @api.app_errorhandler(MethodNotAllowed)

@@ -15,6 +15,8 @@ from dashboard import api_parameters as parameters
 from dashboard import periods
 from dashboard import plausible_query as plausible
 from storage import queries
+from storage.alert_backtest import MAX_HISTORY_DAYS
+from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
 
@@ -204,6 +206,59 @@ def _or_with_meta(answer: JSON) -> JSON:
 
 
 SCHEMAS: dict[str, JSON] = {
+    "AlertBacktestRequest": {
+        "type": "object",
+        "description": "An alert rule as `tally alerts add` takes it (no webhook needed: a backtest "
+        "sends nothing) and the history to test it against: the `days` days up to `until` (default now).",
+        "required": ["site", "kind"],
+        "additionalProperties": False,
+        "properties": {
+            "site": {"type": "string"},
+            "kind": {"type": "string", "enum": list(RULE_KINDS)},
+            "window_minutes": {"type": "integer", "minimum": 1, "maximum": MAX_WINDOW_MINUTES},
+            "threshold": {"type": "integer", "minimum": 0},
+            "factor": {"type": "number", "minimum": 0, "maximum": 1000},
+            "baseline_windows": {"type": "integer", "minimum": 1, "maximum": MAX_BASELINE_WINDOWS},
+            "goal": {"type": "string"},
+            "event_name": {"type": "string"},
+            "page_pattern": {"type": "string"},
+            "webhook_url": {"type": "string"},
+            "days": {"type": "integer", "minimum": 1, "maximum": MAX_HISTORY_DAYS},
+            "until": {"type": "string", "description": "ISO-8601, UTC unless it names an offset"},
+        },
+    },
+    "AlertBacktest": {
+        "type": "object",
+        "required": ["site", "kind", "description", "from", "to", "firings", "total", "truncated"],
+        "properties": {
+            "site": {"type": "string"},
+            "kind": {"type": "string"},
+            "description": {"type": "string"},
+            "from": {"type": "string", "format": "date-time"},
+            "to": {"type": "string", "format": "date-time"},
+            "firings": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["window_start", "window_end", "value", "threshold"],
+                    "properties": {
+                        "window_start": {"type": "string", "format": "date-time"},
+                        "window_end": {"type": "string", "format": "date-time"},
+                        "fired_at": {
+                            "type": "string",
+                            "nullable": True,
+                            "description": "goal_absent: the window's start + its minutes",
+                        },
+                        "value": {"type": "number", "description": "events in the window, or minutes absent"},
+                        "threshold": {"type": "number", "description": "the bound exceeded, or M minutes"},
+                        "mean": {"type": "number", "nullable": True, "description": "a factor rule's mean"},
+                    },
+                },
+            },
+            "total": {"type": "integer", "description": "firings in the history"},
+            "truncated": {"type": "boolean", "description": "whether the list stops before the total"},
+        },
+    },
     "Alerts": {
         "type": "object",
         "required": ["rules", "alerts"],
@@ -516,7 +571,8 @@ SCHEMAS: dict[str, JSON] = {
                 "(events, first_offset, last_offset), how far the stream jobs have read it "
                 "(processed_to, exclusive) and how many of the range's events lie beyond (pending: in raw, "
                 "not yet in agg); events written to the archive directly: partition null, from_log false; "
-                "processed_to: the stream jobs' end offset per partition",
+                "processed_to: the stream jobs' end offset per partition. A team member's key gets no "
+                "processed_to (the log's end offsets count every site's events), and scope says so",
             },
             "watermark": {
                 "type": "string",
@@ -533,7 +589,10 @@ SCHEMAS: dict[str, JSON] = {
                 "description": "status agree | disagree | not checked: page views and visitors per UTC day "
                 "of the days the range touches, agg against raw over the log the stream jobs read; days: "
                 "each day that differs with both sides' numbers and its late events; reason when not "
-                "checked; bound: the largest range checked",
+                "checked; bound: the largest range checked. figures: the same per figure "
+                "(pageviews_visitors, sessions, goal_events, custom_events checked per UTC day; breakdowns, "
+                "engagement, funnels not checked), each with status, checked_days, compared or reason, and "
+                "days (day, raw, agg); the status disagrees if any figure does",
             },
             "definitions": {"type": "object", "description": "session_gap_s, engaged_bounce_ms, watermark_s"},
             "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
@@ -610,6 +669,7 @@ def openapi_document() -> JSON:
                 ["site", "alerts_limit"],
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
+            "/api/v1/alerts/backtest": alert_backtest_operation(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -761,6 +821,23 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
         },
     },
 }
+
+
+def alert_backtest_operation() -> JSON:
+    return {
+        "post": {
+            "summary": "When an alert rule would have fired over the archive's history, before it is saved "
+            "(the streaming evaluation's semantics; see docs/architecture.md, Alerts)",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _schema("AlertBacktestRequest")}},
+            },
+            "responses": {
+                "200": _ok(_schema("AlertBacktest"), "the windows it would have fired for"),
+                **ERRORS,
+            },
+        }
+    }
 
 
 def plausible_query_operation() -> JSON:

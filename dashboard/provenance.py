@@ -16,6 +16,8 @@ from typing import Any
 from dash import Dash, Input, Output, html
 from dash.exceptions import PreventUpdate
 
+from dashboard.accounts import current_user
+from dashboard.api_access import caller
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
@@ -63,8 +65,29 @@ def of(client: Any, settings: Settings, q: StatsQuery, source: Source) -> Proven
 
 
 def meta(client: Any, settings: Settings, q: StatsQuery, source: Source) -> dict[str, object]:
-    """The `meta` fields of an answer to `q` read from `source` (the one that answered)."""
-    return provenance_queries.to_json(of(client, settings, q, source))
+    """The `meta` fields of an answer to `q` read from `source` (the one that answered); for a
+    team member's key, scoped to its sites."""
+    found = provenance_queries.to_json(of(client, settings, q, source))
+    access = caller()
+    return found if access is None or access.sites is None else scoped(found)
+
+
+SCOPE_NOTE = (
+    "offsets and late events of this key's sites only: the stream jobs' end offsets count every "
+    "site's events, so processed_to is left out (pending says what of these sites is not processed yet)"
+)
+
+
+def scoped(found: dict[str, Any]) -> dict[str, Any]:
+    """`meta` as a team member's key sees it: the partitions' offsets of its site's own events
+    (the answer's site, which the key may read) and that site's late events, never the log's
+    end offsets, which count every site's events."""
+    log = found["log"]
+    partitions = [{k: v for k, v in p.items() if k != "processed_to"} for p in log["partitions"]]
+    return {
+        **found,
+        "log": {"topic": log["topic"], "partitions": partitions, "scope": SCOPE_NOTE},
+    }
 
 
 # --- the Overview's info line ------------------------------------------------------------
@@ -98,8 +121,9 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
         )
         found = of(clients(), settings, q, answered_source(q, source))
         tone = "provenance-warning" if found.agreement.status == "disagree" else "provenance-ok"
-        # A shared link's viewer sees the line, not the offsets: they count every site's events.
-        details = "" if shared_link() is not None else hover(found)
+        # A shared link's viewer sees the line, not the offsets: they count every site's events;
+        # a team member the offsets of the site's own events, not the log's end offsets.
+        details = "" if shared_link() is not None else hover(found, scoped=current_user() is not None)
         return line(found), f"provenance {tone}", details
 
 
@@ -143,28 +167,59 @@ def late_words(p: Provenance) -> str:
     return f"{p.late_events} late event{plural} (counted in raw, not in agg)"
 
 
+FIGURE_WORDS = {
+    "pageviews_visitors": "page views and visitors",
+    "sessions": "sessions",
+    "goal_events": "goal events",
+    "custom_events": "custom events",
+}
+
+
 def agreement_words(p: Provenance) -> str:
     a = p.agreement
     if a.status == "agree":
-        return f"agg and raw agree ({a.checked_days} day{'s' if a.checked_days != 1 else ''} checked)"
+        checked = [FIGURE_WORDS.get(f.figure, f.figure) for f in a.figures if f.status == "agree"]
+        days = f"{a.checked_days} day{'s' if a.checked_days != 1 else ''} checked"
+        return f"agg and raw agree ({days}{': ' + ', '.join(checked) if checked else ''})"
     if a.status == "not checked":
         return f"agg and raw not checked: {a.reason}"
-    days = "; ".join(
-        f"{d.day:%Y-%m-%d}: raw {d.raw[0]} page views / {d.raw[1]} visitors, agg {d.agg[0]} / {d.agg[1]}"
-        + (f" ({d.late_events} late)" if d.late_events else "")
-        for d in a.differences
-    )
-    return f"\u26a0 agg and raw disagree on {days}"
+    parts = []
+    if a.differences:
+        parts.append(
+            "agg and raw disagree on "
+            + "; ".join(
+                f"{d.day:%Y-%m-%d}: raw {d.raw[0]} page views / {d.raw[1]} visitors, "
+                f"agg {d.agg[0]} / {d.agg[1]}" + (f" ({d.late_events} late)" if d.late_events else "")
+                for d in a.differences
+            )
+        )
+    for figure in a.figures:
+        if figure.figure != "pageviews_visitors" and figure.status == "disagree":
+            days = "; ".join(
+                f"{d.day:%Y-%m-%d} (raw {_numbers(d.raw)}, agg {_numbers(d.agg)})" for d in figure.differences
+            )
+            parts.append(f"{FIGURE_WORDS.get(figure.figure, figure.figure)} differ on {days}")
+    if not a.differences:
+        parts[0] = f"agg and raw disagree: {parts[0]}"
+    return "\u26a0 " + "; ".join(parts)
 
 
-def hover(p: Provenance) -> str:
-    """The details behind the line: offsets per partition, the stream jobs' progress."""
+def _numbers(numbers: dict[str, int]) -> str:
+    return ", ".join(f"{value} {name}" for name, value in numbers.items())
+
+
+def hover(p: Provenance, scoped: bool = False) -> str:
+    """The details behind the line: offsets per partition, the stream jobs' progress (not to a
+    team member: the log's end offsets count every site's events)."""
     lines = [f"Range {fmt(p.start)} to {fmt(p.end)}, topic {p.topic}"]
     for c in p.partitions:
         if not c.from_log:
             lines.append(f"{c.events} events written to the archive directly (not from the log)")
             continue
-        processed = "not read yet" if c.processed_to is None else f"processed below {c.processed_to}"
+        if scoped:
+            processed = f"{c.pending} not processed yet"
+        else:
+            processed = "not read yet" if c.processed_to is None else f"processed below {c.processed_to}"
         lines.append(
             f"partition {c.partition}: offsets {c.first_offset}..{c.last_offset} ({c.events} events), "
             f"stream jobs {processed}"

@@ -95,14 +95,16 @@ class AlertRule(BaseModel):
     @model_validator(mode="after")
     def _fields_of_kind(self) -> AlertRule:
         if self.kind == "pageviews_above" and (self.threshold > 0) == (self.factor > 0):
-            raise ValueError("pageviews_above takes a threshold N or a factor k, one of them")
+            raise ValueError("threshold: pageviews_above takes a threshold N or a factor k, one of them")
         if self.kind == "event_rate_above":
             if bool(self.event_name.strip()) == bool(self.page_pattern):
-                raise ValueError("event_rate_above takes an event name or a page pattern, one of them")
-            if self.threshold < 1 or self.window_minutes != 1:
-                raise ValueError("event_rate_above takes a threshold N ≥ 1 per minute")
+                raise ValueError("event_name: event_rate_above takes an event name or a page pattern")
+            if self.window_minutes != 1:
+                raise ValueError("window_minutes: event_rate_above counts per minute (1)")
+            if self.threshold < 1:
+                raise ValueError("threshold: event_rate_above takes a threshold N ≥ 1 per minute")
         if self.kind == "goal_absent" and not self.goal.strip():
-            raise ValueError("goal_absent takes the name of one of the site's goals")
+            raise ValueError("goal: goal_absent takes the name of one of the site's goals")
         return self
 
     def describe(self) -> str:

@@ -7,8 +7,9 @@ trigger that runs even without traffic. Each trigger:
    no state: memory bounded by the batch), and adds them to `alert_counts_minute` with a
    deduplication token, as the rollups (a re-run batch's insert is dropped);
 2. evaluates the rules in force (re-read from ClickHouse every RULES_REFRESH_S) against those
-   counts: the "above" rules of the sites this batch touched (a count only rises with
-   events), every `goal_absent` rule;
+   counts, with the rule semantics of storage/alert_conditions.py (the backtest's too): the
+   "above" rules of the sites this batch touched (a count only rises with events), every
+   `goal_absent` rule;
 3. publishes the alerts not fired before to `alerts` (Spark's Kafka writer, acks=all), then
    records them in `alerts` (stage 0, status fired).
 
@@ -50,10 +51,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from storage import tables
+from storage.alert_conditions import Predicate, absent_long_enough, exceeded, rule_predicate
+from storage.alert_conditions import window_start as aligned
 from storage.alert_rules import ALERT_COLUMNS, FIRED, AlertRule, list_rules
 from storage.client import connect
-from storage.goals import InvalidGoal, find_goal
-from storage.page_patterns import pattern_regex
 from stream_jobs.clickhouse_sink import insert_rows
 from stream_jobs.context import StreamContext
 from stream_jobs.rate_limits import messages_frame
@@ -70,21 +71,11 @@ RULES_REFRESH_S = 5.0
 # Several a second, so that nearly every batch holds a beat (a batch begun right after a slow
 # one may fall within the same second as the previous beat).
 HEARTBEAT_ROWS_PER_S = 4
-PAGEVIEW = "pageview"
 # A window that ended this recently is evaluated too: the events of its last seconds reach a
 # trigger after it ended (the trigger's interval, a slow batch).
 WINDOW_GRACE_S = 30
 # The namespace of alert ids (uuid5 of rule id and window).
 ALERT_ID_NAMESPACE = uuid.UUID("6b1f4c1e-5a0e-4c4e-9a57-7a11e7a1e127")
-
-
-@dataclass(frozen=True)
-class Predicate:
-    """Which counted events a rule counts: SQL over alert_counts_minute's columns, with its
-    parameters (the user's text only ever travels as a parameter)."""
-
-    sql: str
-    parameters: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -212,28 +203,6 @@ class AlertsSink:
         return {**self.__dict__, "_client": None}
 
 
-def rule_predicate(client: Client, rule: AlertRule) -> Predicate | None:
-    """What the rule counts; None for a goal_absent rule whose goal was removed since."""
-    if rule.kind == "pageviews_above":
-        return Predicate("name = {pageview:String}", {"pageview": PAGEVIEW})
-    if rule.kind == "event_rate_above":
-        return event_or_page(rule.event_name, rule.page_pattern)
-    try:
-        goal = find_goal(client, rule.site, rule.goal)
-    except InvalidGoal:
-        return None
-    return event_or_page(goal.event_name, goal.page_pattern)
-
-
-def event_or_page(event_name: str, page_pattern: str) -> Predicate:
-    if event_name:
-        return Predicate("name = {event:String}", {"event": event_name})
-    return Predicate(
-        "name = {pageview:String} AND match(path, {regex:String})",
-        {"pageview": PAGEVIEW, "regex": pattern_regex(page_pattern)},
-    )
-
-
 _WINDOW_COUNTS = """
 SELECT sumIf(events, bucket >= toDateTime({{start:UInt32}}, 'UTC')),
        sumIf(events, bucket < toDateTime({{start:UInt32}}, 'UTC'))
@@ -265,8 +234,8 @@ def window_starts(width_s: int, clock: datetime) -> list[int]:
     """The aligned window holding `clock`, and the one before while it ended less than
     WINDOW_GRACE_S ago: events of its last seconds are counted in the next trigger."""
     now = int(clock.timestamp())
-    current = now // width_s * width_s
-    previous = (now - WINDOW_GRACE_S) // width_s * width_s
+    current = aligned(now, width_s)
+    previous = aligned(now - WINDOW_GRACE_S, width_s)
     return [current] if previous == current else [previous, current]
 
 
@@ -285,19 +254,16 @@ def evaluate_window(
     }
     sql = _WINDOW_COUNTS.format(table=COUNTS_TABLE, predicate=predicate.sql)
     [(current, before)] = client.query(sql, parameters=parameters).result_rows
-    if rule.factor:
-        mean = before / baseline
-        bound = rule.factor * mean
-        if mean == 0 or current <= bound:
-            return None
-        summary = f"{rule.describe()}: {current} in the window from {_hhmm(start)}, mean {mean:g}"
-    else:
-        bound = rule.threshold
-        if current <= bound:
-            return None
-        summary = f"{rule.describe()}: {current} in the window from {_hhmm(start)}"
+    bound = exceeded(rule, current, before)  # the semantics the backtest follows too
+    if bound is None:
+        return None
+    summary = f"{rule.describe()}: {current} in the window from {_hhmm(start)}"
+    if bound.mean is not None:
+        summary += f", mean {bound.mean:g}"
     window_start = datetime.fromtimestamp(start, UTC)
-    return Alert(alert_id(rule.rule_id, window_start), rule, window_start, current, bound, clock, summary)
+    return Alert(
+        alert_id(rule.rule_id, window_start), rule, window_start, current, bound.threshold, clock, summary
+    )
 
 
 def evaluate_absence(client: Client, rule: AlertRule, predicate: Predicate, clock: datetime) -> Alert | None:
@@ -308,7 +274,7 @@ def evaluate_absence(client: Client, rule: AlertRule, predicate: Predicate, cloc
     [(last_seen,)] = client.query(sql, parameters=parameters).result_rows
     since = max(created, _utc(last_seen)) if last_seen else created
     absent_s = (clock - since).total_seconds()
-    if absent_s < rule.window_minutes * 60:
+    if not absent_long_enough(rule, absent_s):
         return None
     minutes = round(absent_s / 60, 1)
     summary = f"{rule.describe()}: none since {since.isoformat(timespec='seconds')}"

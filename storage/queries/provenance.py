@@ -19,6 +19,13 @@ it covers, the late events in its range, and whether agg and raw agree on it.
   range (the raw side is a scan of them).
   The per-day totals check rollup_day: a wrong row of rollup_minute or rollup_hour inside a
   day whose rollup_day row is right is not seen.
+  `figures` says it per figure the answers show, each with its own status: page views and
+  visitors (the check above); sessions, bounces and duration per day (agg's session totals
+  against a sessionisation of the archive: only over at most SESSIONS_CHECK_MAX_DAYS days and
+  SESSIONS_CHECK_MAX_EVENTS events, and only once every event of those days, and of the day
+  either side, is processed); goal and custom events per day and event name (goal_events_day
+  and goal_visitors_day against the archive they are filled from); breakdowns, engagement and
+  funnels "not checked", with the reason. The overall status disagrees if any figure does.
 - `definitions`: the definitions the query layer applied, and `definitions_version`, their
   fingerprint (the same definitions, the same version).
 
@@ -38,8 +45,8 @@ from typing import Literal
 from clickhouse_connect.driver.client import Client
 
 from storage.archive_rows import SYNTHETIC_PARTITION
-from storage.queries import agg
-from storage.queries.contract import RAW_VISITORS, Source, StatsQuery, as_utc
+from storage.queries import agg, raw
+from storage.queries.contract import RAW_VISITORS, SessionPoint, Source, StatsQuery, as_utc
 from storage.tables import EVENTS, LATE_EVENTS, STREAM_OFFSETS, STREAM_WATERMARKS
 
 #: The query whose progress and late events stand for agg (stream_jobs/activity.py).
@@ -47,6 +54,9 @@ ACTIVITY_QUERY = agg.ACTIVITY_QUERY
 #: Beyond these the agreement is "not checked": its raw side would scan too much.
 CHECK_MAX_DAYS = 92
 CHECK_MAX_EVENTS = 2_000_000
+#: The sessions' raw side is a sessionisation of the range: checked on smaller ranges only.
+SESSIONS_CHECK_MAX_DAYS = 31
+SESSIONS_CHECK_MAX_EVENTS = 100_000
 DAY = timedelta(days=1)
 
 Status = Literal["agree", "disagree", "not checked"]
@@ -77,11 +87,33 @@ class DayDifference:
 
 
 @dataclass(frozen=True)
+class FigureDifference:
+    """A day one figure differs on: both sides' numbers, by what the figure counts."""
+
+    day: datetime
+    raw: dict[str, int]
+    agg: dict[str, int]
+
+
+@dataclass(frozen=True)
+class FigureCheck:
+    """One figure's agreement: `compared` says what was compared (or why not)."""
+
+    figure: str
+    compared: str
+    status: Status
+    checked_days: int = 0
+    differences: list[FigureDifference] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Agreement:
     status: Status
     checked_days: int = 0
     differences: list[DayDifference] = field(default_factory=list)
     reason: str = ""
+    figures: list[FigureCheck] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -240,20 +272,47 @@ def compare_days(
     partitions: list[PartitionCoverage],
     late_by_day: dict[datetime, int],
 ) -> Agreement:
-    """Page views and visitors per UTC day, agg against raw over the processed log prefix."""
-    if not processed:
-        return Agreement("not checked", reason="the stream jobs have recorded no progress yet")
+    """Every figure's agreement (`figures`); page views and visitors per UTC day as before at
+    the top level, the overall status disagreeing if any figure does."""
     first, end = days_touched(q)
     days = (end - first) // DAY
-    if days > CHECK_MAX_DAYS:
-        return Agreement("not checked", reason=f"the range touches {days} days, more than {CHECK_MAX_DAYS}")
     events = sum(p.events for p in partitions)
-    if events > CHECK_MAX_EVENTS:
-        return Agreement(
-            "not checked", reason=f"the range holds {events} archived events, more than {CHECK_MAX_EVENTS}"
-        )
+    if days > CHECK_MAX_DAYS:
+        bound = f"the range touches {days} days, more than {CHECK_MAX_DAYS}"
+    elif events > CHECK_MAX_EVENTS:
+        bound = f"the range holds {events} archived events, more than {CHECK_MAX_EVENTS}"
+    else:
+        bound = ""
+    if not processed:
+        views = Agreement("not checked", reason="the stream jobs have recorded no progress yet")
+    elif bound:
+        views = Agreement("not checked", reason=bound)
+    else:
+        views = compare_pageviews(client, q, processed, late_by_day, first, end)
+    if bound:
+        figures = [_not_checked(figure, bound) for figure in CHECKED_FIGURES]
+    else:
+        figures = [
+            compare_sessions(client, q, processed, events, first, end),
+            *(compare_event_days(client, q.site, figure, first, end) for figure in EVENT_DAY_TABLES),
+        ]
+    figures = [_pageviews_figure(views), *figures, *NOT_CHECKED]
+    status: Status = "disagree" if any(f.status == "disagree" for f in figures) else views.status
+    return Agreement(status, views.checked_days, views.differences, views.reason, figures)
+
+
+def compare_pageviews(
+    client: Client,
+    q: StatsQuery,
+    processed: dict[int, int],
+    late_by_day: dict[datetime, int],
+    first: datetime,
+    end: datetime,
+) -> Agreement:
+    """Page views and visitors per UTC day, agg against raw over the processed log prefix."""
+    days = (end - first) // DAY
     parameters = {"site": q.site, "start": first, "end": end, **_processed_parameters(processed)}
-    raw = {
+    raw_days = {
         as_utc(day): (int(pageviews), int(visitors))
         for day, pageviews, visitors in client.query(_RAW_DAYS, parameters=parameters).result_rows
     }
@@ -265,10 +324,151 @@ def compare_days(
     differences = []
     for index in range(days):
         day = first + index * DAY
-        raw_day, agg_day = raw.get(day, (0, 0)), aggregated.get(day, (0, 0))
+        raw_day, agg_day = raw_days.get(day, (0, 0)), aggregated.get(day, (0, 0))
         if raw_day != agg_day:
             differences.append(DayDifference(day, raw_day, agg_day, late_by_day.get(day, 0)))
     return Agreement("disagree" if differences else "agree", checked_days=days, differences=differences)
+
+
+PAGEVIEWS_COMPARED = "page views and visitors per UTC day, agg against raw over the processed log"
+SESSIONS_COMPARED = (
+    "sessions, bounces and duration per UTC day of their start: the stream jobs' session totals "
+    "against a sessionisation of the archive"
+)
+# figure → (the table filled from `events` at archive time, what is compared)
+EVENT_DAY_TABLES = {
+    "goal_events": (
+        "goal_events_day",
+        "events per UTC day and event name: goal_events_day against the archive",
+    ),
+    "custom_events": (
+        "goal_visitors_day",
+        "events per UTC day and event name: goal_visitors_day against the archive",
+    ),
+}
+CHECKED_FIGURES = ("sessions", *EVENT_DAY_TABLES)
+NOT_CHECKED = [
+    FigureCheck(
+        "breakdowns",
+        "",
+        "not checked",
+        reason="no per-day total exists per dimension value without a scan of the rollups' every row",
+    ),
+    FigureCheck(
+        "engagement",
+        "",
+        "not checked",
+        reason="time on page and scroll depth have no per-day total to compare cheaply",
+    ),
+    FigureCheck("funnels", "", "not checked", reason="read from the raw archive on both sources"),
+]
+
+
+def _pageviews_figure(views: Agreement) -> FigureCheck:
+    differences = [
+        FigureDifference(
+            d.day,
+            {"pageviews": d.raw[0], "visitors": d.raw[1]},
+            {"pageviews": d.agg[0], "visitors": d.agg[1]},
+        )
+        for d in views.differences
+    ]
+    return FigureCheck(
+        "pageviews_visitors", PAGEVIEWS_COMPARED, views.status, views.checked_days, differences, views.reason
+    )
+
+
+def _not_checked(figure: str, reason: str) -> FigureCheck:
+    return FigureCheck(figure, "", "not checked", reason=reason)
+
+
+_UNPROCESSED = f"""
+SELECT countIf(kafka_partition != {{synthetic:UInt16}} AND kafka_offset >= {_PROCESSED_END})
+FROM {EVENTS}
+WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+"""
+
+
+def compare_sessions(
+    client: Client, q: StatsQuery, processed: dict[int, int], events: int, first: datetime, end: datetime
+) -> FigureCheck:
+    """Sessions, bounces and duration per UTC day of their start, agg against raw."""
+    days = (end - first) // DAY
+    if not processed:
+        return _not_checked("sessions", "the stream jobs have recorded no progress yet")
+    if days > SESSIONS_CHECK_MAX_DAYS or events > SESSIONS_CHECK_MAX_EVENTS:
+        return _not_checked(
+            "sessions",
+            f"checked on ranges of at most {SESSIONS_CHECK_MAX_DAYS} days and "
+            f"{SESSIONS_CHECK_MAX_EVENTS} events (a sessionisation of the archive)",
+        )
+    # Sessions read a day either side of the days: every event there must be in agg already.
+    parameters = {"site": q.site, "start": first - DAY, "end": end + DAY, **_processed_parameters(processed)}
+    [(unprocessed,)] = client.query(_UNPROCESSED, parameters=parameters).result_rows
+    if unprocessed:
+        return _not_checked("sessions", f"{unprocessed} events of these days are not processed yet")
+    whole_days = StatsQuery(
+        q.site, first, end, session_gap_s=q.session_gap_s, engaged_bounce_ms=q.engaged_bounce_ms
+    )
+    sides = [
+        {as_utc(p.t): p for p in side.session_timeseries(client, whole_days, "day")} for side in (raw, agg)
+    ]
+    differences = []
+    for index in range(days):
+        day = first + index * DAY
+        raw_day, agg_day = (_session_numbers(side.get(day)) for side in sides)
+        # Durations are summed in whole ms on one side, rounded once on the other: 1 ms a session.
+        close = abs(raw_day["duration_ms"] - agg_day["duration_ms"]) <= max(raw_day["sessions"], 1)
+        if (raw_day["sessions"], raw_day["bounces"]) != (
+            agg_day["sessions"],
+            agg_day["bounces"],
+        ) or not close:
+            differences.append(FigureDifference(day, raw_day, agg_day))
+    return FigureCheck(
+        "sessions", SESSIONS_COMPARED, "disagree" if differences else "agree", days, differences
+    )
+
+
+def _session_numbers(point: SessionPoint | None) -> dict[str, int]:
+    if point is None:
+        return {"sessions": 0, "bounces": 0, "duration_ms": 0}
+    return {"sessions": point.sessions, "bounces": point.bounces, "duration_ms": point.duration_ms}
+
+
+_EVENT_DAYS = """
+SELECT day, name, sum(raw_events), sum(day_events) FROM
+(
+    SELECT toDate(ts) AS day, name, toUInt64(count()) AS raw_events, toUInt64(0) AS day_events
+    FROM {events}
+    WHERE site = {{site:String}} AND name != 'engagement'
+      AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+    GROUP BY day, name
+    UNION ALL
+    SELECT day, name, toUInt64(0), toUInt64(sum(events))
+    FROM {table}
+    WHERE site = {{site:String}} AND day >= toDate({{start:DateTime64(3, 'UTC')}})
+      AND day < toDate({{end:DateTime64(3, 'UTC')}})
+    GROUP BY day, name
+)
+GROUP BY day, name
+HAVING sum(raw_events) != sum(day_events)
+ORDER BY day, name
+"""
+
+
+def compare_event_days(client: Client, site: str, figure: str, first: datetime, end: datetime) -> FigureCheck:
+    """Events per UTC day and name, a day-level goals table against the archive it is filled from."""
+    table, compared = EVENT_DAY_TABLES[figure]
+    sql = _EVENT_DAYS.format(events=EVENTS, table=table)  # table names from the fixed map above
+    rows = client.query(sql, parameters={"site": site, "start": first, "end": end}).result_rows
+    by_day: dict[datetime, FigureDifference] = {}
+    for day, name, raw_events, table_events in rows:
+        moment = as_utc(datetime.combine(day, datetime.min.time()))
+        found = by_day.setdefault(moment, FigureDifference(moment, {}, {}))
+        found.raw[name], found.agg[name] = int(raw_events), int(table_events)
+    differences = list(by_day.values())
+    days = (end - first) // DAY
+    return FigureCheck(figure, compared, "disagree" if differences else "agree", days, differences)
 
 
 # --- JSON, as the stats APIs carry it in `meta` ----------------------------------------------
@@ -321,7 +521,7 @@ def _partition_json(c: PartitionCoverage) -> dict[str, object]:
 def _agreement_json(a: Agreement) -> dict[str, object]:
     answer: dict[str, object] = {
         "status": a.status,
-        "compared": "page views and visitors per UTC day, agg against raw over the processed log",
+        "compared": PAGEVIEWS_COMPARED,
         "checked_days": a.checked_days,
         "days": [
             {
@@ -333,9 +533,20 @@ def _agreement_json(a: Agreement) -> dict[str, object]:
             for d in a.differences
         ],
         "bound": {"max_days": CHECK_MAX_DAYS, "max_events": CHECK_MAX_EVENTS},
+        "figures": {f.figure: _figure_json(f) for f in a.figures},
     }
     if a.reason:
         answer["reason"] = a.reason
+    return answer
+
+
+def _figure_json(f: FigureCheck) -> dict[str, object]:
+    answer: dict[str, object] = {"status": f.status, "checked_days": f.checked_days}
+    if f.compared:
+        answer["compared"] = f.compared
+    if f.reason:
+        answer["reason"] = f.reason
+    answer["days"] = [{"day": iso(d.day), "raw": d.raw, "agg": d.agg} for d in f.differences]
     return answer
 
 
@@ -345,6 +556,8 @@ __all__ = [
     "FIELDS",
     "Agreement",
     "DayDifference",
+    "FigureCheck",
+    "FigureDifference",
     "PartitionCoverage",
     "Provenance",
     "definitions_version",

@@ -18,10 +18,12 @@ from storage.sites import add_site
 from tally.settings import PROJECT_ROOT, Settings
 from tests.browser.test_dashboard import api, archive, pick_site, sign_in, traffic
 from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.events import page_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 SITE = "alerts-panel.example.com"
+BACKTEST_SITE = "alerts-backtest-panel.example.com"
 HOOK = "https://hooks.example.com/tally"
 SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
 
@@ -84,6 +86,47 @@ async def test_operator_adds_sees_and_removes_alert_rules_and_reads_alerts(
     await page.locator(".alert-rule button").click()
     await expect(page.locator("#alert-rules")).to_have_text("No alert rules yet.")
     assert api(dashboard, "/alerts", site=SITE)["rules"] == []
+
+
+async def test_operator_tests_a_rule_against_history_before_saving_it(
+    page: Page, dashboard: DashboardServer, dashboard_settings: Settings
+) -> None:
+    # Two bursts of 12 page views (5-minute windows starting at these moments) and a trickle.
+    now = datetime.now(UTC)
+    bursts = [(now - timedelta(hours=hours)).replace(minute=10, second=0, microsecond=0) for hours in (3, 30)]
+    events = [
+        page_view(BACKTEST_SITE, f"b{i}", at + timedelta(seconds=i), "/") for at in bursts for i in range(12)
+    ]
+    events += [
+        page_view(BACKTEST_SITE, f"t{h}", now - timedelta(hours=h, minutes=30), "/") for h in range(1, 40)
+    ]
+    archive(dashboard_settings, events)
+    add_site(connect(dashboard_settings), BACKTEST_SITE)
+
+    await sign_in(page, dashboard)
+    await pick_site(page, BACKTEST_SITE)
+    await page.locator("#alerts-panel").scroll_into_view_if_needed()
+    await page.fill("#alert-minutes", "5")
+    await page.fill("#alert-threshold", "10")
+    await page.click("#alert-backtest")  # no webhook typed yet: a backtest sends nothing
+
+    summary = page.locator("#alert-backtest-summary")
+    await expect(summary).to_contain_text(
+        "page views in 5 min above 10: would have fired 2 times in the last 7 days"
+    )
+    rows = page.locator("#alert-backtest-table tbody tr")
+    await expect(rows).to_have_count(2)
+    for row, at in zip(await rows.all(), sorted(bursts), strict=True):
+        await expect(row).to_have_text(f"{at:%Y-%m-%d %H:%M}{at + timedelta(minutes=5):%Y-%m-%d %H:%M}1210")
+    await expect(page.locator("#alert-rules")).to_have_text("No alert rules yet.")  # tested, not saved
+    await page.locator("#alerts-panel").screenshot(path=str(SCREENSHOTS / "alerts-backtest-desktop.png"))
+
+    await page.fill("#alert-threshold", "12")  # the bursts are 12: never above
+    await page.click("#alert-backtest")
+    await expect(summary).to_contain_text("would have fired 0 times")
+    await page.fill("#alert-factor", "2")  # a threshold and a factor: the field at fault is named
+    await page.click("#alert-backtest")
+    await expect(page.locator("#alert-backtest-result")).to_contain_text("threshold: pageviews_above takes")
 
 
 async def test_a_shared_view_has_no_alerts_panel(

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from alerts.delivery import Delivery
+from storage.alert_backtest import backtest
 from storage.alert_rules import DELIVERED, AlertRule, add_rule, make_rule, recent_alerts
 from storage.client import connect
 from storage.goals import add_goal, make_goal
@@ -33,7 +34,7 @@ from tally.event import utc_now
 from tally.settings import Settings
 from tally.topics import ensure_topics_sync
 from tests.fixtures.clickhouse import Endpoint
-from tests.fixtures.events import page_view
+from tests.fixtures.events import archive_rows, page_view
 from tests.fixtures.spark import isolated_settings, produce, read_topic, site_names, wait_for, wait_until
 from tests.fixtures.webhook import WebhookReceiver, webhook_receiver
 
@@ -296,3 +297,36 @@ def test_a_burst_above_k_times_the_trailing_mean_fires_and_a_larger_k_stays_quie
     assert wait_for(lambda: counted(alert_settings, site), expected) == expected
     assert [a["rule_id"] for a in alerts_published(alert_settings)] == [fired.rule_id]
     assert receiver.received("/never") == []
+
+
+def test_the_backtest_fires_for_the_windows_the_stream_fired_for_on_the_same_events(
+    spark: SparkSession,
+    alert_settings: Settings,
+    receiver: WebhookReceiver,
+    running_queries: list[StreamingQuery],
+) -> None:
+    site = new_site(alert_settings)
+    fields = {"site": site, "webhook_url": f"{receiver.url}/same"}
+    rules = [
+        new_rule(alert_settings, kind="pageviews_above", window_minutes=60, threshold=5, **fields),
+        new_rule(alert_settings, kind="event_rate_above", event_name="Error", threshold=2, **fields),
+        new_rule(alert_settings, kind="pageviews_above", window_minutes=60, threshold=1000, **fields),
+    ]
+    running_queries.extend(start_queries(spark, alert_settings, [QUERY_NAME]))
+    now = utc_now()
+    events = [page_view(site, f"v{i}", now, path="/") for i in range(12)]
+    events += [page_view(site, f"e{i}", now, name="Error", path="/app") for i in range(4)]
+    produce(alert_settings, events)
+    published = wait_until(lambda: alerts_published(alert_settings), lambda found: len(found) >= 2)
+    # The same events in the archive (as the archiver writes them), then each rule backtested.
+    rows, columns = archive_rows(events)
+    connect(alert_settings).insert("events", rows, column_names=columns)
+
+    streamed = {(a["rule_id"], datetime.fromisoformat(a["window_start"])) for a in published}
+    backtested = {
+        (rule.rule_id, firing.window_start)
+        for rule in rules
+        for firing in backtest(connect(alert_settings), rule, now - timedelta(days=1), utc_now()).firings
+    }
+    assert backtested == streamed
+    assert {rule_id for rule_id, _ in streamed} == {rules[0].rule_id, rules[1].rule_id}

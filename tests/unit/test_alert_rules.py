@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from alerts.delivery import RefusedDestination, backoff_s, check_destination, webhook_body
+from alerts.delivery import RefusedDestination, backoff_s, check_destination, pinned, webhook_body
 from storage.alert_rules import InvalidRule, make_rule
 from stream_jobs.alerts import alert_id, window_starts
 from tally.settings import Settings
@@ -89,3 +89,39 @@ def test_a_window_that_just_ended_is_evaluated_with_the_current_one() -> None:
     start = int(datetime(2026, 11, 24, 12, 5, tzinfo=UTC).timestamp())
     assert window_starts(300, datetime.fromtimestamp(just_after, UTC)) == [start - 300, start]
     assert window_starts(300, datetime.fromtimestamp(later, UTC)) == [start]
+
+
+@pytest.mark.parametrize(
+    ("url", "address", "expected_url", "host", "sni"),
+    [
+        (
+            "https://hooks.example.com/x?t=1",
+            "93.184.216.34",
+            "https://93.184.216.34/x?t=1",
+            "hooks.example.com",
+            True,
+        ),
+        (
+            "http://hooks.example.com:8080/x",
+            "10.0.0.7",
+            "http://10.0.0.7:8080/x",
+            "hooks.example.com:8080",
+            False,
+        ),
+        (
+            "https://hooks.example.com:8443/",
+            "2001:db8::1",
+            "https://[2001:db8::1]:8443/",
+            "hooks.example.com:8443",
+            True,
+        ),
+    ],
+)
+def test_a_webhook_post_goes_to_the_checked_address_under_the_hosts_name(
+    url: str, address: str, expected_url: str, host: str, sni: bool
+) -> None:
+    request = pinned(url, address)
+    assert request.url == expected_url
+    assert request.host_header == host
+    # TLS names the host (SNI and the certificate check), never the address.
+    assert request.extensions == ({"sni_hostname": "hooks.example.com"} if sni else {})
