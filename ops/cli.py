@@ -750,6 +750,8 @@ def import_history(site: str, file: Path, origin: str) -> None:
             f"imported {len(result.imported)} file(s) into {site}: {first} to {last}, {rows} daily rows "
             "(shown where reports include imports: API include.imports, the dashboard's marker)"
         )
+        if note := result.overlap_note():
+            click.echo(note)
 
 
 @main.command()
