@@ -567,7 +567,7 @@ def reports_send() -> None:
 
     settings = current_settings()
     try:
-        sent = send_due(settings, connect(settings), datetime.now(UTC).date())
+        sent = send_due(settings, connect(settings), datetime.now(UTC))
     except (smtplib.SMTPException, OSError) as error:
         if isinstance(error, OSError) and error.filename:
             raise
