@@ -17,6 +17,7 @@ from dashboard import api_parameters as parameters
 from dashboard import comparisons, plausible_v1, provenance
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
+from dashboard.imports_api import register_imports_api
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
@@ -222,6 +223,8 @@ def stats_api(
                 "alerts": [alert_json(alert) for alert in alert_rules.recent_alerts(client, site, limit)],
             }
         )
+
+    register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:

@@ -459,6 +459,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "/api/v1/sessions",
         "/api/v1/stats/goals",
         "/api/v1/alerts",
+        "/api/v1/imports",  # GET here; its POST: tests/integration/test_imports_api.py
         "/api/v1/openapi.json",
         "/api/v2/query",  # a POST: tests/integration/test_plausible_api.py
     }
