@@ -41,6 +41,14 @@ IMPORTED_DIMENSIONS = frozenset(
 IMPORTED_BUCKETS = frozenset({"day", "week", "month"})
 
 
+def all_time_first_day(client: Client, site: str, include_imports: bool) -> date | None:
+    """Where date_range "all" starts: the site's first native day, or, when imports are
+    included, its first imported day if that is earlier (as Plausible's "all" does)."""
+    native = queries.first_day(client, site)
+    imported = imports.first_imported_day(client, site) if include_imports else None
+    return min((day for day in (native, imported) if day is not None), default=None)
+
+
 def skip_reason(query: PlausibleQuery) -> str | None:
     """Why imports cannot join this query (None: they can)."""
     if query.where is not None or query.goal or query.visits is not None:

@@ -419,6 +419,15 @@ def list_imports(client: Client, site: str) -> list[ImportRecord]:
     return [ImportRecord(*row) for row in rows]
 
 
+def first_imported_day(client: Client, site: str) -> date | None:
+    """The first day `site`'s imported history holds (None without imports)."""
+    earliest = client.query(
+        f"SELECT min(first_day), count() FROM {IMPORTS} FINAL WHERE site = {{site:String}}",
+        parameters={"site": site},
+    ).result_rows[0]
+    return earliest[0] if earliest[1] else None
+
+
 def whole_days(start: datetime, end: datetime, tz: ZoneInfo) -> tuple[date, date] | None:
     """The first and last local day of `tz` lying wholly in [start, end): imported numbers are
     per day, so a day the range cuts (it starts or ends after that day's local midnight) has

@@ -204,3 +204,15 @@ def test_days_the_sites_own_events_cover_are_never_counted_twice(
                     date_range=["2026-11-03", "2026-11-03"])  # fmt: skip
     assert rows(overlap) == [[1, 1]]  # native only: the imported 40 visitors are not added
     assert overlap["meta"]["imports_skip_reason"] == "no_imported_data"
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_all_time_starts_at_the_first_imported_day(
+    api: FlaskClient, dashboard_settings: Settings, site: str
+) -> None:
+    """As Plausible's "all": with imports included, the range opens on the first imported day."""
+    everything = query(api, dashboard_settings, site, "raw", metrics=["visitors"], date_range="all")
+    assert rows(everything) == [[62]]
+    native = query(api, dashboard_settings, site, "raw", metrics=["visitors"], date_range="all",
+                   include={})  # fmt: skip
+    assert rows(native) == [[2]]
