@@ -783,7 +783,8 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "properties": {
                     "imports": {
                         "type": "boolean",
-                        "description": "add the history `tally import` stored (whole days, no filters)",
+                        "description": "add the imported history (whole local days before the "
+                        "site's own events start, no filters)",
                     },
                     "time_labels": {"type": "boolean"},
                     "total_rows": {"type": "boolean"},
