@@ -21,6 +21,7 @@ from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, page_view
+from tests.integration.test_users import PASSWORD
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,6 @@ PAGES_CSV = (
     "date,hostname,page,visits,visitors,pageviews,scroll_depth,pageleave_visitors\n"
     "2026-10-01,h,/,10,8,20,,0\n2026-10-02,h,/,6,5,8,,0\n"
 )
-PASSWORD = "correct horse battery"
 
 
 def export_zip() -> bytes:
