@@ -441,7 +441,7 @@ def whole_days(start: datetime, end: datetime, tz: ZoneInfo) -> tuple[date, date
 
 def native_first_day(client: Client, site: str, tz: ZoneInfo) -> date | None:
     """The local day of `site`'s first archived event (None without any): imported days from
-    this one on are not used, as Plausible trims an import to the day before native data starts,
+    this one on are not used (Plausible clamps an import's end to where native data starts),
     so no day is counted twice. Read at query time, so an import made before the tracker ran,
     or events backfilled later with an older `ts`, move the cut with them."""
     earliest = client.query(
