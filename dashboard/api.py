@@ -18,6 +18,7 @@ from dashboard import api_parameters as parameters
 from dashboard import backtest_request, comparisons, plausible_v1, provenance
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
+from dashboard.imports_api import register_imports_api
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
@@ -251,6 +252,7 @@ def stats_api(
             field, _, problem = str(refused).partition(": ")
             raise BadParameter(field, problem) from None
         return jsonify(backtest_request.backtest_json(result, iso))
+    register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:

@@ -2,7 +2,7 @@
 
 A report holds the key numbers of the period (visitors, page views, visits, bounce rate, visit
 duration, each with its change against the period before), the top pages and sources, and a
-chart of visitors per day: a PNG drawn here and attached inline (`cid:`), since mail clients
+chart of visitors per day: a PNG drawn with Pillow and attached inline (`cid:`), since mail clients
 strip inline SVG and a report must fetch nothing from outside. The same numbers go in a text
 part. Numbers come from the query layer exactly as the stats API answers them.
 
@@ -15,22 +15,23 @@ to try a setup). Both send only reports not yet recorded as delivered
 from __future__ import annotations
 
 import html
+import io
 import smtplib
 import ssl
-import struct
 import threading
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import make_msgid
 
 import structlog
 from clickhouse_connect.driver.client import Client
+from PIL import Image, ImageDraw
 
 from dashboard import display
 from storage import queries
+from storage.calendar import local_date, zone
 from storage.client import connect
 from storage.queries import BreakdownRow, Source, StatsQuery
 from storage.report_subscriptions import ReportPeriod, Subscription, due, record_delivery
@@ -56,62 +57,47 @@ class Report:
     sources: list[BreakdownRow]
 
 
-def day_start(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
-
-
 def build_report(
     client: Client, site: str, period: ReportPeriod, source: Source, session_gap_s: int
 ) -> Report:
-    start, end = day_start(period.first), day_start(period.last + timedelta(days=1))
-    q = StatsQuery(site, start, end, session_gap_s=session_gap_s)
-    previous = StatsQuery(
-        site, day_start(period.previous_first), day_start(period.previous_last + timedelta(days=1)),
-        session_gap_s=session_gap_s,
-    )  # fmt: skip
-    visitors = {
-        point.t.date(): point.visitors for point in queries.timeseries(client, q, "day", source=source)
-    }
-    days = [(period.first + timedelta(days=n), 0) for n in range((period.last - period.first).days + 1)]
+    """The period's numbers in the site's time zone: its local days, as the dashboard shows them."""
+    q = StatsQuery(site, *period.span, session_gap_s=session_gap_s, timezone=period.timezone)
+    previous = StatsQuery(site, *period.previous_span, session_gap_s=session_gap_s, timezone=period.timezone)
+    tz = zone(period.timezone)
+    points = queries.timeseries(client, q, "day", source=source)
+    visitors = {local_date(point.t, tz): point.visitors for point in points}
+    days = [period.first + timedelta(days=n) for n in range((period.last - period.first).days + 1)]
     return Report(
         site,
         period,
         queries.aggregate(client, q, source=source),
         queries.aggregate(client, previous, source=source),
-        [(day, visitors.get(day, 0)) for day, _ in days],
+        [(day, visitors.get(day, 0)) for day in days],
         queries.breakdown(client, q, "path", TOP_ROWS, source=source),
         queries.breakdown(client, q, "referrer_domain", TOP_ROWS, source=source),
     )
 
 
-# --- the chart: a PNG of visitors per day, drawn without any library -----------------------
+# --- the chart: a PNG of visitors per day, drawn with Pillow's ImageDraw ---------------------
 
 
 def chart_png(values: list[int], width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> bytes:
-    """Bars of `values` on a white ground with a baseline: a valid RGB PNG (zlib, one IDAT)."""
-    pixels = [[(255, 255, 255)] * width for _ in range(height)]
+    """Bars of `values` on a white ground with a baseline, as PNG bytes."""
+    image = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(image)
     top = max(values, default=0)
     slot = width / max(len(values), 1)
     for index, value in enumerate(values):
         bar = round((height - 8) * value / top) if top else 0
+        if not bar:
+            continue  # a day without visitors: no bar, the baseline shows it
         left, right = round(index * slot + slot * 0.15), round((index + 1) * slot - slot * 0.15)
-        for y in range(height - 1 - bar, height - 1):
-            for x in range(left, max(right, left + 1)):
-                pixels[y][x] = BAR_COLOUR
-    pixels[height - 1] = [AXIS_COLOUR] * width
-    raw = b"".join(b"\x00" + bytes(channel for pixel in row for channel in pixel) for row in pixels)
-    return b"".join(
-        [
-            b"\x89PNG\r\n\x1a\n",
-            _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)),
-            _chunk(b"IDAT", zlib.compress(raw, 9)),
-            _chunk(b"IEND", b""),
-        ]
-    )
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        # rectangle's corners are inclusive: the bar ends on the row above the baseline
+        draw.rectangle((left, height - 1 - bar, max(right, left + 1) - 1, height - 2), fill=BAR_COLOUR)
+    draw.line((0, height - 1, width - 1, height - 1), fill=AXIS_COLOUR)
+    encoded = io.BytesIO()
+    image.save(encoded, format="PNG", optimize=True)
+    return encoded.getvalue()
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -143,7 +129,8 @@ def text_part(report: Report) -> str:
     ]
     lines += ["", "Top pages:", *_rows_text("path", report.pages)]
     lines += ["", "Top sources:", *_rows_text("referrer_domain", report.sources)]
-    lines += ["", "Visitors per day:"] + [f"  {day}: {visitors}" for day, visitors in report.days]
+    lines += ["", f"Visitors per day ({report.period.timezone}):"]
+    lines += [f"  {day}: {visitors}" for day, visitors in report.days]
     return "\n".join(lines) + "\n"
 
 
@@ -168,7 +155,8 @@ def html_part(report: Report, chart_cid: str) -> str:
         '<!doctype html><html><body style="font-family:Arial,sans-serif;color:#1d2433;margin:0;padding:16px">'
         f'<h1 style="font-size:18px">{html.escape(subject(report))}</h1>'
         f'<table style="border-collapse:collapse"><tr>{cells}</tr></table>'
-        f'<h2 style="font-size:15px">Visitors per day, {first} to {last}</h2>'
+        f'<h2 style="font-size:15px">Visitors per day, {first} to {last} '
+        f"({html.escape(report.period.timezone)})</h2>"
         f'<img src="cid:{chart_cid[1:-1]}" width="{CHART_WIDTH}" height="{CHART_HEIGHT}" '
         'alt="Visitors per day" style="display:block;max-width:100%;height:auto">'
         f"{_rows_html('Top pages', 'path', report.pages)}"
@@ -215,10 +203,10 @@ def message(report: Report, sender: str, recipient: str) -> EmailMessage:
 Sent = tuple[Subscription, ReportPeriod]
 
 
-def send_due(settings: Settings, client: Client, today: date) -> list[Sent]:
-    """Send every report due today over one SMTP connection, recording each once accepted.
-    Nothing is due: no connection is opened."""
-    pending = due(client, today)
+def send_due(settings: Settings, client: Client, now: datetime) -> list[Sent]:
+    """Send every report due at `now` (each site's periods end at its own midnight) over one
+    SMTP connection, recording each once accepted. Nothing is due: no connection is opened."""
+    pending = due(client, now)
     if not pending:
         return []
     if not settings.smtp_host:
@@ -260,7 +248,7 @@ def run_sender(
     """The dashboard's sender: what is due, every TALLY_REPORTS_INTERVAL_S, until `stop`."""
     while not stop.is_set():
         try:
-            sent = send_due(settings, connect(settings), clock().date())
+            sent = send_due(settings, connect(settings), clock())
             if sent:
                 log.info("email_reports_sent", count=len(sent))
         except Exception as error:  # a down SMTP server or store: try again next round

@@ -2,14 +2,14 @@
 
 Imported history (storage/imports.py) is daily aggregates from another product's export, not
 events of the log, so the dashboard's own numbers stay the log's and the imported ones are shown
-beside them in a card marked "Imported", for the period's whole days; filters cannot apply to
+beside them in a card marked "Imported", for the period's whole local days before the site's own
+events start (the days the stats API adds; storage/imports.py `used_days`); filters cannot apply to
 them (an export cannot say which of its visitors a filter keeps), so the card says so instead.
 The stats API adds them to its answers when asked (`include.imports`).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from dash import Dash, Input, Output, html
@@ -19,6 +19,7 @@ from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from storage import imports
+from storage.calendar import zone
 
 ORIGIN_NAMES = {"plausible": "Plausible", "ga4": "Google Analytics 4"}
 
@@ -49,13 +50,23 @@ def card(client: Any, site: str | None, period_data: dict | None, filters: dict 
         html.Span("Imported", className="imported-marker"),
         html.Span(f" history from {origins}, {first} to {last}", className="imported-range"),
     ]
-    return html.Div([html.Div(heading), summary(client, site, period.start, period.end, bool(filters))])
+    native_from = imports.native_first_day(client, site, zone(period.timezone))
+    if native_from is not None and native_from <= last:
+        heading.append(
+            html.Span(
+                f"; from {native_from} on, the site's own events are counted instead",
+                className="imported-overlap",
+            )
+        )
+    return html.Div([html.Div(heading), summary(client, site, period, bool(filters))])
 
 
-def summary(client: Any, site: str, start: datetime, end: datetime, filtered: bool) -> html.Div:
+def summary(client: Any, site: str, period: Period, filtered: bool) -> html.Div:
     if filtered:
         return html.Div("Not shown while filters apply: imported days carry no events to filter.")
-    totals = imports.imported(client, site, start, end).get((None, ""))
+    totals = imports.imported(client, site, period.start, period.end, timezone=period.timezone).get(
+        (None, "")
+    )
     if totals is None:
         return html.Div("Nothing imported for this period's whole days.", id="imported-numbers")
     bounce_rate = totals.bounces / totals.visits if totals.visits else 0.0

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard import api_parameters as parameters
-from dashboard import periods
+from dashboard import imports_api, periods
 from dashboard import plausible_query as plausible
-from storage import queries
+from storage import imports, queries
 from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
@@ -670,6 +670,7 @@ def openapi_document() -> JSON:
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
             "/api/v1/alerts/backtest": alert_backtest_operation(),
+            "/api/v1/imports": imports_operations(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -684,22 +685,126 @@ def openapi_document() -> JSON:
                     "type": "http",
                     "scheme": "bearer",
                     "description": (
-                        "the operator's API key (every site) or a team member's read-only key "
-                        "(tally users keys create; only its sites)"
+                        "the operator's API key (every site) or a team member's key "
+                        "(tally users keys create; only its sites; read-only, except that an "
+                        "admin's or owner's key may POST /api/v1/imports for the site)"
                     ),
                 }
             },
             "parameters": PARAMETERS,
-            "schemas": SCHEMAS | PLAUSIBLE_SCHEMAS,
+            "schemas": SCHEMAS | PLAUSIBLE_SCHEMAS | IMPORT_SCHEMAS,
             "responses": {
                 "BadParameter": _ok(
                     _schema("Error"), "a parameter is missing or invalid; the error names it"
                 ),
                 "Unauthorized": _ok(_schema("Error"), "no, a wrong or a revoked API key"),
                 "Forbidden": _ok(
-                    _schema("Error"), "a team member's API key asking for a site outside its scope"
+                    _schema("Error"),
+                    "a team member's API key asking for a site outside its scope (or, to import, "
+                    "the key of a user who is not an admin or owner of the site)",
                 ),
                 "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
+            },
+        },
+    }
+
+
+# --- imported history (dashboard/imports_api.py) ----------------------------------------------
+
+IMPORT_SCHEMAS: dict[str, JSON] = {
+    "ImportList": {
+        "type": "object",
+        "required": ["site", "imports", "native_from"],
+        "properties": {
+            "site": {"type": "string"},
+            "imports": {"type": "array", "items": _schema("ImportedFile")},
+            "native_from": {
+                "type": "string",
+                "format": "date",
+                "nullable": True,
+                "description": "the site's first local day with its own events: imported days from it "
+                "on are not used (none: every imported day is)",
+            },
+        },
+    },
+    "ImportedFile": {
+        "type": "object",
+        "required": ["file", "first_day", "last_day", "rows"],
+        "properties": {
+            "file": {"type": "string"},
+            "origin": {"type": "string", "enum": list(imports.ORIGINS)},
+            "first_day": {"type": "string", "format": "date"},
+            "last_day": {"type": "string", "format": "date"},
+            "rows": {"type": "integer", "minimum": 0, "description": "daily rows, per day, dimension, value"},
+        },
+    },
+    "ImportResult": {
+        "type": "object",
+        "required": ["site", "imported", "already_imported", "not_used", "note"],
+        "properties": {
+            "site": {"type": "string"},
+            "imported": {"type": "array", "items": _schema("ImportedFile")},
+            "already_imported": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "files imported before: nothing written",
+            },
+            "not_used": {
+                "type": "object",
+                "nullable": True,
+                "required": ["first_day", "last_day"],
+                "properties": {
+                    "first_day": {"type": "string", "format": "date"},
+                    "last_day": {"type": "string", "format": "date"},
+                },
+                "description": "imported days the site's own events cover: reports never use them",
+            },
+            "note": {"type": "string", "nullable": True},
+        },
+    },
+}
+
+
+def imports_operations() -> JSON:
+    upload_parameters = [
+        _ref("site"),
+        {
+            "name": "origin",
+            "in": "query",
+            "required": True,
+            "description": "whose export the body is (the CLI's --from)",
+            "schema": {"type": "string", "enum": list(imports.ORIGINS)},
+        },
+        {
+            "name": "name",
+            "in": "query",
+            "required": False,
+            "description": "the file's name, e.g. imported_pages_20260101_20261031.csv (Plausible's CSVs "
+            "are told apart by it; a zip's members carry their own)",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^/\\\\]+$"},
+        },
+    ]
+    return {
+        "get": {
+            "summary": "The files imported into the site's history (tally import, the dashboard, this API)",
+            "parameters": [_ref("site")],
+            "responses": {"200": _ok(_schema("ImportList"), "one entry per imported file"), **ERRORS},
+        },
+        "post": {
+            "summary": "Import an export (Plausible's CSV export, a GA4 CSV export) into the site's history "
+            "as daily aggregates; needs the operator's key or an admin's or owner's key for the site",
+            "parameters": upload_parameters,
+            "requestBody": {
+                "required": True,
+                "description": f"the export file's bytes: a CSV or a zip of CSVs, at most "
+                f"{imports_api.MAX_UPLOAD_BYTES // 2**20} MiB",
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            },
+            "responses": {
+                "201": _ok(_schema("ImportResult"), "files written"),
+                "200": _ok(_schema("ImportResult"), "every file was imported before: nothing written"),
+                **ERRORS,
+                "413": _ok(_schema("Error"), "the body is too large: use tally import"),
             },
         },
     }
@@ -771,7 +876,8 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "properties": {
                     "imports": {
                         "type": "boolean",
-                        "description": "add the history `tally import` stored (whole days, no filters)",
+                        "description": "add the imported history (whole local days before the "
+                        "site's own events start, no filters)",
                     },
                     "time_labels": {"type": "boolean"},
                     "total_rows": {"type": "boolean"},

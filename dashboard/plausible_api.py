@@ -19,7 +19,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from dashboard import plausible_comparisons, provenance
 from dashboard.api import error
 from dashboard.api_access import authorise, may_read
-from dashboard.plausible_imports import with_imports
+from dashboard.plausible_imports import all_time_first_day, with_imports
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
 from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.segments import expand
@@ -71,7 +71,9 @@ def plausible_api(
         site = site_of(client, body.site_id)
         if not may_read(site):  # a team member's key reads only its sites
             return error(403, f"This API key may not read site {site!r}.")
-        first_day = queries.first_day(client, site) if body.date_range == "all" else None
+        first_day = (
+            all_time_first_day(client, site, body.include.imports) if body.date_range == "all" else None
+        )
         body = body.model_copy(update={"site_id": site, "filters": expand(client, site, body.filters)})
         planned = plan(body, clock(), first_day, site_timezone(client, site))
         gap_s, bounce_ms = settings.session_gap_s, settings.engaged_bounce_ms

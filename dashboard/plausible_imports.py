@@ -1,7 +1,9 @@
 """Plausible's `include.imports`: imported history (storage/imports.py) added to a v2 answer.
 
 Imported numbers are daily aggregates, so they join a report the way Plausible joins its
-`imported_*` tables: only for whole days of the range, only for the metrics and dimensions an
+`imported_*` tables: only for whole days of the range (the site's local days: an export's day
+is the site's own calendar day), only for days before the site's own events start (Plausible
+trims an import there; storage/imports.py `used_days`), only for the metrics and dimensions an
 export carries, and only without filters (an export cannot say which of its visitors a filter
 keeps). Otherwise the answer is the native one and `meta.imports_skip_reason` says why, in
 Plausible's words (`unsupported_query`, `unsupported_interval`, `no_imported_data`).
@@ -26,7 +28,7 @@ from dashboard.plausible_query import (
 )
 from dashboard.plausible_report import ALL_ROWS, Report, Row, bucket_label, ordered, visit_metrics
 from storage import imports, queries
-from storage.calendar import UTC_NAME, local_midnight, zone
+from storage.calendar import local_date, local_midnight, zone
 from storage.imports import Numbers
 from storage.queries import Source, StatsQuery
 
@@ -39,11 +41,16 @@ IMPORTED_DIMENSIONS = frozenset(
 IMPORTED_BUCKETS = frozenset({"day", "week", "month"})
 
 
+def all_time_first_day(client: Client, site: str, include_imports: bool) -> date | None:
+    """Where date_range "all" starts: the site's first native day, or, when imports are
+    included, its first imported day if that is earlier (as Plausible's "all" does)."""
+    native = queries.first_day(client, site)
+    imported = imports.first_imported_day(client, site) if include_imports else None
+    return min((day for day in (native, imported) if day is not None), default=None)
+
+
 def skip_reason(query: PlausibleQuery) -> str | None:
-    """Why imports cannot join this query (None: they can). Imported days are UTC days here, so
-    a site in another time zone, whose days start at its own midnight, gets none (for now)."""
-    if query.timezone != UTC_NAME:
-        return "unsupported_query"
+    """Why imports cannot join this query (None: they can)."""
     if query.where is not None or query.goal or query.visits is not None:
         return "unsupported_query"
     if not set(query.metrics) <= IMPORTED_METRICS:
@@ -68,7 +75,9 @@ def with_imports(
     if not query.body.include.imports:
         return report, {}
     reason = skip_reason(query)
-    if reason is None and not imports.imported(client, query.site, query.start, query.end):
+    if reason is None and not imports.imported(
+        client, query.site, query.start, query.end, timezone=query.timezone
+    ):
         reason = "no_imported_data"
     if reason is not None:
         return report, {"imports_included": False, "imports_skip_reason": reason}
@@ -96,7 +105,7 @@ def with_imports(
 
 
 def totals(client: Client, q: StatsQuery) -> Numbers:
-    return imports.imported(client, q.site, q.start, q.end).get((None, ""), Numbers())
+    return imports.imported(client, q.site, q.start, q.end, timezone=q.timezone).get((None, ""), Numbers())
 
 
 def combined(native: dict[str, float], extra: Numbers) -> dict[str, float]:
@@ -117,7 +126,9 @@ def combined(native: dict[str, float], extra: Numbers) -> dict[str, float]:
 def by_value(client: Client, q: StatsQuery, dimension: str) -> dict[str, Numbers]:
     return {
         value: numbers
-        for (_, value), numbers in imports.imported(client, q.site, q.start, q.end, dimension).items()
+        for (_, value), numbers in imports.imported(
+            client, q.site, q.start, q.end, dimension, timezone=q.timezone
+        ).items()
     }
 
 
@@ -161,19 +172,24 @@ def event_rows(client: Client, q: StatsQuery, dimension: str, report: Report) ->
 
 
 def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> list[Row]:
-    """Per day, week or month: the native days' numbers and the imported days' added up."""
-    label = bucket_label(q.start, bucket)
+    """Per day, week or month: the native days' numbers and the imported days' added up, both
+    keyed by the site's local day (a native point starts at a local midnight, an imported row
+    is a local day already)."""
+    tz = zone(q.timezone)
+    label = bucket_label(q.start, bucket, q.timezone)
     days: dict[date, list[int]] = {}  # pageviews, visitors, sessions, bounces, duration_ms
     for point in queries.timeseries(client, q, "day", source=source):
-        day = days.setdefault(point.t.date(), [0] * 5)
+        day = days.setdefault(local_date(point.t, tz), [0] * 5)
         day[0] += point.pageviews
         day[1] += point.visitors
     for session_point in queries.session_timeseries(client, q, "day", source=source):
-        day = days.setdefault(session_point.t.date(), [0] * 5)
+        day = days.setdefault(local_date(session_point.t, tz), [0] * 5)
         day[2] += session_point.sessions
         day[3] += session_point.bounces
         day[4] += session_point.duration_ms
-    for (moment, _), numbers in imports.imported(client, q.site, q.start, q.end, by_day=True).items():
+    for (moment, _), numbers in imports.imported(
+        client, q.site, q.start, q.end, by_day=True, timezone=q.timezone
+    ).items():
         assert moment is not None  # by_day: every key has its day
         day = days.setdefault(moment, [0] * 5)
         day[0] += numbers.pageviews
@@ -183,7 +199,7 @@ def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> lis
         day[4] += numbers.visit_duration * 1000
     labelled: dict[str, list[int]] = {}
     for moment, numbers in days.items():
-        total = labelled.setdefault(label(local_midnight(moment, zone(UTC_NAME))), [0] * 5)
+        total = labelled.setdefault(label(local_midnight(moment, tz)), [0] * 5)
         for index, number in enumerate(numbers):
             total[index] += number
     return [

@@ -19,10 +19,9 @@ from typing import Any, Literal
 
 from clickhouse_connect.driver.client import Client
 
-from dashboard.plausible_imports import with_imports
+from dashboard.plausible_imports import all_time_first_day, with_imports
 from dashboard.plausible_query import QueryError, plan, validated
 from dashboard.plausible_report import Report, run, site_of
-from storage import queries
 from storage.sites import site_timezone
 
 Endpoint = Literal["aggregate", "timeseries", "breakdown"]
@@ -67,7 +66,8 @@ def answer(
         raise QueryError("source: must be agg or raw (Tally's).")
     body = v2_body(endpoint, values)
     site = site_of(client, body["site_id"])
-    first_day = queries.first_day(client, site) if body["date_range"] == "all" else None
+    with_imported = bool(body.get("include", {}).get("imports"))
+    first_day = all_time_first_day(client, site, with_imported) if body["date_range"] == "all" else None
     query = plan(validated({**body, "site_id": site}), now, first_day, site_timezone(client, site))
     report = run(client, query, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     report, _ = with_imports(client, query, report, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]

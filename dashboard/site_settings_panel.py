@@ -185,6 +185,8 @@ def _import_summary(result: imports.ImportResult) -> str:
     if result.imported:
         first, last = result.days or ("-", "-")
         parts.append(f"Imported {len(result.imported)} file(s): {first} to {last}.")
+        if note := result.overlap_note():
+            parts.append(f"{note[0].upper()}{note[1:]}.")
     if result.already:
         parts.append(f"Already imported, unchanged: {', '.join(result.already)}.")
     return " ".join(parts)

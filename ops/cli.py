@@ -657,7 +657,7 @@ def reports_send() -> None:
 
     settings = current_settings()
     try:
-        sent = send_due(settings, connect(settings), datetime.now(UTC).date())
+        sent = send_due(settings, connect(settings), datetime.now(UTC))
     except (smtplib.SMTPException, OSError) as error:
         if isinstance(error, OSError) and error.filename:
             raise
@@ -859,18 +859,23 @@ def read_new_password() -> str:
 
 @main.command("import")
 @click.argument("site")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--from", "origin", required=True, type=click.Choice(["plausible", "ga4"]), help="Whose export FILE is."
-)
-def import_history(site: str, file: Path, origin: str) -> None:
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--from", "origin", type=click.Choice(["plausible", "ga4"]), help="Whose export FILE is.")
+@click.option("--list", "listing", is_flag=True, help="List the files SITE's imported history holds.")
+def import_history(site: str, file: Path | None, origin: str | None, listing: bool) -> None:
     """Import SITE's history from FILE: Plausible's CSV export (the zip or its CSVs) or a GA4
-    CSV export, as daily aggregates; the same file twice changes nothing."""
+    CSV export, as daily aggregates; the same file twice changes nothing. With --list, show
+    what SITE's imported history holds."""
     from storage import imports
     from storage.client import connect
     from storage.sites import normalise
 
     site = normalise(site)  # a typo is reported before the file is read
+    if listing:
+        list_imported(site)
+        return
+    if file is None or origin is None:
+        raise UserError("name the export and whose it is: tally import SITE FILE --from plausible|ga4")
     files = imports.read_files(file, origin)  # type: ignore[arg-type]
     result = imports.import_files(connect(current_settings()), site, files, origin)  # type: ignore[arg-type]
     if result.already:
@@ -882,6 +887,29 @@ def import_history(site: str, file: Path, origin: str) -> None:
             f"imported {len(result.imported)} file(s) into {site}: {first} to {last}, {rows} daily rows "
             "(shown where reports include imports: API include.imports, the dashboard's marker)"
         )
+        if note := result.overlap_note():
+            click.echo(note)
+
+
+def list_imported(site: str) -> None:
+    """One line per imported file (name, origin, first and last day, rows), then the cut."""
+    from storage import imports
+    from storage.calendar import zone
+    from storage.client import connect
+    from storage.sites import site_timezone
+
+    client = connect(current_settings())
+    records = imports.list_imports(client, site)
+    for record in records:
+        click.echo(
+            f"{record.file_name}\t{record.origin}\t{record.first_day}\t{record.last_day}\t{record.row_count}"
+        )
+    if not records:
+        click.echo(f"nothing imported into {site}")
+        return
+    native_from = imports.native_first_day(client, site, zone(site_timezone(client, site)))
+    if native_from is not None:
+        click.echo(f"the site's own events start on {native_from}: imported days from then on are not used")
 
 
 @main.command()

@@ -28,13 +28,16 @@ import re
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from clickhouse_connect.driver.client import Client
 
-from storage.sites import list_sites, normalise
+from storage.calendar import UTC_NAME, local_date, local_midnight, zone
+from storage.sites import list_sites, normalise, site_timezone
+from storage.tables import EVENTS
 
 Origin = Literal["plausible", "ga4"]
 ORIGINS: tuple[Origin, ...] = ("plausible", "ga4")
@@ -125,11 +128,30 @@ class ImportResult:
     site: str
     imported: list[ImportedFile]  # files written now
     already: list[str]  # names of files imported before: nothing written
+    native_from: date | None = None  # the site's first local day of native data, if any
 
     @property
     def days(self) -> tuple[date, date] | None:
         ranges = [f.days for f in self.imported if f.days]
         return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+
+    @property
+    def overlap(self) -> tuple[date, date] | None:
+        """The imported days reports do not use, since the site's own events cover them."""
+        days = self.days
+        if days is None or self.native_from is None or days[1] < self.native_from:
+            return None
+        return max(days[0], self.native_from), days[1]
+
+    def overlap_note(self) -> str | None:
+        """What the CLI and the dashboard say of the days the site's own events cover."""
+        if self.overlap is None:
+            return None
+        first, last = self.overlap
+        return (
+            f"{first} to {last} are not used: the site's own events start on {self.native_from}, "
+            "and a day is never counted twice"
+        )
 
 
 # --- reading the files --------------------------------------------------------------------
@@ -371,7 +393,8 @@ def import_files(client: Client, site: str, files: list[ImportedFile], origin: O
             [[site, imported.import_id, origin, imported.name, first, last, len(rows)]],
             column_names=["site", "import_id", "origin", "file_name", "first_day", "last_day", "row_count"],
         )
-    return ImportResult(site, fresh, [f.name for f in files if f not in fresh])
+    native_from = native_first_day(client, site, zone(site_timezone(client, site)))
+    return ImportResult(site, fresh, [f.name for f in files if f not in fresh], native_from)
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -396,19 +419,64 @@ def list_imports(client: Client, site: str) -> list[ImportRecord]:
     return [ImportRecord(*row) for row in rows]
 
 
-def whole_days(start: datetime, end: datetime) -> tuple[date, date] | None:
-    """The first and last UTC day lying wholly in [start, end): imported numbers are per day."""
-    first = start.date() + timedelta(days=0 if start.time() == time(0) else 1)
-    last = end.date() - timedelta(days=1)  # end is excluded: its day is never whole
+def first_imported_day(client: Client, site: str) -> date | None:
+    """The first day `site`'s imported history holds (None without imports)."""
+    earliest = client.query(
+        f"SELECT min(first_day), count() FROM {IMPORTS} FINAL WHERE site = {{site:String}}",
+        parameters={"site": site},
+    ).result_rows[0]
+    return earliest[0] if earliest[1] else None
+
+
+def whole_days(start: datetime, end: datetime, tz: ZoneInfo) -> tuple[date, date] | None:
+    """The first and last local day of `tz` lying wholly in [start, end): imported numbers are
+    per day, so a day the range cuts (it starts or ends after that day's local midnight) has
+    none, only its native numbers."""
+    first = local_date(start, tz)
+    if local_midnight(first, tz) < start:  # starts mid-day: that day is not whole
+        first += timedelta(days=1)
+    last = local_date(end, tz) - timedelta(days=1)  # end is excluded: its day is never whole
     return (first, last) if first <= last else None
 
 
+def native_first_day(client: Client, site: str, tz: ZoneInfo) -> date | None:
+    """The local day of `site`'s first archived event (None without any): imported days from
+    this one on are not used (Plausible clamps an import's end to where native data starts),
+    so no day is counted twice. Read at query time, so an import made before the tracker ran,
+    or events backfilled later with an older `ts`, move the cut with them."""
+    earliest = client.query(
+        f"SELECT min(ts), count() FROM {EVENTS} WHERE site = {{site:String}}", parameters={"site": site}
+    ).result_rows[0]
+    return local_date(earliest[0], tz) if earliest[1] else None
+
+
+def used_days(
+    client: Client, site: str, start: datetime, end: datetime, tz: ZoneInfo
+) -> tuple[date, date] | None:
+    """The imported days a report of [start, end) uses: its whole local days before the site's
+    native data starts."""
+    days = whole_days(start, end, tz)
+    native = native_first_day(client, site, tz)
+    if days is None or native is None:
+        return days
+    last = min(days[1], native - timedelta(days=1))
+    return (days[0], last) if days[0] <= last else None
+
+
 def imported(
-    client: Client, site: str, start: datetime, end: datetime, dimension: str = TOTALS, by_day: bool = False
+    client: Client,
+    site: str,
+    start: datetime,
+    end: datetime,
+    dimension: str = TOTALS,
+    by_day: bool = False,
+    timezone: str = UTC_NAME,
 ) -> dict[tuple[date | None, str], Numbers]:
-    """Imported numbers of the whole days in [start, end), per (day or None, value) of
-    `dimension` ('' the totals)."""
-    days = whole_days(start, end)
+    """Imported numbers of the days `used_days` gives for [start, end) in the site's `timezone`,
+    per (day or None, value) of `dimension` ('' the totals). An imported row's `date` is the
+    export's own calendar day, which is the site's local day (Plausible and GA4 export per the
+    site's / property's time zone), so it is compared with local days as it is."""
+    days = used_days(client, site, start, end, zone(timezone))
     if days is None:
         return {}
     day_column = "date" if by_day else "toDate(0)"

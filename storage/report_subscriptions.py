@@ -1,7 +1,9 @@
 """Email report subscriptions and the record of reports sent (migration 0040).
 
-A subscriber receives a site's report weekly (the last whole ISO week, Monday to Sunday, UTC)
-and/or monthly (the last whole calendar month). A report is due when its period has ended and
+A subscriber receives a site's report weekly (the last whole ISO week, Monday to Sunday) and/or
+monthly (the last whole calendar month), in the site's time zone: a week starts on Monday at the
+site's midnight, a month on the 1st at its midnight (storage/calendar.py), so a report holds the
+days the dashboard shows for that week or month. A report is due when its period has ended and
 no delivery of it is recorded; the delivery is recorded once the SMTP server accepted the mail,
 so each (site, subscriber, frequency, period) is sent once — a sender that dies between the
 server's acceptance and the record sends it once more at its next run (at least once, never
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
-from storage.sites import list_sites, normalise
+from storage.calendar import UTC_NAME, InvalidTimezone, local_date, local_midnight, zone
+from storage.sites import list_sites, list_timezones, normalise
 
 Frequency = Literal["weekly", "monthly"]
 FREQUENCIES: tuple[Frequency, ...] = ("weekly", "monthly")
@@ -42,13 +45,29 @@ class Subscription:
 
 @dataclass(frozen=True)
 class ReportPeriod:
-    """[first, last] whole UTC days, and the period before it of the same kind."""
+    """[first, last] whole local days of the site's `timezone`, and the period before it of the
+    same kind."""
 
     frequency: Frequency
     first: date
     last: date
     previous_first: date
     previous_last: date
+    timezone: str = UTC_NAME
+
+    @property
+    def span(self) -> tuple[datetime, datetime]:
+        """[start, end) of the period as UTC instants: its first and its next local midnight."""
+        return _span(self.first, self.last, self.timezone)
+
+    @property
+    def previous_span(self) -> tuple[datetime, datetime]:
+        return _span(self.previous_first, self.previous_last, self.timezone)
+
+
+def _span(first: date, last: date, timezone: str) -> tuple[datetime, datetime]:
+    tz = zone(timezone)
+    return local_midnight(first, tz), local_midnight(last + timedelta(days=1), tz)
 
 
 def checked_email(email: str) -> str:
@@ -95,20 +114,24 @@ def list_subscriptions(client: Client, site: str | None = None) -> list[Subscrip
     return [Subscription(*row) for row in rows]
 
 
-def last_period(frequency: Frequency, today: date) -> ReportPeriod:
-    """The last whole week (Monday to Sunday) or calendar month before `today`."""
+def last_period(frequency: Frequency, today: date, timezone: str = UTC_NAME) -> ReportPeriod:
+    """The last whole week (Monday to Sunday) or calendar month before `today`, a local date of
+    `timezone`."""
     if frequency == "weekly":
         first = today - timedelta(days=today.weekday() + 7)
         return ReportPeriod(frequency, first, first + timedelta(days=6), first - timedelta(days=7),
-                            first - timedelta(days=1))  # fmt: skip
+                            first - timedelta(days=1), timezone)  # fmt: skip
     last = today.replace(day=1) - timedelta(days=1)
     first = last.replace(day=1)
     previous_last = first - timedelta(days=1)
-    return ReportPeriod(frequency, first, last, previous_last.replace(day=1), previous_last)
+    return ReportPeriod(frequency, first, last, previous_last.replace(day=1), previous_last, timezone)
 
 
-def due(client: Client, today: date) -> list[tuple[Subscription, ReportPeriod]]:
-    """Every subscription's last whole period whose report has not been sent."""
+def due(client: Client, now: datetime) -> list[tuple[Subscription, ReportPeriod]]:
+    """Every subscription's last whole period whose report has not been sent, the period being
+    the site's: a New York site's week ends at its Monday midnight (05:00 UTC), a Kolkata site's
+    at 18:30 UTC on Sunday. Deliveries stay keyed by the period's first (local) day."""
+    zones = dict(list_timezones(client))
     sent = {
         (site, email, frequency, period_start)
         for site, email, frequency, period_start in client.query(
@@ -117,10 +140,20 @@ def due(client: Client, today: date) -> list[tuple[Subscription, ReportPeriod]]:
     }
     result = []
     for subscription in list_subscriptions(client):
-        period = last_period(subscription.frequency, today)
+        timezone = _known_zone(zones.get(subscription.site, UTC_NAME))
+        period = last_period(subscription.frequency, local_date(now, zone(timezone)), timezone)
         if (subscription.site, subscription.email, subscription.frequency, period.first) not in sent:
             result.append((subscription, period))
     return result
+
+
+def _known_zone(name: str) -> str:
+    """A zone the database no longer knows reads as UTC, as storage.sites.site_timezone says."""
+    try:
+        zone(name)
+    except InvalidTimezone:
+        return UTC_NAME
+    return name
 
 
 def record_delivery(client: Client, subscription: Subscription, period: ReportPeriod) -> None:

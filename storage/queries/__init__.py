@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 
 from clickhouse_connect.driver.client import Client
 
-from storage.calendar import INTERVALS, InvalidTimezone, zone
+from storage.calendar import INTERVALS, InvalidTimezone, local_date, zone
 from storage.channels import CHANNEL
 from storage.goals import InvalidGoal, find_goal, list_goals
 from storage.queries import agg, channels, funnel_days, funnels, raw
@@ -51,6 +51,7 @@ from storage.queries.contract import (
 )
 from storage.queries.funnels import FunnelReport, FunnelStep, StepResult, checked_steps
 from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
+from storage.sites import site_timezone
 from storage.tables import EVENTS
 
 __all__ = [
@@ -256,11 +257,13 @@ def sites(client: Client) -> list[str]:
 
 
 def first_day(client: Client, site: str) -> date | None:
-    """The UTC day of the site's first archived event (None without any): where "all time" starts."""
+    """The site's local day (in its time zone) of its first archived event (None without any):
+    where "all time" starts. Local, since every caller starts a range at that day's local
+    midnight: the UTC day would leave out a New York site's first evening events."""
     earliest = client.query(
         f"SELECT min(ts), count() FROM {EVENTS} WHERE site = {{site:String}}", parameters={"site": site}
     ).result_rows[0]
-    return earliest[0].date() if earliest[1] else None
+    return local_date(earliest[0], zone(site_timezone(client, site))) if earliest[1] else None
 
 
 def total_pageviews(client: Client, site: str) -> int:

@@ -1,5 +1,6 @@
 """The operator's Import history and Email reports panels, as a site owner clicks them: an upload
-of a Plausible export (twice: once counted; a malformed one refused naming its row and column),
+of a Plausible export (twice: once counted; a malformed one refused naming its row and column;
+one of a day the site's own events cover, said not to be used),
 and a subscription added and removed. Screenshots (desktop 1280 wide, phone 390 wide) go to
 test-artifacts/screenshots/."""
 
@@ -60,6 +61,16 @@ async def test_upload_an_export_and_manage_email_reports(
         "row 2, column 'visitors': 'sixty' is not a number"
     )
     await expect(page.locator("#imported-numbers")).to_contain_text("60 visitors")  # nothing changed
+    # A day the site's own events already cover is imported but never counted twice: both say so.
+    native_from, today = (now - timedelta(minutes=10)).date().isoformat(), now.date().isoformat()
+    await upload.set_input_files({**good, "name": "today.zip", "buffer": export(today, "500")})
+    await expect(page.locator("#import-result")).to_contain_text(
+        f"are not used: the site's own events start on {native_from}"
+    )
+    await expect(page.locator(".imported-overlap")).to_have_text(
+        f"; from {native_from} on, the site's own events are counted instead"
+    )
+    await expect(page.locator("#imported-numbers")).to_contain_text("60 visitors")
 
     await page.fill("#report-email", "owner@example.com")
     await page.locator("#report-frequency label", has_text="Monthly").click()

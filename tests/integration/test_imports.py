@@ -294,3 +294,15 @@ def test_malformed_rows_write_nothing(api: FlaskClient, dashboard_settings: Sett
     answer = query(api, dashboard_settings, metrics=["visitors"], include={"imports": True},
                    date_range=["2026-10-05", "2026-10-06"])  # fmt: skip
     assert answer["meta"]["imports_skip_reason"] == "no_imported_data"
+
+
+def test_list_shows_the_imported_files_and_where_native_data_starts(
+    env: dict[str, str], imported: str
+) -> None:
+    listed = run_tally(env, "import", SITE, "--list", timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert "imported_visitors_20261001_20261002.csv\tplausible\t2026-10-01\t2026-10-02\t2" in lines
+    assert len([line for line in lines if "\tplausible\t" in line]) == 4
+    assert lines[-1] == "the site's own events start on 2026-11-10: imported days from then on are not used"
+    assert "tally import SITE FILE --from" in one_line_error(run_tally(env, "import", SITE, timeout=120))

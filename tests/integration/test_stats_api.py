@@ -460,6 +460,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "/api/v1/stats/goals",
         "/api/v1/alerts",
         "/api/v1/alerts/backtest",  # a POST: tests/integration/test_alert_backtest.py
+        "/api/v1/imports",  # GET here; its POST: tests/integration/test_imports_api.py
         "/api/v1/openapi.json",
         "/api/v2/query",  # a POST: tests/integration/test_plausible_api.py
     }

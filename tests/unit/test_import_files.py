@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -66,12 +67,22 @@ def test_ga4_mistakes_name_row_and_column(text: str, named: str) -> None:
 
 
 def test_only_whole_days_of_a_range_take_imported_numbers() -> None:
-    from datetime import UTC, datetime
-
-    assert whole_days(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 10, 3, tzinfo=UTC)) == (
+    utc = ZoneInfo("UTC")
+    assert whole_days(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 10, 3, tzinfo=UTC), utc) == (
         date(2026, 10, 1), date(2026, 10, 2),
     )  # fmt: skip
-    assert whole_days(datetime(2026, 10, 1, 6, tzinfo=UTC), datetime(2026, 10, 2, 6, tzinfo=UTC)) is None
+    assert whole_days(datetime(2026, 10, 1, 6, tzinfo=UTC), datetime(2026, 10, 2, 6, tzinfo=UTC), utc) is None
+
+
+def test_whole_days_are_the_sites_local_days_across_a_clock_change() -> None:
+    """New York's 2026-11-01 runs from 04:00 UTC to 05:00 UTC the next day (25 hours)."""
+    new_york = ZoneInfo("America/New_York")
+    start, end = datetime(2026, 11, 1, 4, tzinfo=UTC), datetime(2026, 11, 2, 5, tzinfo=UTC)
+    assert whole_days(start, end, new_york) == (date(2026, 11, 1), date(2026, 11, 1))
+    assert whole_days(start, end - timedelta(hours=1), new_york) is None  # 24 h: not the whole day
+    assert whole_days(start + timedelta(minutes=30), end + timedelta(days=1), new_york) == (
+        date(2026, 11, 2), date(2026, 11, 2),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
