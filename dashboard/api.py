@@ -252,6 +252,7 @@ def stats_api(
             field, _, problem = str(refused).partition(": ")
             raise BadParameter(field, problem) from None
         return jsonify(backtest_request.backtest_json(result, iso))
+
     register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
 
     @api.get("/<path:unknown>")
