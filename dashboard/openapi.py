@@ -17,6 +17,7 @@ from dashboard import plausible_query as plausible
 from storage import queries
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
+from storage.queries.session_filters import SESSION_FILTERS
 
 JSON = dict[str, Any]
 
@@ -131,10 +132,16 @@ PARAMETERS: dict[str, JSON] = {
     "filters": _parameter(
         "filters",
         "JSON object of filter → value; only the events matching every filter count. "
-        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)} (the event's value); `goal`: the visitors "
+        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)} (the event's value); "
+        f"{', '.join(SESSION_FILTERS)} (the visit's: the events of the sessions whose entry page, "
+        "exit page, referrer, UTM field or channel it is); `goal`: the visitors "
         "who converted on that goal (its name) in the range; `props.KEY`: events carrying property "
-        "KEY with that value. Filtered reports are computed from the raw archive.",
-        {"type": "string", "example": '{"path": "/pricing", "goal": "Signup", "props.plan": "pro"}'},
+        "KEY with that value. Or a JSON list of filters, all of which must hold: [operator, "
+        "dimension, [values]] with is, is_not, contains, contains_not, matches, matches_not (RE2) on "
+        'the same dimensions; ["and"|"or", [filters]], ["not", filter], e.g. '
+        '[["contains", "channel", ["Search"]], ["is_not", "country", ["US"]]]. '
+        "Filtered reports are computed from the raw archive.",
+        {"type": "string", "example": '{"path": "/pricing", "channel": "Organic Search"}'},
     ),
     "meta": _parameter(
         "meta",
@@ -665,7 +672,9 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "items": {"type": "array"},
                 "description": "[operator, dimension, [values]] with is, is_not, contains, contains_not, "
                 "matches, matches_not on " + ", ".join(plausible.FILTER_DIMENSIONS) + ", "
-                f'{plausible.PROPS_DIMENSION}KEY; ["and"|"or", [filters]], ["not", filter]; '
+                f"{plausible.PROPS_DIMENSION}KEY (the events counted) and on "
+                + ", ".join(sorted(plausible.SESSION_DIMENSIONS))
+                + ' (the visits counted); ["and"|"or", [filters]], ["not", filter]; '
                 f'["is", "{plausible.GOAL_DIMENSION}", [GOAL]] at the top level',
             },
             "order_by": {
