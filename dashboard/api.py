@@ -20,6 +20,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
+from dashboard.segments_api import register_segments_api
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_rules, queries
 from storage.queries import EventRow, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
@@ -222,6 +223,8 @@ def stats_api(
                 "alerts": [alert_json(alert) for alert in alert_rules.recent_alerts(client, site, limit)],
             }
         )
+
+    register_segments_api(api, clients)  # /segments: list, create, change, delete
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:

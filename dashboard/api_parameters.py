@@ -18,7 +18,7 @@ from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
-    "goal", "breakdown", "meta",
+    "goal", "breakdown", "meta", "id",
 )  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")

@@ -118,6 +118,12 @@ PARAMETERS: dict[str, JSON] = {
         "Sessions to return, newest first.",
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 100},
     ),
+    "segment_id": _parameter(
+        "id",
+        "The segment's id (GET /api/v1/segments lists them).",
+        {"type": "integer", "minimum": 0, "maximum": 999_999_999},
+        required=True,
+    ),
     "alerts_limit": _parameter(
         "limit",
         "Alerts to return, newest first.",
@@ -513,6 +519,15 @@ SCHEMAS: dict[str, JSON] = {
             "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
         },
     },
+    "Segment": {
+        "type": "object",
+        "required": ["id", "name", "filters"],
+        "properties": {
+            "id": {"type": "integer", "description": 'Plausible\'s v2 query takes ["is", "segment", [id]]'},
+            "name": {"type": "string"},
+            "filters": {"type": "array", "items": {}, "description": "Plausible's v2 filter list"},
+        },
+    },
     "Error": {
         "type": "object",
         "required": ["error"],
@@ -584,6 +599,7 @@ def openapi_document() -> JSON:
                 ["site", "alerts_limit"],
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
+            "/api/v1/segments": segments_operations(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -598,8 +614,9 @@ def openapi_document() -> JSON:
                     "type": "http",
                     "scheme": "bearer",
                     "description": (
-                        "the operator's API key (every site) or a team member's read-only key "
-                        "(tally users keys create; only its sites)"
+                        "the operator's API key (every site) or a team member's key (tally users "
+                        "keys create; only its sites; read-only but for the segments of a site its "
+                        "user is admin or owner of)"
                     ),
                 }
             },
@@ -611,10 +628,80 @@ def openapi_document() -> JSON:
                 ),
                 "Unauthorized": _ok(_schema("Error"), "no, a wrong or a revoked API key"),
                 "Forbidden": _ok(
-                    _schema("Error"), "a team member's API key asking for a site outside its scope"
+                    _schema("Error"),
+                    "a team member's API key asking for a site outside its scope, or changing the "
+                    "segments of a site its user is no admin or owner of",
                 ),
                 "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
+                "NotFound": _ok(_schema("Error"), "no such site or segment"),
+                "Conflict": _ok(_schema("Error"), "the site already has a segment of that name"),
             },
+        },
+    }
+
+
+# --- saved segments (dashboard/segments_api.py) ------------------------------------------------
+
+SEGMENT_FILTERS_EXAMPLE = [["is", "visit:channel", ["Organic Search"]], ["is", "visit:country", ["DE"]]]
+
+
+def segment_body(required: list[str]) -> JSON:
+    return {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": required,
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": 120},
+                        "filters": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "array"},
+                            "description": "Plausible's v2 filters (the v2 query's `filters`), e.g. "
+                            + str(SEGMENT_FILTERS_EXAMPLE).replace("'", '"'),
+                        },
+                    },
+                }
+            }
+        },
+    }
+
+
+def segments_operations() -> JSON:
+    """List with any key that reads the site; create, change and delete with the operator's key or
+    a member's key whose user is admin or owner of the site (a viewer's: 403)."""
+    segment, changes = _ok(_schema("Segment"), "the segment"), {
+        **ERRORS, "404": {"$ref": "#/components/responses/NotFound"},
+    }  # fmt: skip
+    site, segment_id = _ref("site"), _ref("segment_id")
+    return {
+        "get": {
+            "summary": "The site's saved segments, by name",
+            "parameters": [site],
+            "responses": {
+                "200": _ok({"type": "array", "items": _schema("Segment")}, "the segments"),
+                **changes,
+            },
+        },
+        "post": {
+            "summary": "Save a segment (admins and owners)",
+            "parameters": [site],
+            "requestBody": segment_body(["name", "filters"]),
+            "responses": {"201": segment, **changes, "409": {"$ref": "#/components/responses/Conflict"}},
+        },
+        "patch": {
+            "summary": "Rename a segment and/or replace its filters (admins and owners)",
+            "parameters": [site, segment_id],
+            "requestBody": segment_body([]),
+            "responses": {"200": segment, **changes, "409": {"$ref": "#/components/responses/Conflict"}},
+        },
+        "delete": {
+            "summary": "Delete a segment (admins and owners); answers the segment deleted",
+            "parameters": [site, segment_id],
+            "responses": {"200": segment, **changes},
         },
     }
 

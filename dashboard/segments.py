@@ -34,7 +34,7 @@ from dashboard.plausible_query import (
     filters,
 )
 from dashboard.store import ClientFactory
-from storage.queries import GOAL_FILTER, Logic, StatsQuery
+from storage.queries import GOAL_FILTER, Logic, StatsQuery, UnsupportedQuery, validate_expression
 from storage.queries.contract import PROPS_FILTER
 from storage.segments import (
     MAX_NAME,
@@ -60,7 +60,12 @@ def checked(items: list[Any]) -> Filters:
         raise InvalidSegment(f"filters: {error}") from None
     if parsed.visits is not None:  # the events of the visits passing them (contract.py)
         where = parsed.visits if parsed.where is None else Logic("and", (parsed.where, parsed.visits))
-        return replace(parsed, where=where, visits=None)
+        parsed = replace(parsed, where=where, visits=None)
+    if parsed.where is not None:
+        try:
+            validate_expression(parsed.where)  # e.g. a pattern that is no RE2 expression
+        except UnsupportedQuery as error:
+            raise InvalidSegment(f"filters: {error}") from None
     return parsed
 
 

@@ -28,7 +28,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations
 
 SITE = "segments.dashboard.test"
 CALLBACK = "/_dash-update-component"
-VIEWER, VIEWER_PASSWORD = "segment-viewer@example.com", "a long viewer password"
+VIEWER = "segment-viewer@example.com"
+VIEWER_PASSWORD = "a long viewer password"
 NEWSLETTER = {"utm_source": "newsletter", "utm_medium": "email", "utm_campaign": "launch",
               "utm_content": "header", "utm_term": "kafka"}  # fmt: skip
 # visitor → (referrer, UTM fields, country); channels: Organic Search (2), Email, Organic Social, Direct

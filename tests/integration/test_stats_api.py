@@ -461,6 +461,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "/api/v1/sessions",
         "/api/v1/stats/goals",
         "/api/v1/alerts",
+        "/api/v1/segments",  # also POST, PATCH, DELETE: tests/integration/test_segments_api.py
         "/api/v1/openapi.json",
         "/api/v2/query",  # a POST: tests/integration/test_plausible_api.py
     }
