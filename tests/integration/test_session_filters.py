@@ -210,3 +210,14 @@ def test_a_pattern_that_is_no_re2_is_a_400(api: FlaskClient, dashboard_settings:
     )  # fmt: skip
     assert response.status_code == 400
     assert "not an RE2 regular expression" in response.get_json()["error"]
+
+
+@pytest.mark.parametrize("source", ["raw", "agg"])
+def test_channel_filter_on_a_funnel(api: FlaskClient, dashboard_settings: Settings, source: str) -> None:
+    steps = json.dumps([{"page": "/"}, {"page": "/pricing"}])
+    for channel, reached in (("Paid Search", [1, 1]), ("Email", [1, 0]), ("Direct", [0, 0])):
+        funnel = get(
+            api, dashboard_settings, "/stats/funnel", steps=steps, source=source,
+            filters=json.dumps({"channel": channel}),
+        )  # fmt: skip
+        assert [step["visitors"] for step in funnel["steps"]] == reached, channel
