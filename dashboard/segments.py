@@ -124,6 +124,27 @@ def register_segment_picker(app: Dash, clients: ClientFactory) -> None:
             return no_update, None
         return {**chosen, SEGMENT_FILTER: name}, None
 
+    # Here, not in the Segments panel's callback: every input of a callback writing the filters
+    # must be on every page (a viewer's has no panel; a callback writing `filters` from inputs
+    # missing on the page stopped the viewer's page from loading its site list).
+    @app.callback(
+        Output("filters", "data", allow_duplicate=True),
+        Input("segment-changed", "data"),
+        State("filters", "data"),
+        prevent_initial_call=True,
+    )
+    def follow_segment(change: dict | None, current: dict | None) -> Any:
+        """The applied segment renamed, replaced (its chip alone: the filters added are in it
+        now) or deleted in the Segments panel: the filters follow."""
+        chosen = dict(current or {})
+        if not change or chosen.get(SEGMENT_FILTER) != change.get("old"):
+            raise PreventUpdate
+        if change.get("new") is None:
+            return {key: value for key, value in chosen.items() if key != SEGMENT_FILTER}
+        if change.get("only"):
+            return {SEGMENT_FILTER: change["new"]}
+        return {**chosen, SEGMENT_FILTER: change["new"]}
+
 
 # -- saving the filters in force as a segment (the Segments panel) ------------------------------
 
@@ -245,7 +266,7 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
     @app.callback(
         Output("segment-status", "children"),
         Output("segments-version", "data"),
-        Output("filters", "data", allow_duplicate=True),
+        Output("segment-changed", "data"),
         Input("segment-save", "n_clicks"),
         Input({"type": RENAME, "id": ALL}, "n_clicks"),
         Input({"type": UPDATE, "id": ALL}, "n_clicks"),
@@ -271,18 +292,18 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
                 saved = add_segment(client, site, name or "", filters_in_force(client, site, chosen))
                 return notice(f"Saved the segment {saved.name!r}."), version, no_update
             segment = find_segment(client, site, trigger["id"])
-            applied_here = chosen.get(SEGMENT_FILTER) == segment.name
+            # The picker's follow_segment() brings the filters in force along (the chip).
+            change = {"old": segment.name, "new": segment.name, "only": False, "version": version}
             if trigger["type"] == RENAME:
                 typed = dict(zip((i["id"] for i in new_name_ids), new_names, strict=True)).get(trigger["id"])
                 renamed = rename_segment(client, site, segment.id, typed or "")
-                follow = {**chosen, SEGMENT_FILTER: renamed.name} if applied_here else no_update
-                return notice(f"Renamed {segment.name!r} to {renamed.name!r}."), version, follow
+                message = f"Renamed {segment.name!r} to {renamed.name!r}."
+                return notice(message), version, {**change, "new": renamed.name}
             if trigger["type"] == UPDATE:
                 replace_filters(client, site, segment.id, filters_in_force(client, site, chosen))
-                follow = {SEGMENT_FILTER: segment.name} if applied_here else no_update
-                return notice(f"{segment.name!r} now holds the filters in force."), version, follow
+                message = f"{segment.name!r} now holds the filters in force."
+                return notice(message), version, {**change, "only": True}
             remove_segment(client, site, segment.name)
-            follow = {k: v for k, v in chosen.items() if k != SEGMENT_FILTER} if applied_here else no_update
-            return notice(f"Deleted the segment {segment.name!r}."), version, follow
+            return notice(f"Deleted the segment {segment.name!r}."), version, {**change, "new": None}
         except InvalidSegment as refused:
             return notice(str(refused), "error"), no_update, no_update
