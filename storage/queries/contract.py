@@ -289,7 +289,7 @@ class StatsQuery:
                 sql += f" AND props[{{filter_{index}_key:String}}] = {{filter_{index}:String}}"
                 sql += f" AND mapContains(props, {{filter_{index}_key:String}})"
             elif name in SESSION_FILTERS:  # the events of the sessions with that property
-                sql += f" AND {members_condition(f'{name} = {{filter_{index}:String}}')}"
+                sql += f" AND {members_condition(f'{name} = {{filter_{index}:String}}', name)}"
             else:
                 sql += f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
         if self.where is not None:
@@ -607,7 +607,7 @@ def _expression_sql(
         test = f"(mapContains(props, {{{key}:String}}) AND {test})"
     test = f"NOT {test}" if expression.operator.endswith("_not") else test
     # source is_not X: the events of the sessions whose source is not X
-    return members_condition(test) if session else test
+    return members_condition(test, expression.dimension) if session else test
 
 
 def dimensions_of(expression: Expression) -> set[str]:

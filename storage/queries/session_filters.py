@@ -13,6 +13,8 @@ a session filter unchanged, and `agg` answers it from the archive like every fil
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from storage.channels import CHANNEL, channel_sql
 from storage.tables import EVENTS
 
@@ -29,7 +31,7 @@ SESSION_FILTER_PROPERTIES = {
     "utm_term": ("utm_term", 1),
 }
 SESSION_FILTERS = (*SESSION_FILTER_PROPERTIES, CHANNEL)
-_COLUMNS = ("path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign", "utm_content", "utm_term")
+CHANNEL_PROPERTIES = ("referrer_domain", "utm_source", "utm_medium")
 
 # One row per session of the site around the range: its properties (named as the dimensions)
 # and `members`, the ids of the events that belong to it. A page view is the tuple (ts,
@@ -60,23 +62,32 @@ FROM
 """
 
 
-def _property_sql(name: str) -> str:
-    column, view = SESSION_FILTER_PROPERTIES[name]
-    return f"session[{view}].{4 + _COLUMNS.index(column)}"
+def _properties(dimension: str) -> tuple[str, ...]:
+    """The session properties a condition on `dimension` reads."""
+    return CHANNEL_PROPERTIES if dimension == CHANNEL else (dimension,)
 
 
-def _sessions_sql() -> str:
-    selected = [f"{_property_sql(name)} AS {name}" for name in SESSION_FILTER_PROPERTIES]
-    channel = channel_sql(*(_property_sql(name) for name in ("referrer_domain", "utm_source", "utm_medium")))
-    selected.append(f"{channel} AS {CHANNEL}")
-    return _MEMBERS.format(properties=", ".join(selected), columns=", ".join(_COLUMNS), events=EVENTS)
+@lru_cache(maxsize=len(SESSION_FILTERS))
+def sessions_with_members_sql(dimension: str) -> str:
+    """The sessions with `dimension` as a column, and their members. Only the columns it needs
+    travel in the page views' tuples: carrying every property made the sort and the arrays
+    several times dearer (measured: 1.1 s against 0.3-0.4 s for a month of 1M page views)."""
+    names = _properties(dimension)
+    columns = list(dict.fromkeys(SESSION_FILTER_PROPERTIES[name][0] for name in names))
+
+    def property_sql(name: str) -> str:
+        column, view = SESSION_FILTER_PROPERTIES[name]
+        return f"session[{view}].{4 + columns.index(column)}"
+
+    selected = [f"{property_sql(name)} AS {name}" for name in names]
+    if dimension == CHANNEL:
+        selected.append(f"{channel_sql(*(property_sql(name) for name in names))} AS {CHANNEL}")
+    return _MEMBERS.format(properties=", ".join(selected), columns=", ".join(columns), events=EVENTS)
 
 
-SESSIONS_WITH_MEMBERS = _sessions_sql()
-
-
-def members_condition(condition: str) -> str:
+def members_condition(condition: str, dimension: str) -> str:
     """SQL true for an event belonging to a session for which `condition` holds; `condition`
-    names the session's properties by their dimension (SESSION_FILTERS), its values are
-    parameters (the caller's)."""
-    return f"event_id IN (SELECT arrayJoin(members) FROM ({SESSIONS_WITH_MEMBERS}) WHERE {condition})"
+    names the session's property `dimension` (one of SESSION_FILTERS) by its name, its values
+    are parameters (the caller's)."""
+    sessions = sessions_with_members_sql(dimension)
+    return f"event_id IN (SELECT arrayJoin(members) FROM ({sessions}) WHERE {condition})"
