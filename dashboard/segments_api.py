@@ -37,13 +37,14 @@ def segment_json(segment: store.Segment) -> dict[str, Any]:
 
 
 def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
-    def asked_site() -> str:
+    def asked_site(registered: bool = True) -> str:
+        """The site asked about; for a change, one of the registry (404 otherwise)."""
         arguments = Arguments.parse(request.args.to_dict(flat=False))
         try:
             site = normalise(site_parameter(arguments))
         except InvalidDomain:
             raise BadParameter("site", "not a site name") from None
-        if site not in list_sites(clients()):
+        if registered and site not in list_sites(clients()):
             raise SegmentRefused(404, f"site: {site} is not registered (tally sites add)")
         return site
 
@@ -101,7 +102,8 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
 
     @api.get("/segments")
     def segments_list() -> Response:
-        return jsonify([segment_json(segment) for segment in store.list_segments(clients(), asked_site())])
+        site = asked_site(registered=False)  # a site without segments, registered or not: []
+        return jsonify([segment_json(segment) for segment in store.list_segments(clients(), site)])
 
     @api.post("/segments")
     def segments_add() -> Response:

@@ -21,6 +21,7 @@ from storage.sites import add_site
 from storage.users import set_password, set_role
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard_team import PASSWORD as VIEWER_PASSWORD
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 
@@ -29,7 +30,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations
 SITE = "segments.dashboard.test"
 CALLBACK = "/_dash-update-component"
 VIEWER = "segment-viewer@example.com"
-VIEWER_PASSWORD = "a long viewer password"
 NEWSLETTER = {"utm_source": "newsletter", "utm_medium": "email", "utm_campaign": "launch",
               "utm_content": "header", "utm_term": "kafka"}  # fmt: skip
 # visitor → (referrer, UTM fields, country); channels: Organic Search (2), Email, Organic Social, Direct
