@@ -221,3 +221,16 @@ def test_channel_filter_on_a_funnel(api: FlaskClient, dashboard_settings: Settin
             filters=json.dumps({"channel": channel}),
         )  # fmt: skip
         assert [step["visitors"] for step in funnel["steps"]] == reached, channel
+
+
+def test_plausible_v1_channel_filter(api: FlaskClient, dashboard_settings: Settings) -> None:
+    """Plausible's v1 parameters on Tally's v1 path: `visit:channel==…` and `!=`."""
+    for filters, visitors in (("visit:channel==Organic Search|Email", 2), ("visit:channel!=Direct", 4)):
+        response = api.get(
+            "/api/v1/stats/aggregate",
+            query_string={"site_id": SITE, "period": "day", "date": "2026-11-10", "metrics": "visitors",
+                          "filters": filters},
+            headers={"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"},
+        )  # fmt: skip
+        assert response.status_code == 200, response.get_json()
+        assert response.get_json()["results"]["visitors"]["value"] == visitors, filters
