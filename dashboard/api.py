@@ -190,8 +190,9 @@ def stats_api(
     def realtime() -> Response:
         arguments = Arguments.parse(request.args.to_dict(flat=False))
         site, now, source = parameters.site(arguments), clock(), parameters.source(arguments)
+        # checked with or without a breakdown: a bad limit is a 400 either way (schemathesis)
+        limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         if (breakdown := parameters.realtime_breakdown(arguments)) is not None:
-            limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
             return jsonify(
                 realtime_json(realtime_breakdown(clients(), site, breakdown, now, limit), breakdown)
             )
