@@ -22,6 +22,7 @@ from dashboard.imports_api import register_imports_api
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
+from dashboard.segments_api import register_segments_api
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_backtest, alert_rules, queries
 from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
@@ -206,8 +207,9 @@ def stats_api(
     def realtime() -> Response:
         arguments = Arguments.parse(request.args.to_dict(flat=False))
         site, now, source = parameters.site(arguments), clock(), parameters.source(arguments)
+        # checked with or without a breakdown: a bad limit is a 400 either way (schemathesis)
+        limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         if (breakdown := parameters.realtime_breakdown(arguments)) is not None:
-            limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
             return jsonify(
                 realtime_json(realtime_breakdown(clients(), site, breakdown, now, limit), breakdown)
             )
@@ -254,6 +256,7 @@ def stats_api(
         return jsonify(backtest_request.backtest_json(result, iso))
 
     register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
+    register_segments_api(api, clients)  # /segments: list, create, change, delete
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:

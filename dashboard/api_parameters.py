@@ -12,12 +12,13 @@ from datetime import UTC, date, datetime, timedelta
 from dashboard import periods
 from storage import queries
 from storage.calendar import UTC_NAME, shift_local, zone
-from storage.queries import FunnelStep, Interval, Source, StatsQuery
+from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, Source, StatsQuery
+from storage.queries.contract import FILTER_OPERATORS
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
-    "goal", "breakdown", "meta", "funnel",
+    "goal", "breakdown", "meta", "funnel", "id",
 )  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
@@ -145,20 +146,53 @@ def date_range(arguments: Arguments, now: datetime, timezone: str = UTC_NAME) ->
     return start, end
 
 
-def filters(arguments: Arguments) -> dict[str, str]:
-    """A JSON object of dimension → value, e.g. filters={"path":"/pricing","country":"DE"}."""
+FILTERS_EXAMPLE = '{"path": "/pricing"} or [["contains", "channel", ["Search"]]]'
+MAX_FILTER_DEPTH = 10
+
+
+def filters(arguments: Arguments) -> tuple[dict[str, str], Expression | None]:
+    """A JSON object of dimension → value (equality), e.g. filters={"path":"/pricing","country":"DE"},
+    or a JSON list of Plausible-style filters with Tally's dimension names, joined by and:
+    [OPERATOR, DIMENSION, [VALUES]] (is, is_not, contains, contains_not, matches, matches_not),
+    ["and" | "or", [FILTERS]], ["not", FILTER]."""
     text = arguments.get("filters")
     if not text:
-        return {}
+        return {}, None
     try:
         parsed = json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
-        raise BadParameter("filters", 'not JSON; expected e.g. {"path": "/pricing"}') from None
+        raise BadParameter("filters", f"not JSON; expected e.g. {FILTERS_EXAMPLE}") from None
+    if isinstance(parsed, list) and parsed:
+        items = tuple(filter_expression(item, 0) for item in parsed)
+        return {}, items[0] if len(items) == 1 else Logic("and", items)
     if not isinstance(parsed, dict) or not all(
         isinstance(name, str) and isinstance(value, str) for name, value in parsed.items()
     ):
-        raise BadParameter("filters", 'expected a JSON object of strings, e.g. {"path": "/pricing"}')
-    return parsed
+        raise BadParameter(
+            "filters", f"expected a JSON object of strings or a list of filters, e.g. {FILTERS_EXAMPLE}"
+        )
+    return parsed, None
+
+
+def filter_expression(item: object, depth: int) -> Expression:
+    """One filter of the list form; which dimensions exist is the query layer's to say."""
+    shown = json.dumps(item)[:200]
+    if not isinstance(item, list) or not item or depth > MAX_FILTER_DEPTH:
+        raise BadParameter("filters", f"not a filter: {shown}; expected e.g. {FILTERS_EXAMPLE}")
+    operator = item[0]
+    if operator in ("and", "or") and len(item) == 2 and isinstance(item[1], list) and item[1]:
+        return Logic(operator, tuple(filter_expression(operand, depth + 1) for operand in item[1]))
+    if operator == "not" and len(item) == 2:
+        return Logic("not", (filter_expression(item[1], depth + 1),))
+    if (
+        operator in FILTER_OPERATORS
+        and len(item) == 3
+        and isinstance(item[1], str)
+        and isinstance(item[2], list)
+        and all(isinstance(value, str) for value in item[2])
+    ):
+        return Condition(operator, item[1], tuple(item[2]))
+    raise BadParameter("filters", f"not a filter: {shown}; expected e.g. {FILTERS_EXAMPLE}")
 
 
 def stats_query(
@@ -182,11 +216,13 @@ def window_queries(
 ) -> tuple[StatsQuery, StatsQuery | None]:
     """The report asked for, and the same report over the compared range (None without compare)."""
     asked = window(arguments, now, timezone, first_day)
+    equal, where = filters(arguments)
     q = StatsQuery(
         site(arguments),
         asked.start,
         asked.end,
-        filters=filters(arguments),
+        filters=equal,
+        where=where,
         session_gap_s=session_gap_s,
         engaged_bounce_ms=engaged_bounce_ms,
         timezone=timezone,

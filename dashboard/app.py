@@ -30,7 +30,7 @@ from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
-from dashboard.segments import register_segment_picker
+from dashboard.segments import register_segment_editing, register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
@@ -79,6 +79,7 @@ def build_app(
     register_site_settings(app, clients)
     register_goal_editing(app, clients)
     register_exclusions_panel(app, clients)
+    register_segment_editing(app, clients)  # saving and changing segments: admins and owners
     settings_outputs = set(app.callback_map) - before_settings
     register_team_panel(app, settings, clients)
     # Team members: their sites only; settings (goals, shares) for admins; the global

@@ -29,6 +29,8 @@ def build_layout(topojson_url: str) -> html.Div:
     return html.Div(
         [
             dcc.Store(id="filters", data={}),
+            dcc.Store(id="segments-version", data=0),  # bumped when a segment is saved or changed
+            dcc.Store(id="segment-changed"),  # the segment renamed or deleted (dashboard/segments.py)
             dcc.Store(id="period"),
             dcc.Interval(id="refresh", interval=LIVE_REFRESH_MS),
             dcc.Interval(id="clock", interval=CLOCK_MS),

@@ -19,6 +19,7 @@ from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
+from storage.queries.session_filters import SESSION_FILTERS
 
 JSON = dict[str, Any]
 
@@ -119,6 +120,12 @@ PARAMETERS: dict[str, JSON] = {
         "Sessions to return, newest first.",
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT, "default": 100},
     ),
+    "segment_id": _parameter(
+        "id",
+        "The segment's id (GET /api/v1/segments lists them).",
+        {"type": "integer", "minimum": 0, "maximum": 999_999_999},
+        required=True,
+    ),
     "alerts_limit": _parameter(
         "limit",
         "Alerts to return, newest first.",
@@ -133,10 +140,16 @@ PARAMETERS: dict[str, JSON] = {
     "filters": _parameter(
         "filters",
         "JSON object of filter → value; only the events matching every filter count. "
-        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)} (the event's value); `goal`: the visitors "
+        f"Dimensions: {', '.join(queries.EVENT_DIMENSIONS)} (the event's value); "
+        f"{', '.join(SESSION_FILTERS)} (the visit's: the events of the sessions whose entry page, "
+        "exit page, referrer, UTM field or channel it is); `goal`: the visitors "
         "who converted on that goal (its name) in the range; `props.KEY`: events carrying property "
-        "KEY with that value. Filtered reports are computed from the raw archive.",
-        {"type": "string", "example": '{"path": "/pricing", "goal": "Signup", "props.plan": "pro"}'},
+        "KEY with that value. Or a JSON list of filters, all of which must hold: [operator, "
+        "dimension, [values]] with is, is_not, contains, contains_not, matches, matches_not (RE2) on "
+        'the same dimensions; ["and"|"or", [filters]], ["not", filter], e.g. '
+        '[["contains", "channel", ["Search"]], ["is_not", "country", ["US"]]]. '
+        "Filtered reports are computed from the raw archive.",
+        {"type": "string", "example": '{"path": "/pricing", "channel": "Organic Search"}'},
     ),
     "meta": _parameter(
         "meta",
@@ -598,6 +611,15 @@ SCHEMAS: dict[str, JSON] = {
             "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
         },
     },
+    "Segment": {
+        "type": "object",
+        "required": ["id", "name", "filters"],
+        "properties": {
+            "id": {"type": "integer", "description": 'Plausible\'s v2 query takes ["is", "segment", [id]]'},
+            "name": {"type": "string"},
+            "filters": {"type": "array", "items": {}, "description": "Plausible's v2 filter list"},
+        },
+    },
     "Error": {
         "type": "object",
         "required": ["error"],
@@ -671,6 +693,7 @@ def openapi_document() -> JSON:
             ),
             "/api/v1/alerts/backtest": alert_backtest_operation(),
             "/api/v1/imports": imports_operations(),
+            "/api/v1/segments": segments_operations(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -685,9 +708,9 @@ def openapi_document() -> JSON:
                     "type": "http",
                     "scheme": "bearer",
                     "description": (
-                        "the operator's API key (every site) or a team member's key "
-                        "(tally users keys create; only its sites; read-only, except that an "
-                        "admin's or owner's key may POST /api/v1/imports for the site)"
+                        "the operator's API key (every site) or a team member's key (tally users "
+                        "keys create; only its sites; read-only, except that an admin's or owner's "
+                        "key may POST /api/v1/imports and change the segments of the site)"
                     ),
                 }
             },
@@ -700,10 +723,12 @@ def openapi_document() -> JSON:
                 "Unauthorized": _ok(_schema("Error"), "no, a wrong or a revoked API key"),
                 "Forbidden": _ok(
                     _schema("Error"),
-                    "a team member's API key asking for a site outside its scope (or, to import, "
-                    "the key of a user who is not an admin or owner of the site)",
+                    "a team member's API key asking for a site outside its scope, or importing "
+                    "into or changing the segments of a site its user is no admin or owner of",
                 ),
                 "StoreUnavailable": _ok(_schema("Error"), "the analytics store is not answering"),
+                "NotFound": _ok(_schema("Error"), "no such site or segment"),
+                "Conflict": _ok(_schema("Error"), "the site already has a segment of that name"),
             },
         },
     }
@@ -810,6 +835,72 @@ def imports_operations() -> JSON:
     }
 
 
+# --- saved segments (dashboard/segments_api.py) ------------------------------------------------
+
+SEGMENT_FILTERS_EXAMPLE = [["is", "visit:channel", ["Organic Search"]], ["is", "visit:country", ["DE"]]]
+
+
+def segment_body(required: list[str]) -> JSON:
+    return {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": required,
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": 120},
+                        "filters": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "array"},
+                            "description": "Plausible's v2 filters (the v2 query's `filters`), e.g. "
+                            + str(SEGMENT_FILTERS_EXAMPLE).replace("'", '"'),
+                        },
+                    },
+                }
+            }
+        },
+    }
+
+
+def segments_operations() -> JSON:
+    """List with any key that reads the site; create, change and delete with the operator's key or
+    a member's key whose user is admin or owner of the site (a viewer's: 403)."""
+    segment, changes = _ok(_schema("Segment"), "the segment"), {
+        **ERRORS, "404": {"$ref": "#/components/responses/NotFound"},
+    }  # fmt: skip
+    site, segment_id = _ref("site"), _ref("segment_id")
+    return {
+        "get": {
+            "summary": "The site's saved segments, by name",
+            "parameters": [site],
+            "responses": {
+                "200": _ok({"type": "array", "items": _schema("Segment")}, "the segments"),
+                **changes,
+            },
+        },
+        "post": {
+            "summary": "Save a segment (admins and owners)",
+            "parameters": [site],
+            "requestBody": segment_body(["name", "filters"]),
+            "responses": {"201": segment, **changes, "409": {"$ref": "#/components/responses/Conflict"}},
+        },
+        "patch": {
+            "summary": "Rename a segment and/or replace its filters (admins and owners)",
+            "parameters": [site, segment_id],
+            "requestBody": segment_body([]),
+            "responses": {"200": segment, **changes, "409": {"$ref": "#/components/responses/Conflict"}},
+        },
+        "delete": {
+            "summary": "Delete a segment (admins and owners); answers the segment deleted",
+            "parameters": [site, segment_id],
+            "responses": {"200": segment, **changes},
+        },
+    }
+
+
 # --- Plausible's Stats API v2 (dashboard/plausible_api.py, docs/plausible-api.md) -------------
 
 PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
@@ -863,7 +954,9 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                 "items": {"type": "array"},
                 "description": "[operator, dimension, [values]] with is, is_not, contains, contains_not, "
                 "matches, matches_not on " + ", ".join(plausible.FILTER_DIMENSIONS) + ", "
-                f'{plausible.PROPS_DIMENSION}KEY; ["and"|"or", [filters]], ["not", filter]; '
+                f"{plausible.PROPS_DIMENSION}KEY (the events counted) and on "
+                + ", ".join(sorted(plausible.SESSION_DIMENSIONS))
+                + ' (the visits counted); ["and"|"or", [filters]], ["not", filter]; '
                 f'["is", "{plausible.GOAL_DIMENSION}", [GOAL]] at the top level',
             },
             "order_by": {

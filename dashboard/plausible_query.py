@@ -87,7 +87,8 @@ RELATIVE_RANGES = ("day", "7d", "28d", "30d", "91d", "month", "6mo", "12mo", "ye
 DAYS_BACK = {"7d": 7, "28d": 28, "30d": 30, "91d": 91}
 UNSUPPORTED_OPERATORS = frozenset({"matches_wildcard", "matches_wildcard_not", "has_done", "has_not_done"})
 MAX_FILTER_DEPTH = 10
-VISIT_COLUMNS = frozenset(TALLY_SESSION_DIMENSIONS)  # Tally's names of the sessions' properties
+# Tally's names of the sessions' properties (channel: storage/channels.py)
+VISIT_COLUMNS = frozenset({*TALLY_SESSION_DIMENSIONS, "channel"})
 
 
 class QueryError(ValueError):

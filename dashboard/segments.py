@@ -3,9 +3,13 @@
 A segment is a list of Plausible v2 filters. Tally checks it with the v2 parser when it is
 added: the dashboard applies a segment as the StatsQuery's filter expression (`where`) and goal,
 so a segment holds page-view conditions (event:page, visit:country/device/browser/os,
-event:props:*) and at most one goal; visit-property conditions (source, UTM, entry and exit
-page) are answered by the v2 API's session report only, so they are refused in segments.
+event:props:*), visit conditions (source, UTM fields, entry and exit page, channel: the events
+of the visits that came that way, storage/queries/session_filters.py) and at most one goal.
 In the v2 API a top-level `["is", "segment", [id]]` is replaced by the segment's filters.
+
+The Segments panel (admins and owners: its callbacks are settings callbacks, app.py) saves the
+filters in force as a segment, renames one, replaces its filters with those in force, removes
+one; everyone who sees a site applies its segments with the picker.
 """
 
 from __future__ import annotations
@@ -15,14 +19,34 @@ from dataclasses import replace
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
-from dash import Dash, Input, Output, State, no_update
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard import display
+from dashboard.components import notice, panel
 from dashboard.friendly_errors import friendly
-from dashboard.plausible_query import Filters, QueryError, filters
+from dashboard.plausible_query import (
+    GOAL_DIMENSION,
+    PAGE_DIMENSION,
+    PROPS_DIMENSION,
+    Filters,
+    QueryError,
+    filters,
+)
 from dashboard.store import ClientFactory
-from storage.queries import GOAL_FILTER, StatsQuery
-from storage.segments import InvalidSegment, find_segment, list_segments
+from storage.queries import GOAL_FILTER, Logic, StatsQuery, UnsupportedQuery, validate_expression
+from storage.queries.contract import PROPS_FILTER
+from storage.segments import (
+    MAX_NAME,
+    InvalidSegment,
+    Segment,
+    add_segment,
+    find_segment,
+    list_segments,
+    remove_segment,
+    rename_segment,
+    replace_filters,
+)
 
 SEGMENT_FILTER = "segment"  # the dashboard's filters store: {"segment": name}
 SEGMENT_DIMENSION = "segment"  # Plausible's ["is", "segment", [id]]
@@ -34,12 +58,14 @@ def checked(items: list[Any]) -> Filters:
         parsed = filters(items)
     except QueryError as error:
         raise InvalidSegment(f"filters: {error}") from None
-    if parsed.visits is not None:
-        raise InvalidSegment(
-            "filters: a segment filters page views (event:page, visit:country, visit:device, "
-            "visit:browser, visit:os, event:props:*, event:goal); visit:source, visit:utm_* and "
-            "entry/exit page filters are not supported in segments"
-        )
+    if parsed.visits is not None:  # the events of the visits passing them (contract.py)
+        where = parsed.visits if parsed.where is None else Logic("and", (parsed.where, parsed.visits))
+        parsed = replace(parsed, where=where, visits=None)
+    if parsed.where is not None:
+        try:
+            validate_expression(parsed.where)  # e.g. a pattern that is no RE2 expression
+        except UnsupportedQuery as error:
+            raise InvalidSegment(f"filters: {error}") from None
     return parsed
 
 
@@ -75,9 +101,9 @@ def applied(client: Client, q: StatsQuery) -> StatsQuery:
 
 
 def register_segment_picker(app: Dash, clients: ClientFactory) -> None:
-    @app.callback(Output("segment", "options"), Input("site", "value"))
+    @app.callback(Output("segment", "options"), Input("site", "value"), Input("segments-version", "data"))
     @friendly(lambda message: [])
-    def segment_options(site: str | None) -> list[dict[str, str]]:
+    def segment_options(site: str | None, _: int | None) -> list[dict[str, str]]:
         if not site:
             return []
         return [{"label": s.name, "value": s.name} for s in list_segments(clients(), site)]
@@ -97,3 +123,187 @@ def register_segment_picker(app: Dash, clients: ClientFactory) -> None:
         if chosen.get(SEGMENT_FILTER) == name:
             return no_update, None
         return {**chosen, SEGMENT_FILTER: name}, None
+
+    # Here, not in the Segments panel's callback: every input of a callback writing the filters
+    # must be on every page (a viewer's has no panel; a callback writing `filters` from inputs
+    # missing on the page stopped the viewer's page from loading its site list).
+    @app.callback(
+        Output("filters", "data", allow_duplicate=True),
+        Input("segment-changed", "data"),
+        State("filters", "data"),
+        prevent_initial_call=True,
+    )
+    def follow_segment(change: dict | None, current: dict | None) -> Any:
+        """The applied segment renamed, replaced (its chip alone: the filters added are in it
+        now) or deleted in the Segments panel: the filters follow."""
+        chosen = dict(current or {})
+        if not change or chosen.get(SEGMENT_FILTER) != change.get("old"):
+            raise PreventUpdate
+        if change.get("new") is None:
+            return {key: value for key, value in chosen.items() if key != SEGMENT_FILTER}
+        if change.get("only"):
+            return {SEGMENT_FILTER: change["new"]}
+        return {**chosen, SEGMENT_FILTER: change["new"]}
+
+
+# -- saving the filters in force as a segment (the Segments panel) ------------------------------
+
+SEGMENTS_PANEL = "segments-panel"
+RENAME, UPDATE, REMOVE = "segment-rename", "segment-update", "segment-remove"
+NEW_NAME = "segment-new-name"
+# The dashboard's filter names → Plausible's (the segment's syntax); the props.KEY filter is
+# event:props:KEY. Device type and language have no Plausible name, so no segment holds them.
+PLAUSIBLE_NAMES = {
+    "path": PAGE_DIMENSION,
+    "country": "visit:country",
+    "screen_size": "visit:device",
+    "browser": "visit:browser",
+    "os": "visit:os",
+    "referrer_domain": "visit:source",
+    "utm_source": "visit:utm_source",
+    "utm_medium": "visit:utm_medium",
+    "utm_campaign": "visit:utm_campaign",
+    "utm_content": "visit:utm_content",
+    "utm_term": "visit:utm_term",
+    "entry_path": "visit:entry_page",
+    "exit_path": "visit:exit_page",
+    "channel": "visit:channel",
+    GOAL_FILTER: GOAL_DIMENSION,
+}
+
+
+def filters_in_force(client: Client, site: str, chosen: dict[str, str]) -> list[Any]:
+    """The dashboard's filters as a segment's filter list: an applied segment's own filters,
+    then one `is` per other filter; InvalidSegment naming a filter no segment can hold."""
+    items: list[Any] = []
+    for name, value in chosen.items():
+        if name == SEGMENT_FILTER:
+            items = [*find_segment(client, site, value).filters, *items]
+        elif name.startswith(PROPS_FILTER):
+            items.append(["is", PROPS_DIMENSION + name.removeprefix(PROPS_FILTER), [value]])
+        elif name in PLAUSIBLE_NAMES:
+            items.append(["is", PLAUSIBLE_NAMES[name], [value]])
+        else:
+            label = display.DIMENSION_LABELS.get(name, name).lower()
+            raise InvalidSegment(f"a segment cannot hold the {label} filter; remove it first")
+    if not items:
+        raise InvalidSegment("no filters to save: click a row of a panel to filter first")
+    checked(items)
+    return items
+
+
+def segments_panel() -> html.Section:
+    return panel(
+        "Segments",
+        [
+            html.P(
+                "Save the filters in force as a named segment of this site. Anyone who sees the site "
+                "applies it from the segment picker next to the filters.",
+                className="hint",
+            ),
+            html.Div(
+                [
+                    dcc.Input(id="segment-name", placeholder="Segment name", maxLength=MAX_NAME),
+                    html.Button("Save as segment", id="segment-save", className="button-primary", n_clicks=0),
+                ],
+                className="share-form",
+            ),
+            html.Div(id="segment-status", role="status"),
+            html.Div(id="segments-list"),
+        ],
+        id=SEGMENTS_PANEL,
+    )
+
+
+def segment_row(segment: Segment) -> html.Li:
+    key = str(segment.id)
+    return html.Li(
+        [
+            html.Strong(segment.name, className="segment-name"),
+            " ",
+            html.Code(describe(segment.filters), className="segment-filters"),
+            html.Div(
+                [
+                    dcc.Input(id={"type": NEW_NAME, "id": key}, placeholder="New name", maxLength=MAX_NAME),
+                    html.Button("Rename", id={"type": RENAME, "id": key}, className="button-quiet"),
+                    html.Button(
+                        "Replace with the filters in force",
+                        id={"type": UPDATE, "id": key},
+                        className="button-quiet",
+                    ),
+                    html.Button("Delete", id={"type": REMOVE, "id": key}, className="button-quiet"),
+                ],
+                className="share-form",
+            ),
+        ],
+        id=f"segment-{key}",
+        className="segment-item",
+    )
+
+
+def describe(items: list[Any]) -> str:
+    """A segment's filters in one line (its JSON is what `tally segments list` shows too)."""
+    return json.dumps(items, ensure_ascii=False)
+
+
+def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
+    """The Segments panel's callbacks: settings (app.py registers them with the goals')."""
+
+    @app.callback(
+        Output("segments-list", "children"),
+        Input("site", "value"),
+        Input("segments-version", "data"),
+    )
+    @friendly(lambda message: notice(message, "error"))
+    def listed(site: str | None, _: int | None) -> Any:
+        if not site:
+            raise PreventUpdate
+        found = list_segments(clients(), site)
+        if not found:
+            return html.P("No segments yet.", className="hint")
+        return html.Ul([segment_row(segment) for segment in found], id="segments-items")
+
+    @app.callback(
+        Output("segment-status", "children"),
+        Output("segments-version", "data"),
+        Output("segment-changed", "data"),
+        Input("segment-save", "n_clicks"),
+        Input({"type": RENAME, "id": ALL}, "n_clicks"),
+        Input({"type": UPDATE, "id": ALL}, "n_clicks"),
+        Input({"type": REMOVE, "id": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("segment-name", "value"),
+        State({"type": NEW_NAME, "id": ALL}, "value"),
+        State({"type": NEW_NAME, "id": ALL}, "id"),
+        State("filters", "data"),
+        State("segments-version", "data"),
+        prevent_initial_call=True,
+    )
+    def edit(
+        _save: int, _renames: list, _updates: list, _removals: list, site: str | None,
+        name: str | None, new_names: list, new_name_ids: list, chosen: dict | None, version: int | None,
+    ) -> tuple[Any, Any, Any]:  # fmt: skip
+        if not site or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        trigger, chosen, version = ctx.triggered_id, dict(chosen or {}), (version or 0) + 1
+        client = clients()
+        try:
+            if not isinstance(trigger, dict):
+                saved = add_segment(client, site, name or "", filters_in_force(client, site, chosen))
+                return notice(f"Saved the segment {saved.name!r}."), version, no_update
+            segment = find_segment(client, site, trigger["id"])
+            # The picker's follow_segment() brings the filters in force along (the chip).
+            change = {"old": segment.name, "new": segment.name, "only": False, "version": version}
+            if trigger["type"] == RENAME:
+                typed = dict(zip((i["id"] for i in new_name_ids), new_names, strict=True)).get(trigger["id"])
+                renamed = rename_segment(client, site, segment.id, typed or "")
+                message = f"Renamed {segment.name!r} to {renamed.name!r}."
+                return notice(message), version, {**change, "new": renamed.name}
+            if trigger["type"] == UPDATE:
+                replace_filters(client, site, segment.id, filters_in_force(client, site, chosen))
+                message = f"{segment.name!r} now holds the filters in force."
+                return notice(message), version, {**change, "only": True}
+            remove_segment(client, site, segment.name)
+            return notice(f"Deleted the segment {segment.name!r}."), version, {**change, "new": None}
+        except InvalidSegment as refused:
+            return notice(str(refused), "error"), no_update, no_update

@@ -709,6 +709,35 @@ def segments_list(site: str) -> None:
         click.echo(f"{segment.id}\t{segment.name}\t{json_module.dumps(segment.filters)}")
 
 
+@segments.command("rename")
+@click.argument("site")
+@click.argument("name")
+@click.argument("new_name", metavar="NEW-NAME")
+def segments_rename(site: str, name: str, new_name: str) -> None:
+    """Rename segment NAME (or its id) of SITE to NEW-NAME; its id and filters stay."""
+    from storage import segments as segment_store
+    from storage.client import connect
+
+    renamed = segment_store.rename_segment(connect(current_settings()), site, name, new_name)
+    click.echo(f"renamed segment {name!r} of {renamed.site} to {renamed.name!r} (id {renamed.id})")
+
+
+@segments.command("update")
+@click.argument("site")
+@click.argument("name")
+@click.argument("filters", metavar="FILTERS-JSON")
+def segments_update(site: str, name: str, filters: str) -> None:
+    """Replace the filters of segment NAME (or its id) of SITE with FILTERS-JSON."""
+    from dashboard.segments import checked
+    from storage import segments as segment_store
+    from storage.client import connect
+
+    parsed = segment_store.parse_filters(filters)
+    checked(parsed)
+    updated = segment_store.replace_filters(connect(current_settings()), site, name, parsed)
+    click.echo(f"segment {updated.name!r} of {updated.site} (id {updated.id}) now filters {filters}")
+
+
 @segments.command("remove")
 @click.argument("site")
 @click.argument("name")

@@ -10,7 +10,7 @@ store keeps only what was checked.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -65,6 +65,23 @@ def add_segment(client: Client, site: str, name: str, filters: list[Any]) -> Seg
     segment = Segment(site, int(last) + 1, name, filters)
     _write(client, segment, removed=0)
     return segment
+
+
+def rename_segment(client: Client, site: str, name_or_id: str | int, new_name: str) -> Segment:
+    """The segment under its new name (same id, same filters); InvalidSegment if taken."""
+    segment, new_name = find_segment(client, site, name_or_id), checked_name(new_name)
+    if any(other.name == new_name and other.id != segment.id for other in list_segments(client, site)):
+        raise InvalidSegment(f"{segment.site} already has a segment {new_name!r}")
+    renamed = replace(segment, name=new_name)
+    _write(client, renamed, removed=0)
+    return renamed
+
+
+def replace_filters(client: Client, site: str, name_or_id: str | int, filters: list[Any]) -> Segment:
+    """The segment with new filters (checked by the caller, as for add_segment)."""
+    updated = replace(find_segment(client, site, name_or_id), filters=filters)
+    _write(client, updated, removed=0)
+    return updated
 
 
 def remove_segment(client: Client, site: str, name: str) -> Segment:

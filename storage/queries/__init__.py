@@ -178,8 +178,8 @@ def session_totals(
     properties together)."""
     q = with_goal(client, q)
     validate_expression(where, raw.SESSION_FILTER_COLUMNS)
-    if by is not None and by not in SESSION_DIMENSIONS:
-        raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
+    if by is not None and by not in raw.SESSION_FILTER_COLUMNS:
+        raise UnsupportedQuery(f"a session breakdown is by one of {sorted(raw.SESSION_FILTER_COLUMNS)}")
     rows = raw.session_totals(client, q, where, by, limit)
     return rows if by is not None or rows else [SessionBreakdownRow("", metrics(0, 0, 0, 0, 0.0))]
 

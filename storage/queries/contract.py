@@ -94,6 +94,16 @@ Once the stream jobs have processed an event both give the same numbers. The def
   with that value; `goal` to the visitors (day, visitor) who converted on that goal in the
   range (all their events in the range count); `props.KEY` to events carrying KEY = value.
   A filtered report is computed from the archive (raw) on either source.
+- session filters: a session property (entry_path, exit_path, referrer_domain, utm_source,
+  utm_medium, utm_campaign, utm_content, utm_term, as the session breakdowns define them, and
+  channel, storage/channels.py) restricts the events to those belonging to a session whose
+  property passes: its page views, and the engagement and custom events of its visitor within
+  [its first page view, its last page view + session_gap_s] (the rule of engaged sessions).
+  Sessions are formed from all of the site's events, whatever the other filters: "source is
+  google and page is /pricing" counts the /pricing page views of sessions that came from
+  google. `is_not` and the *_not operators keep the events of the sessions whose property is
+  none of the values (an event in no session, such as a custom event before any page view,
+  passes no session filter). storage/queries/session_filters.py holds the SQL.
 - a filter expression (`StatsQuery.where`, Plausible's filters) restricts the events the same
   way, with more operators: is / is_not (the value is / is none of the values), contains /
   contains_not (some value is / none is a substring), matches / matches_not (some RE2 regular
@@ -132,7 +142,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
+import re2  # google-re2: the library ClickHouse's match() compiles patterns with
+
 from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
+from storage.queries.session_filters import SESSION_FILTERS, members_condition
 
 if TYPE_CHECKING:
     from storage.goals import Goal
@@ -275,6 +288,8 @@ class StatsQuery:
             elif name.startswith(PROPS_FILTER):
                 sql += f" AND props[{{filter_{index}_key:String}}] = {{filter_{index}:String}}"
                 sql += f" AND mapContains(props, {{filter_{index}_key:String}})"
+            elif name in SESSION_FILTERS:  # the events of the sessions with that property
+                sql += f" AND {members_condition(f'{name} = {{filter_{index}:String}}', name)}"
             else:
                 sql += f" AND {EVENT_DIMENSIONS[name]} = {{filter_{index}:String}}"
         if self.where is not None:
@@ -407,7 +422,7 @@ class UnsupportedQuery(ValueError):
 def validate(q: StatsQuery) -> None:
     unknown = {name for name in q.filters if not is_filter(name)}
     if unknown:
-        known = [*sorted(EVENT_DIMENSIONS), GOAL_FILTER, f"{PROPS_FILTER}KEY"]
+        known = [*sorted(EVENT_DIMENSIONS), *SESSION_FILTERS, GOAL_FILTER, f"{PROPS_FILTER}KEY"]
         raise UnsupportedQuery(f"cannot filter by {sorted(unknown)}; filters: {known}")
     if q.where is not None:
         validate_expression(q.where)
@@ -469,6 +484,7 @@ def is_filter(name: str) -> bool:
     key = name.removeprefix(PROPS_FILTER)
     return (
         name in EVENT_DIMENSIONS
+        or name in SESSION_FILTERS
         or name == GOAL_FILTER
         or (name.startswith(PROPS_FILTER) and 0 < len(key) <= MAX_PROPERTY_KEY)
     )
@@ -527,7 +543,7 @@ def validate_expression(expression: Expression, columns: dict[str, str] | None =
         )
     if columns is None:
         allowed = expression.dimension != GOAL_FILTER and is_filter(expression.dimension)
-        known = [*sorted(EVENT_DIMENSIONS), f"{PROPS_FILTER}KEY"]
+        known = [*sorted(EVENT_DIMENSIONS), *SESSION_FILTERS, f"{PROPS_FILTER}KEY"]
     else:
         allowed, known = expression.dimension in columns, sorted(columns)
     if not allowed:
@@ -536,6 +552,18 @@ def validate_expression(expression: Expression, columns: dict[str, str] | None =
         )
     if not 0 < len(expression.values) <= MAX_FILTER_VALUES:
         raise UnsupportedQuery(f"a filter has 1 to {MAX_FILTER_VALUES} values")
+    if expression.operator.startswith("matches"):
+        for pattern in expression.values:
+            check_pattern(pattern)
+
+
+def check_pattern(pattern: str) -> None:
+    """UnsupportedQuery unless `pattern` compiles as RE2 (the library ClickHouse's match() uses),
+    so that a typo is a 400 naming it rather than an error of the store."""
+    try:
+        re2.compile(pattern)
+    except re2.error as error:
+        raise UnsupportedQuery(f"not an RE2 regular expression: {pattern[:100]!r} ({error})") from None
 
 
 def expression_sql(
@@ -560,6 +588,9 @@ def _expression_sql(
     parameters[name] = list(expression.values)
     values = f"{{{name}:Array(String)}}"
     column, key = (columns if columns is not None else EVENT_DIMENSIONS).get(expression.dimension), ""
+    session = columns is None and expression.dimension in SESSION_FILTERS
+    if session:  # tested inside the sessions' SQL, on the property of that name
+        column = expression.dimension
     if column is None:
         if columns is not None or not expression.dimension.startswith(PROPS_FILTER):
             raise UnsupportedQuery(f"cannot filter by {expression.dimension!r}")
@@ -574,7 +605,9 @@ def _expression_sql(
     }[positive]
     if key:  # a missing property is no value: it never is, contains or matches one
         test = f"(mapContains(props, {{{key}:String}}) AND {test})"
-    return f"NOT {test}" if expression.operator.endswith("_not") else test
+    test = f"NOT {test}" if expression.operator.endswith("_not") else test
+    # source is_not X: the events of the sessions whose source is not X
+    return members_condition(test, expression.dimension) if session else test
 
 
 def dimensions_of(expression: Expression) -> set[str]:

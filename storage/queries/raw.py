@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from clickhouse_connect.driver.client import Client
 
 from storage.calendar import bucket_sql
+from storage.channels import CHANNEL, channel_sql
 from storage.goals import Goal
 from storage.queries.contract import (
     EVENT_DIMENSIONS,
@@ -195,8 +196,18 @@ def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> lis
     return fill_sessions(q, interval, rows)
 
 
-# The sessions SQL names each session property by its dimension (SESSION_PROPERTIES).
-SESSION_FILTER_COLUMNS = {name: name for name in SESSION_DIMENSIONS}
+# The sessions SQL names each session property by its dimension (SESSION_PROPERTIES), and
+# a session's channel `channel` (storage/channels.py) from three of them.
+SESSION_FILTER_COLUMNS = {name: name for name in (*SESSION_DIMENSIONS, CHANNEL)}
+CHANNEL_PROPERTIES = ("referrer_domain", "utm_source", "utm_medium")
+
+
+def sessions_with_properties_sql(q: StatsQuery, properties: set[str]) -> str:
+    """The sessions starting in the range with `properties` (SESSION_FILTER_COLUMNS) as columns."""
+    if CHANNEL not in properties:
+        return raw_sessions_sql(q, tuple(sorted(properties)))
+    inner = tuple(sorted((properties - {CHANNEL}) | set(CHANNEL_PROPERTIES)))
+    return f"SELECT *, {channel_sql(*CHANNEL_PROPERTIES)} AS {CHANNEL} FROM ({raw_sessions_sql(q, inner)})"
 
 
 def session_totals(
@@ -206,12 +217,12 @@ def session_totals(
     SESSION_DIMENSIONS): their numbers in total (by None, one row valued '') or per value of
     the session dimension `by`, as session_breakdown counts them."""
     condition, parameters = expression_sql(where, SESSION_FILTER_COLUMNS, prefix="session_where")
-    properties = tuple(sorted(dimensions_of(where) | ({by} if by else set())))
-    value = SESSION_DIMENSIONS[by] if by else "''"  # a column from the fixed table only
+    properties = dimensions_of(where) | ({by} if by else set())
+    value = SESSION_FILTER_COLUMNS[by] if by else "''"  # a column from the fixed table only
     sql = (
         f"SELECT {value} AS value, sum(pageviews) AS pageviews, {SESSION_VISITORS} AS visitors, "
         "count() AS sessions, countIf(is_bounce) AS bounces, toInt64(round(sum(duration_s) * 1000)) "
-        f"FROM ({raw_sessions_sql(q, properties)}) WHERE {condition} GROUP BY value "
+        f"FROM ({sessions_with_properties_sql(q, properties)}) WHERE {condition} GROUP BY value "
         "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}"
     )
     rows = client.query(sql, parameters={**q.parameters(), **parameters, "limit": limit}).result_rows

@@ -336,8 +336,8 @@ def shown(server: DashboardServer, by: str, period: dict[str, str]) -> list[str]
 
 async def expect_campaigns_languages_and_sizes(page: Page, server: DashboardServer) -> None:
     """Every tab of the Campaigns panel, the Languages panel and the Devices panel's Sizes tab
-    list the breakdown API's values in its order; session dimensions (utm_*) are plain text,
-    event dimensions (language, screen size) buttons that filter."""
+    list the breakdown API's values in its order, each a button that filters (session
+    dimensions such as utm_* too: tests/browser/test_dashboard_segments.py clicks them)."""
     period = await period_shown(page)
     for label, by in (("Medium", "utm_medium"), ("Campaign", "utm_campaign"), ("Content", "utm_content"),
                       ("Term", "utm_term")):  # fmt: skip
@@ -345,7 +345,7 @@ async def expect_campaigns_languages_and_sizes(page: Page, server: DashboardServ
         await expect(page.locator("#campaigns-list .breakdown-header")).to_contain_text(
             by.replace("utm_", "UTM ")
         )
-        await expect(page.locator("#campaigns-list .breakdown-text")).to_have_text(shown(server, by, period))
+        await expect(page.locator("#campaigns-list .breakdown-link")).to_have_text(shown(server, by, period))
     await expect(page.locator("#languages-list .breakdown-link")).to_have_text(
         shown(server, "language", period)
     )

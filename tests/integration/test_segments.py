@@ -98,8 +98,8 @@ def test_v2_segment_filter_answers_what_its_filters_answer(
     ("args", "named"),
     [
         (["segments", "add", SITE, "Broken", "[["], "filters: not JSON"),
-        (["segments", "add", SITE, "Google", '[["is", "visit:source", ["google.com"]]]'],
-         "not supported in segments"),
+        (["segments", "add", SITE, "Berlin", '[["is", "visit:city", ["Berlin"]]]'],
+         "visit:city is not supported by Tally"),
         (["segments", "add", "nowhere.example.com", "X", '[["is", "visit:country", ["DE"]]]'],
          "is not registered"),
         (["segments", "remove", SITE, "Nothing"], "has no segment 'Nothing'"),
@@ -112,3 +112,18 @@ def test_mistakes_get_one_line(env: dict[str, str], args: list[str], named: str)
 def test_duplicate_name_is_refused(env: dict[str, str], segment_id: int) -> None:
     answer = run_tally(env, "segments", "add", SITE, "German blog readers", '[["is", "visit:os", ["iOS"]]]')
     assert "already has a segment 'German blog readers'" in one_line_error(answer)
+
+
+def test_rename_and_update(env: dict[str, str], dashboard_settings: Settings, store: Client) -> None:
+    search = '[["is", "visit:channel", ["Organic Search"]]]'
+    added = tally(env, "segments", "add", SITE, "From search", search)
+    segment = re.search(r"id (\d+)", added)
+    assert segment, added
+    tally(env, "segments", "rename", SITE, "From search", "Searchers")
+    german = '[["is", "visit:source", ["www.google.de"]], ["is", "visit:country", ["DE"]]]'
+    tally(env, "segments", "update", SITE, "Searchers", german)
+    listed = tally(env, "segments", "list", SITE)
+    assert f"{segment[1]}\tSearchers\t{json.dumps(json.loads(german))}" in listed
+    taken = run_tally(env, "segments", "rename", SITE, "Searchers", "German blog readers")
+    assert "already has a segment 'German blog readers'" in one_line_error(taken)
+    tally(env, "segments", "remove", SITE, "Searchers")

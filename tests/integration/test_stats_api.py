@@ -356,7 +356,9 @@ BAD_PARAMETERS = [
     ("/stats/breakdown", {**DAY_RANGE, "by": "ip_hash"}, "by"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "screen_width"}, "by"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "utm_contents"}, "by"),
-    ("/stats/aggregate", {**DAY_RANGE, "filters": '{"utm_content": "cta"}'}, "filters"),
+    ("/stats/aggregate", {**DAY_RANGE, "filters": '{"utm_contents": "cta"}'}, "filters"),
+    ("/stats/aggregate", {**DAY_RANGE, "filters": '[["is", "chanel", ["Direct"]]]'}, "filters"),
+    ("/stats/aggregate", {**DAY_RANGE, "filters": '[["like", "channel", ["Direct"]]]'}, "filters"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "path", "limit": "0"}, "limit"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "path", "limit": "1001"}, "limit"),
     ("/stats/breakdown", {**DAY_RANGE, "by": "path", "limit": "-1"}, "limit"),
@@ -461,6 +463,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "/api/v1/alerts",
         "/api/v1/alerts/backtest",  # a POST: tests/integration/test_alert_backtest.py
         "/api/v1/imports",  # GET here; its POST: tests/integration/test_imports_api.py
+        "/api/v1/segments",  # also POST, PATCH, DELETE: tests/integration/test_segments_api.py
         "/api/v1/openapi.json",
         "/api/v2/query",  # a POST: tests/integration/test_plausible_api.py
     }
