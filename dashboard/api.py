@@ -17,6 +17,7 @@ from dashboard import api_parameters as parameters
 from dashboard import comparisons, plausible_v1, provenance
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
+from dashboard.manage_api import register_management
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
@@ -223,9 +224,14 @@ def stats_api(
             }
         )
 
+    register_management(api, settings, clients)  # settings and accounts (dashboard/manage_api.py)
+
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
+        item = openapi_document()["paths"].get(f"{PREFIX}/{unknown}")
+        if item is not None:  # an endpoint without GET (POST /invites): this catch-all took it
+            return not_allowed(sorted({method.upper() for method in item} | {"OPTIONS"}))
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
 
     @api.app_errorhandler(MethodNotAllowed)
@@ -237,7 +243,10 @@ def stats_api(
             return refused.get_response()
         if request.path not in openapi_document()["paths"]:
             return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")
-        allowed = ", ".join(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+        return not_allowed(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+
+    def not_allowed(methods: list[str]) -> Response:
+        allowed = ", ".join(methods)
         response = error(405, f"method {request.method} not allowed; allowed: {allowed}")
         response.headers["Allow"] = allowed
         response.headers["Cache-Control"] = "no-store"

@@ -14,6 +14,7 @@ from typing import Any
 from dashboard import api_parameters as parameters
 from dashboard import periods
 from dashboard import plausible_query as plausible
+from dashboard.openapi_manage import management_paths
 from storage import queries
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
@@ -584,15 +585,16 @@ def openapi_document() -> JSON:
                     "responses": {"200": _ok({"type": "object"}, "the OpenAPI document")},
                 }
             },
-        },
+        }
+        | management_paths(),  # settings and accounts (dashboard/manage_api.py)
         "components": {
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
                     "description": (
-                        "the operator's API key (every site) or a team member's read-only key "
-                        "(tally users keys create; only its sites)"
+                        "the operator's API key (every site) or a team member's key (tally users "
+                        "keys create; only its sites; read-only unless made with scope manage)"
                     ),
                 }
             },
