@@ -7,6 +7,8 @@ refused in place of a key."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from storage import exclusions, report_subscriptions, users
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.cli import run_tally
 
 pytestmark = pytest.mark.integration
 
@@ -338,3 +341,26 @@ def test_an_admin_subscribes_and_unsubscribes_an_address(
     )
     unknown = api.get(f"/api/v1/reports?site={UNKNOWN_SITE}", headers=team.operator)
     refused(unknown, 404, "site")
+
+
+def test_a_manage_key_made_with_the_cli_changes_what_its_role_allows(
+    api: FlaskClient, team: Team, dashboard_settings: Settings
+) -> None:
+    def create(scope: str) -> subprocess.CompletedProcess[str]:
+        arguments = ["users", "keys", "create", team.emails["admin"], "--site", team.site, "--scope", scope]
+        return run_tally(os.environ | dashboard_settings.environment(), *arguments)
+
+    made = create("manage")
+    assert made.returncode == 0, made.stderr
+    assert "(manage)" in made.stderr
+    url = f"/api/v1/exclusions?site={team.site}"
+    added = api.post(url, json={"kind": "country", "value": "NL"}, headers=bearer(made.stdout.strip()))
+    assert added.status_code == 201
+    listed = run_tally(
+        os.environ | dashboard_settings.environment(), "users", "keys", "list", team.emails["admin"]
+    )
+    assert "\tmanage" in listed.stdout and "\tread" in listed.stdout
+
+    wrong = create("root")
+    assert wrong.returncode != 0 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+    assert "--scope" in wrong.stderr
