@@ -1,6 +1,6 @@
 """Team members in the dashboard (storage/users.py): their sessions, what their role lets them
-call, the invitation page, and the Team panel (API keys; for owners, invitations, members and
-the audit log).
+call, the invitation page, and the Team panel (API keys; for owners, invitations, members, their
+roles and the audit log).
 
 A member's session holds only their email. On every request it is looked up again (no cache),
 so removing a member or changing a role applies to the next request of a page already open. The
@@ -46,6 +46,7 @@ CALLBACK_PATH = "/_dash-update-component"
 INVITE_PREFIX = "/invite/"
 KEY_REVOKE = "key-revoke"
 MEMBER_REMOVE = "member-remove"
+MEMBER_ROLE = "member-role"
 AUDIT_ROWS = 50
 
 
@@ -346,11 +347,20 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                     html.Li(
                         [
                             f"{email} · {role} ",
+                            dcc.Dropdown(
+                                id={"type": MEMBER_ROLE, "email": email},
+                                options=list(users.ROLES),
+                                value=role,
+                                clearable=False,
+                                searchable=False,
+                                className="member-role",
+                            ),
                             html.Button(
                                 "Remove", id={"type": MEMBER_REMOVE, "email": email}, className="button-quiet"
                             ),
                         ],
-                        **{"data-email": email},
+                        className="member",
+                        **{"data-email": email, "data-role": role},
                     )
                     for email, _s, role in rows
                 ]
@@ -404,6 +414,40 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
         return notice(f"Removed {email} from {site}."), version + 1
+
+    @app.callback(
+        Output("member-status", "children", allow_duplicate=True),
+        Output("team-version", "data", allow_duplicate=True),
+        Input({"type": MEMBER_ROLE, "email": ALL}, "value"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def change_role(_roles: list, site: str | None, version: int) -> tuple[Any, Any]:
+        if not site or not isinstance(ctx.triggered_id, dict):
+            raise PreventUpdate
+        if not _owner_of(site):
+            return notice("Only the site's owners change roles.", "error"), no_update
+        email, role = str(ctx.triggered_id["email"]), str(ctx.triggered[0]["value"])
+        client = clients()
+        # The ids come from the browser: only a member of this site, and only a real change (the
+        # dropdowns re-rendered with the list must not write anything).
+        user = users.get_user(client, email)
+        current = user.role_on(site) if user else None
+        if current is None:
+            return notice(f"{email} is not a member of {site}.", "error"), no_update
+        if role == current:
+            raise PreventUpdate
+        try:
+            users.set_role(client, email, site, role)
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        actor = current_user()
+        users.record(
+            client, "role_changed", actor.email if actor else settings.owner_email, "ok",
+            address=request.remote_addr or "", detail=f"{email} {site} {role}",
+        )  # fmt: skip
+        return notice(f"{email} is now {role} of {site}."), version + 1
 
     @app.callback(
         Output("invite-created", "children"),

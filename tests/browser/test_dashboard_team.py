@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import APIResponse, Browser, BrowserContext, Page, expect
 
-from storage import exclusions, goals
+from storage import exclusions, goals, users
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import PROJECT_ROOT, Settings
@@ -189,7 +189,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await owner.set_viewport_size(DESKTOP)
 
     # The owner removes the viewer: the viewer's open page is signed out on its next request.
-    await owner.locator(f'#team-members li[data-email="{email}"] button').click()
+    await owner.locator(f'#team-members li[data-email="{email}"] button', has_text="Remove").click()
     await expect(owner.locator("#member-status")).to_have_text(f"Removed {email} from {TEAM_SITE}.")
     await expect(members).not_to_contain_text(email)
     after = await invitee.request.post(dashboard.url + CALLBACK, data=body)
@@ -220,3 +220,53 @@ async def test_owner_excludes_and_includes_a_path_in_the_exclusions_panel(
     await owner.locator("#exclusions-items button", has_text="Remove").click()
     await expect(owner.locator("#exclusion-status")).to_have_text("Counting /admin/* again.")
     assert exclusions.list_exclusions(connect(dashboard_settings), TEAM_SITE) == []
+
+
+async def test_owner_changes_a_members_role_in_the_team_panel(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
+) -> None:
+    """The operator makes a viewer an admin from the Team panel: the store holds the new role,
+    the member's manage key may now change the site's exclusions over the API, and the change
+    is in the audit log."""
+    client = connect(dashboard_settings)
+    email = f"promoted-{uuid.uuid4().hex[:6]}@example.com"
+    token = users.create_invite(client, email, TEAM_SITE, "viewer")
+    invite = users.find_invite(client, token)
+    assert invite is not None
+    users.accept_invite(client, token, invite, PASSWORD)
+    _key, secret = users.create_key(client, email, [TEAM_SITE], scope="manage")
+
+    def exclude_over_the_api() -> int:
+        return httpx.post(
+            f"{dashboard.url}/api/v1/exclusions",
+            params={"site": TEAM_SITE},
+            json={"kind": "country", "value": "NZ"},
+            headers={"Authorization": f"Bearer {secret}"},
+            timeout=30,
+        ).status_code
+
+    assert exclude_over_the_api() == 403  # a viewer's key changes nothing
+
+    await owner.set_viewport_size(DESKTOP)
+    await owner.reload()
+    await pick_site(owner, TEAM_SITE)
+    row = owner.locator(f'#team-members li[data-email="{email}"]')
+    await row.scroll_into_view_if_needed()
+    await expect(row).to_have_attribute("data-role", "viewer")
+    await row.locator(".member-role").click()
+    await owner.get_by_role("option", name="admin", exact=True).click()
+    await expect(owner.locator("#member-status")).to_have_text(f"{email} is now admin of {TEAM_SITE}.")
+    await expect(row).to_have_attribute("data-role", "admin")
+
+    user = users.get_user(connect(dashboard_settings), email)
+    assert user is not None and user.role_on(TEAM_SITE) == "admin"
+    assert exclude_over_the_api() == 201
+    audit = owner.locator("#audit-table")
+    await expect(audit.locator("tr", has_text="role_changed")).not_to_have_count(0)
+    panel = owner.locator("#team-panel")
+    await panel.screenshot(path=str(SCREENSHOTS / "team-role-change-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "team-role-change-phone.png"))
+    await owner.set_viewport_size(DESKTOP)
+    exclusions.remove_exclusions(client, [exclusions.Exclusion(TEAM_SITE, "country", "NZ")])
