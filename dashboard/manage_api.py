@@ -258,6 +258,8 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         wanted = report_subscriptions.Subscription(site, email, frequency)
         existing = wanted in report_subscriptions.list_subscriptions(clients(), site)
         report_subscriptions.subscribe(clients(), site, email, frequency)
+        if not existing:
+            audited("report_subscribed", f"{site} {email} {frequency}")
         return jsonify(subscription_json(wanted) | {"site": site}), 200 if existing else 201
 
     @api.delete("/reports")
@@ -269,7 +271,9 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         try:
             ended = report_subscriptions.unsubscribe(clients(), site, email, frequency)
         except report_subscriptions.InvalidSubscription:
-            raise NotFound(f"email: {email} receives no {frequency or ''} report of {site}") from None
+            which = f"{frequency} report" if frequency else "report"
+            raise NotFound(f"email: {email} receives no {which} of {site}") from None
+        audited("report_unsubscribed", f"{site} {email} {frequency or 'all'}")
         return jsonify({"removed": [subscription_json(row) | {"site": site} for row in ended]})
 
 

@@ -147,6 +147,11 @@ def test_the_dashboard_cookie_is_no_key(api: FlaskClient, team: Team, dashboard_
     assert signed_in.status_code == 302
     answer = api.post(f"/api/v1/exclusions?site={team.site}", json={"kind": "country", "value": "DE"})
     refused(answer, 401)
+    # The dashboard's own cookie-authenticated writes, Dash callbacks, are read only as JSON: a
+    # form or a no-cors fetch (text/plain, no preflight) from another page is refused.
+    body = '{"output": "exclusion-status.children", "inputs": [], "state": []}'
+    forged = api.post("/_dash-update-component", data=body, content_type="text/plain")
+    assert forged.status_code == 415
     api.post("/logout")
 
 
