@@ -177,9 +177,15 @@ def team_panel() -> html.Section:
             dcc.Store(id="team-version", data=0),
             html.H3("Your API keys"),
             html.P(
-                "Read-only keys for the stats API (Authorization: Bearer …), limited to this site. "
-                "A key is shown once, when it is created.",
+                "Keys for the stats API (Authorization: Bearer …), limited to this site: read-only, "
+                "or also allowed to change what your role allows (docs/settings-api.md). A key is "
+                "shown once, when it is created.",
                 className="hint",
+            ),
+            dcc.Checklist(
+                id="key-manage",
+                options=[{"label": " may also change settings (scope manage)", "value": "manage"}],
+                value=[],
             ),
             html.Button(
                 "Create a key for this site", id="key-create", className="button-primary", n_clicks=0
@@ -282,7 +288,7 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                 html.Li(
                     [
                         html.Code(key.id),
-                        f" · {', '.join(key.sites)} · created {key.created_at:%Y-%m-%d} ",
+                        f" · {', '.join(key.sites)} · {key.scope} · created {key.created_at:%Y-%m-%d} ",
                         html.Button(
                             "Revoke", id={"type": KEY_REVOKE, "id": key.id}, className="button-quiet"
                         ),
@@ -300,9 +306,12 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         Input({"type": KEY_REVOKE, "id": ALL}, "n_clicks"),
         State("site", "value"),
         State("team-version", "data"),
+        State("key-manage", "value"),
         prevent_initial_call=True,
     )
-    def edit_keys(_create: int, _revokes: list, site: str | None, version: int) -> tuple[Any, Any]:
+    def edit_keys(
+        _create: int, _revokes: list, site: str | None, version: int, manage: list[str] | None
+    ) -> tuple[Any, Any]:
         user = current_user()
         if not site or not ctx.triggered[0]["value"]:
             raise PreventUpdate
@@ -316,13 +325,14 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                 revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
                 users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id)
                 return notice(f"Revoked the key {revoked.id}."), version + 1
-            key, token = users.create_key(clients(), user.email, [site])
+            scope = "manage" if manage and "manage" in manage else "read"
+            key, token = users.create_key(clients(), user.email, [site], scope=scope)
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
         users.record(clients(), "key_created", user.email, "ok", key_id=key.id, detail=site)
         shown = html.Div(
             [
-                html.P(f"Key {key.id} for {site} (copy it now, it is not shown again):"),
+                html.P(f"Key {key.id} for {site}, scope {key.scope} (copy it now, it is not shown again):"),
                 html.Code(token, id="key-token"),
             ],
             className="notice notice-info",

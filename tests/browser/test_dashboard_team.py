@@ -165,6 +165,20 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
             timeout=30,
         )
         assert answer.status_code == status
+    # A manage key: listed with its scope; it still changes only what a viewer may (nothing).
+    await invitee.check("#key-manage input")
+    await invitee.click("#key-create")
+    await expect(invitee.locator("#key-created")).to_contain_text("scope manage")
+    managing = (await invitee.locator("#key-token").text_content() or "").strip()
+    await expect(invitee.locator("#team-keys")).to_contain_text("manage")
+    excluded = httpx.post(
+        f"{dashboard.url}/api/v1/exclusions",
+        params={"site": TEAM_SITE},
+        json={"kind": "country", "value": "NZ"},
+        headers={"Authorization": f"Bearer {managing}"},
+        timeout=30,
+    )
+    assert excluded.status_code == 403 and "admin" in excluded.json()["error"]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     await invitee.wait_for_timeout(600)  # let charts finish their transition
     await invitee.screenshot(path=str(SCREENSHOTS / "team-viewer-desktop.png"), full_page=True)
