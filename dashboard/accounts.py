@@ -35,6 +35,7 @@ from dashboard.components import notice, panel
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
+from dashboard.timezone_panel import timezone_panel
 from storage import users
 from storage.users import AccountError, User
 from tally.client_ip import client_ip, network_key, parse_networks
@@ -224,20 +225,27 @@ def team_panel() -> html.Section:
 
 
 def with_team_panel(page: html.Div) -> html.Div:
-    """The page with the Exclusions and Team panels at the end of the Overview (cut for a shared
+    """The page with the Exclusions, Time zone and Team panels at the end of the Overview (cut for a shared
     view). A team member's page has no rate-limiting panel (the operator's, about every site)
-    and, unless they are admin somewhere, no Share, Alerts, Import, Email reports or Exclusions
-    panel: their callbacks would only be refused."""
+    and, unless they are admin somewhere, no Share, Alerts, Import, Email reports, Exclusions or
+    Time zone panel: their callbacks would only be refused."""
     overview = _find(page, "overview-section")
     if overview is not None:
-        overview.children = [*_children(overview), exclusions_panel(), team_panel()]  # type: ignore[attr-defined]
+        overview.children = [*_children(overview), exclusions_panel(), timezone_panel(), team_panel()]  # type: ignore[attr-defined]
     user = current_user()
     if user is not None:
         admin = any(user.may(site, "admin") for site in user.roles)
         settings = (
             set()
             if admin
-            else {"share-panel", "exclusions-panel", "alerts-panel", "import-panel", "reports-panel"}
+            else {
+                "share-panel",
+                "exclusions-panel",
+                "timezone-panel",
+                "alerts-panel",
+                "import-panel",
+                "reports-panel",
+            }
         )
         _drop(page, elements=settings, parents_of={"rate-limits"})
     return page

@@ -1,5 +1,5 @@
 """The settings and accounts endpoints of the API (`/api/v1/exclusions`, `/members`, `/invites`,
-`/keys`, `/audit`, `/reports`): what the CLI and the dashboard's panels do, over HTTP.
+`/keys`, `/audit`, `/reports`, `/timezone`): what the CLI and the dashboard's panels do, over HTTP.
 
 Who may call them: the same Bearer keys as the stats API (dashboard/api_access.py), never the
 dashboard's session cookie. The sign-in guard lets /api/v1 through without looking at the
@@ -12,8 +12,9 @@ What a caller may do on a site is what the dashboard lets the same person do the
 (dashboard/accounts.py): the operator's key is the first owner of every site; a member's key
 acts with its user's role on the sites in its scope. Reading needs the role; changing anything
 also needs a key made with scope `manage` (a read key, the default, changes nothing). Exclusions
-and email reports: admin. Members, invitations, the audit log: owner. API keys: a member's own
-(the operator's key: anyone's).
+and email reports: admin. The site's time zone: any member reads it, an admin changes it.
+Members, invitations, the audit log: owner. API keys: a member's own (the operator's key:
+anyone's).
 
 Answers: 400 naming the parameter or body field, 403 for a role or key scope that does not
 allow it, 404 for an unknown site, member, exclusion, subscription or key.
@@ -32,7 +33,8 @@ from dashboard.api_access import Access
 from dashboard.api_parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
 from dashboard.plausible_report import SiteNotFound
 from dashboard.store import ClientFactory
-from storage import exclusions, report_subscriptions, users
+from storage import exclusions, report_subscriptions, sites, users
+from storage.calendar import InvalidTimezone
 from storage.sites import InvalidDomain, list_sites, normalise
 from storage.users import RANK, AccountError, Role
 from tally.settings import Settings
@@ -240,6 +242,26 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             raise NotFound(f"id: no API key {key_id!r}") from None
         audited("key_revoked", key.email, key_id=key.id)
         return jsonify({"revoked": key_json(key) | {"revoked": True}})
+
+    # -- the site's time zone (reading: any member; changing: admin) ---------------------------
+
+    @api.get("/timezone")
+    def timezone() -> Response:
+        site = site_with_role(query(("site",)), "viewer", change=False)
+        return jsonify({"site": site, "timezone": sites.site_timezone(clients(), site)})
+
+    @api.put("/timezone")
+    def set_timezone() -> Response:
+        site = site_with_role(query(("site",)), "admin", change=True)
+        zone = text(body(("timezone",)), "timezone")
+        try:
+            sites.set_timezone(clients(), site, zone)
+        except InvalidTimezone:
+            raise BadParameter(
+                "timezone", f"{zone!r} is not an IANA time zone (e.g. Europe/Berlin)"
+            ) from None
+        audited("timezone_changed", f"{site} {zone}")
+        return jsonify({"site": site, "timezone": zone})
 
     # -- email report subscriptions (admin) ---------------------------------------------------
 

@@ -102,6 +102,7 @@ AUDIT_ENTRY = _object(
         "detail": _string(),
     }
 )
+SITE_ZONE = _object({"site": _string(), "timezone": _string()})
 KIND = _string(enum=list(exclusions.KINDS))
 ROLE = _string(enum=list(users.ROLES))
 FREQUENCY = _string(enum=list(report_subscriptions.FREQUENCIES))
@@ -242,6 +243,20 @@ def management_paths() -> JSON:
                 "Revoke a key: its next request gets a 401. A member's key revokes its own user's keys.",
                 [_query("id", "the key's id", TEXT)],
                 {"200": _answer("revoked", _object({"revoked": KEY}))},
+            ),
+        },
+        "/api/v1/timezone": {
+            "get": _operation(
+                "The site's time zone (IANA; UTC unless set): where its days, weeks and months start."
+                + WHO.format(role="viewer"),
+                [SITE],
+                {"200": _answer("the zone", SITE_ZONE)},
+            ),
+            "put": _operation(
+                "Set the site's time zone; reports follow at once." + WHO.format(role="admin"),
+                [SITE],
+                {"200": _answer("the new zone", SITE_ZONE)},
+                _body({"timezone": _string(minLength=1, example="Europe/Berlin")}, ["timezone"]),
             ),
         },
         "/api/v1/reports": {

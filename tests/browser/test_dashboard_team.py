@@ -21,7 +21,7 @@ from playwright.async_api import APIResponse, Browser, BrowserContext, Page, exp
 
 from storage import exclusions, goals, users
 from storage.client import connect
-from storage.sites import add_site
+from storage.sites import add_site, set_timezone, site_timezone
 from tally.settings import PROJECT_ROOT, Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, archive, pick_site, sign_in, traffic
 from tests.fixtures.browser import TIMEOUT_MS
@@ -149,6 +149,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     assert goals.list_goals(connect(dashboard_settings), TEAM_SITE) == []
 
     await expect(invitee.locator("#exclusions-panel")).to_have_count(0)  # a setting: not for viewers
+    await expect(invitee.locator("#timezone-panel")).to_have_count(0)
 
     # The Team panel: the viewer sees their keys, not the site's members or audit log; a key
     # made there reads their site on the stats API.
@@ -284,3 +285,39 @@ async def test_owner_changes_a_members_role_in_the_team_panel(
     await panel.screenshot(path=str(SCREENSHOTS / "team-role-change-phone.png"))
     await owner.set_viewport_size(DESKTOP)
     exclusions.remove_exclusions(client, [exclusions.Exclusion(TEAM_SITE, "country", "NZ")])
+
+
+async def test_owner_sets_the_sites_time_zone_in_its_panel(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
+) -> None:
+    await owner.set_viewport_size(DESKTOP)
+    await owner.reload()
+    await pick_site(owner, TEAM_SITE)
+    panel = owner.locator("#timezone-panel")
+    await panel.scroll_into_view_if_needed()
+    await expect(owner.locator("#timezone-name")).to_have_value("UTC")
+    await owner.fill("#timezone-name", "Mars/Olympus")
+    await owner.click("#timezone-save")
+    await expect(owner.locator("#timezone-status")).to_contain_text("is not an IANA time zone")
+    assert site_timezone(connect(dashboard_settings), TEAM_SITE) == "UTC"
+
+    await owner.fill("#timezone-name", "Asia/Kolkata")
+    await owner.click("#timezone-save")
+    await expect(owner.locator("#timezone-status")).to_have_text(
+        f"Days of {TEAM_SITE} now start at midnight Asia/Kolkata."
+    )
+    assert site_timezone(connect(dashboard_settings), TEAM_SITE) == "Asia/Kolkata"
+    # The API reads the same zone.
+    answer = httpx.get(
+        f"{dashboard.url}/api/v1/timezone",
+        params={"site": TEAM_SITE},
+        headers={"Authorization": f"Bearer {dashboard.api_key}"},
+        timeout=30,
+    )
+    assert answer.json() == {"site": TEAM_SITE, "timezone": "Asia/Kolkata"}
+    await panel.screenshot(path=str(SCREENSHOTS / "timezone-panel-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "timezone-panel-phone.png"))
+    await owner.set_viewport_size(DESKTOP)
+    set_timezone(connect(dashboard_settings), TEAM_SITE, "UTC")

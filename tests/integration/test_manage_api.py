@@ -369,3 +369,27 @@ def test_a_manage_key_made_with_the_cli_changes_what_its_role_allows(
     wrong = create("root")
     assert wrong.returncode != 0 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
     assert "--scope" in wrong.stderr
+
+
+# -- the site's time zone ---------------------------------------------------------------------
+
+
+def test_an_admin_sets_the_time_zone_and_reports_follow(api: FlaskClient, team: Team) -> None:
+    url = f"/api/v1/timezone?site={team.site}"
+    assert api.get(url, headers=team.read["viewer"]).get_json() == {"site": team.site, "timezone": "UTC"}
+    changed = api.put(url, json={"timezone": "Europe/Berlin"}, headers=team.manage["admin"])
+    assert changed.get_json() == {"site": team.site, "timezone": "Europe/Berlin"}
+    assert api.get(url, headers=team.read["viewer"]).get_json()["timezone"] == "Europe/Berlin"
+    # The stats API's days now start at Berlin's midnight.
+    points = api.get(
+        "/api/v1/stats/timeseries",
+        query_string={"site": team.site, "from": "2026-11-10", "to": "2026-11-11", "interval": "day"},
+        headers=team.read["viewer"],
+    ).get_json()
+    assert points[0]["t"] == "2026-11-10T00:00:00+01:00"
+
+    refused(api.put(url, json={"timezone": "Mars/Olympus"}, headers=team.manage["admin"]), 400, "timezone")
+    refused(api.put(url, json={}, headers=team.manage["admin"]), 400, "timezone")
+    refused(api.put(url, json={"timezone": "UTC"}, headers=team.manage["viewer"]), 403)
+    refused(api.put(url, json={"timezone": "UTC"}, headers=team.read["admin"]), 403)
+    refused(api.get(f"/api/v1/timezone?site={UNKNOWN_SITE}", headers=team.operator), 404, "site")

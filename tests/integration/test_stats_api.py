@@ -43,6 +43,7 @@ MANAGEMENT_PATHS = {
     "/api/v1/keys",
     "/api/v1/audit",
     "/api/v1/reports",
+    "/api/v1/timezone",
 }
 
 
