@@ -15,6 +15,7 @@ from rich.table import Table
 
 from bench.sections import SECTION_NAMES, events_help
 from loadgen.__main__ import main as loadgen_command
+from ops import stats_cli
 from ops.cli_errors import TallyGroup, UserError
 from tally.settings import Settings
 
@@ -866,6 +867,10 @@ def verify(no_repair: bool) -> None:
         console.print(line, highlight=False, soft_wrap=True)
     sys.exit(0 if report.ok else 1)
 
+
+# A site's numbers, as the stats API gives them (ops/stats_cli.py).
+main.add_command(stats_cli.stats)
+main.add_command(stats_cli.realtime)
 
 if __name__ == "__main__":
     main(prog_name="tally")  # `python -m ops.cli` speaks as the `tally` it is
