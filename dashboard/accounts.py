@@ -1,6 +1,6 @@
 """Team members in the dashboard (storage/users.py): their sessions, what their role lets them
-call, the invitation page, and the Team panel (API keys; for owners, invitations, members and
-the audit log).
+call, the invitation page, and the Team panel (API keys; for owners, invitations, members, their
+roles and the audit log).
 
 A member's session holds only their email. On every request it is looked up again (no cache),
 so removing a member or changing a role applies to the next request of a page already open. The
@@ -36,6 +36,7 @@ from dashboard.exclusions_panel import exclusions_panel
 from dashboard.segments import SEGMENTS_PANEL, segments_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
+from dashboard.timezone_panel import timezone_panel
 from storage import users
 from storage.users import AccountError, User
 from tally.client_ip import client_ip, network_key, parse_networks
@@ -47,6 +48,7 @@ CALLBACK_PATH = "/_dash-update-component"
 INVITE_PREFIX = "/invite/"
 KEY_REVOKE = "key-revoke"
 MEMBER_REMOVE = "member-remove"
+MEMBER_ROLE = "member-role"
 AUDIT_ROWS = 50
 
 
@@ -177,9 +179,15 @@ def team_panel() -> html.Section:
             dcc.Store(id="team-version", data=0),
             html.H3("Your API keys"),
             html.P(
-                "Read-only keys for the stats API (Authorization: Bearer …), limited to this site. "
-                "A key is shown once, when it is created.",
+                "Keys for the stats API (Authorization: Bearer …), limited to this site: read-only, "
+                "or also allowed to change what your role allows (docs/settings-api.md). A key is "
+                "shown once, when it is created.",
                 className="hint",
+            ),
+            dcc.Checklist(
+                id="key-manage",
+                options=[{"label": " may also change settings (scope manage)", "value": "manage"}],
+                value=[],
             ),
             html.Button(
                 "Create a key for this site", id="key-create", className="button-primary", n_clicks=0
@@ -218,13 +226,16 @@ def team_panel() -> html.Section:
 
 
 def with_team_panel(page: html.Div) -> html.Div:
-    """The page with the Segments, Exclusions and Team panels at the end of the Overview (cut for a shared
-    view). A team member's page has no rate-limiting panel (the operator's, about every site)
-    and, unless they are admin somewhere, no Share, Alerts, Import, Email reports, Exclusions or
-    Segments panel: their callbacks would only be refused (viewers apply segments with the picker)."""
+    """The page with the Segments, Exclusions, Time zone and Team panels at the end of the Overview
+    (cut for a shared view). A team member's page has no rate-limiting panel
+    (the operator's, about every site)
+    and, unless they are admin somewhere, no Share, Alerts, Import, Email reports, Exclusions,
+    Time zone or Segments panel: their callbacks would only be refused (viewers apply segments with
+    the picker)."""
     overview = _find(page, "overview-section")
     if overview is not None:
-        overview.children = [*_children(overview), segments_panel(), exclusions_panel(), team_panel()]  # type: ignore[attr-defined]
+        settings_panels = [segments_panel(), exclusions_panel(), timezone_panel(), team_panel()]
+        overview.children = [*_children(overview), *settings_panels]  # type: ignore[attr-defined]
     user = current_user()
     if user is not None:
         admin = any(user.may(site, "admin") for site in user.roles)
@@ -234,6 +245,7 @@ def with_team_panel(page: html.Div) -> html.Div:
             else {
                 "share-panel",
                 "exclusions-panel",
+                "timezone-panel",
                 "alerts-panel",
                 "import-panel",
                 "reports-panel",
@@ -289,7 +301,7 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                 html.Li(
                     [
                         html.Code(key.id),
-                        f" · {', '.join(key.sites)} · created {key.created_at:%Y-%m-%d} ",
+                        f" · {', '.join(key.sites)} · {key.scope} · created {key.created_at:%Y-%m-%d} ",
                         html.Button(
                             "Revoke", id={"type": KEY_REVOKE, "id": key.id}, className="button-quiet"
                         ),
@@ -307,9 +319,12 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         Input({"type": KEY_REVOKE, "id": ALL}, "n_clicks"),
         State("site", "value"),
         State("team-version", "data"),
+        State("key-manage", "value"),
         prevent_initial_call=True,
     )
-    def edit_keys(_create: int, _revokes: list, site: str | None, version: int) -> tuple[Any, Any]:
+    def edit_keys(
+        _create: int, _revokes: list, site: str | None, version: int, manage: list[str] | None
+    ) -> tuple[Any, Any]:
         user = current_user()
         if not site or not ctx.triggered[0]["value"]:
             raise PreventUpdate
@@ -323,13 +338,14 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                 revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
                 users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id)
                 return notice(f"Revoked the key {revoked.id}."), version + 1
-            key, token = users.create_key(clients(), user.email, [site])
+            scope = "manage" if manage and "manage" in manage else "read"
+            key, token = users.create_key(clients(), user.email, [site], scope=scope)
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
         users.record(clients(), "key_created", user.email, "ok", key_id=key.id, detail=site)
         shown = html.Div(
             [
-                html.P(f"Key {key.id} for {site} (copy it now, it is not shown again):"),
+                html.P(f"Key {key.id} for {site}, scope {key.scope} (copy it now, it is not shown again):"),
                 html.Code(token, id="key-token"),
             ],
             className="notice notice-info",
@@ -354,11 +370,20 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                     html.Li(
                         [
                             f"{email} · {role} ",
+                            dcc.Dropdown(
+                                id={"type": MEMBER_ROLE, "email": email},
+                                options=list(users.ROLES),
+                                value=role,
+                                clearable=False,
+                                searchable=False,
+                                className="member-role",
+                            ),
                             html.Button(
                                 "Remove", id={"type": MEMBER_REMOVE, "email": email}, className="button-quiet"
                             ),
                         ],
-                        **{"data-email": email},
+                        className="member",
+                        **{"data-email": email, "data-role": role},
                     )
                     for email, _s, role in rows
                 ]
@@ -412,6 +437,40 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
         return notice(f"Removed {email} from {site}."), version + 1
+
+    @app.callback(
+        Output("member-status", "children", allow_duplicate=True),
+        Output("team-version", "data", allow_duplicate=True),
+        Input({"type": MEMBER_ROLE, "email": ALL}, "value"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def change_role(_roles: list, site: str | None, version: int) -> tuple[Any, Any]:
+        if not site or not isinstance(ctx.triggered_id, dict):
+            raise PreventUpdate
+        if not _owner_of(site):
+            return notice("Only the site's owners change roles.", "error"), no_update
+        email, role = str(ctx.triggered_id["email"]), str(ctx.triggered[0]["value"])
+        client = clients()
+        # The ids come from the browser: only a member of this site, and only a real change (the
+        # dropdowns re-rendered with the list must not write anything).
+        user = users.get_user(client, email)
+        current = user.role_on(site) if user else None
+        if current is None:
+            return notice(f"{email} is not a member of {site}.", "error"), no_update
+        if role == current:
+            raise PreventUpdate
+        try:
+            users.set_role(client, email, site, role)
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        actor = current_user()
+        users.record(
+            client, "role_changed", actor.email if actor else settings.owner_email, "ok",
+            address=request.remote_addr or "", detail=f"{email} {site} {role}",
+        )  # fmt: skip
+        return notice(f"{email} is now {role} of {site}."), version + 1
 
     @app.callback(
         Output("invite-created", "children"),

@@ -19,6 +19,7 @@ from dashboard import backtest_request, comparisons, plausible_v1, provenance
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.imports_api import register_imports_api
+from dashboard.manage_api import register_management
 from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
@@ -207,7 +208,8 @@ def stats_api(
     def realtime() -> Response:
         arguments = Arguments.parse(request.args.to_dict(flat=False))
         site, now, source = parameters.site(arguments), clock(), parameters.source(arguments)
-        # checked with or without a breakdown: a bad limit is a 400 either way (schemathesis)
+        # Checked with or without a breakdown: a documented parameter out of range is a 400 even
+        # where it changes nothing (schemathesis sent limit=2972860716779586 to the live counts).
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         if (breakdown := parameters.realtime_breakdown(arguments)) is not None:
             return jsonify(
@@ -257,16 +259,14 @@ def stats_api(
 
     register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
     register_segments_api(api, clients)  # /segments: list, create, change, delete
+    register_management(api, settings, clients)  # settings and accounts (dashboard/manage_api.py)
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
-        documented = openapi_document()["paths"].get(f"{PREFIX}/{unknown}")
-        if documented:  # a POST-only endpoint asked with GET: this route matched, not Werkzeug's 405
-            allowed = ", ".join(sorted(method.upper() for method in documented))
-            response = error(405, f"method {request.method} not allowed; allowed: {allowed}")
-            response.headers["Allow"] = allowed
-            return response
+        item = openapi_document()["paths"].get(f"{PREFIX}/{unknown}")
+        if item is not None:  # an endpoint without GET (POST /invites): this catch-all took it
+            return not_allowed(sorted({method.upper() for method in item} | {"OPTIONS"}))
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
 
     @api.app_errorhandler(MethodNotAllowed)
@@ -278,7 +278,10 @@ def stats_api(
             return refused.get_response()
         if request.path not in openapi_document()["paths"]:
             return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")
-        allowed = ", ".join(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+        return not_allowed(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+
+    def not_allowed(methods: list[str]) -> Response:
+        allowed = ", ".join(methods)
         response = error(405, f"method {request.method} not allowed; allowed: {allowed}")
         response.headers["Allow"] = allowed
         response.headers["Cache-Control"] = "no-store"

@@ -1,7 +1,8 @@
 """Who may read the stats API (`/api/v1`, `/api/v2`): the operator's key (TALLY_API_KEY, every
-site) or a team member's key (storage/users.py: read-only, limited to the sites it names that
-its user still has a role on). A revoked key, or a removed user's, answers 401 at once: a key
-is looked up on every request. A key asking for a site outside its scope answers 403.
+site) or a team member's key (storage/users.py: limited to the sites it names that its user
+still has a role on; read-only, or `manage` for what the user's role allows there,
+dashboard/manage_api.py). A revoked key, or a removed user's, answers 401 at once: a key is
+looked up on every request. A key asking for a site outside its scope answers 403.
 
 Key use is written to the audit log at most once per key per minute (per dashboard process):
 enough to see which keys are used and when, without a row per API call.
@@ -28,14 +29,20 @@ AUDIT_EVERY_S = 60
 
 @dataclass(frozen=True)
 class Access:
-    """An authenticated API caller: `sites` None for the operator (every site)."""
+    """An authenticated API caller: `sites` None for the operator (every site, as its first
+    owner); `scope` `manage` when the key may also change what its user's role allows."""
 
     email: str
     key_id: str = ""
     sites: frozenset[str] | None = None
+    scope: users.Scope = "read"
 
     def may_read(self, site: str) -> bool:
         return self.sites is None or site in self.sites
+
+    @property
+    def is_operator(self) -> bool:
+        return self.sites is None
 
 
 class KeyUseLog:
@@ -68,7 +75,7 @@ def authorise(
         return None
     # compare_digest takes as long for a near miss as for a far one: no timing oracle.
     if hmac.compare_digest(token.encode(), operator_key):
-        return Access(email="operator")
+        return Access(email="operator", scope="manage")
     if not token.startswith(users.KEY_PREFIX):
         return None
     found = users.resolve_key(clients(), token)
@@ -80,7 +87,7 @@ def authorise(
             users.record(clients(), "api_key", key.email, "ok", key_id=key.id, address=address)
         except Exception as failure:  # the audit log must not fail a read
             log.warning("audit_write_failed", error=str(failure)[:200])
-    return Access(email=key.email, key_id=key.id, sites=sites)
+    return Access(email=key.email, key_id=key.id, sites=sites, scope=key.scope)
 
 
 def caller() -> Access | None:

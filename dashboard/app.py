@@ -35,6 +35,7 @@ from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
+from dashboard.timezone_panel import register_timezone_panel
 from tally import structured_logging
 from tally.settings import Settings
 
@@ -80,6 +81,7 @@ def build_app(
     register_goal_editing(app, clients)
     register_exclusions_panel(app, clients)
     register_segment_editing(app, clients)  # saving and changing segments: admins and owners
+    register_timezone_panel(app, clients)
     settings_outputs = set(app.callback_map) - before_settings
     register_team_panel(app, settings, clients)
     # Team members: their sites only; settings (goals, shares) for admins; the global

@@ -14,6 +14,7 @@ from typing import Any
 from dashboard import api_parameters as parameters
 from dashboard import imports_api, periods
 from dashboard import plausible_query as plausible
+from dashboard.openapi_manage import management_paths
 from storage import imports, queries
 from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
@@ -701,7 +702,8 @@ def openapi_document() -> JSON:
                     "responses": {"200": _ok({"type": "object"}, "the OpenAPI document")},
                 }
             },
-        },
+        }
+        | management_paths(),  # settings and accounts (dashboard/manage_api.py)
         "components": {
             "securitySchemes": {
                 "bearer": {
@@ -709,8 +711,7 @@ def openapi_document() -> JSON:
                     "scheme": "bearer",
                     "description": (
                         "the operator's API key (every site) or a team member's key (tally users "
-                        "keys create; only its sites; read-only, except that an admin's or owner's "
-                        "key may POST /api/v1/imports and change the segments of the site)"
+                        "keys create; only its sites; read-only unless made with scope manage)"
                     ),
                 }
             },

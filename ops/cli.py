@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bench.sections import SECTION_NAMES, events_help
 from loadgen.__main__ import main as loadgen_command
+from ops import stats_cli
 from ops.cli_errors import TallyGroup, UserError
 from tally.settings import Settings
 
@@ -381,22 +382,30 @@ def users_audit(limit: int) -> None:
 
 @users.group("keys", cls=TallyGroup)
 def users_keys() -> None:
-    """Members' read-only stats API keys, limited to sites."""
+    """Members' API keys, limited to sites: read-only, or --scope manage (their role's settings)."""
 
 
 @users_keys.command("create")
 @click.argument("email")
 @click.option("--site", "sites", multiple=True, required=True, help="A site the key may read (repeatable).")
 @click.option("--label", default="", help="What the key is for.")
-def keys_create(email: str, sites: tuple[str, ...], label: str) -> None:
+@click.option(
+    "--scope",
+    type=click.Choice(["read", "manage"]),
+    default="read",
+    show_default=True,
+    help="read: the stats API only; manage: also the settings and accounts API, as EMAIL's role allows.",
+)
+def keys_create(email: str, sites: tuple[str, ...], label: str, scope: str) -> None:
     """Create a key for EMAIL; it is printed once."""
     from storage import users as accounts
     from storage.client import connect
 
-    key, token = accounts.create_key(connect(current_settings()), email, list(sites), label)
+    key, token = accounts.create_key(connect(current_settings()), email, list(sites), label, scope)
     click.echo(token)
     click.echo(
-        f"key {key.id} of {key.email} for {', '.join(key.sites)}: copy it now, it is not shown again",
+        f"key {key.id} of {key.email} for {', '.join(key.sites)} ({key.scope}): copy it now, "
+        "it is not shown again",
         err=True,
     )
 
@@ -404,15 +413,21 @@ def keys_create(email: str, sites: tuple[str, ...], label: str) -> None:
 @users_keys.command("list")
 @click.argument("email")
 def keys_list(email: str) -> None:
-    """EMAIL's keys: id, sites, created, state."""
+    """EMAIL's keys: id, sites, created, state, scope, label."""
     from storage import users as accounts
     from storage.client import connect
 
     for key in accounts.list_keys(connect(current_settings()), email):
         state = "revoked" if key.revoked else "live"
-        click.echo(
-            f"{key.id}\t{','.join(key.sites)}\t{key.created_at:%Y-%m-%d %H:%M}\t{state}\t{key.label}".rstrip()
-        )
+        fields = [
+            key.id,
+            ",".join(key.sites),
+            f"{key.created_at:%Y-%m-%d %H:%M}",
+            state,
+            key.scope,
+            key.label,
+        ]
+        click.echo("\t".join(fields).rstrip())
 
 
 @users_keys.command("revoke")
@@ -1041,6 +1056,10 @@ def verify(no_repair: bool) -> None:
         console.print(line, highlight=False, soft_wrap=True)
     sys.exit(0 if report.ok else 1)
 
+
+# A site's numbers, as the stats API gives them (ops/stats_cli.py).
+main.add_command(stats_cli.stats)
+main.add_command(stats_cli.realtime)
 
 if __name__ == "__main__":
     main(prog_name="tally")  # `python -m ops.cli` speaks as the `tally` it is

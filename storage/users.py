@@ -28,6 +28,11 @@ from storage.sites import list_sites, normalise
 
 Role = Literal["owner", "admin", "viewer"]
 ROLES: tuple[Role, ...] = ("owner", "admin", "viewer")
+# What a key may do: `read` the stats API, or also `manage` what its user's role allows on its
+# sites (the settings and accounts endpoints, dashboard/manage_api.py). A leaked read key
+# changes nothing.
+Scope = Literal["read", "manage"]
+SCOPES: tuple[Scope, ...] = ("read", "manage")
 # What each role may do beyond reading (dashboard/accounts.py enforces it on callbacks).
 RANK = {"viewer": 0, "admin": 1, "owner": 2}
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
@@ -73,6 +78,7 @@ class ApiKey:
     label: str
     created_at: datetime
     revoked: bool
+    scope: Scope = "read"
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,12 @@ def clean_role(role: str) -> Role:
     if role not in ROLES:
         raise AccountError(f"role: one of {', '.join(ROLES)}")
     return cast(Role, role)
+
+
+def clean_scope(scope: str) -> Scope:
+    if scope not in SCOPES:
+        raise AccountError(f"scope: one of {', '.join(SCOPES)}")
+    return cast(Scope, scope)
 
 
 def registered_site(client: Client, site: str) -> str:
@@ -294,40 +306,44 @@ def accept_invite(client: Client, token: str, invite: Invite, password: str) -> 
 # -- API keys ---------------------------------------------------------------------------------
 
 
-def create_key(client: Client, email: str, sites: list[str], label: str = "") -> tuple[ApiKey, str]:
-    """A read-only stats API key of `email` for `sites` (each one the user has a role on);
-    returns it and its secret, shown once."""
-    email = clean_email(email)
+def create_key(
+    client: Client, email: str, sites: list[str], label: str = "", scope: str = "read"
+) -> tuple[ApiKey, str]:
+    """A stats API key of `email` for `sites` (each one the user has a role on), read-only or
+    (scope `manage`) also allowed what the user's role allows; returns it and its secret, shown
+    once."""
+    email, scope = clean_email(email), clean_scope(scope)
     user = get_user(client, email)
     if user is None:
         raise AccountError(f"email: {email} has no account")
     if not sites:
         raise AccountError("site: name at least one site the key may read")
-    scope = tuple(sorted({normalise(site) for site in sites}))
-    for site in scope:
+    scope_sites = tuple(sorted({normalise(site) for site in sites}))
+    for site in scope_sites:
         if site not in user.roles:
             raise AccountError(f"site: {email} has no role on {site}")
     label = " ".join(label.split())[:100]
-    key = ApiKey(secrets.token_hex(4), email, scope, label, datetime.now(UTC), revoked=False)
+    key = ApiKey(secrets.token_hex(4), email, scope_sites, label, datetime.now(UTC), False, scope)
     token = f"{KEY_PREFIX}{secrets.token_urlsafe(32)}"
     client.insert(
         "api_keys",
-        [[key.id, email, token_hash(token), list(scope), label, key.created_at, 0]],
-        column_names=["id", "email", "token_sha256", "sites", "label", "created_at", "revoked"],
+        [[key.id, email, token_hash(token), list(scope_sites), label, key.created_at, 0, scope]],
+        column_names=KEY_COLUMNS,
     )
     return key, token
 
 
 KEYS = """
 SELECT id, argMax(email, changed_at), argMax(sites, changed_at), argMax(label, changed_at),
-       argMax(created_at, changed_at), argMax(revoked, changed_at)
+       argMax(created_at, changed_at), argMax(revoked, changed_at), argMax(scope, changed_at)
 FROM api_keys
 """
+KEY_COLUMNS = ["id", "email", "token_sha256", "sites", "label", "created_at", "revoked", "scope"]
 
 
 def _key(row: tuple) -> ApiKey:
-    key_id, email, sites, label, created_at, revoked = row
-    return ApiKey(key_id, email, tuple(sites), label, created_at, bool(revoked))
+    key_id, email, sites, label, created_at, revoked, scope = row
+    return ApiKey(key_id, email, tuple(sites), label, created_at, bool(revoked), clean_scope(scope))
 
 
 def list_keys(client: Client, email: str) -> list[ApiKey]:
@@ -347,8 +363,8 @@ def revoke_key(client: Client, key_id: str, email: str | None = None) -> ApiKey:
     key = keys[0]
     client.insert(
         "api_keys",
-        [[key.id, key.email, "", list(key.sites), key.label, key.created_at, 1]],
-        column_names=["id", "email", "token_sha256", "sites", "label", "created_at", "revoked"],
+        [[key.id, key.email, "", list(key.sites), key.label, key.created_at, 1, key.scope]],
+        column_names=KEY_COLUMNS,
     )
     return key
 

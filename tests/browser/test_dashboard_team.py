@@ -19,9 +19,9 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import APIResponse, Browser, BrowserContext, Page, expect
 
-from storage import exclusions, goals
+from storage import exclusions, goals, users
 from storage.client import connect
-from storage.sites import add_site
+from storage.sites import add_site, set_timezone, site_timezone
 from tally.settings import PROJECT_ROOT, Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, archive, pick_site, sign_in, traffic
 from tests.fixtures.browser import TIMEOUT_MS
@@ -149,6 +149,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     assert goals.list_goals(connect(dashboard_settings), TEAM_SITE) == []
 
     await expect(invitee.locator("#exclusions-panel")).to_have_count(0)  # a setting: not for viewers
+    await expect(invitee.locator("#timezone-panel")).to_have_count(0)
 
     # The Team panel: the viewer sees their keys, not the site's members or audit log; a key
     # made there reads their site on the stats API.
@@ -165,6 +166,20 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
             timeout=30,
         )
         assert answer.status_code == status
+    # A manage key: listed with its scope; it still changes only what a viewer may (nothing).
+    await invitee.check("#key-manage input")
+    await invitee.click("#key-create")
+    await expect(invitee.locator("#key-created")).to_contain_text("scope manage")
+    managing = (await invitee.locator("#key-token").text_content() or "").strip()
+    await expect(invitee.locator("#team-keys")).to_contain_text("manage")
+    excluded = httpx.post(
+        f"{dashboard.url}/api/v1/exclusions",
+        params={"site": TEAM_SITE},
+        json={"kind": "country", "value": "NZ"},
+        headers={"Authorization": f"Bearer {managing}"},
+        timeout=30,
+    )
+    assert excluded.status_code == 403 and "admin" in excluded.json()["error"]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     await invitee.wait_for_timeout(600)  # let charts finish their transition
     await invitee.screenshot(path=str(SCREENSHOTS / "team-viewer-desktop.png"), full_page=True)
@@ -189,7 +204,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await owner.set_viewport_size(DESKTOP)
 
     # The owner removes the viewer: the viewer's open page is signed out on its next request.
-    await owner.locator(f'#team-members li[data-email="{email}"] button').click()
+    await owner.locator(f'#team-members li[data-email="{email}"] button', has_text="Remove").click()
     await expect(owner.locator("#member-status")).to_have_text(f"Removed {email} from {TEAM_SITE}.")
     await expect(members).not_to_contain_text(email)
     after = await invitee.request.post(dashboard.url + CALLBACK, data=body)
@@ -220,3 +235,89 @@ async def test_owner_excludes_and_includes_a_path_in_the_exclusions_panel(
     await owner.locator("#exclusions-items button", has_text="Remove").click()
     await expect(owner.locator("#exclusion-status")).to_have_text("Counting /admin/* again.")
     assert exclusions.list_exclusions(connect(dashboard_settings), TEAM_SITE) == []
+
+
+async def test_owner_changes_a_members_role_in_the_team_panel(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
+) -> None:
+    """The operator makes a viewer an admin from the Team panel: the store holds the new role,
+    the member's manage key may now change the site's exclusions over the API, and the change
+    is in the audit log."""
+    client = connect(dashboard_settings)
+    email = f"promoted-{uuid.uuid4().hex[:6]}@example.com"
+    token = users.create_invite(client, email, TEAM_SITE, "viewer")
+    invite = users.find_invite(client, token)
+    assert invite is not None
+    users.accept_invite(client, token, invite, PASSWORD)
+    _key, secret = users.create_key(client, email, [TEAM_SITE], scope="manage")
+
+    def exclude_over_the_api() -> int:
+        return httpx.post(
+            f"{dashboard.url}/api/v1/exclusions",
+            params={"site": TEAM_SITE},
+            json={"kind": "country", "value": "NZ"},
+            headers={"Authorization": f"Bearer {secret}"},
+            timeout=30,
+        ).status_code
+
+    assert exclude_over_the_api() == 403  # a viewer's key changes nothing
+
+    await owner.set_viewport_size(DESKTOP)
+    await owner.reload()
+    await pick_site(owner, TEAM_SITE)
+    row = owner.locator(f'#team-members li[data-email="{email}"]')
+    await row.scroll_into_view_if_needed()
+    await expect(row).to_have_attribute("data-role", "viewer")
+    await row.locator(".member-role").click()
+    await owner.get_by_role("option", name="admin", exact=True).click()
+    await expect(owner.locator("#member-status")).to_have_text(f"{email} is now admin of {TEAM_SITE}.")
+    await expect(row).to_have_attribute("data-role", "admin")
+
+    user = users.get_user(connect(dashboard_settings), email)
+    assert user is not None and user.role_on(TEAM_SITE) == "admin"
+    assert exclude_over_the_api() == 201
+    audit = owner.locator("#audit-table")
+    await expect(audit.locator("tr", has_text="role_changed")).not_to_have_count(0)
+    panel = owner.locator("#team-panel")
+    await panel.screenshot(path=str(SCREENSHOTS / "team-role-change-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "team-role-change-phone.png"))
+    await owner.set_viewport_size(DESKTOP)
+    exclusions.remove_exclusions(client, [exclusions.Exclusion(TEAM_SITE, "country", "NZ")])
+
+
+async def test_owner_sets_the_sites_time_zone_in_its_panel(
+    dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
+) -> None:
+    await owner.set_viewport_size(DESKTOP)
+    await owner.reload()
+    await pick_site(owner, TEAM_SITE)
+    panel = owner.locator("#timezone-panel")
+    await panel.scroll_into_view_if_needed()
+    await expect(owner.locator("#timezone-name")).to_have_value("UTC")
+    await owner.fill("#timezone-name", "Mars/Olympus")
+    await owner.click("#timezone-save")
+    await expect(owner.locator("#timezone-status")).to_contain_text("is not an IANA time zone")
+    assert site_timezone(connect(dashboard_settings), TEAM_SITE) == "UTC"
+
+    await owner.fill("#timezone-name", "Asia/Kolkata")
+    await owner.click("#timezone-save")
+    await expect(owner.locator("#timezone-status")).to_have_text(
+        f"Days of {TEAM_SITE} now start at midnight Asia/Kolkata."
+    )
+    assert site_timezone(connect(dashboard_settings), TEAM_SITE) == "Asia/Kolkata"
+    # The API reads the same zone.
+    answer = httpx.get(
+        f"{dashboard.url}/api/v1/timezone",
+        params={"site": TEAM_SITE},
+        headers={"Authorization": f"Bearer {dashboard.api_key}"},
+        timeout=30,
+    )
+    assert answer.json() == {"site": TEAM_SITE, "timezone": "Asia/Kolkata"}
+    await panel.screenshot(path=str(SCREENSHOTS / "timezone-panel-desktop.png"))
+    await owner.set_viewport_size(PHONE)
+    await panel.scroll_into_view_if_needed()
+    await panel.screenshot(path=str(SCREENSHOTS / "timezone-panel-phone.png"))
+    await owner.set_viewport_size(DESKTOP)
+    set_timezone(connect(dashboard_settings), TEAM_SITE, "UTC")

@@ -35,6 +35,16 @@ NEXT_DAY = DAY + timedelta(days=1)
 NOW = T0 + timedelta(minutes=10)  # the API's clock: realtime counts [09:05, 09:10]
 DAY_RANGE = {"site": SITE, "from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"}
 GAP = timedelta(minutes=30)
+# Settings and accounts (dashboard/manage_api.py), tested in tests/integration/test_manage_api.py.
+MANAGEMENT_PATHS = {
+    "/api/v1/exclusions",
+    "/api/v1/members",
+    "/api/v1/invites",
+    "/api/v1/keys",
+    "/api/v1/audit",
+    "/api/v1/reports",
+    "/api/v1/timezone",
+}
 
 
 A = {"country": "CH", "device": "desktop", "browser": "Firefox", "os": "Linux", "screen_width": 1440}
@@ -452,21 +462,25 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
     document = response.get_json()
     assert document["openapi"].startswith("3.")
     paths = document["paths"]
-    assert set(paths) == {
-        "/api/v1/stats/aggregate",
-        "/api/v1/stats/timeseries",
-        "/api/v1/stats/breakdown",
-        "/api/v1/stats/realtime",
-        "/api/v1/stats/funnel",
-        "/api/v1/sessions",
-        "/api/v1/stats/goals",
-        "/api/v1/alerts",
-        "/api/v1/alerts/backtest",  # a POST: tests/integration/test_alert_backtest.py
-        "/api/v1/imports",  # GET here; its POST: tests/integration/test_imports_api.py
-        "/api/v1/segments",  # also POST, PATCH, DELETE: tests/integration/test_segments_api.py
-        "/api/v1/openapi.json",
-        "/api/v2/query",  # a POST: tests/integration/test_plausible_api.py
-    }
+    assert (
+        set(paths)
+        == {
+            "/api/v1/stats/aggregate",
+            "/api/v1/stats/timeseries",
+            "/api/v1/stats/breakdown",
+            "/api/v1/stats/realtime",
+            "/api/v1/stats/funnel",
+            "/api/v1/sessions",
+            "/api/v1/stats/goals",
+            "/api/v1/alerts",
+            "/api/v1/alerts/backtest",  # a POST: tests/integration/test_alert_backtest.py
+            "/api/v1/imports",  # GET here; its POST: tests/integration/test_imports_api.py
+            "/api/v1/segments",  # also POST, PATCH, DELETE: tests/integration/test_segments_api.py
+            "/api/v1/openapi.json",
+            "/api/v2/query",  # a POST: tests/integration/test_plausible_api.py
+        }
+        | MANAGEMENT_PATHS
+    )
     parameters = document["components"]["parameters"]
     samples = {
         "site": SITE,
@@ -476,7 +490,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "steps": json.dumps([{"page": "/"}, {"page": "/pricing"}]),
     }
     for path, item in paths.items():
-        if "get" not in item:
+        if "get" not in item or path in MANAGEMENT_PATHS:  # those: tests/integration/test_manage_api.py
             continue
         names = [
             parameters[ref["$ref"].rsplit("/", 1)[1]]["name"] for ref in item["get"].get("parameters", [])

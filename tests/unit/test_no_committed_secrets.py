@@ -51,6 +51,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/integration/test_users.py", KEYWORD, "wrong password"): (
         "the wrong password the sign-in audit test presents to see it refused and logged"
     ),
+    ("tests/integration/test_manage_api.py", KEYWORD, "a long member password"): (
+        "the password the settings and accounts API tests' members set, in a temporary store"
+    ),
     ("tests/unit/test_team_roles.py", KEYWORD, "pw"): (
         "the operator password of the role tests' in-process dashboard"
     ),

@@ -1,0 +1,309 @@
+"""The OpenAPI description of the settings and accounts endpoints (dashboard/manage_api.py),
+joined into the stats API's document by dashboard/openapi.py. The vocabularies (roles, scopes,
+exclusion kinds, report frequencies) come from the modules that enforce them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboard.api_parameters import MAX_LIMIT
+from dashboard.manage_api import DEFAULT_AUDIT_LIMIT
+from storage import exclusions, report_subscriptions, users
+
+JSON = dict[str, Any]
+
+WHO = (
+    " The operator's key may; a team member's key may with its user's {role} role on the site "
+    "(reading) and, for a change, scope manage. Never the dashboard's cookie."
+)
+
+
+def _query(name: str, description: str, schema: JSON, required: bool = True) -> JSON:
+    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+
+
+def _string(**constraints: Any) -> JSON:
+    return {"type": "string", **constraints}
+
+
+SITE = _query("site", "The site (domain), registered with `tally sites add`.", _string(minLength=1))
+TEXT = _string(minLength=1)
+
+
+def _body(properties: JSON, required: list[str]) -> JSON:
+    return {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": required,
+                    "additionalProperties": False,
+                    "properties": properties,
+                }
+            }
+        },
+    }
+
+
+def _answer(description: str, schema: JSON) -> JSON:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+ERRORS: JSON = {
+    "400": {"$ref": "#/components/responses/BadParameter"},
+    "401": {"$ref": "#/components/responses/Unauthorized"},
+    "403": _answer("the key's role on the site, or its scope (read), does not allow this", ERROR),
+    "404": _answer("no such site (or member, exclusion, subscription, key)", ERROR),
+    "503": {"$ref": "#/components/responses/StoreUnavailable"},
+}
+
+
+def _operation(summary: str, parameters: list[JSON], answers: JSON, body: JSON | None = None) -> JSON:
+    operation: JSON = {"summary": summary, "parameters": parameters, "responses": {**answers, **ERRORS}}
+    if body is not None:
+        operation["requestBody"] = body
+    return operation
+
+
+def _object(properties: JSON) -> JSON:
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+EXCLUSION = _object({"kind": _string(enum=list(exclusions.KINDS)), "value": _string()})
+SITE_EXCLUSION = _object({"site": _string(), **EXCLUSION["properties"]})
+MEMBER = _object(
+    {"email": _string(), "role": _string(enum=list(users.ROLES)), "operator": {"type": "boolean"}}
+)
+SITE_MEMBER = _object({"email": _string(), "site": _string(), "role": _string(enum=list(users.ROLES))})
+KEY_PROPERTIES: JSON = {
+    "id": _string(),
+    "email": _string(),
+    "sites": {"type": "array", "items": _string()},
+    "scope": _string(enum=list(users.SCOPES)),
+    "label": _string(),
+    "created_at": _string(format="date-time"),
+    "revoked": {"type": "boolean"},
+}
+KEY = _object(KEY_PROPERTIES)
+SUBSCRIPTION = _object(
+    {"email": _string(), "frequency": _string(enum=list(report_subscriptions.FREQUENCIES))}
+)
+AUDIT_ENTRY = _object(
+    {
+        "ts": _string(format="date-time"),
+        "action": _string(),
+        "email": _string(),
+        "key_id": _string(),
+        "outcome": _string(),
+        "address": _string(),
+        "detail": _string(),
+    }
+)
+SITE_ZONE = _object({"site": _string(), "timezone": _string()})
+KIND = _string(enum=list(exclusions.KINDS))
+ROLE = _string(enum=list(users.ROLES))
+FREQUENCY = _string(enum=list(report_subscriptions.FREQUENCIES))
+
+
+def management_paths() -> JSON:
+    return {
+        "/api/v1/exclusions": {
+            "get": _operation(
+                "The site's exclusions (traffic the collector does not count)." + WHO.format(role="admin"),
+                [SITE],
+                {
+                    "200": _answer(
+                        "the exclusions",
+                        _object({"site": _string(), "exclusions": {"type": "array", "items": EXCLUSION}}),
+                    )
+                },
+            ),
+            "post": _operation(
+                "Exclude an IP range (CIDR, v4 or v6), a path pattern (* any run of characters) or a "
+                "country (ISO 3166 alpha-2) from the site's traffic, within the collector's refresh "
+                "(2 s); not retroactive." + WHO.format(role="admin"),
+                [SITE],
+                {
+                    "201": _answer("excluded", SITE_EXCLUSION),
+                    "200": _answer("it was excluded already", SITE_EXCLUSION),
+                },
+                _body({"kind": KIND, "value": TEXT}, ["kind", "value"]),
+            ),
+            "delete": _operation(
+                "Stop excluding it (traffic dropped meanwhile does not come back)."
+                + WHO.format(role="admin"),
+                [SITE, _query("kind", "ip, path or country", KIND), _query("value", "as listed", TEXT)],
+                {"200": _answer("removed", _object({"removed": SITE_EXCLUSION}))},
+            ),
+        },
+        "/api/v1/members": {
+            "get": _operation(
+                "The site's members and their roles; the operator first." + WHO.format(role="owner"),
+                [SITE],
+                {
+                    "200": _answer(
+                        "the members",
+                        _object({"site": _string(), "members": {"type": "array", "items": MEMBER}}),
+                    )
+                },
+            ),
+            "put": _operation(
+                "Change a member's role on the site (at once, for their open pages too)."
+                + WHO.format(role="owner"),
+                [SITE],
+                {"200": _answer("the new role", SITE_MEMBER)},
+                _body({"email": TEXT, "role": ROLE}, ["email", "role"]),
+            ),
+            "delete": _operation(
+                "Take a member's role on the site away (their sessions there end at once)."
+                + WHO.format(role="owner"),
+                [SITE, _query("email", "the member's email", TEXT)],
+                {"200": _answer("removed", _object({"removed": SITE_MEMBER}))},
+            ),
+        },
+        "/api/v1/invites": {
+            "post": _operation(
+                "A one-time invitation link (7 days) giving `email` the role on the site once "
+                "accepted; no mail is sent: pass the link on." + WHO.format(role="owner"),
+                [SITE],
+                {
+                    "201": _answer(
+                        "the invitation",
+                        _object(
+                            {
+                                **SITE_MEMBER["properties"],
+                                "link": _string(),
+                                "expires_at": _string(format="date-time"),
+                            }
+                        ),
+                    )
+                },
+                _body({"email": TEXT, "role": ROLE}, ["email", "role"]),
+            ),
+        },
+        "/api/v1/audit": {
+            "get": _operation(
+                "The audit log of the site's members and the operator, newest first: sign-ins, "
+                "invitations, key use (a row per key per minute at most), changes made over this API."
+                + WHO.format(role="owner"),
+                [
+                    SITE,
+                    _query(
+                        "limit",
+                        "entries",
+                        {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_LIMIT,
+                            "default": DEFAULT_AUDIT_LIMIT,
+                        },
+                        required=False,
+                    ),
+                ],
+                {
+                    "200": _answer(
+                        "entries",
+                        _object({"site": _string(), "entries": {"type": "array", "items": AUDIT_ENTRY}}),
+                    )
+                },
+            ),
+        },
+        "/api/v1/keys": {
+            "get": _operation(
+                "A user's API keys (never their secrets): a member's key lists its own user's; the "
+                "operator's key names the user with `email`.",
+                [_query("email", "whose keys (the operator's key only)", TEXT, required=False)],
+                {
+                    "200": _answer(
+                        "the keys", _object({"email": _string(), "keys": {"type": "array", "items": KEY}})
+                    )
+                },
+            ),
+            "post": _operation(
+                "Create an API key for the sites given (each one its user has a role on), scope read "
+                "(the stats API) or manage (also what the user's role allows there). The secret is "
+                "in `key`, shown this once. Needs a key with scope manage; a member's key creates "
+                "keys for its own user and its own sites.",
+                [],
+                {"201": _answer("the key and its secret", _object({**KEY_PROPERTIES, "key": _string()}))},
+                _body(
+                    {
+                        "sites": {"type": "array", "minItems": 1, "items": TEXT},
+                        "scope": _string(enum=list(users.SCOPES), default="read"),
+                        "label": _string(),
+                        "email": TEXT,
+                    },
+                    ["sites"],
+                ),
+            ),
+            "delete": _operation(
+                "Revoke a key: its next request gets a 401. A member's key revokes its own user's keys.",
+                [_query("id", "the key's id", TEXT)],
+                {"200": _answer("revoked", _object({"revoked": KEY}))},
+            ),
+        },
+        "/api/v1/timezone": {
+            "get": _operation(
+                "The site's time zone (IANA; UTC unless set): where its days, weeks and months start."
+                + WHO.format(role="viewer"),
+                [SITE],
+                {"200": _answer("the zone", SITE_ZONE)},
+            ),
+            "put": _operation(
+                "Set the site's time zone; reports follow at once." + WHO.format(role="admin"),
+                [SITE],
+                {"200": _answer("the new zone", SITE_ZONE)},
+                _body({"timezone": _string(minLength=1, example="Europe/Berlin")}, ["timezone"]),
+            ),
+        },
+        "/api/v1/reports": {
+            "get": _operation(
+                "The site's email report subscriptions." + WHO.format(role="admin"),
+                [SITE],
+                {
+                    "200": _answer(
+                        "subscriptions",
+                        _object(
+                            {"site": _string(), "subscriptions": {"type": "array", "items": SUBSCRIPTION}}
+                        ),
+                    )
+                },
+            ),
+            "post": _operation(
+                "Send the site's weekly or monthly report to `email`." + WHO.format(role="admin"),
+                [SITE],
+                {
+                    "201": _answer("subscribed", _object({"site": _string(), **SUBSCRIPTION["properties"]})),
+                    "200": _answer(
+                        "subscribed already", _object({"site": _string(), **SUBSCRIPTION["properties"]})
+                    ),
+                },
+                _body({"email": TEXT, "frequency": FREQUENCY}, ["email", "frequency"]),
+            ),
+            "delete": _operation(
+                "Stop sending the site's reports (one frequency, or all) to `email`."
+                + WHO.format(role="admin"),
+                [
+                    SITE,
+                    _query("email", "the subscriber", TEXT),
+                    _query("frequency", "only this one", FREQUENCY, required=False),
+                ],
+                {
+                    "200": _answer(
+                        "ended",
+                        _object(
+                            {
+                                "removed": {
+                                    "type": "array",
+                                    "items": _object({"site": _string(), **SUBSCRIPTION["properties"]}),
+                                }
+                            }
+                        ),
+                    )
+                },
+            ),
+        },
+    }

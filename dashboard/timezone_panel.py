@@ -1,0 +1,79 @@
+"""The Time zone panel: the site's IANA zone (storage/sites.py), where its days, weeks and months
+start in every report, shown and changed from the dashboard as with `tally sites timezone`. Its
+callbacks change a site's setting, so app.py registers them with the other settings panels'
+(admins and owners only: dashboard/accounts.py; refused to shared links: dashboard/sharing.py)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+from zoneinfo import available_timezones
+
+from dash import Dash, Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
+
+from dashboard.components import notice, panel
+from dashboard.store import ClientFactory
+from storage import sites
+from storage.calendar import InvalidTimezone
+from storage.sites import InvalidDomain
+
+
+@cache
+def zone_names() -> list[str]:
+    return sorted(available_timezones())
+
+
+def timezone_panel() -> html.Section:
+    return panel(
+        "Time zone",
+        [
+            html.P(
+                "Days, weeks and months of this site's reports start at midnight in this zone; "
+                "changing it changes every report at once (the events stay as they are).",
+                className="hint",
+            ),
+            html.Div(
+                [
+                    dcc.Input(
+                        id="timezone-name",
+                        type="text",
+                        list="timezone-names",
+                        placeholder="Europe/Berlin",
+                        debounce=False,
+                        autoComplete="off",
+                    ),
+                    html.Datalist(id="timezone-names", children=[html.Option(value=z) for z in zone_names()]),
+                    html.Button("Save", id="timezone-save", className="button-primary", n_clicks=0),
+                ],
+                className="share-form",
+            ),
+            html.Div(id="timezone-status", role="status"),
+        ],
+        id="timezone-panel",
+    )
+
+
+def register_timezone_panel(app: Dash, clients: ClientFactory) -> None:
+    @app.callback(Output("timezone-name", "value"), Input("site", "value"))
+    def shown(site: str | None) -> Any:
+        if not site:
+            raise PreventUpdate
+        return sites.site_timezone(clients(), site)
+
+    @app.callback(
+        Output("timezone-status", "children"),
+        Input("timezone-save", "n_clicks"),
+        State("site", "value"),
+        State("timezone-name", "value"),
+        prevent_initial_call=True,
+    )
+    def save(clicks: int | None, site: str | None, name: str | None) -> Any:
+        if not clicks or not site:
+            raise PreventUpdate
+        try:
+            if not sites.set_timezone(clients(), site, name or ""):
+                return notice(f"{site} is not registered (see 'tally sites list').", "error")
+        except (InvalidTimezone, InvalidDomain):
+            return notice(f"{name!r} is not an IANA time zone (e.g. Europe/Berlin).", "error")
+        return notice(f"Days of {site} now start at midnight {(name or '').strip()}.")

@@ -1,0 +1,154 @@
+"""`tally stats` and `tally realtime`: a site's numbers on the command line, as the stats API gives
+them. The options are the API's parameters (`--period 7d --compare previous_period --by channel`)
+and go through the same checks (dashboard/api_parameters.py) and the same queries
+(storage.queries), so a number here is the number `/api/v1/stats/aggregate`, `/breakdown` and
+`/realtime` answer for the same arguments. Tab-separated lines, or `--json` for the API's JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from dashboard.api_parameters import BadParameter
+from ops.cli_errors import OneLineErrors, UserError
+
+SOURCES = ("agg", "raw")
+
+
+class StatsCommand(OneLineErrors, click.Command):
+    """One-line errors; a refused option is named as the CLI spells it (`--period: …`)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as failure:
+            message = failure.format_message()
+            name = message.partition(":")[0]
+            options = {p.name.rstrip("_") for p in self.params if isinstance(p, click.Option) and p.name}
+            if name in options:
+                failure.message = f"--{name}{message[len(name) :]}"
+            raise
+
+
+def running_settings() -> Any:
+    """The settings as the stack in $TALLY_HOME runs them (a cluster: its store), as ops/cli.py's."""
+    from ops.local.stack import current_settings
+    from tally.settings import Settings
+
+    return current_settings(Settings())
+
+
+def arguments(site: str, **options: str | None) -> Any:
+    """The options as the API's query string (only those given)."""
+    from dashboard.api_parameters import Arguments
+
+    given = {name: [value] for name, value in options.items() if value is not None}
+    return Arguments.parse({"site": [site], **given})
+
+
+@click.command("stats", cls=StatsCommand)
+@click.argument("site")
+@click.option(
+    "--period", default=None, help="today, yesterday, 24h, 7d, 30d, month, last_month, year, 12mo, all."
+)
+@click.option("--from", "from_", default=None, help="Start (ISO date or date-time; the site's zone).")
+@click.option("--to", default=None, help="End, exclusive.")
+@click.option("--compare", default=None, help="previous_period or year_over_year: adds each number's change.")
+@click.option(
+    "--by", default=None, help="A dimension (path, referrer_domain, channel, utm_medium, country, …)."
+)
+@click.option("--limit", default=None, help="Rows of a breakdown (default 10).")
+@click.option("--filters", default=None, help='JSON, as the API takes it: {"country": "DE"}.')
+@click.option("--source", default=None, help="agg (the rollups, default) or raw (the archive).")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
+def stats(site: str, from_: str | None, as_json: bool, **options: str | None) -> None:
+    """SITE's numbers over a range: the top-line metrics, or a breakdown with --by."""
+    answer = stats_answer(site, from_, options)
+    if as_json:
+        click.echo(json.dumps(answer, default=str))
+    elif isinstance(answer, list):
+        for row in answer:
+            click.echo("\t".join(str(row[name]) for name in ("value", "pageviews", "visitors")))
+    else:
+        for name, value in answer.items():
+            if name not in ("comparison", "change"):
+                change = answer.get("change", {}).get(name, "")
+                click.echo("\t".join([name, str(value), *([] if "change" not in answer else [str(change)])]))
+
+
+def stats_answer(site: str, from_: str | None, options: dict[str, str | None]) -> Any:
+    from dashboard import api_parameters as parameters
+    from dashboard import comparisons
+    from storage import queries
+    from storage.client import connect
+    from storage.sites import site_timezone
+
+    try:
+        # The options are checked before the store is asked; the range needs the site's zone.
+        asked = arguments(site, **{"from": from_}, **options)
+        if asked.get("by") is not None and asked.get("compare") is not None:
+            raise BadParameter(
+                "compare", "with --by: not available (the API compares aggregates and timeseries)"
+            )
+        name, source = parameters.site(asked), parameters.source(asked)
+        by = parameters.dimension(asked) if asked.get("by") is not None else None
+        if by is not None and (
+            by == parameters.EVENT_NAME_BREAKDOWN or by.startswith(parameters.PROP_BREAKDOWN)
+        ):
+            raise BadParameter("by", "custom events and properties: see /api/v1/stats/breakdown")
+        limit = parameters.limit(asked, 10)
+        settings = running_settings()
+        client = connect(settings)
+        first_day = queries.first_day(client, name) if asked.get("period") == "all" else None
+        q, compared = parameters.window_queries(
+            asked, datetime.now(UTC), settings.session_gap_s, settings.engaged_bounce_ms,
+            site_timezone(client, name), first_day,
+        )  # fmt: skip
+        if by is not None:
+            rows = queries.breakdown(client, q, by, limit, source=source)
+            return [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
+        current = queries.aggregate(client, q, source=source)
+        if compared is None:
+            return current
+        previous = queries.aggregate(client, compared, source=source)
+        return current | {"comparison": previous, "change": comparisons.changes(current, previous)}
+    except BadParameter as refused:
+        raise UserError(str(refused)) from None
+
+
+@click.command("realtime", cls=StatsCommand)
+@click.argument("site")
+@click.option("--breakdown", default=None, help="pages, sources or countries: the last 30 minutes by it.")
+@click.option("--limit", default=None, help="Rows of the breakdown (default 10).")
+@click.option("--source", default=None, help="Live counts from agg (default) or raw; a breakdown: raw.")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
+def realtime(site: str, as_json: bool, **options: str | None) -> None:
+    """SITE's live visitors (last 5 minutes), or the last 30 minutes by pages, sources, countries."""
+    from dashboard import api_parameters as parameters
+    from storage import queries
+    from storage.client import connect
+    from storage.queries.realtime_breakdowns import realtime_breakdown
+
+    client, now = connect(running_settings()), datetime.now(UTC)
+    try:
+        asked = arguments(site, **options)
+        name, limit = parameters.site(asked), parameters.limit(asked, 10)
+        breakdown, source = parameters.realtime_breakdown(asked), parameters.source(asked)
+    except BadParameter as refused:
+        raise UserError(str(refused)) from None
+    if breakdown is None:
+        live = queries.realtime(client, name, now=now, source=source)
+        click.echo(json.dumps(live) if as_json else "\n".join(f"{k}\t{v}" for k, v in live.items()))
+        return
+    report = realtime_breakdown(client, name, breakdown, now, limit)
+    rows = [{"value": r.value, "visitors": r.visitors, "pageviews": r.pageviews} for r in report.rows]
+    if as_json:
+        click.echo(json.dumps({"visitors": report.visitors, "pageviews": report.pageviews, "results": rows}))
+        return
+    click.echo(f"visitors\t{report.visitors}\npageviews\t{report.pageviews}")
+    for row in rows:
+        click.echo(f"{row['value']}\t{row['visitors']}\t{row['pageviews']}")
