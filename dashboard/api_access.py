@@ -94,6 +94,21 @@ def caller() -> Access | None:
     return g.get("api_access") if has_request_context() else None
 
 
+def change_refusal(clients: ClientFactory, site: str, what: str) -> str | None:
+    """Why this request's caller may not change `what` of `site`, or None when it may: the
+    operator's key may change everything; a member's key needs scope `manage` and its user
+    admin or owner of the site now (read from the store, so a role taken away counts at once)."""
+    access = caller()
+    if access is None or access.is_operator:
+        return None
+    if access.scope != "manage":
+        return f"this API key is read-only; changing {what} needs a key with scope manage"
+    user = users.get_user(clients(), access.email)
+    if user is None or not user.may(site, "admin"):
+        return f"site: changing {what} of {site} needs an admin's or the owner's key"
+    return None
+
+
 def may_read(site: str) -> bool:
     """Whether this request's caller may read `site` (True outside an API request)."""
     access = caller()

@@ -11,9 +11,10 @@ dashboard's Import history panel, through the same storage/imports.py functions.
 - `GET /api/v1/imports?site=SITE`: the files the site's history holds, and from which day the
   site's own events are counted instead.
 
-Who may upload: the operator's key, or a team member's key scoped to the site whose user is an
-admin or owner of it (an import changes what the site's reports show, as the admin-only Import
-panel does); a viewer's key may list, not upload (403). Each upload is written to the audit log.
+Who may upload: the operator's key, or a team member's key with scope `manage`, scoped to the
+site, whose user is an admin or owner of it (an import changes what the site's reports show, as
+the admin-only Import panel does); a read key or a viewer's key may list, not upload (403).
+Each upload is written to the audit log.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dashboard.api_access import caller
+from dashboard.api_access import caller, change_refusal
 from dashboard.api_parameters import MAX_SITE_LENGTH, BadParameter
 from dashboard.store import ClientFactory
 from storage import imports, users
@@ -111,14 +112,9 @@ def site_name(given: dict[str, str]) -> str:
 
 
 def refuse_non_admin(clients: ClientFactory, site: str) -> Response | None:
-    """A 403 for a team member's key whose user is not an admin or owner of `site`."""
-    access = caller()
-    if access is None or access.sites is None:  # the operator's key
-        return None
-    user = users.get_user(clients(), access.email)
-    if user is None or not user.may(site, "admin"):
-        return _error(403, f"site: imports into {site} need an admin's or the owner's key")
-    return None
+    """A 403 for a team member's key that may not import into `site` (api_access.change_refusal)."""
+    refusal = change_refusal(clients, site, "the imported history")
+    return None if refusal is None else _error(403, refusal)
 
 
 def file_name(given: dict[str, str], data: bytes) -> str:

@@ -2,8 +2,9 @@
 
 Listing is reading: any key that may read the site. Creating, changing and deleting a segment
 is a site setting, as in the dashboard's Segments panel: the operator's key, or a team member's
-key whose user is admin or owner of the site now (looked up on every request, so a role taken
-away applies at once); a viewer's key gets 403. Bad input is a 400 naming the field.
+key with scope `manage` whose user is admin or owner of the site now (looked up on every request,
+so a role taken away applies at once); a read key or a viewer's key gets 403.
+Bad input is a 400 naming the field.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dashboard.api_access import caller
+from dashboard.api_access import change_refusal
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.api_parameters import site as site_parameter
 from dashboard.segments import checked
 from dashboard.store import ClientFactory
 from storage import segments as store
-from storage import users
 from storage.sites import InvalidDomain, list_sites, normalise
 
 EXAMPLE = '[["is", "visit:country", ["DE"]]]'
@@ -49,14 +49,9 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
         return site
 
     def may_change(site: str) -> None:
-        access = caller()
-        if access is None or access.sites is None:
-            return  # the operator's key: every site
-        user = users.get_user(clients(), access.email)
-        if user is None or not user.may(site, "admin"):
-            raise SegmentRefused(
-                403, f"site: this API key may read {site} but not change its segments (viewer)"
-            )
+        refusal = change_refusal(clients, site, "the segments")
+        if refusal is not None:
+            raise SegmentRefused(403, refusal)
 
     def body() -> dict[str, Any]:
         document = request.get_json(silent=True)

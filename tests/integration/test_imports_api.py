@@ -55,7 +55,7 @@ def member_key(client: Client, site: str, role: str) -> str:
     invite = users.find_invite(client, token)
     assert invite is not None
     users.accept_invite(client, token, invite, PASSWORD)
-    return users.create_key(client, email, [site])[1]
+    return users.create_key(client, email, [site], scope="manage")[1]
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def operator(dashboard_settings: Settings) -> dict[str, str]:
 def member_key(store: Client, email: str, role: str) -> dict[str, str]:
     set_password(store, email, "a long member password")
     set_role(store, email, SITE, role)
-    _, token = create_key(store, email, [SITE])
+    _, token = create_key(store, email, [SITE], scope="manage")
     return {"Authorization": f"Bearer {token}"}
 
 
