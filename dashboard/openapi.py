@@ -473,6 +473,7 @@ SCHEMAS: dict[str, JSON] = {
             "late_events",
             "agreement",
             "definitions_version",
+            "definitions_fingerprint",
         ],
         "properties": {
             "source": {"type": "string", "enum": ["agg", "raw"], "description": "the source that answered"},
@@ -503,7 +504,13 @@ SCHEMAS: dict[str, JSON] = {
                 "checked; bound: the largest range checked",
             },
             "definitions": {"type": "object", "description": "session_gap_s, engaged_bounce_ms, watermark_s"},
-            "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
+            "definitions_version": {
+                "type": "integer",
+                "nullable": True,
+                "description": "the stored definitions version the numbers were made with (`tally "
+                "definitions`, `tally whatif`); null before version 1 is recorded (the stream jobs' first start)",
+            },
+            "definitions_fingerprint": {"type": "string", "description": "a fingerprint of the definitions"},
         },
     },
     "Error": {

@@ -120,6 +120,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
     from ops.local.supervisor import StackError
     from storage.alert_rules import InvalidRule
     from storage.calendar import InvalidTimezone
+    from storage.definitions import DefinitionsError
     from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
     from storage.imports import InvalidImport
@@ -140,6 +141,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
         InvalidSegment,
         ReportsNotConfigured,
         StackError,
+        DefinitionsError,
     ]
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)

@@ -43,6 +43,8 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
+from storage import definitions
+from storage.client import connect
 from storage.schema import apply_migrations
 from stream_jobs import activity, alerts
 from stream_jobs.context import StreamContext
@@ -175,6 +177,16 @@ def stop_gracefully(query: StreamingQuery, grace_s: float = STOP_GRACE_S) -> Non
     query.stop()
 
 
+def with_current_definitions(settings: Settings) -> Settings:
+    """`settings` with the current definitions version's (storage/definitions.py): read once, at
+    start; `tally whatif --swap` and `rollback` restart the stream jobs."""
+    version = definitions.current(connect(settings), settings)
+    for difference in definitions.environment_differences(settings, version.definitions):
+        log.warning("ignoring %s: the stored definitions version applies", difference)
+    log.info("definitions version %d: %s", version.number, version.definitions.replayed())
+    return definitions.applied(settings, version.definitions)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Py4J logs every callback (each micro-batch, each listener event) at INFO.
@@ -191,6 +203,7 @@ def main() -> None:
     applied = apply_migrations(settings)
     if applied:
         log.info("applied migrations %s", ", ".join(applied))
+    settings = with_current_definitions(settings)
     spark = build_spark_session(settings)
     spark.streams.addListener(ProgressListener(settings))
     try:

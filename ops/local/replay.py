@@ -12,6 +12,8 @@ import xmlrpc.client
 from collections.abc import Callable
 
 from ops.local.supervisor import rpc, supervisor_running
+from storage import definitions
+from storage.client import connect
 from storage.schema import apply_migrations
 from storage.tables import DERIVED_TABLES
 from stream_jobs.replay import ReplayError, ReplaySummary, expired_partitions, rebuild, swap
@@ -35,6 +37,8 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
     from stream_jobs.session import build_spark_session
 
     apply_migrations(settings)
+    # A replay rebuilds with the current definitions version, as the live stream jobs run.
+    settings = definitions.applied(settings, definitions.current(connect(settings), settings).definitions)
     progress("replay: starting Spark")
     spark = build_spark_session(settings, app_name="tally-replay")
     try:

@@ -19,8 +19,10 @@ it covers, the late events in its range, and whether agg and raw agree on it.
   range (the raw side is a scan of them).
   The per-day totals check rollup_day: a wrong row of rollup_minute or rollup_hour inside a
   day whose rollup_day row is right is not seen.
-- `definitions`: the definitions the query layer applied, and `definitions_version`, their
-  fingerprint (the same definitions, the same version).
+- `definitions`: the definitions the query layer applied; `definitions_version`, the number of
+  the stored version they come from (storage/definitions.py; null before version 1 is
+  recorded), and `definitions_fingerprint`, a fingerprint of them (equal definitions, equal
+  fingerprint).
 
 Cost: three small reads (progress, late events, the archive's offsets in the range: the
 archive is ordered by (site, day), so this reads the range's three columns) and, when
@@ -97,6 +99,7 @@ class Provenance:
     late_by_day: dict[datetime, int]
     agreement: Agreement
     definitions: dict[str, int]
+    version: int | None = None  # the stored definitions version (storage/definitions.py)
 
     @property
     def definitions_version(self) -> str:
@@ -116,6 +119,7 @@ def provenance(
     topic: str,
     definitions: dict[str, int] | None = None,
     check: bool = True,
+    version: int | None = None,
 ) -> Provenance:
     """The provenance of an answer to `q` read from `source` (the source that answered)."""
     processed, watermark = stream_progress(client, topic)
@@ -139,6 +143,7 @@ def provenance(
         agreement=agreement,
         definitions=definitions
         or {"session_gap_s": q.session_gap_s, "engaged_bounce_ms": q.engaged_bounce_ms},
+        version=version,
     )
 
 
@@ -300,7 +305,10 @@ def to_json(p: Provenance) -> dict[str, object]:
         },
         "agreement": _agreement_json(p.agreement),
         "definitions": p.definitions,
-        "definitions_version": p.definitions_version,
+        # The stored version's number (None before version 1 is recorded) and a fingerprint of
+        # the definitions applied (the same definitions, the same fingerprint).
+        "definitions_version": p.version,
+        "definitions_fingerprint": p.definitions_version,
     }
 
 
