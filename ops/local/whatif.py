@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 
 from clickhouse_connect.driver.client import Client
+from pyspark.sql import SparkSession
 
 from ops.local.replay import SPARK_COMPONENT, _stop_live_stream_jobs
 from ops.local.supervisor import rpc
@@ -81,9 +82,11 @@ def build(
     end: datetime,
     progress: Progress,
     from_archive: bool = False,
+    spark: SparkSession | None = None,
 ) -> None:
     """Build the proposed version's side tables: from the log (refused with one line if the
-    log no longer holds the range's beginning), or from the archive for the range's days."""
+    log no longer holds the range's beginning), or from the archive for the range's days.
+    Spark: `spark` if given (left running), else a session of its own."""
     client = connect(settings)
     context = side_context(settings, proposed)
     if from_archive:
@@ -99,14 +102,17 @@ def build(
             f"the log no longer holds the range's beginning ({words}): --from-archive replays ClickHouse "
             "events instead (what was archived, without the stream jobs' late-event accounting)"
         )
-    from stream_jobs.session import build_spark_session
-
     progress(f"whatif: replaying the log into side tables {side_suffix(proposed.number)} (Spark)")
-    spark = build_spark_session(settings, app_name="tally-whatif")
-    try:
+    if spark is not None:
         summary = rebuild(spark, context.settings, context)
-    finally:
-        spark.stop()
+    else:
+        from stream_jobs.session import build_spark_session
+
+        own = build_spark_session(settings, app_name="tally-whatif")
+        try:
+            summary = rebuild(own, context.settings, context)
+        finally:
+            own.stop()
     progress(f"whatif: {summary.events} events replayed with version {proposed.number}")
 
 
