@@ -149,10 +149,14 @@ def beginning_offsets(settings: Settings) -> dict[int, int]:
 
 
 async def _beginning_offsets(settings: Settings) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+    # Subscribed (no group, nothing consumed): start() then loads the topic's metadata, which
+    # partitions_for_topic reads. consumer.topics() alone was seen to leave it empty, and the
+    # expired log then looked whole.
+    consumer = AIOKafkaConsumer(
+        settings.pageviews_topic, bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False
+    )
     await consumer.start()
     try:
-        await consumer.topics()  # loads the cluster metadata partitions_for_topic reads
         partitions = consumer.partitions_for_topic(settings.pageviews_topic) or set()
         offsets = await consumer.beginning_offsets(
             [TopicPartition(settings.pageviews_topic, p) for p in partitions]

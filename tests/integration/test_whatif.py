@@ -93,7 +93,13 @@ def run_live_until_caught_up(
 
 
 def stats(api: FlaskClient, settings: Settings, q: StatsQuery, source: str) -> dict[str, Any]:
-    params = {"site": q.site, "from": q.start.isoformat(), "to": q.end.isoformat(), "source": source, "meta": "true"}
+    params = {
+        "site": q.site,
+        "from": q.start.isoformat(),
+        "to": q.end.isoformat(),
+        "source": source,
+        "meta": "true",
+    }
     response = api.get(
         "/api/v1/stats/aggregate", query_string=params,
         headers={"Authorization": f"Bearer {settings.resolved_api_key()}"},
@@ -192,15 +198,13 @@ def test_beyond_the_logs_retention_the_archive_rebuilds_the_proposed_version(
 
 async def expire_everything(settings: Settings) -> dict[int, int]:
     """Advance every partition's log start to its end (Kafka's DeleteRecords); returns the ends."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap)
+    topic = settings.pageviews_topic
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap)
     await consumer.start()
     try:
-        await consumer.topics()
-        partitions = [
-            TopicPartition(settings.pageviews_topic, p)
-            for p in consumer.partitions_for_topic(settings.pageviews_topic) or set()
-        ]
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or set()]
         ends = await consumer.end_offsets(partitions)
+        assert ends, f"no partitions of {topic}"
     finally:
         await consumer.stop()
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
