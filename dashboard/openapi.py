@@ -508,7 +508,8 @@ SCHEMAS: dict[str, JSON] = {
                 "type": "integer",
                 "nullable": True,
                 "description": "the stored definitions version the numbers were made with (`tally "
-                "definitions`, `tally whatif`); null before version 1 is recorded (the stream jobs' first start)",
+                "definitions`, `tally whatif`); null before version 1 is recorded (the stream jobs' "
+                "first start)",
             },
             "definitions_fingerprint": {"type": "string", "description": "a fingerprint of the definitions"},
         },
