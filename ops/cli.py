@@ -840,7 +840,7 @@ def replay(force: bool) -> None:
 def definitions() -> None:
     """The numbered definitions versions (session gap, engaged-bounce threshold, …), the current
     one marked; says which TALLY_* settings differ from it (the stored version applies)."""
-    from ops.whatif_output import print_versions
+    from ops.whatif_output import version_lines
     from storage import definitions as stored
     from storage.client import connect
     from storage.schema import apply_migrations
@@ -849,7 +849,8 @@ def definitions() -> None:
     apply_migrations(settings)
     client = connect(settings)
     current = stored.current(client, settings)
-    print_versions(stored.list_versions(client), current.number, console)
+    for line in version_lines(stored.list_versions(client), current.number):
+        click.echo(line)
     for difference in stored.environment_differences(settings, current.definitions):
         console.print(f"ignored: {difference}; change it with `tally whatif`", highlight=False)
 

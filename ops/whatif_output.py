@@ -55,8 +55,8 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     pages = Table(
         "entry page", f"visits v{current.version}", f"visits v{proposed.version}", title="top entry pages"
     )
-    old_visits = {row.value: row.metrics["sessions"] for row in current.entry_pages}
-    new_visits = {row.value: row.metrics["sessions"] for row in proposed.entry_pages}
+    old_visits = {row.value: row.totals["sessions"] for row in current.entry_pages}
+    new_visits = {row.value: row.totals["sessions"] for row in proposed.entry_pages}
     for page in dict.fromkeys([*new_visits, *old_visits]):
         pages.add_row(page, _visits(old_visits.get(page)), _visits(new_visits.get(page)))
     console.print(pages)
@@ -66,16 +66,18 @@ def _visits(value: float | None) -> str:
     return "—" if value is None else f"{int(value):,}"
 
 
-def print_versions(versions: list[Version], current: int, console: Console) -> None:
-    table = Table(
-        "version", "session gap (s)", "engaged bounce (ms)", "watermark (s)", "rules", "note", "created"
-    )
+def version_lines(versions: list[Version], current: int) -> list[str]:
+    """One tab-separated line per version (as `tally goals list`): a terminal's width never
+    cuts one, and scripts can read them."""
+    lines = []
     for version in versions:
         d = version.definitions
-        rules = ", ".join(f"{name} {value[:6]}" for name, value in sorted(d.rules.items()))
-        marker = " (current)" if version.number == current else ""
-        table.add_row(
-            f"{version.number}{marker}", str(d.session_gap_s), str(d.engaged_bounce_ms), str(d.watermark_s),
-            rules, version.note, f"{version.created_at:%Y-%m-%d %H:%M}",
-        )  # fmt: skip
-    console.print(table)
+        marker = "current" if version.number == current else ""
+        rules = " ".join(f"{name}={value}" for name, value in sorted(d.rules.items()))
+        fields = [
+            str(version.number), marker, f"session_gap_s={d.session_gap_s}",
+            f"engaged_bounce_ms={d.engaged_bounce_ms}", f"watermark_s={d.watermark_s}", rules,
+            f"{version.created_at:%Y-%m-%d %H:%M} UTC", version.note,
+        ]  # fmt: skip
+        lines.append("\t".join(fields))
+    return lines
