@@ -29,8 +29,10 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Literal
+from uuid import UUID, uuid4
 
 from clickhouse_connect.driver.client import Client
 
@@ -268,3 +270,59 @@ def duration_ms(text: str) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a duration like 20m, 90s, 1h or 500ms")
     return int(match[1]) * _UNITS_MS[match[2] or "s"]
+
+
+# --- requests from the dashboard (migration 0055) ---------------------------------------------
+
+REQUESTS = "definition_requests"
+Action = Literal["swap", "discard"]
+
+
+@dataclass(frozen=True)
+class Request:
+    id: UUID
+    version: int
+    action: str
+    requested_by: str
+    requested_at: datetime
+    state: str
+    outcome: str
+
+
+def ask(client: Client, version: int, action: Action, requested_by: str) -> Request:
+    """Record a pending swap or discard of `version` for the stream jobs to carry out."""
+    get(client, version)
+    now = datetime.now(UTC)
+    request = Request(uuid4(), version, action, requested_by, now, "pending", "")
+    _write_request(client, request)
+    return request
+
+
+def pending_requests(client: Client) -> list[Request]:
+    """Pending requests, oldest first."""
+    rows = client.query(
+        f"SELECT id, version, action, requested_by, requested_at, state, outcome FROM {REQUESTS} FINAL "
+        "WHERE state = 'pending' ORDER BY requested_at"
+    ).result_rows
+    return [Request(*row) for row in rows]
+
+
+def recent_requests(client: Client, limit: int = 5) -> list[Request]:
+    rows = client.query(
+        f"SELECT id, version, action, requested_by, requested_at, state, outcome FROM {REQUESTS} FINAL "
+        "ORDER BY requested_at DESC LIMIT {limit:UInt32}",
+        parameters={"limit": limit},
+    ).result_rows
+    return [Request(*row) for row in rows]
+
+
+def finish(client: Client, request: Request, state: Literal["done", "refused"], outcome: str) -> None:
+    _write_request(client, replace(request, state=state, outcome=outcome))
+
+
+def _write_request(client: Client, r: Request) -> None:
+    client.insert(
+        REQUESTS,
+        [[r.id, r.version, r.action, r.requested_by, r.requested_at, r.state, r.outcome]],
+        column_names=["id", "version", "action", "requested_by", "requested_at", "state", "outcome"],
+    )

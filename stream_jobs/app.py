@@ -146,13 +146,22 @@ class ProgressListener(StreamingQueryListener):
             log.error("query %s failed: %s", event.id, event.exception)
 
 
-def run(spark: SparkSession, settings: Settings, stop: threading.Event) -> int:
-    """Run the queries until `stop` is set (exit code 0) or one of them fails (1)."""
+def run(
+    spark: SparkSession,
+    settings: Settings,
+    stop: threading.Event,
+    between: Callable[[list[StreamingQuery]], list[StreamingQuery]] | None = None,
+) -> int:
+    """Run the queries until `stop` is set (exit code 0) or one of them fails (1). `between`,
+    called every second with the running queries, may replace them (a definitions swap asked
+    for in the dashboard: stream_jobs/definition_requests.py)."""
     queries = start_queries(spark, settings)
     try:
         # Poll rather than block in awaitAnyTermination: a signal handler must not make
         # Py4J calls while the main thread is inside one.
         while not stop.wait(1.0):
+            if between is not None:
+                queries = between(queries)
             failed = [query for query in queries if not query.isActive]
             if failed:
                 for query in failed:
@@ -206,8 +215,11 @@ def main() -> None:
     settings = with_current_definitions(settings)
     spark = build_spark_session(settings)
     spark.streams.addListener(ProgressListener(settings))
+    from stream_jobs.definition_requests import DefinitionRequests  # it imports this module
+
+    requests = DefinitionRequests(settings, lambda now: start_queries(spark, now), stop_gracefully)
     try:
-        code = run(spark, settings, stop)
+        code = run(spark, settings, stop, requests)
     finally:
         spark.stop()
     sys.exit(code)

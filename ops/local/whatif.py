@@ -35,19 +35,15 @@ from storage.archive_rows import SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.definitions import DefinitionsError, Version, side_suffix
 from storage.queries import sites as archived_sites
-from storage.queries.whatif import side_tables_exist
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
+from stream_jobs import versions
 from stream_jobs.context import StreamContext
-from stream_jobs.replay import beginning_offsets, discard, exchange, prepare, rebuild
+from stream_jobs.replay import beginning_offsets, prepare, rebuild
+from stream_jobs.versions import check_swap, side_context, swap_version
 from tally.settings import Settings
 
 Progress = Callable[[str], None]
-
-
-def side_context(settings: Settings, version: Version) -> StreamContext:
-    """Where version `version` is built: its side tables and checkpoints, its definitions."""
-    return StreamContext.side(definitions.applied(settings, version.definitions), side_suffix(version.number))
 
 
 def propose(settings: Settings, changes: dict[str, int], note: str) -> tuple[Version, Version]:
@@ -133,27 +129,15 @@ def swap_to(settings: Settings, number: int, progress: Progress, reason: str = "
     """Make version `number` current (its side tables become the live ones); returns the
     version it replaced, whose tables become its side tables."""
     client = connect(settings)
-    current = definitions.current(client, settings)
-    if number == current.number:
-        raise DefinitionsError(f"version {number} is already current")
-    target = definitions.get(client, number)
-    side, retired = side_context(settings, target), side_context(settings, current)
-    if not side_tables_exist(client, number):
-        raise DefinitionsError(f"version {number} has no side tables (discarded, or never built)")
-    if not side.checkpoints_dir.exists():
-        raise DefinitionsError(
-            f"version {number} was built from the archive: it has no log checkpoints for the stream "
-            "jobs to continue from, so it is for comparing only"
-        )
+    check_swap(settings, client, number)  # refused before anything stops
     restart = _stop_live_stream_jobs(settings, progress)
-    exchange(settings, side, retired)
-    definitions.switch_to(client, number, reason)
-    kept = side_suffix(current.number)
-    progress(f"whatif: version {number} is current; version {current.number}'s tables kept as {kept}")
+    replaced, _ = swap_version(settings, client, number, reason)
+    kept = side_suffix(replaced.number)
+    progress(f"whatif: version {number} is current; version {replaced.number}'s tables kept as {kept}")
     if restart:
         rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
         progress(f"whatif: stream jobs started again with version {number}'s definitions")
-    return current.number
+    return replaced.number
 
 
 def rollback(settings: Settings, progress: Progress) -> int:
@@ -165,10 +149,7 @@ def rollback(settings: Settings, progress: Progress) -> int:
 
 def discard_version(settings: Settings, number: int) -> None:
     """Drop version `number`'s side tables and checkpoints (never the current version's)."""
-    client = connect(settings)
-    if number == definitions.current(client, settings).number:
-        raise DefinitionsError(f"version {number} is current: its tables are the live ones")
-    discard(settings, side_context(settings, definitions.get(client, number)))
+    versions.discard_version(settings, connect(settings), number)
 
 
 def range_or_default(start: date | None, end: date | None, today: date) -> tuple[datetime, datetime]:

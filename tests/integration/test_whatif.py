@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from storage.definitions import DefinitionsError, side_suffix
 from storage.queries import StatsQuery
 from storage.queries.whatif import compare, side_tables_exist
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import start_queries, stop_gracefully
+from stream_jobs.app import run, start_queries, stop_gracefully
+from stream_jobs.definition_requests import DefinitionRequests
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
@@ -164,6 +166,58 @@ def test_whatif_equals_raw_with_the_proposed_gap_and_swaps_in_and_back(
     assert not side_tables_exist(client, 2)
     with pytest.raises(DefinitionsError, match="current"):
         whatif.discard_version(settings, 1)
+
+
+def test_a_swap_asked_for_in_the_dashboard_is_carried_out_by_the_running_stream_jobs(
+    spark: SparkSession, whatif_settings: Settings
+) -> None:
+    """The live application's loop (stream_jobs.app.run) with the dashboard's requests: the
+    what-if is built beside it, the swap happens between two batches, and the live run carries
+    on with the new gap; a request that cannot be carried out is refused with the reason."""
+    settings = whatif_settings
+    (site,) = site_names(1)
+    day = yesterday()
+    q = StatsQuery(site, day, day + timedelta(days=1))
+    events = visits(site, day, seed=5)
+    produce(settings, events)
+    archive(settings, events)
+    client = connect(settings)
+    definitions.current(client, settings)
+    requests = DefinitionRequests(
+        settings, lambda now: start_queries(spark, now, [QUERY_NAME]), stop_gracefully
+    )
+    stop = threading.Event()
+    live = threading.Thread(target=run, args=(spark, settings, stop, requests), daemon=True)
+    live.start()
+    try:
+        old = raw_numbers(settings, q, settings.session_gap_s)
+        assert wait_for(lambda: queries.aggregate(client, q, source="agg"), old) == old
+        _, proposed = whatif.propose(settings, {"session_gap_s": PROPOSED_GAP_S}, "asked in the dashboard")
+        whatif.build(settings, proposed, q.start, q.end, progress=print, spark=spark)
+
+        swap = definitions.ask(client, proposed.number, "swap", "owner@example.com")
+        assert wait_for(lambda: request_state(client, swap.id), "done") == "done"
+        assert definitions.current(client, settings).number == proposed.number
+        more = [page_view(site, "visitor-after-swap", day + timedelta(hours=22), path="/after")]
+        produce(settings, more)
+        archive(settings, more)
+        new = raw_numbers(settings, q, PROPOSED_GAP_S)
+        assert wait_for(lambda: queries.aggregate(client, q, source="agg"), new) == new
+
+        refused = definitions.ask(client, proposed.number, "swap", "owner@example.com")
+        assert wait_for(lambda: request_state(client, refused.id), "refused") == "refused"
+        assert "already current" in request_outcome(client, refused.id)
+    finally:
+        stop.set()
+        live.join()
+
+
+def request_state(client: Any, request_id: object) -> str:
+    return next((r.state for r in definitions.recent_requests(client, 50) if r.id == request_id), "")
+
+
+def request_outcome(client: Any, request_id: object) -> str:
+    return next((r.outcome for r in definitions.recent_requests(client, 50) if r.id == request_id), "")
 
 
 def test_beyond_the_logs_retention_the_archive_rebuilds_the_proposed_version(
