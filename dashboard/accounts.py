@@ -35,6 +35,8 @@ from dashboard.components import notice, panel
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
+from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
+from dashboard.whatif_panel import whatif_panel
 from storage import users
 from storage.users import AccountError, User
 from tally.client_ip import client_ip, network_key, parse_networks
@@ -223,7 +225,7 @@ def with_team_panel(page: html.Div) -> html.Div:
     panel: their callbacks would only be refused."""
     overview = _find(page, "overview-section")
     if overview is not None:
-        overview.children = [*_children(overview), exclusions_panel(), team_panel()]  # type: ignore[attr-defined]
+        overview.children = [*_children(overview), exclusions_panel(), whatif_panel(), team_panel()]  # type: ignore[attr-defined]
     user = current_user()
     if user is not None:
         admin = any(user.may(site, "admin") for site in user.roles)
@@ -232,6 +234,7 @@ def with_team_panel(page: html.Div) -> html.Div:
             if admin
             else {"share-panel", "exclusions-panel", "alerts-panel", "import-panel", "reports-panel"}
         )
+        settings.add(WHATIF_PANEL)  # the operator's alone, as Rate limiting (whatif_panel.py)
         _drop(page, elements=settings, parents_of={"rate-limits"})
     return page
 
