@@ -279,7 +279,16 @@ def compare_days(
 # --- JSON, as the stats APIs carry it in `meta` ----------------------------------------------
 
 #: The fields provenance adds to a `meta` object besides `source`.
-FIELDS = ("range", "log", "watermark", "late_events", "agreement", "definitions", "definitions_version")
+FIELDS = (
+    "range",
+    "log",
+    "watermark",
+    "late_events",
+    "agreement",
+    "definitions",
+    "definitions_version",
+    "definitions_fingerprint",
+)
 
 
 def iso(moment: datetime | None) -> str | None:
