@@ -33,7 +33,7 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
             f"the log no longer starts at offset 0 (partition → first offset: {expired}): the derived "
             "rows of expired events cannot be rebuilt and the swap would drop them; --force to go on"
         )
-    restart = _stop_live_stream_jobs(settings, progress)
+    restart = stop_live_stream_jobs(settings, progress)
     from stream_jobs.session import build_spark_session
 
     apply_migrations(settings)
@@ -57,7 +57,7 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
     return summary
 
 
-def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
+def stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
     """Stop the `spark` component under the local stack; True if it was running."""
     if supervisor_running(settings):
         state = rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]

@@ -28,7 +28,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from clickhouse_connect.driver.client import Client
 from pyspark.sql import SparkSession
 
-from ops.local.replay import SPARK_COMPONENT, _stop_live_stream_jobs
+from ops.local.replay import SPARK_COMPONENT, stop_live_stream_jobs
 from ops.local.supervisor import rpc
 from storage import definitions
 from storage.archive_rows import SYNTHETIC_PARTITION
@@ -130,7 +130,7 @@ def swap_to(settings: Settings, number: int, progress: Progress, reason: str = "
     version it replaced, whose tables become its side tables."""
     client = connect(settings)
     check_swap(settings, client, number)  # refused before anything stops
-    restart = _stop_live_stream_jobs(settings, progress)
+    restart = stop_live_stream_jobs(settings, progress)
     replaced, _ = swap_version(settings, client, number, reason)
     kept = side_suffix(replaced.number)
     progress(f"whatif: version {number} is current; version {replaced.number}'s tables kept as {kept}")
