@@ -37,6 +37,8 @@ from dashboard.segments import SEGMENTS_PANEL, segments_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
 from dashboard.timezone_panel import timezone_panel
+from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
+from dashboard.whatif_panel import whatif_panel
 from storage import users
 from storage.users import AccountError, User
 from tally.client_ip import client_ip, network_key, parse_networks
@@ -234,7 +236,13 @@ def with_team_panel(page: html.Div) -> html.Div:
     the picker)."""
     overview = _find(page, "overview-section")
     if overview is not None:
-        settings_panels = [segments_panel(), exclusions_panel(), timezone_panel(), team_panel()]
+        settings_panels = [
+            segments_panel(),
+            exclusions_panel(),
+            timezone_panel(),
+            whatif_panel(),
+            team_panel(),
+        ]
         overview.children = [*_children(overview), *settings_panels]  # type: ignore[attr-defined]
     user = current_user()
     if user is not None:
@@ -252,6 +260,7 @@ def with_team_panel(page: html.Div) -> html.Div:
                 SEGMENTS_PANEL,
             }
         )
+        settings.add(WHATIF_PANEL)  # the operator's alone, as Rate limiting (whatif_panel.py)
         _drop(page, elements=settings, parents_of={"rate-limits"})
     return page
 

@@ -26,6 +26,7 @@ from dashboard.plausible_report import SiteNotFound
 from dashboard.segments_api import register_segments_api
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_backtest, alert_rules, queries
+from storage.definitions import CurrentDefinitions
 from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
 from storage.saved_funnels import InvalidFunnel, find_funnel
@@ -45,6 +46,8 @@ def stats_api(
 ) -> Blueprint:
     api = Blueprint("stats_api", __name__, url_prefix=PREFIX)
     api_key = settings.resolved_api_key().encode()
+    # The current definitions version's session gap and bounce threshold (storage/definitions.py).
+    defined = CurrentDefinitions(settings, clients)
 
     @api.before_request
     def require_api_key() -> Response | None:
@@ -84,7 +87,7 @@ def stats_api(
         client, site = clients(), parameters.site(arguments)
         first_day = queries.first_day(client, site) if arguments.get("period") == "all" else None
         q, compared = parameters.window_queries(
-            arguments, clock(), settings.session_gap_s, settings.engaged_bounce_ms,
+            arguments, clock(), defined.settings().session_gap_s, defined.settings().engaged_bounce_ms,
             site_timezone(client, site), first_day,
         )  # fmt: skip
         return arguments, q, compared
@@ -93,7 +96,9 @@ def stats_api(
         """The answer, inside `{"results", "meta"}` when the call asks for meta (provenance.py)."""
         if not provenance.asked(arguments):
             return jsonify(answer)
-        meta = provenance.meta(clients(), settings, q, provenance.answered_source(q, source))
+        meta = provenance.meta(
+            clients(), settings, q, provenance.answered_source(q, source), defined.version()
+        )
         return jsonify({"results": answer, "meta": meta})
 
     def plausible_call(endpoint: plausible_v1.Endpoint) -> Response | None:
@@ -103,7 +108,12 @@ def stats_api(
         args = request.args.to_dict(flat=False)
         return jsonify(
             plausible_v1.answer(
-                endpoint, args, clients(), clock(), settings.session_gap_s, settings.engaged_bounce_ms
+                endpoint,
+                args,
+                clients(),
+                clock(),
+                defined.settings().session_gap_s,
+                defined.settings().engaged_bounce_ms,
             )
         )
 
@@ -174,7 +184,7 @@ def stats_api(
         report = queries.funnel(clients(), q, steps, source=parameters.source(arguments), now=clock())
         meta: dict[str, object] = {"source": report.source}
         if provenance.asked(arguments):  # a funnel's answer has its meta already: the fields join it
-            meta = provenance.meta(clients(), settings, q, report.source)
+            meta = provenance.meta(clients(), settings, q, report.source, defined.version())
         if report.days is not None:  # agg: which days were read stored, computed now, and what was live
             meta["funnel_days"] = asdict(report.days)
         return jsonify({"steps": [step_json(row) for row in report.steps], "meta": meta})
@@ -216,7 +226,9 @@ def stats_api(
                 realtime_json(realtime_breakdown(clients(), site, breakdown, now, limit), breakdown)
             )
         live = queries.realtime(clients(), site, now=now, source=source)
-        window = StatsQuery(site, now - queries.LIVE_WINDOW, now, session_gap_s=settings.session_gap_s)
+        window = StatsQuery(
+            site, now - queries.LIVE_WINDOW, now, session_gap_s=defined.settings().session_gap_s
+        )
         return answered(live, arguments, window, source)
 
     @api.get("/sessions")

@@ -36,6 +36,7 @@ from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
 from dashboard.timezone_panel import register_timezone_panel
+from dashboard.whatif_panel import register_whatif_panel
 from tally import structured_logging
 from tally.settings import Settings
 
@@ -83,10 +84,14 @@ def build_app(
     register_segment_editing(app, clients)  # saving and changing segments: admins and owners
     register_timezone_panel(app, clients)
     settings_outputs = set(app.callback_map) - before_settings
+    register_whatif_panel(app, settings, clients)
     register_team_panel(app, settings, clients)
     # Team members: their sites only; settings (goals, shares) for admins; the global
     # rate-limiting panel for the operator alone (dashboard/accounts.py).
-    operator_outputs = {output for output in app.callback_map if "rate-limits" in output}
+    # A definitions version changes every site's numbers: the Definitions panel is the operator's too.
+    operator_outputs = {
+        output for output in app.callback_map if "rate-limits" in output or "whatif" in output
+    }
     install_accounts(app, settings, clients, settings_outputs, operator_outputs)
     return app
 

@@ -30,7 +30,7 @@ from clickhouse_connect.driver.client import Client
 from PIL import Image, ImageDraw
 
 from dashboard import display
-from storage import queries
+from storage import definitions, queries
 from storage.calendar import local_date, zone
 from storage.client import connect
 from storage.queries import BreakdownRow, Source, StatsQuery
@@ -214,11 +214,12 @@ def send_due(settings: Settings, client: Client, now: datetime) -> list[Sent]:
             "no SMTP server: set TALLY_SMTP_HOST (and TALLY_SMTP_PORT, _USER, _PASSWORD, _FROM)"
         )
     sent: list[Sent] = []
+    # The current definitions version's gap (storage/definitions.py), the environment's before one.
+    current = definitions.current_or_none(client)
+    gap_s = settings.session_gap_s if current is None else current.definitions.session_gap_s
     with smtp_connection(settings) as smtp:
         for subscription, period in pending:
-            report = build_report(
-                client, subscription.site, period, settings.dashboard_source, settings.session_gap_s
-            )
+            report = build_report(client, subscription.site, period, settings.dashboard_source, gap_s)
             smtp.send_message(message(report, settings.smtp_from, subscription.email))
             record_delivery(client, subscription, period)
             sent.append((subscription, period))

@@ -18,6 +18,7 @@ from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from storage import queries, readonly_sql
+from storage.definitions import CurrentDefinitions
 from storage.queries import StatsQuery
 from tally.settings import Settings
 
@@ -74,6 +75,8 @@ def _text(value: object) -> str:
 
 
 def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    defined = CurrentDefinitions(settings, clients)  # the current definitions version's
+
     @app.callback(
         Output("explore-sql", "value"),
         Input("site", "value"),
@@ -120,8 +123,8 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
             period.start,
             period.end,
             filters=filters,
-            session_gap_s=settings.session_gap_s,
-            engaged_bounce_ms=settings.engaged_bounce_ms,
+            session_gap_s=defined.settings().session_gap_s,
+            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
         )
         totals = queries.aggregate(clients(), q, source="raw")
         return (

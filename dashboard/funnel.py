@@ -16,6 +16,7 @@ from dashboard.periods import Period
 from dashboard.segments import applied
 from dashboard.store import ClientFactory
 from storage import queries
+from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, StatsQuery, StepResult
 from tally.settings import Settings
 
@@ -123,6 +124,7 @@ def _step(index: int, row: StepResult, first: int) -> html.Div:
 
 
 def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    defined = CurrentDefinitions(settings, clients)  # the current definitions version's
     source = settings.dashboard_source
 
     @app.callback(
@@ -150,8 +152,8 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
             period.start,
             period.end,
             filters=dict(filters or {}),
-            session_gap_s=settings.session_gap_s,
-            engaged_bounce_ms=settings.engaged_bounce_ms,
+            session_gap_s=defined.settings().session_gap_s,
+            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
         )
         q = applied(clients(), q)  # a saved segment's filters
         report = queries.funnel(clients(), q, parse_steps(text), source=source)

@@ -575,6 +575,7 @@ SCHEMAS: dict[str, JSON] = {
             "late_events",
             "agreement",
             "definitions_version",
+            "definitions_fingerprint",
         ],
         "properties": {
             "source": {"type": "string", "enum": ["agg", "raw"], "description": "the source that answered"},
@@ -609,7 +610,14 @@ SCHEMAS: dict[str, JSON] = {
                 "days (day, raw, agg); the status disagrees if any figure does",
             },
             "definitions": {"type": "object", "description": "session_gap_s, engaged_bounce_ms, watermark_s"},
-            "definitions_version": {"type": "string", "description": "a fingerprint of the definitions"},
+            "definitions_version": {
+                "type": "integer",
+                "nullable": True,
+                "description": "the stored definitions version the numbers were made with (`tally "
+                "definitions`, `tally whatif`); null before version 1 is recorded (the stream jobs' "
+                "first start)",
+            },
+            "definitions_fingerprint": {"type": "string", "description": "a fingerprint of the definitions"},
         },
     },
     "Segment": {

@@ -20,6 +20,7 @@ from dashboard.periods import Period
 from dashboard.sharing import visible_sites
 from dashboard.store import ClientFactory
 from storage import queries
+from storage.definitions import CurrentDefinitions
 from storage.queries import Source, StatsQuery
 from storage.rate_limits import rate_limit_status
 from storage.sites import site_timezone
@@ -60,6 +61,7 @@ def filter_dimension(dimension: str) -> str | None:
 
 
 def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clock: Clock) -> None:
+    defined = CurrentDefinitions(settings, clients)  # the current definitions version's
     source: Source = settings.dashboard_source
 
     def stats_query(site: str, period: Period, filters: dict[str, str], previous: bool = False) -> StatsQuery:
@@ -69,8 +71,8 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             start,
             end,
             filters=dict(filters or {}),
-            session_gap_s=settings.session_gap_s,
-            engaged_bounce_ms=settings.engaged_bounce_ms,
+            session_gap_s=defined.settings().session_gap_s,
+            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
             timezone=period.timezone,
         )
         return segments.applied(clients(), q)  # a saved segment's filters (dashboard/segments.py)

@@ -25,6 +25,7 @@ from dashboard.plausible_report import Report, SiteNotFound, run, site_of
 from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
+from storage.definitions import CurrentDefinitions, Version
 from storage.queries import Source
 from storage.sites import site_timezone
 from tally.settings import Settings
@@ -41,6 +42,7 @@ def plausible_api(
 ) -> Blueprint:
     api = Blueprint("plausible_api", __name__, url_prefix=PREFIX)
     api_key = settings.resolved_api_key().encode()
+    defined = CurrentDefinitions(settings, clients)
 
     @api.before_request
     def require_api_key() -> Response | None:
@@ -76,7 +78,8 @@ def plausible_api(
         )
         body = body.model_copy(update={"site_id": site, "filters": expand(client, site, body.filters)})
         planned = plan(body, clock(), first_day, site_timezone(client, site))
-        gap_s, bounce_ms = settings.session_gap_s, settings.engaged_bounce_ms
+        now_defined = defined.settings()  # the current definitions version's (storage/definitions.py)
+        gap_s, bounce_ms = now_defined.session_gap_s, now_defined.engaged_bounce_ms
         report = run(client, planned, source, gap_s, bounce_ms)  # type: ignore[arg-type]
         report, imports_meta = with_imports(client, planned, report, source, gap_s, bounce_ms)  # type: ignore[arg-type]
         answered = answer(planned, report, imports_meta)
@@ -84,7 +87,7 @@ def plausible_api(
         if compared is not None:  # include.comparisons: the same query over the compared range
             other = run(client, compared, source, gap_s, bounce_ms)  # type: ignore[arg-type]
             plausible_comparisons.attach(answered, planned, report, compared, other)
-        answered["meta"] |= plausible_meta(client, settings, planned, report)  # type: ignore[operator]
+        answered["meta"] |= plausible_meta(client, now_defined, planned, report, defined.version())  # type: ignore[operator]
         return jsonify(answered)
 
     @api.route("/<path:unknown>", methods=["GET", "POST"])
@@ -147,12 +150,12 @@ def answer(query: PlausibleQuery, report: Report, imports_meta: dict[str, object
 
 
 def plausible_meta(
-    client: object, settings: Settings, query: PlausibleQuery, report: Report
+    client: object, settings: Settings, query: PlausibleQuery, report: Report, version: Version | None = None
 ) -> dict[str, object]:
     """Tally's provenance fields (dashboard/provenance.py), added to Plausible's `meta`."""
     gap, bounce = settings.session_gap_s, settings.engaged_bounce_ms
     q = queries.StatsQuery(query.site, query.start, query.end, session_gap_s=gap, engaged_bounce_ms=bounce)
-    return provenance.meta(client, settings, q, report.source)
+    return provenance.meta(client, settings, q, report.source, version)
 
 
 def echo(query: PlausibleQuery, body: QueryBody) -> dict[str, object]:

@@ -24,6 +24,7 @@ from dashboard.periods import Period
 from dashboard.sharing import shared_link
 from dashboard.store import ClientFactory
 from storage import queries
+from storage.definitions import CurrentDefinitions, Version
 from storage.queries import Source, StatsQuery
 from storage.queries import provenance as provenance_queries
 from storage.queries.provenance import Provenance
@@ -57,17 +58,27 @@ def answered_source(q: StatsQuery, source: Source) -> Source:
     return "agg" if queries.uses_agg(q, source) else "raw"
 
 
-def of(client: Any, settings: Settings, q: StatsQuery, source: Source) -> Provenance:
-    """The provenance of the answer `source` gives to `q` (`source`: the one that answered)."""
+def of(
+    client: Any, settings: Settings, q: StatsQuery, source: Source, version: Version | None = None
+) -> Provenance:
+    """The provenance of the answer `source` gives to `q` (`source`: the one that answered),
+    made with definitions version `version` (storage/definitions.py; None: not recorded yet)."""
     return provenance_queries.provenance(
-        client, q, source, settings.pageviews_topic, definitions(settings, q)
+        client,
+        q,
+        source,
+        settings.pageviews_topic,
+        definitions(settings, q),
+        version=None if version is None else version.number,
     )
 
 
-def meta(client: Any, settings: Settings, q: StatsQuery, source: Source) -> dict[str, object]:
+def meta(
+    client: Any, settings: Settings, q: StatsQuery, source: Source, version: Version | None = None
+) -> dict[str, object]:
     """The `meta` fields of an answer to `q` read from `source` (the one that answered); for a
     team member's key, scoped to its sites."""
-    found = provenance_queries.to_json(of(client, settings, q, source))
+    found = provenance_queries.to_json(of(client, settings, q, source, version))
     access = caller()
     return found if access is None or access.sites is None else scoped(found)
 
@@ -97,6 +108,7 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
     """Under the top metrics: where they were read from, what of the log they cover, late
     events and whether agg and raw agree (a disagreement as a warning, never only on hover)."""
     source: Source = settings.dashboard_source
+    defined = CurrentDefinitions(settings, clients)  # the current definitions version's
 
     @app.callback(
         Output("provenance", "children"),
@@ -116,10 +128,10 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
             period.start,
             period.end,
             filters=dict(filters or {}),
-            session_gap_s=settings.session_gap_s,
-            engaged_bounce_ms=settings.engaged_bounce_ms,
+            session_gap_s=defined.settings().session_gap_s,
+            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
         )
-        found = of(clients(), settings, q, answered_source(q, source))
+        found = of(clients(), settings, q, answered_source(q, source), defined.version())
         tone = "provenance-warning" if found.agreement.status == "disagree" else "provenance-ok"
         # A shared link's viewer sees the line, not the offsets: they count every site's events;
         # a team member the offsets of the site's own events, not the log's end offsets.
@@ -224,7 +236,8 @@ def hover(p: Provenance, scoped: bool = False) -> str:
             f"partition {c.partition}: offsets {c.first_offset}..{c.last_offset} ({c.events} events), "
             f"stream jobs {processed}"
         )
-    lines.append(f"Definitions version {p.definitions_version}: {p.definitions}")
+    number = "not recorded yet" if p.version is None else str(p.version)
+    lines.append(f"Definitions version {number} ({p.definitions_version}): {p.definitions}")
     return "\n".join(lines)
 
 

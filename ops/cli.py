@@ -1041,6 +1041,125 @@ def replay(force: bool) -> None:
 
 
 @main.command()
+def definitions() -> None:
+    """The numbered definitions versions (session gap, engaged-bounce threshold, …), the current
+    one marked; says which TALLY_* settings differ from it (the stored version applies)."""
+    from ops.whatif_output import version_lines
+    from storage import definitions as stored
+    from storage.client import connect
+    from storage.schema import apply_migrations
+
+    settings = current_settings()
+    apply_migrations(settings)
+    client = connect(settings)
+    current = stored.current(client, settings)
+    for line in version_lines(stored.list_versions(client), current.number):
+        click.echo(line)
+    for difference in stored.environment_differences(settings, current.definitions):
+        console.print(f"ignored: {difference}; change it with `tally whatif`", highlight=False)
+
+
+def _duration_ms(value: str | None, option: str) -> int | None:
+    from storage.definitions import duration_ms
+
+    if value is None:
+        return None
+    try:
+        return duration_ms(value)
+    except ValueError as error:
+        raise UserError(f"{option}: {error}") from None
+
+
+@main.group(cls=TallyGroup, invoke_without_command=True)
+@click.option("--session-gap", help="Proposed session gap, e.g. 20m, 900s, 1h.")
+@click.option("--engaged-bounce", help="Proposed engaged time that ends a bounce, e.g. 5s, 10s.")
+@click.option(
+    "--from", "start", type=click.DateTime(["%Y-%m-%d"]), help="First UTC day compared (default: 7 days ago)."
+)
+@click.option(
+    "--to", "end", type=click.DateTime(["%Y-%m-%d"]), help="Last UTC day compared (default: today)."
+)
+@click.option("--site", help="Compare this site (default: the three busiest).")
+@click.option(
+    "--version",
+    "number",
+    type=click.IntRange(min=1),
+    help="An already built version: compare, swap or discard it.",
+)
+@click.option(
+    "--from-archive", is_flag=True, help="Rebuild from ClickHouse events, not the log (compare only)."
+)
+@click.option("--swap", is_flag=True, help="Then make the proposed version current.")
+@click.option("--discard", is_flag=True, help="Then drop the proposed version's side tables.")
+@click.option("--note", default="", help="Why this version (kept with it).")
+@click.pass_context
+def whatif(
+    ctx: click.Context, session_gap: str | None, engaged_bounce: str | None, start: datetime | None,
+    end: datetime | None, site: str | None, number: int | None, from_archive: bool, swap: bool,
+    discard: bool, note: str,
+) -> None:  # fmt: skip
+    """Replay the log with changed definitions into side tables and print old and new numbers
+    side by side; --swap makes them current, `tally whatif rollback` swaps the previous back."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ops.local import whatif as local
+    from ops.whatif_output import print_comparison
+    from storage import definitions as stored
+    from storage import queries
+    from storage.client import connect
+    from storage.queries.whatif import compare
+
+    if swap and discard:
+        raise UserError("--swap and --discard: choose one")
+    settings = current_settings()
+    progress = lambda line: console.print(line, highlight=False)  # noqa: E731 - a one-line callback
+    gap_ms, bounce_ms = (
+        _duration_ms(session_gap, "--session-gap"),
+        _duration_ms(engaged_bounce, "--engaged-bounce"),
+    )
+    first, last = local.range_or_default(start and start.date(), end and end.date(), datetime.now(UTC).date())
+    if number is None:
+        changes = {"session_gap_s": gap_ms // 1000} if gap_ms is not None else {}
+        changes |= {"engaged_bounce_ms": bounce_ms} if bounce_ms is not None else {}
+        if not changes or (gap_ms is not None and (gap_ms < 1000 or gap_ms % 1000)):
+            raise UserError(
+                "--session-gap (whole seconds, at least 1s) or --engaged-bounce is needed, or --version"
+            )
+        current, proposed = local.propose(settings, changes, note or "tally whatif")
+        progress(f"whatif: recorded version {proposed.number} (current: {current.number})")
+        local.build(settings, proposed, first, last, progress, from_archive=from_archive)
+    else:
+        if gap_ms is not None or bounce_ms is not None or from_archive:
+            raise UserError(
+                "--version compares a built version: no --session-gap, --engaged-bounce or --from-archive"
+            )
+        client = connect(settings)
+        current, proposed = stored.current(client, settings), stored.get(client, number)
+    client = connect(settings)
+    q_sites = [site] if site else queries.sites(client)[:3]
+    for name in q_sites:
+        print_comparison(compare(client, queries.StatsQuery(name, first, last), current, proposed), console)
+    if swap:
+        local.swap_to(settings, proposed.number, progress)
+    elif discard:
+        local.discard_version(settings, proposed.number)
+        progress(f"whatif: version {proposed.number}'s side tables dropped")
+    else:
+        progress(
+            f"whatif: `tally whatif --version {proposed.number} --swap` makes it current, --discard drops it"
+        )
+
+
+@whatif.command("rollback")
+def whatif_rollback() -> None:
+    """Swap the version the last swap replaced back in (its tables catch up on the log)."""
+    from ops.local import whatif as local
+
+    previous = local.rollback(current_settings(), lambda line: console.print(line, highlight=False))
+    console.print(f"whatif: rolled back to version {previous}", highlight=False)
+
+
+@main.command()
 @click.option("--no-repair", is_flag=True, help="Only report; archive no hole.")
 def verify(no_repair: bool) -> None:
     """Audit the archive against the log (repairing holes) and the derived tables against the

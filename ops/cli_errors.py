@@ -120,6 +120,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
     from ops.local.supervisor import StackError
     from storage.alert_rules import InvalidRule
     from storage.calendar import InvalidTimezone
+    from storage.definitions import DefinitionsError
     from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
     from storage.imports import InvalidImport
@@ -142,6 +143,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
         InvalidFunnel,
         ReportsNotConfigured,
         StackError,
+        DefinitionsError,
     ]
     if "stream_jobs.replay" in sys.modules:
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)

@@ -43,6 +43,8 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
+from storage import definitions
+from storage.client import connect
 from storage.schema import apply_migrations
 from stream_jobs import activity, alerts
 from stream_jobs.context import StreamContext
@@ -144,13 +146,22 @@ class ProgressListener(StreamingQueryListener):
             log.error("query %s failed: %s", event.id, event.exception)
 
 
-def run(spark: SparkSession, settings: Settings, stop: threading.Event) -> int:
-    """Run the queries until `stop` is set (exit code 0) or one of them fails (1)."""
+def run(
+    spark: SparkSession,
+    settings: Settings,
+    stop: threading.Event,
+    between: Callable[[list[StreamingQuery]], list[StreamingQuery]] | None = None,
+) -> int:
+    """Run the queries until `stop` is set (exit code 0) or one of them fails (1). `between`,
+    called every second with the running queries, may replace them (a definitions swap asked
+    for in the dashboard: stream_jobs/definition_requests.py)."""
     queries = start_queries(spark, settings)
     try:
         # Poll rather than block in awaitAnyTermination: a signal handler must not make
         # Py4J calls while the main thread is inside one.
         while not stop.wait(1.0):
+            if between is not None:
+                queries = between(queries)
             failed = [query for query in queries if not query.isActive]
             if failed:
                 for query in failed:
@@ -175,6 +186,16 @@ def stop_gracefully(query: StreamingQuery, grace_s: float = STOP_GRACE_S) -> Non
     query.stop()
 
 
+def with_current_definitions(settings: Settings) -> Settings:
+    """`settings` with the current definitions version's (storage/definitions.py): read once, at
+    start; `tally whatif --swap` and `rollback` restart the stream jobs."""
+    version = definitions.current(connect(settings), settings)
+    for difference in definitions.environment_differences(settings, version.definitions):
+        log.warning("ignoring %s: the stored definitions version applies", difference)
+    log.info("definitions version %d: %s", version.number, version.definitions.replayed())
+    return definitions.applied(settings, version.definitions)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Py4J logs every callback (each micro-batch, each listener event) at INFO.
@@ -191,10 +212,14 @@ def main() -> None:
     applied = apply_migrations(settings)
     if applied:
         log.info("applied migrations %s", ", ".join(applied))
+    settings = with_current_definitions(settings)
     spark = build_spark_session(settings)
     spark.streams.addListener(ProgressListener(settings))
+    from stream_jobs.definition_requests import DefinitionRequests  # it imports this module
+
+    requests = DefinitionRequests(settings, lambda now: start_queries(spark, now), stop_gracefully)
     try:
-        code = run(spark, settings, stop)
+        code = run(spark, settings, stop, requests)
     finally:
         spark.stop()
     sys.exit(code)

@@ -2,7 +2,9 @@
 
 The live application (`python -m stream_jobs.app`) and a replay (`tally replay`) run the
 same queries; only this differs: a replay writes `<table>_replay` from fresh checkpoints
-with Trigger.AvailableNow (read the log up to its end as it is now, then stop).
+with Trigger.AvailableNow (read the log up to its end as it is now, then stop). A what-if
+(`tally whatif`) is a replay with other definitions into `<table>_v<N>`, version N's side
+tables, from checkpoints of its own (`checkpoints_v<N>`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ class StreamContext:
     @classmethod
     def replay(cls, settings: Settings) -> StreamContext:
         return cls(settings, settings.home_dir / "checkpoints-replay", REPLAY_SUFFIX, available_now=True)
+
+    @classmethod
+    def side(cls, settings: Settings, suffix: str) -> StreamContext:
+        """A replay into `<table><suffix>` with its own checkpoints, run with `settings`'
+        definitions (a what-if's proposed version)."""
+        return cls(settings, settings.home_dir / f"checkpoints{suffix}", suffix, available_now=True)
 
     def table(self, name: str) -> str:
         return name + self.table_suffix

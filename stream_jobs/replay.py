@@ -68,9 +68,10 @@ def prepare(settings: Settings, context: StreamContext) -> None:
     shutil.rmtree(context.checkpoints_dir, ignore_errors=True)
 
 
-def rebuild(spark: SparkSession, settings: Settings) -> ReplaySummary:
-    """Run every query over the whole retained log into `<table>_replay`; wait until done."""
-    context = StreamContext.replay(settings)
+def rebuild(spark: SparkSession, settings: Settings, context: StreamContext | None = None) -> ReplaySummary:
+    """Run every query over the whole retained log into `<table>_replay` (or the side tables
+    of `context`, with its settings' definitions: a what-if); wait until done."""
+    context = context or StreamContext.replay(settings)
     prepare(settings, context)
     queries = start_queries(spark, context, REPLAYED_QUERIES)
     try:
@@ -110,20 +111,56 @@ def swap(settings: Settings) -> None:
     shutil.rmtree(retired, ignore_errors=True)
 
 
+def exchange(settings: Settings, side: StreamContext, retired: StreamContext) -> None:
+    """A what-if's swap (and its rollback): exchange each live table with `side`'s tables and
+    keep the old ones as `retired`'s, likewise the checkpoints, so that swapping back later
+    resumes the old tables from the offsets they were left at. The live queries must be
+    stopped. `retired`'s tables and checkpoints must not exist (they are the old live ones)."""
+    client = connect(settings)
+    for table in DERIVED_TABLES:
+        client.command(f"EXCHANGE TABLES {table} AND {side.table(table)}")
+        client.command(f"RENAME TABLE {side.table(table)} TO {retired.table(table)}")
+    live = settings.checkpoints_dir
+    side.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    for name in QUERIES:  # the alerts query keeps its checkpoint (as in swap)
+        if name not in REPLAYED_QUERIES and (live / name).exists():
+            (live / name).rename(side.checkpoints_dir / name)
+    if live.exists():
+        live.rename(retired.checkpoints_dir)
+    side.checkpoints_dir.rename(live)
+
+
+def discard(settings: Settings, side: StreamContext) -> None:
+    """Drop a what-if's side tables and checkpoints."""
+    client = connect(settings)
+    for table in DERIVED_TABLES:
+        client.command(f"DROP TABLE IF EXISTS {side.table(table)} SYNC")
+    shutil.rmtree(side.checkpoints_dir, ignore_errors=True)
+
+
 def expired_partitions(settings: Settings) -> dict[int, int]:
     """Partitions of `pageviews` whose first retained offset is not 0: events lost to retention."""
-    return asyncio.run(_expired_partitions(settings))
+    return {p: offset for p, offset in beginning_offsets(settings).items() if offset > 0}
 
 
-async def _expired_partitions(settings: Settings) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+def beginning_offsets(settings: Settings) -> dict[int, int]:
+    """Per partition of `pageviews`, the first offset the log still holds."""
+    return asyncio.run(_beginning_offsets(settings))
+
+
+async def _beginning_offsets(settings: Settings) -> dict[int, int]:
+    # Subscribed (no group, nothing consumed): start() then loads the topic's metadata, which
+    # partitions_for_topic reads. consumer.topics() alone was seen to leave it empty, and the
+    # expired log then looked whole.
+    consumer = AIOKafkaConsumer(
+        settings.pageviews_topic, bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False
+    )
     await consumer.start()
     try:
-        await consumer.topics()  # loads the cluster metadata partitions_for_topic reads
         partitions = consumer.partitions_for_topic(settings.pageviews_topic) or set()
         offsets = await consumer.beginning_offsets(
             [TopicPartition(settings.pageviews_topic, p) for p in partitions]
         )
-        return {tp.partition: offset for tp, offset in offsets.items() if offset > 0}
+        return {tp.partition: offset for tp, offset in offsets.items()}
     finally:
         await consumer.stop()

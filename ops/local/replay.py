@@ -12,6 +12,8 @@ import xmlrpc.client
 from collections.abc import Callable
 
 from ops.local.supervisor import rpc, supervisor_running
+from storage import definitions
+from storage.client import connect
 from storage.schema import apply_migrations
 from storage.tables import DERIVED_TABLES
 from stream_jobs.replay import ReplayError, ReplaySummary, expired_partitions, rebuild, swap
@@ -31,10 +33,12 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
             f"the log no longer starts at offset 0 (partition → first offset: {expired}): the derived "
             "rows of expired events cannot be rebuilt and the swap would drop them; --force to go on"
         )
-    restart = _stop_live_stream_jobs(settings, progress)
+    restart = stop_live_stream_jobs(settings, progress)
     from stream_jobs.session import build_spark_session
 
     apply_migrations(settings)
+    # A replay rebuilds with the current definitions version, as the live stream jobs run.
+    settings = definitions.applied(settings, definitions.current(connect(settings), settings).definitions)
     progress("replay: starting Spark")
     spark = build_spark_session(settings, app_name="tally-replay")
     try:
@@ -53,7 +57,7 @@ def run_replay(settings: Settings, progress: Callable[[str], None], force: bool 
     return summary
 
 
-def _stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
+def stop_live_stream_jobs(settings: Settings, progress: Callable[[str], None]) -> bool:
     """Stop the `spark` component under the local stack; True if it was running."""
     if supervisor_running(settings):
         state = rpc(settings).supervisor.getProcessInfo(SPARK_COMPONENT)["statename"]

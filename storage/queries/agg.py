@@ -27,6 +27,7 @@ time: a filtered report is answered from the archive (raw.py).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -174,7 +175,16 @@ GROUP BY t, value
 """
 
 
-def _piece_sql(q: StatsQuery, dimension: str, piece: Piece, name: str) -> tuple[str, dict[str, object]]:
+def side_tables(suffix: str) -> str:
+    """`suffix` checked: it is spliced into table names (a what-if's `_v3`, storage/definitions.py)."""
+    if not re.fullmatch(r"(_v[0-9]+)?", suffix):
+        raise ValueError(f"not a side-table suffix: {suffix!r}")
+    return suffix
+
+
+def _piece_sql(
+    q: StatsQuery, dimension: str, piece: Piece, name: str, suffix: str = ""
+) -> tuple[str, dict[str, object]]:
     parameters: dict[str, object] = {}
     if piece.label is None:
         label = "toDateTime(bucket, 'UTC')" if piece.table == ROLLUP_DAY else "bucket"
@@ -188,7 +198,7 @@ def _piece_sql(q: StatsQuery, dimension: str, piece: Piece, name: str) -> tuple[
             f"{name}_end": piece.end.date() if day else piece.end,
         }
         sql = _ROLLUP_PIECE.format(
-            label=label, visitors=piece.visitors or "0", table=piece.table, name=name,
+            label=label, visitors=piece.visitors or "0", table=piece.table + side_tables(suffix), name=name,
             type="Date" if day else "DateTime('UTC')",
         )  # fmt: skip
         return sql, parameters
@@ -206,12 +216,15 @@ def _piece_sql(q: StatsQuery, dimension: str, piece: Piece, name: str) -> tuple[
     return _RAW_VISITORS_PIECE.format(label=label, value=value, visitors=visitors, source=source), parameters
 
 
-def _summed(q: StatsQuery, dimension: str, pieces: list[Piece]) -> tuple[str, dict[str, object]]:
+def _summed(
+    q: StatsQuery, dimension: str, pieces: list[Piece], suffix: str = ""
+) -> tuple[str, dict[str, object]]:
     """SQL selecting t, value, pageviews, visitors, sessions, bounces, duration_ms summed over
-    `pieces`, one row per (t, value) that does not net to zero."""
+    `pieces`, one row per (t, value) that does not net to zero; from the rollups named with
+    `suffix` (a what-if's side tables) if given."""
     parts, parameters = [], {**q.parameters(), "dimension": dimension}
     for index, piece in enumerate(pieces):
-        sql, piece_parameters = _piece_sql(q, dimension, piece, f"p{index}")
+        sql, piece_parameters = _piece_sql(q, dimension, piece, f"p{index}", suffix)
         parts.append(sql)
         parameters |= piece_parameters
     sql = (
@@ -223,11 +236,12 @@ def _summed(q: StatsQuery, dimension: str, pieces: list[Piece]) -> tuple[str, di
     return sql, parameters
 
 
-def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+def aggregate(client: Client, q: StatsQuery, suffix: str = "") -> dict[str, float]:
+    """The aggregate report; from a what-if's side tables with `suffix` (`_v3`)."""
     pieces = plan(q.start, q.end, "day", label=UNTIMED)
     if not pieces:
         return metrics(0, 0, 0, 0, 0.0)
-    sql, parameters = _summed(q, "", pieces)
+    sql, parameters = _summed(q, "", pieces, suffix)
     rows = client.query(sql, parameters=parameters).result_rows
     _, _, pageviews, visitors, sessions, bounces, duration_ms = rows[0] if rows else (0,) * 7
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
@@ -374,13 +388,15 @@ def session_timeseries(client: Client, q: StatsQuery, interval: Interval) -> lis
     return fill_sessions(q, interval, rows.result_rows)
 
 
-def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:
+def session_breakdown(
+    client: Client, q: StatsQuery, by: str, limit: int, suffix: str = ""
+) -> list[SessionBreakdownRow]:
     """Per value of a session dimension: the rollups' session rows carry sessions, bounces and
-    duration_ms with the page views and visitors (migration 0020)."""
+    duration_ms with the page views and visitors (migration 0020); `suffix` as in aggregate."""
     pieces = plan(q.start, q.end, "day", label=UNTIMED)
     if not pieces:
         return []
-    sql, parameters = _summed(q, by, pieces)
+    sql, parameters = _summed(q, by, pieces, suffix)
     rows = client.query(
         f"SELECT value, pageviews, visitors, sessions, bounces, duration_ms FROM ({sql}) "
         "ORDER BY visitors DESC, pageviews DESC, value LIMIT {limit:UInt32}",

@@ -26,8 +26,10 @@ it covers, the late events in its range, and whether agg and raw agree on it.
   either side, is processed); goal and custom events per day and event name (goal_events_day
   and goal_visitors_day against the archive they are filled from); breakdowns, engagement and
   funnels "not checked", with the reason. The overall status disagrees if any figure does.
-- `definitions`: the definitions the query layer applied, and `definitions_version`, their
-  fingerprint (the same definitions, the same version).
+- `definitions`: the definitions the query layer applied; `definitions_version`, the number of
+  the stored version they come from (storage/definitions.py; null before version 1 is
+  recorded), and `definitions_fingerprint`, a fingerprint of them (equal definitions, equal
+  fingerprint).
 
 Cost: three small reads (progress, late events, the archive's offsets in the range: the
 archive is ordered by (site, day), so this reads the range's three columns) and, when
@@ -129,6 +131,7 @@ class Provenance:
     late_by_day: dict[datetime, int]
     agreement: Agreement
     definitions: dict[str, int]
+    version: int | None = None  # the stored definitions version (storage/definitions.py)
 
     @property
     def definitions_version(self) -> str:
@@ -148,6 +151,7 @@ def provenance(
     topic: str,
     definitions: dict[str, int] | None = None,
     check: bool = True,
+    version: int | None = None,
 ) -> Provenance:
     """The provenance of an answer to `q` read from `source` (the source that answered)."""
     processed, watermark = stream_progress(client, topic)
@@ -171,6 +175,7 @@ def provenance(
         agreement=agreement,
         definitions=definitions
         or {"session_gap_s": q.session_gap_s, "engaged_bounce_ms": q.engaged_bounce_ms},
+        version=version,
     )
 
 
@@ -360,7 +365,12 @@ NOT_CHECKED = [
         "not checked",
         reason="time on page and scroll depth have no per-day total to compare cheaply",
     ),
-    FigureCheck("funnels", "", "not checked", reason="read from the raw archive on both sources"),
+    FigureCheck(
+        "funnels",
+        "",
+        "not checked",
+        reason="agg's stored days are computed from the archive, recomputed when it changes",
+    ),
 ]
 
 
@@ -474,7 +484,16 @@ def compare_event_days(client: Client, site: str, figure: str, first: datetime, 
 # --- JSON, as the stats APIs carry it in `meta` ----------------------------------------------
 
 #: The fields provenance adds to a `meta` object besides `source`.
-FIELDS = ("range", "log", "watermark", "late_events", "agreement", "definitions", "definitions_version")
+FIELDS = (
+    "range",
+    "log",
+    "watermark",
+    "late_events",
+    "agreement",
+    "definitions",
+    "definitions_version",
+    "definitions_fingerprint",
+)
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -500,7 +519,10 @@ def to_json(p: Provenance) -> dict[str, object]:
         },
         "agreement": _agreement_json(p.agreement),
         "definitions": p.definitions,
-        "definitions_version": p.definitions_version,
+        # The stored version's number (None before version 1 is recorded) and a fingerprint of
+        # the definitions applied (the same definitions, the same fingerprint).
+        "definitions_version": p.version,
+        "definitions_fingerprint": p.definitions_version,
     }
 
 

@@ -1,0 +1,161 @@
+"""`tally whatif` on the local stack: record a proposed definitions version, rebuild the
+derived tables with it into side tables, compare, and swap it in, roll it back or discard it.
+
+The rebuild is `tally replay`'s (stream_jobs/replay.py, into `<table>_v<N>` from checkpoints
+`checkpoints_v<N>` instead of `_replay`); it runs beside the live stream jobs, which keep
+writing the live tables meanwhile. A swap stops the live stream jobs (as a replay does),
+exchanges every derived table with the version's side table and its checkpoints with the live
+ones, keeping the replaced version's as its own side tables, records the switch, and starts
+the stream jobs again: they read the current version at start (stream_jobs/app.py) and resume
+from the swapped-in checkpoints. A rollback is the same swap back: the previous version's
+tables resume from the offsets they were left at and catch up on the log.
+
+Beyond the log's retention (the log no longer holds the offsets the archive has for the
+range's beginning) a rebuild from the log would miss the range's first events: it is refused
+with one line naming --from-archive, which builds the side tables from ClickHouse `events`
+with SQL (storage/rollup_backfill.py) for the range's days. The difference: the archive holds
+what was accepted and archived; the log also holds what the stream jobs saw and when (events
+behind the watermark are counted as late by the stream jobs and not in the rollups; the
+archive's rebuild counts them), and an archive-built version has no log checkpoints, so it is
+for comparing only and cannot be swapped in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time, timedelta
+
+from clickhouse_connect.driver.client import Client
+from pyspark.sql import SparkSession
+
+from ops.local.replay import SPARK_COMPONENT, stop_live_stream_jobs
+from ops.local.supervisor import rpc
+from storage import definitions
+from storage.archive_rows import SYNTHETIC_PARTITION
+from storage.client import connect
+from storage.definitions import DefinitionsError, Version, side_suffix
+from storage.queries import sites as archived_sites
+from storage.rollup_backfill import backfill_rollups
+from storage.schema import apply_migrations
+from stream_jobs import versions
+from stream_jobs.context import StreamContext
+from stream_jobs.replay import beginning_offsets, prepare, rebuild
+from stream_jobs.versions import check_swap, side_context, swap_version
+from tally.settings import Settings
+
+Progress = Callable[[str], None]
+
+
+def propose(settings: Settings, changes: dict[str, int], note: str) -> tuple[Version, Version]:
+    """Record the proposed version; returns (current, proposed)."""
+    apply_migrations(settings)
+    client = connect(settings)
+    current = definitions.current(client, settings)
+    return current, definitions.propose(client, settings, changes, note)
+
+
+def log_misses(settings: Settings, client: Client, start: datetime) -> dict[int, tuple[int, int]]:
+    """Partitions whose log no longer holds the archive's first event at or after `start`:
+    partition → (the log's first offset, the archive's first offset of the range)."""
+    beginnings = beginning_offsets(settings)
+    rows = client.query(
+        "SELECT kafka_partition, min(kafka_offset) FROM events "
+        "WHERE ts >= {start:DateTime64(3, 'UTC')} AND kafka_partition != {synthetic:UInt16} "
+        "GROUP BY kafka_partition",
+        parameters={"start": start, "synthetic": SYNTHETIC_PARTITION},
+    ).result_rows
+    return {
+        int(p): (beginnings[int(p)], int(first))
+        for p, first in rows
+        if int(p) in beginnings and beginnings[int(p)] > int(first)
+    }
+
+
+def build(
+    settings: Settings,
+    proposed: Version,
+    start: datetime,
+    end: datetime,
+    progress: Progress,
+    from_archive: bool = False,
+    spark: SparkSession | None = None,
+) -> None:
+    """Build the proposed version's side tables: from the log (refused with one line if the
+    log no longer holds the range's beginning), or from the archive for the range's days.
+    Spark: `spark` if given (left running), else a session of its own."""
+    client = connect(settings)
+    context = side_context(settings, proposed)
+    if from_archive:
+        progress(f"whatif: building version {proposed.number} from the archive (events), {start:%Y-%m-%d} on")
+        build_from_archive(client, context, start, end)
+        return
+    misses = log_misses(settings, client, start)
+    if misses:
+        words = ", ".join(
+            f"partition {p} starts at {log} (range from {archive})" for p, (log, archive) in misses.items()
+        )
+        raise DefinitionsError(
+            f"the log no longer holds the range's beginning ({words}): --from-archive replays ClickHouse "
+            "events instead (what was archived, without the stream jobs' late-event accounting)"
+        )
+    progress(f"whatif: replaying the log into side tables {side_suffix(proposed.number)} (Spark)")
+    if spark is not None:
+        summary = rebuild(spark, context.settings, context)
+    else:
+        from stream_jobs.session import build_spark_session
+
+        own = build_spark_session(settings, app_name="tally-whatif")
+        try:
+            summary = rebuild(own, context.settings, context)
+        finally:
+            own.stop()
+    progress(f"whatif: {summary.events} events replayed with version {proposed.number}")
+
+
+def build_from_archive(client: Client, context: StreamContext, start: datetime, end: datetime) -> None:
+    """Side tables from the archive's events of the range's UTC days, every site's."""
+    prepare(context.settings, context)
+    first, last = start.astimezone(UTC).date(), (end.astimezone(UTC) - timedelta(milliseconds=1)).date()
+    for site in archived_sites(client):
+        backfill_rollups(
+            client, site, first, last + timedelta(days=1), table_suffix=context.table_suffix,
+            session_gap_s=context.settings.session_gap_s,
+            engaged_bounce_ms=context.settings.engaged_bounce_ms,
+        )  # fmt: skip
+    # prepare() left no checkpoints: swap_to refuses a version without them.
+
+
+def swap_to(settings: Settings, number: int, progress: Progress, reason: str = "swap") -> int:
+    """Make version `number` current (its side tables become the live ones); returns the
+    version it replaced, whose tables become its side tables."""
+    client = connect(settings)
+    check_swap(settings, client, number)  # refused before anything stops
+    restart = stop_live_stream_jobs(settings, progress)
+    replaced, _ = swap_version(settings, client, number, reason)
+    kept = side_suffix(replaced.number)
+    progress(f"whatif: version {number} is current; version {replaced.number}'s tables kept as {kept}")
+    if restart:
+        rpc(settings).supervisor.startProcess(SPARK_COMPONENT, True)
+        progress(f"whatif: stream jobs started again with version {number}'s definitions")
+    return replaced.number
+
+
+def rollback(settings: Settings, progress: Progress) -> int:
+    """Swap the version the last switch replaced back in; returns it."""
+    previous = definitions.previous_number(connect(settings))
+    swap_to(settings, previous, progress, reason="rollback")
+    return previous
+
+
+def discard_version(settings: Settings, number: int) -> None:
+    """Drop version `number`'s side tables and checkpoints (never the current version's)."""
+    versions.discard_version(settings, connect(settings), number)
+
+
+def range_or_default(start: date | None, end: date | None, today: date) -> tuple[datetime, datetime]:
+    """[start, end] as whole UTC days, both included; by default the last 7 days and today."""
+    last = end or today
+    first = start or last - timedelta(days=7)
+    if first > last:
+        raise DefinitionsError("--from must not be after --to")
+    return datetime.combine(first, time(), UTC), datetime.combine(last + timedelta(days=1), time(), UTC)

@@ -1,0 +1,83 @@
+"""How `tally whatif` and `tally definitions` print: old and new numbers side by side.
+
+Terminal output is the CLI's concern: storage/queries/whatif.py computes the comparison, this
+module only lays it out.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from storage.definitions import Version
+from storage.queries.whatif import METRICS, Comparison, Side
+
+LABELS = {
+    "visitors": "visitors",
+    "sessions": "visits",
+    "bounce_rate": "bounce rate",
+    "avg_session_duration_s": "visit duration (s)",
+    "pageviews": "pageviews",
+}
+
+
+def number(metric: str, value: float) -> str:
+    if metric == "bounce_rate":
+        return f"{value * 100:.1f}%"
+    if metric == "avg_session_duration_s":
+        return f"{value:.1f}"
+    return f"{int(value):,}"
+
+
+def change(metric: str, old: float, new: float) -> str:
+    if metric == "bounce_rate":
+        return f"{(new - old) * 100:+.1f} pts"
+    if not old:
+        return "—" if not new else "new"
+    return f"{(new - old) / old * 100:+.1f}%"
+
+
+def heading(side: Side, role: str) -> str:
+    gap_min = side.definitions["session_gap_s"] / 60
+    bounce_s = side.definitions["engaged_bounce_ms"] / 1000
+    return f"v{side.version} {role}\n(gap {gap_min:g} min, engaged {bounce_s:g} s)"
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    """Totals with their change, then the top entry pages of each side."""
+    current, proposed = comparison.current, comparison.proposed
+    title = f"{comparison.site}: {comparison.start:%Y-%m-%d} to {comparison.end:%Y-%m-%d} (UTC, end excluded)"
+    table = Table("", heading(current, "current"), heading(proposed, "proposed"), "change", title=title)
+    for metric in METRICS:
+        old, new = current.totals[metric], proposed.totals[metric]
+        table.add_row(LABELS[metric], number(metric, old), number(metric, new), change(metric, old, new))
+    console.print(table)
+    pages = Table(
+        "entry page", f"visits v{current.version}", f"visits v{proposed.version}", title="top entry pages"
+    )
+    old_visits = {row.value: row.totals["sessions"] for row in current.entry_pages}
+    new_visits = {row.value: row.totals["sessions"] for row in proposed.entry_pages}
+    for page in dict.fromkeys([*new_visits, *old_visits]):
+        pages.add_row(page, _visits(old_visits.get(page)), _visits(new_visits.get(page)))
+    console.print(pages)
+
+
+def _visits(value: float | None) -> str:
+    return "—" if value is None else f"{int(value):,}"
+
+
+def version_lines(versions: list[Version], current: int) -> list[str]:
+    """One tab-separated line per version (as `tally goals list`): a terminal's width never
+    cuts one, and scripts can read them."""
+    lines = []
+    for version in versions:
+        d = version.definitions
+        marker = "current" if version.number == current else ""
+        rules = " ".join(f"{name}={value}" for name, value in sorted(d.rules.items()))
+        fields = [
+            str(version.number), marker, f"session_gap_s={d.session_gap_s}",
+            f"engaged_bounce_ms={d.engaged_bounce_ms}", f"watermark_s={d.watermark_s}", rules,
+            f"{version.created_at:%Y-%m-%d %H:%M} UTC", version.note,
+        ]  # fmt: skip
+        lines.append("\t".join(fields))
+    return lines

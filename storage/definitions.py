@@ -1,0 +1,328 @@
+"""Versioned definitions (issue 21): the numbered sets of definitions the derived tables are
+computed with, which one is current, and how a process gets its numbers from it.
+
+What a version holds (migration 0054):
+- the definitions the stream jobs shape the derived tables with, and that a what-if replays
+  the log through: `session_gap_s` (sessions, visits, bounces, durations, entry and exit
+  pages) and `engaged_bounce_ms` (a one-page session with this much engaged time is no
+  bounce); `watermark_s` (which events the windows count as late) is recorded with them;
+- fingerprints of the rules applied elsewhere, recorded as they were when the version was
+  made, so that two versions say whether they differ: channel rules (storage/channels.py,
+  applied at read time), the sites' goals and exclusions (their own tables). Exclusions and
+  bot rules act in the collector, before the log: no replay can bring back what they dropped,
+  so a what-if cannot change them. Tally has no path normalisation beyond the collector's.
+
+One source of truth: the stored current version. The environment (`TALLY_SESSION_GAP_S`,
+`TALLY_ENGAGED_BOUNCE_MS`, `TALLY_WATERMARK_S`) seeds version 1, once, on the first start
+after the upgrade (`current`); from then on a version changes only through `tally whatif
+--swap` or `tally whatif rollback`, and an environment that says otherwise is reported by
+`tally definitions` (never silently applied: the derived tables were built with the stored one).
+Processes apply it with `applied` (stream jobs: read at start, so a swap restarts them; the
+dashboard and the API: `CurrentDefinitions`, re-read every few seconds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Literal
+from uuid import UUID, uuid4
+
+from clickhouse_connect.driver.client import Client
+
+from storage import channels
+from tally.settings import Settings
+
+VERSIONS = "definition_versions"
+SWITCHES = "definition_switches"
+#: Side tables of a version are `<derived table>_v<N>`: an integer, so safe to splice into SQL.
+SIDE_SUFFIX = "_v{version}"
+REFRESH_S = 2.0  # how stale the dashboard's copy of the current version may be
+
+
+class DefinitionsError(ValueError):
+    """A version that does not exist, or a switch that cannot be made."""
+
+
+@dataclass(frozen=True)
+class Definitions:
+    session_gap_s: int
+    engaged_bounce_ms: int
+    watermark_s: int
+    rules: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Definitions:
+        values = json.loads(text)
+        return cls(
+            int(values["session_gap_s"]),
+            int(values["engaged_bounce_ms"]),
+            int(values["watermark_s"]),
+            dict(values.get("rules", {})),
+        )
+
+    def replayed(self) -> dict[str, int]:
+        """The definitions a replay applies (the rest are recorded, not replayed)."""
+        return {
+            "session_gap_s": self.session_gap_s,
+            "engaged_bounce_ms": self.engaged_bounce_ms,
+            "watermark_s": self.watermark_s,
+        }
+
+
+@dataclass(frozen=True)
+class Version:
+    number: int
+    definitions: Definitions
+    note: str
+    created_at: datetime
+
+
+def side_suffix(version: int) -> str:
+    """The table suffix of a version's side tables (`_v3`)."""
+    return SIDE_SUFFIX.format(version=int(version))
+
+
+def from_settings(client: Client, settings: Settings) -> Definitions:
+    """The definitions the environment states, with today's rule fingerprints."""
+    return Definitions(
+        settings.session_gap_s, settings.engaged_bounce_ms, settings.watermark_s, rule_fingerprints(client)
+    )
+
+
+def rule_fingerprints(client: Client) -> dict[str, str]:
+    """Fingerprints of the rules applied outside the stream jobs, as they are now."""
+    channel_rules = [
+        channels.SEARCH_ENGINES, channels.SOCIAL_NETWORKS, channels.PAID_MEDIUM, channels.DISPLAY_MEDIA,
+        channels.SOCIAL_MEDIA, channels.EMAIL_VALUES, channels.REFERRAL_MEDIA, channels.CHANNELS,
+    ]  # fmt: skip
+    goals = client.query(
+        "SELECT site, goal, kind, event_name, page_pattern, currency FROM goals FINAL "
+        "WHERE removed = 0 ORDER BY site, goal"
+    ).result_rows
+    exclusions = client.query(
+        "SELECT site, kind, value FROM site_exclusions FINAL WHERE removed = 0 ORDER BY site, kind, value"
+    ).result_rows
+    return {
+        "channels": fingerprint(channel_rules),
+        "goals": fingerprint(goals),
+        "exclusions": fingerprint(exclusions),
+    }
+
+
+def fingerprint(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+# --- reading and recording versions -------------------------------------------------------
+
+
+def current(client: Client, settings: Settings) -> Version:
+    """The current version; on the first call after the upgrade, version 1 from the environment."""
+    number = current_number(client)
+    if number is None:
+        record_first(client, settings)
+        number = current_number(client) or 1
+    return get(client, number)
+
+
+def current_number(client: Client) -> int | None:
+    rows = client.query(f"SELECT version FROM {SWITCHES} ORDER BY at DESC, version DESC LIMIT 1").result_rows
+    return int(rows[0][0]) if rows else None
+
+
+def record_first(client: Client, settings: Settings) -> None:
+    """Version 1: the definitions the environment states, current from now (the upgrade)."""
+    if get_or_none(client, 1) is None:
+        _insert_version(client, 1, from_settings(client, settings), "from the environment (upgrade)")
+    _insert_switch(client, 1, 0, "upgrade")
+
+
+def get(client: Client, number: int) -> Version:
+    version = get_or_none(client, number)
+    if version is None:
+        raise DefinitionsError(f"no definitions version {number}")
+    return version
+
+
+def get_or_none(client: Client, number: int) -> Version | None:
+    rows = client.query(
+        f"SELECT version, definitions, note, created_at FROM {VERSIONS} FINAL WHERE version = {{v:UInt32}}",
+        parameters={"v": number},
+    ).result_rows
+    return _version(rows[0]) if rows else None
+
+
+def list_versions(client: Client) -> list[Version]:
+    rows = client.query(
+        f"SELECT version, definitions, note, created_at FROM {VERSIONS} FINAL ORDER BY version"
+    ).result_rows
+    return [_version(row) for row in rows]
+
+
+def _version(row: tuple) -> Version:
+    return Version(int(row[0]), Definitions.from_json(row[1]), row[2], row[3])
+
+
+def propose(client: Client, settings: Settings, changes: dict[str, int], note: str) -> Version:
+    """Record a new version: the current one with `changes` (not current until swapped in)."""
+    base = current(client, settings).definitions
+    unknown = set(changes) - set(base.replayed())
+    if unknown:
+        raise DefinitionsError(f"unknown definitions: {', '.join(sorted(unknown))}")
+    values = {**base.replayed(), **changes}
+    proposed = Definitions(**values, rules=rule_fingerprints(client))
+    number = int(client.query(f"SELECT max(version) FROM {VERSIONS}").result_rows[0][0]) + 1
+    _insert_version(client, number, proposed, note)
+    return get(client, number)
+
+
+def switch_to(client: Client, number: int, reason: str) -> int:
+    """Make version `number` current; returns the version it replaces."""
+    get(client, number)
+    previous = current_number(client) or 1
+    _insert_switch(client, number, previous, reason)
+    return previous
+
+
+def previous_number(client: Client) -> int:
+    """The version the newest switch replaced (what a rollback goes back to)."""
+    rows = client.query(f"SELECT previous FROM {SWITCHES} ORDER BY at DESC, version DESC LIMIT 1").result_rows
+    if not rows or int(rows[0][0]) == 0:
+        raise DefinitionsError("no earlier version to roll back to")
+    return int(rows[0][0])
+
+
+def _insert_version(client: Client, number: int, definitions: Definitions, note: str) -> None:
+    client.insert(
+        VERSIONS, [[number, definitions.to_json(), note]], column_names=["version", "definitions", "note"]
+    )
+
+
+def _insert_switch(client: Client, number: int, previous: int, reason: str) -> None:
+    client.insert(SWITCHES, [[number, previous, reason]], column_names=["version", "previous", "reason"])
+
+
+# --- applying the current version -----------------------------------------------------------
+
+
+def applied(settings: Settings, definitions: Definitions) -> Settings:
+    """`settings` with the definitions of a version in place of the environment's."""
+    return settings.model_copy(update=definitions.replayed())
+
+
+def environment_differences(settings: Settings, definitions: Definitions) -> list[str]:
+    """The replayed definitions the environment states otherwise than `definitions` (ignored)."""
+    return [
+        f"TALLY_{name.upper()}={getattr(settings, name)} (current: {value})"
+        for name, value in definitions.replayed().items()
+        if getattr(settings, name) != value
+    ]
+
+
+def current_or_none(client: Client) -> Version | None:
+    """The current version, or None before version 1 is recorded (readers never record it)."""
+    number = current_number(client)
+    return None if number is None else get_or_none(client, number)
+
+
+class CurrentDefinitions:
+    """The current version for a long-running reader (the dashboard and its API), re-read at
+    most every REFRESH_S seconds: a swap shows within that, without a restart. Before version 1
+    is recorded (the stream jobs' first start after the upgrade, `tally up`, `tally whatif`)
+    the environment's definitions apply: version 1 will hold the same."""
+
+    def __init__(self, settings: Settings, clients: Callable[[], Client]) -> None:
+        self._settings, self._clients = settings, clients
+        self._lock = threading.Lock()
+        self._version: Version | None = None
+        self._read_at: float | None = None
+
+    def version(self) -> Version | None:
+        with self._lock:
+            if self._read_at is None or time.monotonic() - self._read_at > REFRESH_S:
+                self._version = current_or_none(self._clients())
+                self._read_at = time.monotonic()
+            return self._version
+
+    def settings(self) -> Settings:
+        """The process's settings with the current version's definitions."""
+        version = self.version()
+        return self._settings if version is None else applied(self._settings, version.definitions)
+
+
+DURATION = re.compile(r"^(\d+)(ms|s|m|h)?$")
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def duration_ms(text: str) -> int:
+    """'20m', '90s', '1h', '500ms' (or plain seconds) in milliseconds; ValueError otherwise."""
+    match = DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like 20m, 90s, 1h or 500ms")
+    return int(match[1]) * _UNITS_MS[match[2] or "s"]
+
+
+# --- requests from the dashboard (migration 0055) ---------------------------------------------
+
+REQUESTS = "definition_requests"
+Action = Literal["swap", "discard"]
+
+
+@dataclass(frozen=True)
+class Request:
+    id: UUID
+    version: int
+    action: str
+    requested_by: str
+    requested_at: datetime
+    state: str
+    outcome: str
+
+
+def ask(client: Client, version: int, action: Action, requested_by: str) -> Request:
+    """Record a pending swap or discard of `version` for the stream jobs to carry out."""
+    get(client, version)
+    now = datetime.now(UTC)
+    request = Request(uuid4(), version, action, requested_by, now, "pending", "")
+    _write_request(client, request)
+    return request
+
+
+def pending_requests(client: Client) -> list[Request]:
+    """Pending requests, oldest first."""
+    rows = client.query(
+        f"SELECT id, version, action, requested_by, requested_at, state, outcome FROM {REQUESTS} FINAL "
+        "WHERE state = 'pending' ORDER BY requested_at"
+    ).result_rows
+    return [Request(*row) for row in rows]
+
+
+def recent_requests(client: Client, limit: int = 5) -> list[Request]:
+    rows = client.query(
+        f"SELECT id, version, action, requested_by, requested_at, state, outcome FROM {REQUESTS} FINAL "
+        "ORDER BY requested_at DESC LIMIT {limit:UInt32}",
+        parameters={"limit": limit},
+    ).result_rows
+    return [Request(*row) for row in rows]
+
+
+def finish(client: Client, request: Request, state: Literal["done", "refused"], outcome: str) -> None:
+    _write_request(client, replace(request, state=state, outcome=outcome))
+
+
+def _write_request(client: Client, r: Request) -> None:
+    client.insert(
+        REQUESTS,
+        [[r.id, r.version, r.action, r.requested_by, r.requested_at, r.state, r.outcome]],
+        column_names=["id", "version", "action", "requested_by", "requested_at", "state", "outcome"],
+    )

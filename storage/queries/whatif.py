@@ -1,0 +1,79 @@
+"""A what-if's numbers (issue 21): one range of one site read from the live derived tables
+(the current definitions' version) and from a proposed version's side tables
+(`<table>_v<N>`, built by `tally whatif`), side by side.
+
+Both sides are the agg source's reports (storage/queries/agg.py), each run with its own
+version's definitions, so a number on the proposed side equals the raw source's answer with
+the proposed definitions (tests/integration/test_whatif.py) wherever the live side equals
+the raw source's answer with the current ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from clickhouse_connect.driver.client import Client
+
+from storage.definitions import Version, side_suffix
+from storage.queries import agg
+from storage.queries.contract import SessionBreakdownRow, StatsQuery
+
+#: The numbers compared, in the order shown (metrics() keys).
+METRICS = ("visitors", "sessions", "bounce_rate", "avg_session_duration_s", "pageviews")
+ENTRY_PAGES = "entry_path"
+
+
+@dataclass(frozen=True)
+class Side:
+    version: int
+    definitions: dict[str, int]
+    totals: dict[str, float]
+    entry_pages: list[SessionBreakdownRow]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    site: str
+    start: datetime
+    end: datetime
+    current: Side
+    proposed: Side
+
+
+def query_for(q: StatsQuery, version: Version) -> StatsQuery:
+    """`q` with the version's definitions (what the raw source and the raw pieces apply)."""
+    definitions = version.definitions
+    return replace(
+        q, session_gap_s=definitions.session_gap_s, engaged_bounce_ms=definitions.engaged_bounce_ms
+    )
+
+
+def side(client: Client, q: StatsQuery, version: Version, suffix: str, limit: int) -> Side:
+    versioned = query_for(q, version)
+    return Side(
+        version.number,
+        version.definitions.replayed(),
+        agg.aggregate(client, versioned, suffix),
+        agg.session_breakdown(client, versioned, ENTRY_PAGES, limit, suffix),
+    )
+
+
+def compare(client: Client, q: StatsQuery, current: Version, proposed: Version, limit: int = 5) -> Comparison:
+    """`q`'s range read from the live tables (current) and version `proposed`'s side tables."""
+    return Comparison(
+        q.site,
+        q.start,
+        q.end,
+        side(client, q, current, "", limit),
+        side(client, q, proposed, side_suffix(proposed.number), limit),
+    )
+
+
+def side_tables_exist(client: Client, version: int) -> bool:
+    """Whether version `version` has side tables (built, not yet discarded)."""
+    rows = client.query(
+        "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = {name:String}",
+        parameters={"name": "sessions" + side_suffix(version)},
+    ).result_rows
+    return bool(rows[0][0])
