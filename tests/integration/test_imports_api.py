@@ -48,14 +48,14 @@ def export_zip() -> bytes:
     return data.getvalue()
 
 
-def member_key(client: Client, site: str, role: str) -> str:
+def member_key(client: Client, site: str, role: str, scope: str = "manage") -> str:
     """A team member with `role` on `site` (invited and accepted) and their API key for it."""
     email = f"{role}-{uuid.uuid4().hex[:6]}@example.com"
     token = users.create_invite(client, email, site, role)
     invite = users.find_invite(client, token)
     assert invite is not None
     users.accept_invite(client, token, invite, PASSWORD)
-    return users.create_key(client, email, [site], scope="manage")[1]
+    return users.create_key(client, email, [site], scope=scope)[1]
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,10 @@ def test_an_admins_key_may_import_a_viewers_may_not(
     ga4 = b"date,activeUsers,sessions,screenPageViews\n20261003,6,7,12\n"
     viewer = member_key(store, site, "viewer")
     status, answer = upload(api, viewer, ga4, site=site, origin="ga4")
-    assert status == 403 and "need an admin's or the owner's key" in answer["error"]
+    assert status == 403 and "needs an admin's or the owner's key" in answer["error"]
+    # An admin's read key imports nothing: a key pasted into a reporting tool changes nothing.
+    status, answer = upload(api, member_key(store, site, "admin", scope="read"), ga4, site=site, origin="ga4")
+    assert status == 403 and "scope manage" in answer["error"]
     elsewhere = member_key(store, OTHER, "admin")  # an admin, of another site
     assert upload(api, elsewhere, ga4, site=site, origin="ga4")[0] == 403
     assert upload(api, "wrong", ga4, site=site, origin="ga4")[0] == 401

@@ -52,10 +52,10 @@ def operator(dashboard_settings: Settings) -> dict[str, str]:
     return {"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"}
 
 
-def member_key(store: Client, email: str, role: str) -> dict[str, str]:
+def member_key(store: Client, email: str, role: str, scope: str = "manage") -> dict[str, str]:
     set_password(store, email, "a long member password")
     set_role(store, email, SITE, role)
-    _, token = create_key(store, email, [SITE], scope="manage")
+    _, token = create_key(store, email, [SITE], scope=scope)
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -138,7 +138,10 @@ def test_viewer_key_lists_admin_key_changes(
     admin = member_key(store, "segments-admin@example.com", "admin")
     assert call(api, "GET", viewer)[0] == 200
     status, error = call(api, "POST", viewer, {"name": "Viewer's", "filters": SEARCH})
-    assert status == 403 and "viewer" in error["error"]
+    assert status == 403 and "needs an admin's or the owner's key" in error["error"]
+    read_only = member_key(store, "segments-admin@example.com", "admin", scope="read")
+    status, error = call(api, "POST", read_only, {"name": "Read key's", "filters": SEARCH})
+    assert status == 403 and "scope manage" in error["error"]
     status, created = call(api, "POST", admin, {"name": "Admin's", "filters": SEARCH})
     assert status == 201
     assert call(api, "DELETE", viewer, id=str(created["id"]))[0] == 403
