@@ -75,8 +75,10 @@ def _header() -> html.Header:
                     placeholder="Pick a site",
                     clearable=False,
                     searchable=True,
-                    persistence=True,
-                    persistence_type="local",
+                    # No Dash persistence here: the dropdown clears a value its options do not
+                    # hold yet as if the user had (setProps value=None), persistence records that
+                    # as the user's choice, and the next load shows "Pick a site" although the
+                    # site callback chose one (seen as a flaky sign-in in test_dashboard_team).
                 ),
                 className="site-box",
             ),
