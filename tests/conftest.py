@@ -14,4 +14,5 @@ pytest_plugins = [
     "tests.fixtures.collector_server",
     "tests.fixtures.browser",
     "tests.fixtures.dashboard_server",
+    "tests.fixtures.smtp_inbox",
 ]

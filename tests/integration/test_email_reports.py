@@ -7,14 +7,11 @@ from __future__ import annotations
 import email
 import os
 import re
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from email.policy import default
 
 import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from dashboard import display
 from dashboard.app import build_app
@@ -25,34 +22,13 @@ from tally.settings import Settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.events import archive_rows, page_view
 from tests.fixtures.ports import free_port
+from tests.fixtures.smtp_inbox import Inbox
 from tests.integration.test_cli_errors import one_line_error
 
 pytestmark = pytest.mark.integration
 
 SITE = "reports.example.com"
 OWNER = "owner@example.com"
-
-
-class Inbox:
-    """aiosmtpd's handler: every message the server accepted, as bytes."""
-
-    def __init__(self) -> None:
-        self.messages: list[bytes] = []
-
-    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
-        self.messages.append(envelope.original_content or envelope.content)
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture(scope="module")
-def inbox() -> Iterator[tuple[Inbox, int]]:
-    handler, port = Inbox(), free_port()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield handler, port
-    finally:
-        controller.stop()
 
 
 def week_events(first: date) -> list:

@@ -13,13 +13,11 @@ import email
 import io
 import os
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.policy import default
 
 import pytest
-from aiosmtpd.controller import Controller
 from clickhouse_connect.driver.client import Client
 from PIL import Image
 
@@ -33,8 +31,8 @@ from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.events import archive_rows, page_view
-from tests.fixtures.ports import free_port
-from tests.integration.test_email_reports import Inbox, part
+from tests.fixtures.smtp_inbox import Inbox
+from tests.integration.test_email_reports import part
 
 pytestmark = pytest.mark.integration
 
@@ -75,17 +73,6 @@ def month_events() -> list:
             "/",
         ),
     ]
-
-
-@pytest.fixture(scope="module")
-def inbox() -> Iterator[tuple[Inbox, int]]:
-    handler, port = Inbox(), free_port()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield handler, port
-    finally:
-        controller.stop()
 
 
 @pytest.fixture(scope="module")
