@@ -423,8 +423,15 @@ async def test_page_scrolled_and_left_sends_an_engagement_event_that_is_archived
     opened = time.monotonic()
     await page.goto(home)
     await page.wait_for_function("typeof tally === 'function'")
+    # Scroll events are dispatched on the next frame, not by scrollTo: wait until one has been
+    # delivered. Listeners run in the order they were added, so the tracker's has run by then;
+    # scrolling back up before that frame would hide the deep point from it.
+    await page.evaluate(
+        "() => { window.scrolled = new Promise("
+        "seen => document.addEventListener('scroll', seen, {once: true})) }"
+    )
     await page.evaluate("window.scrollTo(0, 900)")
-    await page.wait_for_function("scrollY >= 900")
+    await page.evaluate("window.scrolled")
     depth = await page.evaluate(DEPTH_SEEN)
     await page.evaluate("window.scrollTo(0, 0)")  # back up: the deepest point counts
     await page.wait_for_timeout(1000)  # a second of reading, so that there is engaged time
