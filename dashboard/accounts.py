@@ -33,6 +33,7 @@ from flask import (
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
 from dashboard.components import notice, panel
 from dashboard.exclusions_panel import exclusions_panel
+from dashboard.funnel import SAVING as FUNNEL_SAVING
 from dashboard.segments import SEGMENTS_PANEL, segments_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
@@ -258,6 +259,7 @@ def with_team_panel(page: html.Div) -> html.Div:
                 "import-panel",
                 "reports-panel",
                 SEGMENTS_PANEL,
+                FUNNEL_SAVING,
             }
         )
         settings.add(WHATIF_PANEL)  # the operator's alone, as Rate limiting (whatif_panel.py)

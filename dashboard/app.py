@@ -21,7 +21,7 @@ from dashboard.auth import install_login
 from dashboard.email_reports import start_sender
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
-from dashboard.funnel import register_funnel
+from dashboard.funnel import register_funnel, register_funnel_saving
 from dashboard.funnel_precompute import start_precompute
 from dashboard.goals_panel import register_goal_editing
 from dashboard.imports_panel import register_imports_panel
@@ -80,6 +80,7 @@ def build_app(
     register_alerts_panel(app, clients)
     register_site_settings(app, clients)
     register_goal_editing(app, clients)
+    register_funnel_saving(app, clients)
     register_exclusions_panel(app, clients)
     register_segment_editing(app, clients)  # saving and changing segments: admins and owners
     register_timezone_panel(app, clients)

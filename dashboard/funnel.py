@@ -1,12 +1,15 @@
-"""The Funnel tab: the site owner writes 2-8 steps, one a line, and sees per step a bar of
-the visitors reaching it, the conversion from the first step and the drop-off from the one
-before. The numbers are storage.queries.funnel's for the site, period and filters above."""
+"""The Funnel tab: the site owner writes 2-8 steps, one a line, or picks one of the site's saved
+funnels (storage/saved_funnels.py), and sees per step a bar of the visitors reaching it, the
+conversion from the first step and the drop-off from the one before. The numbers are
+storage.queries.funnel's for the site, period and filters above. Admins and owners save the
+steps under a name and remove saved funnels (`register_funnel_saving`, a settings callback).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard import display
@@ -16,6 +19,7 @@ from dashboard.periods import Period
 from dashboard.segments import applied
 from dashboard.store import ClientFactory
 from storage import queries
+from storage import saved_funnels as funnel_store
 from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, StatsQuery, StepResult
 from tally.settings import Settings
@@ -28,6 +32,7 @@ HOW_TO = (
     "filters above; a filter keeps the visits with a page view matching it."
 )
 NO_STEPS = "Write the funnel's steps above, then show it."
+SAVING = "funnel-saving"  # the save and remove controls: dropped from a viewer's page (accounts.py)
 
 
 def parse_steps(text: str) -> list[FunnelStep]:
@@ -50,6 +55,13 @@ def funnel_section() -> html.Section:
                     html.P(HOW_TO, className="caption"),
                     html.Label(
                         [
+                            html.Span("Saved funnels", className="field-label"),
+                            dcc.Dropdown(id="funnel-saved", placeholder="Pick a saved funnel", options=[]),
+                        ],
+                        className="field",
+                    ),
+                    html.Label(
+                        [
                             html.Span("Steps", className="field-label"),
                             dcc.Textarea(
                                 id="funnel-steps",
@@ -67,6 +79,8 @@ def funnel_section() -> html.Section:
                         className="actions",
                     ),
                     html.Div(id="funnel-result", className="funnel"),
+                    saving_controls(),
+                    dcc.Store(id="funnels-version", data=0),
                 ],
                 className="card",
             ),
@@ -74,6 +88,37 @@ def funnel_section() -> html.Section:
         id="funnel-section",
         style={"display": "none"},
     )
+
+
+def saving_controls() -> html.Div:
+    """One row under the chart: a name, Save, and Remove for the funnel picked above."""
+    return html.Div(
+        [
+            html.Div(
+                [
+                    dcc.Input(
+                        id="funnel-name",
+                        type="text",
+                        placeholder="Save these steps as… (e.g. Checkout)",
+                        maxLength=120,
+                        className="funnel-name",
+                    ),
+                    html.Button("Save funnel", id="funnel-save", className="button", n_clicks=0),
+                    html.Button(
+                        "Remove the picked funnel", id="funnel-remove", className="button", n_clicks=0
+                    ),
+                ],
+                className="actions funnel-saving",
+            ),
+            html.Div(id="funnel-save-status", role="status"),
+        ],
+        id=SAVING,
+    )
+
+
+def steps_text(funnel: funnel_store.SavedFunnel) -> str:
+    """A saved funnel's steps as the Steps box shows them, one a line."""
+    return "\n".join(step.value for step in funnel.steps)
 
 
 def funnel_chart(rows: list[StepResult]) -> html.Div:
@@ -134,16 +179,20 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
         Input("period", "data"),
         Input("filters", "data"),
         Input("tabs", "value"),
+        Input("funnel-saved", "value"),
         State("funnel-steps", "value"),
     )
     @friendly(lambda message: notice(message, "error"))
     def show_funnel(
-        _: int, site: str | None, period_data: dict | None, filters: dict | None, tab: str, text: str | None
-    ) -> Any:
+        _: int, site: str | None, period_data: dict | None, filters: dict | None, tab: str,
+        saved: str | None, text: str | None,
+    ) -> Any:  # fmt: skip
         if tab != "funnel":  # computed when shown: a hidden tab's funnel would load the store for nothing
             raise PreventUpdate
         if not site or not period_data:
             return notice("Pick a site first.")
+        if ctx.triggered_id == "funnel-saved" and saved:  # the Steps box fills in the same round trip
+            text = steps_text(funnel_store.find_funnel(clients(), site, saved))
         if not text or not text.strip():
             return notice(NO_STEPS)
         period = Period.from_store(period_data)
@@ -162,3 +211,58 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
     @app.callback(Output("funnel-section", "style"), Input("tabs", "value"))
     def show_tab(tab: str) -> dict:
         return {"display": "block"} if tab == "funnel" else {"display": "none"}
+
+    @app.callback(Output("funnel-saved", "options"), Input("site", "value"), Input("funnels-version", "data"))
+    def saved_funnels(site: str | None, _: int) -> list[dict[str, str]]:
+        if not site:
+            return []
+        return [{"label": f.name, "value": f.name} for f in funnel_store.list_funnels(clients(), site)]
+
+    @app.callback(
+        Output("funnel-steps", "value"),
+        Input("funnel-saved", "value"),
+        State("site", "value"),
+        prevent_initial_call=True,
+    )
+    def load_saved(saved: str | None, site: str | None) -> str:
+        if not saved or not site:
+            raise PreventUpdate  # cleared: the steps stay, to edit or save under another name
+        try:
+            return steps_text(funnel_store.find_funnel(clients(), site, saved))
+        except funnel_store.InvalidFunnel:
+            raise PreventUpdate from None  # removed meanwhile: the options refresh says so
+
+
+def register_funnel_saving(app: Dash, clients: ClientFactory) -> None:
+    """Saving the Steps box under a name and removing the picked saved funnel: a change to the
+    site's configuration, for admins and owners (a settings callback, dashboard/app.py)."""
+
+    @app.callback(
+        Output("funnel-save-status", "children"),
+        Output("funnels-version", "data"),
+        Input("funnel-save", "n_clicks"),
+        Input("funnel-remove", "n_clicks"),
+        State("site", "value"),
+        State("funnel-name", "value"),
+        State("funnel-steps", "value"),
+        State("funnel-saved", "value"),
+        State("funnels-version", "data"),
+        prevent_initial_call=True,
+    )
+    def edit_saved_funnels(
+        _save: int, _remove: int, site: str | None, name: str | None, text: str | None,
+        picked: str | None, version: int,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        if not site or not ctx.triggered[0]["value"]:
+            raise PreventUpdate
+        try:
+            if ctx.triggered_id == "funnel-remove":
+                if not picked:
+                    return notice("Pick the saved funnel to remove first.", "error"), no_update
+                removed = funnel_store.remove_funnel(clients(), site, picked)
+                return notice(f"Removed the funnel {removed.name}."), version + 1
+            steps = [funnel_store.parse_step(line) for line in (text or "").splitlines() if line.strip()]
+            saved = funnel_store.add_funnel(clients(), site, name or "", steps)
+        except funnel_store.InvalidFunnel as refused:
+            return notice(str(refused), "error"), no_update
+        return notice(f"Saved the funnel {saved.name}: pick it above to show it again."), version + 1

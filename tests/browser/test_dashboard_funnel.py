@@ -1,7 +1,8 @@
 """The Funnel tab in a real browser (Debian's Chromium) against the real dashboard server and
 ClickHouse engine: a site owner writes the steps of a checkout, reads the visitors and the
-drop-off per step — the stats API's numbers for the same period — filters by a page, and
-does the same on a phone.
+drop-off per step — the stats API's numbers for the same period — filters by a page, saves
+the steps under a name, picks the saved funnel after a reload and removes it, and does the same
+on a phone.
 
 Screenshots (desktop 1280 wide, phone 390 wide) go to test-artifacts/screenshots/; copies of
 them are kept in docs/screenshots/.
@@ -13,10 +14,12 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
 from storage.client import connect
+from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.browser.test_dashboard import (
@@ -59,7 +62,9 @@ def checkout_traffic(now: datetime) -> list[PageViewEvent]:
 @pytest.fixture(scope="module")
 def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -> DashboardServer:
     rows, columns = archive_rows(checkout_traffic(datetime.now(UTC) - timedelta(seconds=5)))
-    connect(dashboard_settings).insert("events", rows, column_names=columns)
+    store = connect(dashboard_settings)
+    store.insert("events", rows, column_names=columns)
+    add_site(store, SITE)  # funnels are saved for registered sites
     return dashboard_server
 
 
@@ -141,5 +146,48 @@ async def test_funnel_reads_on_a_phone(dashboard: DashboardServer, browser: Brow
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], width
         await screenshot(page, "funnel-phone")
+    finally:
+        await context.close()
+
+
+async def test_site_owner_saves_a_funnel_picks_it_after_a_reload_and_removes_it(
+    dashboard: DashboardServer, browser: Browser
+) -> None:
+    context = await browser.new_context(viewport=DESKTOP, locale="en-GB")
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = await context.new_page()
+        period = await open_funnel(page, dashboard)
+        await page.click("#funnel-save")  # no name yet: said, nothing saved
+        await expect(page.locator("#funnel-save-status .notice-error")).to_contain_text("a funnel's name")
+        await page.fill("#funnel-name", "Checkout")
+        await page.click("#funnel-save")
+        await expect(page.locator("#funnel-save-status")).to_contain_text("Saved the funnel Checkout")
+
+        # A new visit: the Steps box emptied, the saved funnel picked from the list.
+        await page.evaluate("localStorage.clear()")
+        await page.reload()
+        await pick_site(page, SITE)
+        await page.get_by_role("option", name="Funnel", exact=True).click()
+        await page.click("#funnel-saved")
+        await page.get_by_role("option", name="Checkout", exact=True).click()
+        await expect(page.locator("#funnel-steps")).to_have_value(STEPS_TEXT)
+        saved = api(dashboard, "/stats/funnel", site=SITE, funnel="Checkout", **period)
+        assert isinstance(saved, dict)
+        assert [row["visitors"] for row in saved["steps"]] == [40, 20, 10]
+        await expect_steps(page, saved)
+        await expect(page.locator(".funnel-label")).to_have_text(["/product/*", "Event: Signup", "/thanks"])
+
+        await page.click("#funnel-remove")
+        await expect(page.locator("#funnel-save-status")).to_contain_text("Removed the funnel Checkout")
+        await page.click("#funnel-saved")
+        await expect(page.get_by_role("option", name="Checkout", exact=True)).to_have_count(0)
+        gone = httpx.get(
+            f"{dashboard.url}/api/v1/stats/funnel",
+            params={"site": SITE, "funnel": "Checkout", **period},
+            headers={"Authorization": f"Bearer {dashboard.api_key}"},
+            timeout=30,
+        )
+        assert gone.status_code == 400 and "Checkout" in gone.json()["error"], gone.text
     finally:
         await context.close()

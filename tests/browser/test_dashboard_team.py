@@ -150,6 +150,8 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
 
     await expect(invitee.locator("#exclusions-panel")).to_have_count(0)  # a setting: not for viewers
     await expect(invitee.locator("#timezone-panel")).to_have_count(0)
+    await expect(invitee.locator("#funnel-saving")).to_have_count(0)  # saving funnels: admins' too
+    await expect(invitee.locator("#funnel-saved")).to_have_count(1)  # picking a saved funnel: theirs too
 
     # The Team panel: the viewer sees their keys, not the site's members or audit log; a key
     # made there reads their site on the stats API.
