@@ -8,13 +8,15 @@ dashboard's Import history panel, through the same storage/imports.py functions.
   file's name: Plausible's CSVs are told apart by it (`imported_pages_…csv`), so a single CSV
   needs it; a zip's members carry their own. 201 with what was written, 200 when every file
   was imported before (the same file twice changes nothing).
-- `GET /api/v1/imports?site=SITE`: the files the site's history holds, and from which day the
-  site's own events are counted instead.
+- `GET /api/v1/imports?site=SITE`: the files the site's history holds (each with its `id`), and
+  from which day the site's own events are counted instead.
+- `DELETE /api/v1/imports?site=SITE&file=NAME_OR_ID`: takes one imported file out of the history
+  (its id, or its name when one file of the site has it); 200 with the file removed.
 
-Who may upload: the operator's key, or a team member's key with scope `manage`, scoped to the
+Who may upload or remove: the operator's key, or a team member's key with scope `manage`, scoped to the
 site, whose user is an admin or owner of it (an import changes what the site's reports show, as
-the admin-only Import panel does); a read key or a viewer's key may list, not upload (403).
-Each upload is written to the audit log.
+the admin-only Import panel does); a read key or a viewer's key may list, not change (403).
+Each upload and removal is written to the audit log.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # as the dashboard's upload; bigger exports
 MAX_NAME_LENGTH = 255
 UPLOAD_PARAMETERS = ("site", "origin", "name")
 LIST_PARAMETERS = ("site",)
+REMOVE_PARAMETERS = ("site", "file")
 
 
 def register_imports_api(api: Blueprint, clients: ClientFactory) -> None:
@@ -78,6 +81,23 @@ def register_imports_api(api: Blueprint, clients: ClientFactory) -> None:
         answer = jsonify(result_json(result))
         answer.status_code = 201 if result.imported else 200
         return answer
+
+    @api.delete("/imports")
+    def remove() -> Response:
+        given = arguments(REMOVE_PARAMETERS)
+        site = registered(clients, given)
+        which = given.get("file", "").strip()
+        if not which:
+            raise BadParameter("file", "required: the imported file's name or id (GET /api/v1/imports)")
+        refused = refuse_non_admin(clients, site)
+        if refused is not None:
+            return refused
+        try:
+            record = imports.remove_import(clients(), site, which)
+        except imports.InvalidImport as unknown:
+            raise BadParameter("file", str(unknown)) from None
+        record_change(clients, "import_removed", f"{site}: {record.file_name} ({record.import_id})")
+        return jsonify({"site": site, "removed": record_json(record)})
 
 
 def arguments(known: tuple[str, ...]) -> dict[str, str]:
@@ -128,20 +148,27 @@ def file_name(given: dict[str, str], data: bytes) -> str:
 
 
 def audit(clients: ClientFactory, site: str, result: imports.ImportResult) -> None:
+    detail = f"{site}: {len(result.imported)} file(s) imported, {len(result.already)} already"
+    record_change(clients, "import", detail)
+
+
+def record_change(clients: ClientFactory, action: str, detail: str) -> None:
+    """An audit-log line for a change to a site's imported history, naming who made it."""
     access = caller()
     users.record(
         clients(),
-        "import",
+        action,
         access.email if access else "operator",
         "ok",
         address=request.remote_addr or "",
         key_id=access.key_id if access else "",
-        detail=f"{site}: {len(result.imported)} file(s) imported, {len(result.already)} already",
+        detail=detail,
     )
 
 
 def record_json(record: imports.ImportRecord) -> dict[str, Any]:
     return {
+        "id": record.import_id,
         "file": record.file_name,
         "origin": record.origin,
         "first_day": record.first_day.isoformat(),

@@ -765,12 +765,21 @@ IMPORT_SCHEMAS: dict[str, JSON] = {
         "type": "object",
         "required": ["file", "first_day", "last_day", "rows"],
         "properties": {
+            "id": {
+                "type": "string",
+                "description": "the file's id (a hash of its bytes), listed by GET: what DELETE names",
+            },
             "file": {"type": "string"},
             "origin": {"type": "string", "enum": list(imports.ORIGINS)},
             "first_day": {"type": "string", "format": "date"},
             "last_day": {"type": "string", "format": "date"},
             "rows": {"type": "integer", "minimum": 0, "description": "daily rows, per day, dimension, value"},
         },
+    },
+    "ImportRemoved": {
+        "type": "object",
+        "required": ["site", "removed"],
+        "properties": {"site": {"type": "string"}, "removed": _schema("ImportedFile")},
     },
     "ImportResult": {
         "type": "object",
@@ -840,6 +849,21 @@ def imports_operations() -> JSON:
                 **ERRORS,
                 "413": _ok(_schema("Error"), "the body is too large: use tally import"),
             },
+        },
+        "delete": {
+            "summary": "Take one imported file out of the site's history; needs the operator's key or an "
+            "admin's or owner's key for the site",
+            "parameters": [
+                _ref("site"),
+                {
+                    "name": "file",
+                    "in": "query",
+                    "required": True,
+                    "description": "the imported file's id, or its name when one file of the site has it",
+                    "schema": {"type": "string", "minLength": 1},
+                },
+            ],
+            "responses": {"200": _ok(_schema("ImportRemoved"), "the file removed"), **ERRORS},
         },
     }
 

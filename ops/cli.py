@@ -906,10 +906,13 @@ def read_new_password() -> str:
 @click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--from", "origin", type=click.Choice(["plausible", "ga4"]), help="Whose export FILE is.")
 @click.option("--list", "listing", is_flag=True, help="List the files SITE's imported history holds.")
-def import_history(site: str, file: Path | None, origin: str | None, listing: bool) -> None:
+@click.option("--remove", "removed", metavar="FILE_OR_ID", help="Take one imported file out of the history.")
+def import_history(
+    site: str, file: Path | None, origin: str | None, listing: bool, removed: str | None
+) -> None:
     """Import SITE's history from FILE: Plausible's CSV export (the zip or its CSVs) or a GA4
     CSV export, as daily aggregates; the same file twice changes nothing. With --list, show
-    what SITE's imported history holds."""
+    what SITE's imported history holds; with --remove, take a file (its name or id) out of it."""
     from storage import imports
     from storage.client import connect
     from storage.sites import normalise
@@ -917,6 +920,10 @@ def import_history(site: str, file: Path | None, origin: str | None, listing: bo
     site = normalise(site)  # a typo is reported before the file is read
     if listing:
         list_imported(site)
+        return
+    if removed is not None:
+        record = imports.remove_import(connect(current_settings()), site, removed)
+        click.echo(f"removed {record.file_name} ({record.first_day} to {record.last_day}) from {site}")
         return
     if file is None or origin is None:
         raise UserError("name the export and whose it is: tally import SITE FILE --from plausible|ga4")
@@ -936,7 +943,7 @@ def import_history(site: str, file: Path | None, origin: str | None, listing: bo
 
 
 def list_imported(site: str) -> None:
-    """One line per imported file (name, origin, first and last day, rows), then the cut."""
+    """One line per imported file (name, origin, first and last day, rows, id), then the cut."""
     from storage import imports
     from storage.calendar import zone
     from storage.client import connect
@@ -947,6 +954,7 @@ def list_imported(site: str) -> None:
     for record in records:
         click.echo(
             f"{record.file_name}\t{record.origin}\t{record.first_day}\t{record.last_day}\t{record.row_count}"
+            f"\t{record.import_id}"
         )
     if not records:
         click.echo(f"nothing imported into {site}")

@@ -419,6 +419,29 @@ def list_imports(client: Client, site: str) -> list[ImportRecord]:
     return [ImportRecord(*row) for row in rows]
 
 
+def remove_import(client: Client, site: str, which: str) -> ImportRecord:
+    """Take one imported file out of `site`'s history: named by its id, or by its file name when
+    one file of the site has that name. Its rows go first, its record last: a removal cut short
+    is finished by the next try, and until then the file is still listed."""
+    records = list_imports(client, site)
+    matching = [r for r in records if r.import_id == which] or [r for r in records if r.file_name == which]
+    if not matching:
+        raise InvalidImport(f"{site} has no imported file {which!r} (see 'tally import {site} --list')")
+    if len(matching) > 1:
+        raise InvalidImport(
+            f"{len(matching)} files named {which!r} were imported into {site}: name one by its id "
+            f"(see 'tally import {site} --list')"
+        )
+    record = matching[0]
+    for table in (IMPORTED_DAILY, IMPORTS):
+        client.command(
+            f"ALTER TABLE {table} DELETE WHERE site = {{site:String}} AND import_id = {{id:String}} "
+            "SETTINGS mutations_sync = 1",  # done when the command returns: the reports change now
+            parameters={"site": site, "id": record.import_id},
+        )
+    return record
+
+
 def first_imported_day(client: Client, site: str) -> date | None:
     """The first day `site`'s imported history holds (None without imports)."""
     earliest = client.query(

@@ -302,7 +302,35 @@ def test_list_shows_the_imported_files_and_where_native_data_starts(
     listed = run_tally(env, "import", SITE, "--list", timeout=120)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert "imported_visitors_20261001_20261002.csv\tplausible\t2026-10-01\t2026-10-02\t2" in lines
+    assert any(
+        line.startswith("imported_visitors_20261001_20261002.csv\tplausible\t2026-10-01\t2026-10-02\t2\t")
+        for line in lines
+    ), lines
     assert len([line for line in lines if "\tplausible\t" in line]) == 4
     assert lines[-1] == "the site's own events start on 2026-11-10: imported days from then on are not used"
     assert "tally import SITE FILE --from" in one_line_error(run_tally(env, "import", SITE, timeout=120))
+
+
+def test_remove_takes_one_file_out_and_a_typo_gets_one_line(
+    api: FlaskClient, dashboard_settings: Settings, env: dict[str, str], export_zip: Path, store: Client
+) -> None:
+    site = "imports-removed.example.com"
+    add_site(store, site)
+    assert run_tally(env, "import", site, str(export_zip), "--from", "plausible", timeout=120).returncode == 0
+    totals = {"metrics": ["visitors"], "include": {"imports": True}}
+    assert rows(query(api, dashboard_settings, site=site, **totals)) == [[15]]
+
+    typo = run_tally(env, "import", site, "--remove", "imported_visitor.csv", timeout=120)
+    assert f"{site} has no imported file 'imported_visitor.csv'" in one_line_error(typo)
+    removed = run_tally(
+        env, "import", site, "--remove", "imported_visitors_20261001_20261002.csv", timeout=120
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.startswith(
+        f"removed imported_visitors_20261001_20261002.csv (2026-10-01 to 2026-10-02) from {site}"
+    )
+    assert rows(query(api, dashboard_settings, site=site, **totals)) == [
+        [0]
+    ]  # the day totals were that file's
+    listed = run_tally(env, "import", site, "--list", timeout=120).stdout
+    assert "imported_visitors_" not in listed and listed.count("\tplausible\t") == 3

@@ -192,3 +192,47 @@ def test_mistakes_get_400_naming_the_field(
 ) -> None:
     status, answer = upload(api, dashboard_settings.resolved_api_key(), body, **params)
     assert status == 400 and answer["error"].startswith(named), answer
+
+
+def remove(api: FlaskClient, key: str, **params: str) -> tuple[int, dict[str, Any]]:
+    response = api.delete("/api/v1/imports", query_string=params, headers={"Authorization": f"Bearer {key}"})
+    return response.status_code, response.get_json()
+
+
+def test_an_imported_file_is_removed_by_name_or_id_and_reports_drop_it(
+    api: FlaskClient, dashboard_settings: Settings, store: Client
+) -> None:
+    site = f"api-imports-remove-{TAG}.example.com"
+    add_site(store, site)
+    operator = dashboard_settings.resolved_api_key()
+    assert upload(api, operator, export_zip(), site=site, origin="plausible")[0] == 201
+    assert visitors(api, operator, site) == 15
+    listed = api.get(
+        "/api/v1/imports", query_string={"site": site}, headers={"Authorization": f"Bearer {operator}"}
+    )
+    ids = {f["file"]: f["id"] for f in listed.get_json()["imports"]}
+
+    # A viewer's key and an admin's read key change nothing; mistakes name the field.
+    assert remove(api, member_key(store, site, "viewer"), site=site, file=VISITORS)[0] == 403
+    assert remove(api, member_key(store, site, "admin", scope="read"), site=site, file=VISITORS)[0] == 403
+    status, answer = remove(api, operator, site=site)
+    assert status == 400 and answer["error"].startswith("file: required"), answer
+    status, answer = remove(api, operator, site=site, file="imported_nothing.csv")
+    assert status == 400 and answer["error"].startswith(f"file: {site} has no imported file"), answer
+    assert visitors(api, operator, site) == 15
+
+    status, answer = remove(api, member_key(store, site, "admin"), site=site, file=VISITORS)
+    assert status == 200 and answer["removed"]["id"] == ids[VISITORS], answer
+    assert visitors(api, operator, site) == 0  # the day totals were that file's
+    status, answer = remove(api, operator, site=site, file=ids["imported_pages_20261001_20261002.csv"])
+    assert status == 200 and answer["removed"]["file"] == "imported_pages_20261001_20261002.csv"
+    after = api.get(
+        "/api/v1/imports", query_string={"site": site}, headers={"Authorization": f"Bearer {operator}"}
+    )
+    assert after.get_json()["imports"] == []
+    assert store.query(
+        "SELECT count() FROM imported_daily WHERE site = {site:String}", parameters={"site": site}
+    ).result_rows == [(0,)]
+    # Removed, the same export imports again whole.
+    assert upload(api, operator, export_zip(), site=site, origin="plausible")[0] == 201
+    assert visitors(api, operator, site) == 15
