@@ -1,8 +1,9 @@
 """`tally stats` and `tally realtime`: a site's numbers on the command line, as the stats API gives
-them. The options are the API's parameters (`--period 7d --compare previous_period --by channel`)
-and go through the same checks (dashboard/api_parameters.py) and the same queries
-(storage.queries), so a number here is the number `/api/v1/stats/aggregate`, `/breakdown` and
-`/realtime` answer for the same arguments. Tab-separated lines, or `--json` for the API's JSON.
+them. The options are the API's parameters (`--period 7d --compare previous_period --by channel`,
+`--by event:name`, `--by prop:plan --goal Signup`, `--goals`) and go through the same
+checks (dashboard/api_parameters.py) and the same queries (storage.queries), so a number here is
+the number `/api/v1/stats/aggregate`, `/breakdown`, `/goals` and `/realtime` answer for the same
+arguments. Tab-separated lines, or `--json` for the API's JSON.
 """
 
 from __future__ import annotations
@@ -59,20 +60,26 @@ def arguments(site: str, **options: str | None) -> Any:
 @click.option("--to", default=None, help="End, exclusive.")
 @click.option("--compare", default=None, help="previous_period or year_over_year: adds each number's change.")
 @click.option(
-    "--by", default=None, help="A dimension (path, referrer_domain, channel, utm_medium, country, …)."
+    "--by",
+    default=None,
+    help="A dimension (path, referrer_domain, channel, country, …), event:name (custom events) or "
+    "prop:KEY (a property's values).",
 )
+@click.option("--goal", default=None, help="With --by prop:KEY: that goal's events only.")
+@click.option("--goals", "goals", is_flag=True, help="Each goal's conversions (as /api/v1/stats/goals).")
 @click.option("--limit", default=None, help="Rows of a breakdown (default 10).")
 @click.option("--filters", default=None, help='JSON, as the API takes it: {"country": "DE"}.')
 @click.option("--source", default=None, help="agg (the rollups, default) or raw (the archive).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
-def stats(site: str, from_: str | None, as_json: bool, **options: str | None) -> None:
-    """SITE's numbers over a range: the top-line metrics, or a breakdown with --by."""
-    answer = stats_answer(site, from_, options)
+def stats(site: str, from_: str | None, as_json: bool, goals: bool, **options: str | None) -> None:
+    """SITE's numbers over a range: the top-line metrics, a breakdown with --by, or the goals'
+    conversions with --goals."""
+    answer = stats_answer(site, from_, options, goals)
     if as_json:
         click.echo(json.dumps(answer, default=str))
     elif isinstance(answer, list):
         for row in answer:
-            click.echo("\t".join(str(row[name]) for name in ("value", "pageviews", "visitors")))
+            click.echo("\t".join(printed(row)))
     else:
         for name, value in answer.items():
             if name not in ("comparison", "change"):
@@ -80,9 +87,20 @@ def stats(site: str, from_: str | None, as_json: bool, **options: str | None) ->
                 click.echo("\t".join([name, str(value), *([] if "change" not in answer else [str(change)])]))
 
 
-def stats_answer(site: str, from_: str | None, options: dict[str, str | None]) -> Any:
+def printed(row: dict[str, Any]) -> list[str]:
+    """A breakdown's or a goal's row as tab-separated columns: its name first, then its numbers."""
+    if "goal" in row:  # goal, visitors, events, conversion rate, then revenue (total, currency)
+        revenue = row["revenue"]
+        money = [revenue["total"], revenue["currency"]] if revenue else []
+        return [str(row[name]) for name in ("goal", "visitors", "events", "conversion_rate")] + money
+    numbers = ("events", "visitors") if "events" in row else ("pageviews", "visitors")
+    return [str(row["value"]), *(str(row[name]) for name in numbers)]
+
+
+def stats_answer(site: str, from_: str | None, options: dict[str, str | None], goals: bool = False) -> Any:
     from dashboard import api_parameters as parameters
     from dashboard import comparisons
+    from dashboard.api import event_json, goal_json
     from storage import queries
     from storage.client import connect
     from storage.sites import site_timezone
@@ -96,10 +114,9 @@ def stats_answer(site: str, from_: str | None, options: dict[str, str | None]) -
             )
         name, source = parameters.site(asked), parameters.source(asked)
         by = parameters.dimension(asked) if asked.get("by") is not None else None
-        if by is not None and (
-            by == parameters.EVENT_NAME_BREAKDOWN or by.startswith(parameters.PROP_BREAKDOWN)
-        ):
-            raise BadParameter("by", "custom events and properties: see /api/v1/stats/breakdown")
+        goal = parameters.goal(asked, by or "")
+        if goals and (by is not None or asked.get("compare") is not None):
+            raise BadParameter("goals", "a report of its own: not with --by or --compare")
         limit = parameters.limit(asked, 10)
         settings = running_settings()
         client = connect(settings)
@@ -108,6 +125,13 @@ def stats_answer(site: str, from_: str | None, options: dict[str, str | None]) -
             asked, datetime.now(UTC), settings.session_gap_s, settings.engaged_bounce_ms,
             site_timezone(client, name), first_day,
         )  # fmt: skip
+        if goals:
+            return [goal_json(row) for row in queries.goals(client, q, source=source)]
+        if by == parameters.EVENT_NAME_BREAKDOWN:
+            return [event_json(row) for row in queries.custom_events(client, q, limit, source)]
+        if by is not None and by.startswith(parameters.PROP_BREAKDOWN):
+            key = by.removeprefix(parameters.PROP_BREAKDOWN)
+            return [event_json(row) for row in queries.properties(client, q, key, goal, limit, source)]
         if by is not None:
             rows = queries.breakdown(client, q, by, limit, source=source)
             return [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]

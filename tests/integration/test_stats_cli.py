@@ -16,6 +16,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
+from storage import goals
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
@@ -42,11 +43,18 @@ def site(dashboard_settings: Settings) -> str:
         )
         for i in range(6)
     ]  # fmt: skip
-    events = [*before, *day]
+    signups = [
+        page_view(name, f"w{i}", DAY + timedelta(hours=9, minutes=7 * i + 2), "/", name="Signup",
+                  props={"plan": ["pro", "free"][i % 2]})
+        for i in range(3)
+    ]  # fmt: skip
+    events = [*before, *day, *signups]
     client = connect(dashboard_settings)
     rows, columns = archive_rows(events)
     client.insert("events", rows, column_names=columns)
     add_site(client, name)
+    goals.add_goal(client, goals.make_goal(name, event_name="Signup"))
+    goals.add_goal(client, goals.make_goal(name, page_pattern="/pricing"))
     return name
 
 
@@ -96,6 +104,27 @@ def test_stats_by_channel_and_country_are_the_apis_rows(
         assert printed == answered and printed, by
 
 
+@pytest.mark.parametrize("source", ["raw", "agg"])
+def test_stats_of_custom_events_properties_and_goals_are_the_apis(
+    dashboard_settings: Settings, api: FlaskClient, site: str, source: str
+) -> None:
+    asked = ("stats", site, "--from", RANGE["from"], "--to", RANGE["to"], "--source", source)
+    for by, goal in (("event:name", None), ("prop:plan", None), ("prop:plan", "Signup")):
+        with_goal = ("--goal", goal) if goal else ()
+        printed = tally(dashboard_settings, *asked, "--by", by, *with_goal, "--json")
+        query = {"by": by, "source": source, **({"goal": goal} if goal else {}), **RANGE}
+        assert printed == from_api(api, dashboard_settings, "breakdown", site=site, **query), by
+    assert tally(dashboard_settings, *asked, "--by", "prop:plan", "--json") == [
+        {"value": "pro", "events": 2, "visitors": 2},
+        {"value": "free", "events": 1, "visitors": 1},
+    ]
+    conversions = tally(dashboard_settings, *asked, "--goals", "--json")
+    assert conversions == from_api(api, dashboard_settings, "goals", site=site, source=source, **RANGE)
+    assert {(row["goal"], row["visitors"]) for row in conversions} == {("Signup", 3), ("Visit /pricing", 2)}
+    lines = run_tally(os.environ | dashboard_settings.environment(), *asked, "--goals").stdout.splitlines()
+    assert "Signup\t3\t3\t0.5" in lines, lines  # 3 of the day's 6 visitors
+
+
 def test_realtime_prints_the_live_visitors_and_the_last_30_minutes_by_page(
     dashboard_settings: Settings, api: FlaskClient, site: str
 ) -> None:
@@ -120,6 +149,8 @@ def test_realtime_prints_the_live_visitors_and_the_last_30_minutes_by_page(
         (["stats", "x.example.com", "--by", "shoe_size"], "--by:"),
         (["stats", "x.example.com", "--limit", "0", "--by", "path"], "--limit:"),
         (["realtime", "x.example.com", "--breakdown", "cities"], "--breakdown:"),
+        (["stats", "x.example.com", "--by", "path", "--goal", "Signup"], "--goal: only with"),
+        (["stats", "x.example.com", "--goals", "--by", "path"], "--goals: a report of its own"),
     ],
 )
 def test_a_bad_option_is_one_line_naming_it(
