@@ -50,6 +50,7 @@ log = structlog.get_logger()
 CALLBACK_PATH = "/_dash-update-component"
 INVITE_PREFIX = "/invite/"
 KEY_REVOKE = "key-revoke"
+KEY_FORM = "key-form"  # a member's form for their own keys
 MEMBER_REMOVE = "member-remove"
 MEMBER_ROLE = "member-role"
 AUDIT_ROWS = 50
@@ -187,13 +188,18 @@ def team_panel() -> html.Section:
                 "shown once, when it is created.",
                 className="hint",
             ),
-            dcc.Checklist(
-                id="key-manage",
-                options=[{"label": " may also change settings (scope manage)", "value": "manage"}],
-                value=[],
-            ),
-            html.Button(
-                "Create a key for this site", id="key-create", className="button-primary", n_clicks=0
+            html.Div(
+                [
+                    dcc.Checklist(
+                        id="key-manage",
+                        options=[{"label": " may also change settings (scope manage)", "value": "manage"}],
+                        value=[],
+                    ),
+                    html.Button(
+                        "Create a key for this site", id="key-create", className="button-primary", n_clicks=0
+                    ),
+                ],
+                id=KEY_FORM,
             ),
             html.Div(id="key-created"),
             html.Div(id="team-keys"),
@@ -246,7 +252,9 @@ def with_team_panel(page: html.Div) -> html.Div:
         ]
         overview.children = [*_children(overview), *settings_panels]  # type: ignore[attr-defined]
     user = current_user()
-    if user is not None:
+    if user is None:  # the operator's key is TALLY_API_KEY: no form for keys they cannot make here
+        _drop(page, elements={KEY_FORM}, parents_of=set())
+    else:
         admin = any(user.may(site, "admin") for site in user.roles)
         settings = (
             set()

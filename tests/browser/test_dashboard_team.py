@@ -77,6 +77,9 @@ async def invitee(browser: Browser) -> AsyncIterator[Page]:
 
 async def invite_from_the_team_panel(owner: Page, email: str) -> str:
     await owner.locator("#team-panel").scroll_into_view_if_needed()
+    # The operator's key is TALLY_API_KEY: the panel says so and offers no form for keys.
+    await expect(owner.locator("#team-keys")).to_contain_text("the operator's key is TALLY_API_KEY")
+    await expect(owner.locator("#key-create")).to_have_count(0)
     await owner.fill("#invite-email", email)
     await owner.click("#invite-create")
     link = owner.locator("#invite-link")
