@@ -1,5 +1,6 @@
 """The signed-in operator's panels for the site in the header's picker: import history (an upload
-of a Plausible or GA4 export, as `tally import` does) and email reports (subscribe, list,
+of a Plausible or GA4 export, as `tally import` does; the imported files, each removable, as
+`tally import --list` and `--remove`) and email reports (subscribe, list,
 unsubscribe, as `tally reports` does). Like the Share panel they are on the operator's page only,
 and a shared session is refused their callbacks by dashboard/sharing.py's guard (they are not
 the Overview's).
@@ -22,6 +23,7 @@ from storage import report_subscriptions as subscriptions
 from storage.sites import InvalidDomain
 
 UNSUBSCRIBE = "report-unsubscribe"
+IMPORT_REMOVE = "import-remove"
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # bigger exports: `tally import` (200 MiB)
 
 
@@ -52,6 +54,7 @@ def site_settings_panels() -> list[html.Section]:
                     multiple=False,
                 ),
                 html.Div(id="import-status", role="status"),
+                html.Div(id="import-files"),
             ],
             id="import-panel",
         ),
@@ -124,6 +127,31 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
         return summary, card(clients(), site, period, filters), None  # the Imported card, at once
 
     @app.callback(
+        Output("import-files", "children"),
+        Output("imported-history", "children", allow_duplicate=True),
+        Input("site", "value"),
+        Input("import-status", "children"),
+        Input({"type": IMPORT_REMOVE, "id": ALL}, "n_clicks"),
+        State("period", "data"),
+        State("filters", "data"),
+        prevent_initial_call="initial_duplicate",
+    )
+    def imported_files(
+        site: str | None, _: object, clicks: list[int | None], period: dict | None, filters: dict | None
+    ) -> tuple[Any, Any]:
+        if not site:
+            return None, no_update
+        triggered, changed = ctx.triggered_id, no_update
+        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
+        if isinstance(triggered, dict) and ctx.triggered and ctx.triggered[0].get("value"):
+            try:
+                imports.remove_import(clients(), site, triggered["id"])
+            except imports.InvalidImport as refused:
+                return notice(str(refused), "warning"), no_update
+            changed = card(clients(), site, period, filters)  # the Imported card, at once
+        return imported_list(imports.list_imports(clients(), site)), changed
+
+    @app.callback(
         Output("report-status", "children"),
         Output("report-email", "value"),
         Input("report-subscribe", "n_clicks"),
@@ -178,6 +206,27 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
             ],
             className="share-links",
         )
+
+
+def imported_list(records: list[imports.ImportRecord]) -> Any:
+    if not records:
+        return html.P("Nothing imported yet.", className="hint")
+    return html.Ul(
+        [
+            html.Li(
+                [
+                    html.Strong(record.file_name),
+                    f" · {record.origin} · {record.first_day} to {record.last_day} ",
+                    html.Button(
+                        "Remove", id={"type": IMPORT_REMOVE, "id": record.import_id}, className="button-quiet"
+                    ),
+                ],
+                className="share-link imported-file",
+            )
+            for record in records
+        ],
+        className="share-links",
+    )
 
 
 def _import_summary(result: imports.ImportResult) -> str:

@@ -1,6 +1,7 @@
 """Imported history in the dashboard: a site owner who imported a Plausible export with
 `tally import` sees the imported days of the period in a card marked "Imported", next to the
-log's numbers (which stay the log's), with the numbers the stats API adds with include.imports.
+log's numbers (which stay the log's), with the numbers the stats API adds with include.imports;
+removing the file in the Import history panel takes its days out again.
 Screenshots (desktop 1280 wide, phone 390 wide) go to test-artifacts/screenshots/."""
 
 from __future__ import annotations
@@ -77,4 +78,27 @@ async def test_imported_history_is_marked_beside_the_logs_numbers(
     await page.set_viewport_size(PHONE)
     await expect(page.locator(".imported-marker")).to_be_visible()
     await page.screenshot(path=str(SCREENSHOTS / "imports-phone.png"), full_page=True)
+
+    # The Import history panel lists the file; removing it takes the days out of every report.
+    await page.set_viewport_size(DESKTOP)
+    listed = page.locator("#import-files .imported-file")
+    await expect(listed).to_have_count(1)
+    await expect(listed).to_contain_text(f"imported_visitors_{days[0].replace('-', '')}")
+    await listed.get_by_role("button", name="Remove").click()
+    await expect(page.locator("#import-files")).to_have_text("Nothing imported yet.")
+    await expect(card.locator(".imported-marker")).to_have_count(0)
+    await expect(page.locator("#metric-visitors")).to_have_text("1")
+    response = httpx.post(
+        f"{dashboard_server.url}/api/v2/query",
+        json={
+            "site_id": SITE,
+            "metrics": ["visitors"],
+            "date_range": [first, last],
+            "include": {"imports": True},
+        },
+        headers={"Authorization": f"Bearer {dashboard_server.api_key}"},
+        timeout=30,
+    )
+    assert response.json()["results"][0]["metrics"] == [0]  # the range ends yesterday: no event of its own
+    assert response.json()["meta"]["imports_skip_reason"] == "no_imported_data"
     await page.close()
