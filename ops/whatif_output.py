@@ -73,7 +73,7 @@ def version_lines(versions: list[Version], current: int) -> list[str]:
     for version in versions:
         d = version.definitions
         marker = "current" if version.number == current else ""
-        rules = " ".join(f"{name}={value}" for name, value in sorted(d.rules.items()))
+        rules = " ".join(f"{name}={value}" for name, value in sorted(d.rule_fingerprints().items()))
         fields = [
             str(version.number), marker, f"session_gap_s={d.session_gap_s}",
             f"engaged_bounce_ms={d.engaged_bounce_ms}", f"watermark_s={d.watermark_s}", rules,
