@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from storage.definitions import Version
-from storage.queries.whatif import METRICS, Comparison, Side
+from storage.queries.contract import GoalRow
+from storage.queries.whatif import METRICS, Comparison, GoalComparison, Side
 
 LABELS = {
     "visitors": "visitors",
@@ -81,3 +82,26 @@ def version_lines(versions: list[Version], current: int) -> list[str]:
         ]  # fmt: skip
         lines.append("\t".join(fields))
     return lines
+
+
+GOAL_COLUMNS = ("visitors", "events", "conversion", "revenue")
+
+
+def goal_comparison_lines(comparison: GoalComparison) -> list[str]:
+    """`tally whatif goals`: a heading, then per goal its numbers now and as proposed, tab-
+    separated (as `tally goals list`); "—" where a goal is on one side only."""
+    now = {row.goal: row for row in comparison.current}
+    proposed = {row.goal: row for row in comparison.proposed}
+    title = f"{comparison.site}: {comparison.start:%Y-%m-%d} to {comparison.end:%Y-%m-%d} (UTC, end excluded)"
+    header = ["goal", *(f"{c} now" for c in GOAL_COLUMNS), *(f"{c} proposed" for c in GOAL_COLUMNS)]
+    lines = [title, "\t".join(header)]
+    for name in comparison.names():
+        lines.append("\t".join([name, *_goal_cells(now.get(name)), *_goal_cells(proposed.get(name))]))
+    return lines
+
+
+def _goal_cells(row: GoalRow | None) -> list[str]:
+    if row is None:
+        return ["—"] * len(GOAL_COLUMNS)
+    revenue = f"{row.revenue_total:.2f} {row.currency}" if row.currency else "—"
+    return [f"{row.visitors:,}", f"{row.events:,}", f"{row.conversion_rate * 100:.1f}%", revenue]

@@ -85,20 +85,35 @@ def apply_goals(client: Client, site: str, added: list[Goal], removed: list[str]
     """Add and remove goals of one site together, as one definitions version (every path that
     changes goals comes here: the CLI, the dashboard, `tally whatif goals --apply`)."""
     site = normalise(site)
-    if site not in list_sites(client):
-        raise InvalidGoal(f"{site} is not registered (see 'tally sites list')")
-    existing = {goal.name: goal for goal in list_goals(client, site)}
-    gone = [_existing(client, site, name) for name in removed]
-    remaining = set(existing) - {goal.name for goal in gone}
-    for goal in added:
-        if goal.name in remaining:
-            raise InvalidGoal(f"{site} already has a goal {goal.name!r}")
-        remaining.add(goal.name)
+    current, _ = proposal(client, site, added, removed)
+    gone = [goal for goal in current if goal.name in removed]
     for goal in gone:
         _write(client, goal, removed=1)
     for goal in added:
         _write(client, goal, removed=0)
     definitions.record_rules(client, change_note(site, added, [goal.name for goal in gone]))
+
+
+def proposal(
+    client: Client, site: str, added: list[Goal], removed: list[str]
+) -> tuple[list[Goal], list[Goal]]:
+    """(the site's goals, the goals it would have with `added` and without `removed`), or
+    InvalidGoal naming what cannot be done (an unknown site or goal, a name taken twice)."""
+    site = normalise(site)
+    if site not in list_sites(client):
+        raise InvalidGoal(f"{site} is not registered (see 'tally sites list')")
+    current = list_goals(client, site)
+    names = {goal.name for goal in current}
+    for name in removed:
+        if name not in names:
+            raise InvalidGoal(f"{site} has no goal {name!r} (see 'tally goals list {site}')")
+    kept = [goal for goal in current if goal.name not in removed]
+    taken = {goal.name for goal in kept}
+    for goal in added:
+        if goal.name in taken:
+            raise InvalidGoal(f"{site} already has a goal {goal.name!r}")
+        taken.add(goal.name)
+    return current, sorted([*kept, *added], key=lambda goal: goal.name)
 
 
 def change_note(site: str, added: list[Goal], removed: list[str]) -> str:
