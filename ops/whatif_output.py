@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from storage.definitions import Version
+from storage.definitions import Version, changes
 from storage.queries.contract import GoalRow
 from storage.queries.whatif import METRICS, Comparison, GoalComparison, Side
 
@@ -69,18 +69,20 @@ def _visits(value: float | None) -> str:
 
 def version_lines(versions: list[Version], current: int) -> list[str]:
     """One tab-separated line per version (as `tally goals list`): a terminal's width never
-    cuts one, and scripts can read them."""
+    cuts one, and scripts can read them. The last field: what it changed from the version
+    before it ("goals on example.com: +Signup; session gap 30m -> 20m")."""
     lines = []
-    for version in versions:
+    for before, version in zip([None, *versions], versions, strict=False):
         d = version.definitions
         marker = "current" if version.number == current else ""
         rules = " ".join(f"{name}={value}" for name, value in sorted(d.rule_fingerprints().items()))
+        changed = "; ".join(changes(before.definitions, d)) if before else ""
         fields = [
             str(version.number), marker, f"session_gap_s={d.session_gap_s}",
             f"engaged_bounce_ms={d.engaged_bounce_ms}", f"watermark_s={d.watermark_s}", rules,
-            f"{version.created_at:%Y-%m-%d %H:%M} UTC", version.note,
+            f"{version.created_at:%Y-%m-%d %H:%M} UTC", version.note, changed,
         ]  # fmt: skip
-        lines.append("\t".join(fields))
+        lines.append("\t".join(fields).rstrip("\t"))
     return lines
 
 

@@ -289,6 +289,62 @@ def _insert_switch(client: Client, number: int, previous: int, reason: str) -> N
     )
 
 
+# --- what changed between two versions -----------------------------------------------------
+
+_REPLAYED_LABELS = {
+    "session_gap_s": "session gap",
+    "engaged_bounce_ms": "engaged bounce",
+    "watermark_s": "watermark",
+}
+
+
+def changes(older: Definitions, newer: Definitions) -> list[str]:
+    """What `newer` changes from `older`, one phrase each: "session gap 30m -> 20m", "goals on
+    example.com: +Signup -Visit /old/*" (~ a goal kept under its name but changed)."""
+    found = [
+        f"{_REPLAYED_LABELS[name]} {_duration(name, value)} -> {_duration(name, newer.replayed()[name])}"
+        for name, value in older.replayed().items()
+        if newer.replayed()[name] != value
+    ]
+    for kind in sorted(set(older.rules) | set(newer.rules)):
+        if kind in older.rules and kind in newer.rules:
+            found += _rule_changes(kind, older.rules[kind], newer.rules[kind])
+        elif older.rule_fingerprints().get(kind) != newer.rule_fingerprints().get(kind):
+            found.append(f"{kind}: changed (not recorded in the older version)")
+    if older.fingerprints.get("channels") != newer.fingerprints.get("channels"):
+        found.append("built-in channel rules changed")
+    return found
+
+
+def _rule_changes(kind: str, older: Contents, newer: Contents) -> list[str]:
+    found = []
+    for site in sorted(set(older) | set(newer)):
+        before = {_label(item): item for item in older.get(site, [])}
+        after = {_label(item): item for item in newer.get(site, [])}
+        words = [f"+{label}" for label in after if label not in before]
+        words += [f"-{label}" for label in before if label not in after]
+        words += [f"~{label}" for label in after if label in before and before[label] != after[label]]
+        if words:
+            found.append(f"{kind} on {site}: {' '.join(words)}")
+    return found
+
+
+def _label(item: Any) -> str:
+    """How a rule is named in a change: a goal by name, an exclusion as "ip 10.0.0.0/8"."""
+    if isinstance(item, dict) and "name" in item:
+        return str(item["name"])
+    if isinstance(item, dict) and {"kind", "value"} <= set(item):
+        return f"{item['kind']} {item['value']}"
+    return json.dumps(item, sort_keys=True)
+
+
+def _duration(name: str, value: int) -> str:
+    seconds = value / 1000 if name.endswith("_ms") else value
+    if seconds and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
 # --- applying the current version -----------------------------------------------------------
 
 

@@ -172,6 +172,11 @@ def test_the_cli_prints_both_sides_and_apply_records_one_version(settings: Setti
     version = definitions.current(client, settings)
     assert version.number == first + 1
     assert version.note == f"goals on {SITE}: +Purchase +Visit /pricing/* -Signup"
+    listed = run_tally(env, "definitions", timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    line = listed.stdout.splitlines()[version.number - 1].split("\t")
+    assert line[:2] == [str(version.number), "current"]
+    assert line[-1] == f"goals on {SITE}: +Purchase +Visit /pricing/* -Signup"
 
 
 @pytest.mark.parametrize(
