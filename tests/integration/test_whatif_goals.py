@@ -14,11 +14,14 @@ import random
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fnmatch import fnmatchcase
+from typing import Any
 from uuid import uuid4
 
 import pytest
 
-from storage import definitions, queries
+from dashboard.api import goal_json
+from dashboard.app import build_app
+from storage import definitions, queries, users
 from storage import goals as goal_store
 from storage.client import connect
 from storage.goals import Goal
@@ -36,6 +39,7 @@ from tests.fixtures.events import archive_rows, page_view
 pytestmark = pytest.mark.integration
 
 SITE = "goals.whatif.example.com"
+API_SITE = "api.goals.whatif.example.com"  # the API's tests change nothing there
 DAY = datetime(2026, 11, 10, tzinfo=UTC)
 RANGE = (DAY, DAY + timedelta(days=2))
 PATHS = ["/", "/pricing", "/pricing/team", "/pricing/a/b", "/old/x", "/docs"]
@@ -105,7 +109,9 @@ def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endp
     add_site(client, SITE)
     for goal in (goal_store.make_goal(SITE, "Signup"), goal_store.make_goal(SITE, page_pattern="/old/*")):
         goal_store.add_goal(client, goal)
-    rows, columns = archive_rows(EVENTS)
+    add_site(client, API_SITE)
+    goal_store.add_goal(client, goal_store.make_goal(API_SITE, "Signup"))
+    rows, columns = archive_rows([*EVENTS, page_view(API_SITE, "x", DAY + timedelta(hours=1), "/pricing/a")])
     client.insert("events", rows, column_names=columns)
     return settings
 
@@ -193,3 +199,69 @@ def test_mistakes_answer_in_one_line(settings: Settings, args: list[str], expect
     assert answer.returncode != 0
     assert expected_error in answer.stderr
     assert len(answer.stderr.strip().splitlines()) == 1, answer.stderr
+
+
+def whatif_api(settings: Settings, token: str, **params: object) -> Any:
+    api = build_app(settings, clock=lambda: DAY + timedelta(days=3)).server.test_client()
+    return api.get("/api/v1/whatif/goals", query_string=params, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_the_api_answers_both_sides_for_the_operator_and_a_site_admin_only(settings: Settings) -> None:
+    client = connect(settings)
+    params = {"site": API_SITE, "from": "2026-11-10", "to": "2026-11-12", "add_page": "/pricing/*"}
+    answer = whatif_api(settings, settings.resolved_api_key(), **params, remove="Signup")
+    assert answer.status_code == 200, answer.get_json()
+    q = StatsQuery(API_SITE, *RANGE)
+    expected_sides = compare_goals(
+        client, q, [goal_store.make_goal(API_SITE, page_pattern="/pricing/*")], ["Signup"]
+    )
+    assert answer.get_json()["current"] == [goal_json(row) for row in expected_sides.current]
+    assert answer.get_json()["proposed"] == [goal_json(row) for row in expected_sides.proposed]
+    assert answer.get_json()["proposed"][0] | {"revenue": None} == {
+        "goal": "Visit /pricing/*",
+        "kind": "page",
+        "visitors": 1,
+        "events": 1,
+        "conversion_rate": 1.0,
+        "revenue": None,
+    }
+    # several goals at once: repeated parameters
+    both = whatif_api(settings, settings.resolved_api_key(), **params | {"add": ["Purchase", "Download"]})
+    assert [row["goal"] for row in both.get_json()["proposed"]] == [
+        "Download",
+        "Purchase",
+        "Signup",
+        "Visit /pricing/*",
+    ]
+
+    for role, status in (("viewer", 403), ("admin", 200)):
+        email = f"{role}-whatif@example.com"
+        token = users.create_invite(client, email, API_SITE, role)
+        invite = users.find_invite(client, token)
+        assert invite is not None
+        users.accept_invite(client, token, invite, "a long enough password 21")
+        key = users.create_key(client, email, [API_SITE])[1]
+        assert whatif_api(settings, key, **params).status_code == status
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "field"),
+    [
+        ({"remove": "Nope"}, 400, "remove"),
+        ({"add": "Signup"}, 400, "add"),
+        ({"add_page": "/x", "add": "Y"}, 200, ""),
+        ({"add_page": "no-slash"}, 400, "add_page"),
+        ({"add": "X", "currency": "euro"}, 400, "currency"),
+        ({}, 400, "add"),
+        ({"add": "X", "limit": "3"}, 400, "limit"),
+        ({"add": "X", "from": "2026-11-12", "to": "2026-11-10"}, 400, "to"),
+        ({"add": "X", "site": "nowhere.example.com"}, 404, "site"),
+    ],
+)
+def test_api_mistakes_answer_the_field(
+    settings: Settings, params: dict[str, str], status: int, field: str
+) -> None:
+    answer = whatif_api(settings, settings.resolved_api_key(), **({"site": API_SITE} | params))
+    assert answer.status_code == status
+    if status != 200:
+        assert answer.get_json()["error"].startswith(f"{field}: ")
