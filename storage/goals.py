@@ -87,8 +87,10 @@ def apply_goals(client: Client, site: str, added: list[Goal], removed: list[str]
     site = normalise(site)
     current, _ = proposal(client, site, added, removed)
     gone = [goal for goal in current if goal.name in removed]
+    readded = {goal.name for goal in added}
     for goal in gone:
-        _write(client, goal, removed=1)
+        if goal.name not in readded:  # a goal removed and added again (another currency): one row
+            _write(client, goal, removed=1)
     for goal in added:
         _write(client, goal, removed=0)
     definitions.record_rules(client, change_note(site, added, [goal.name for goal in gone]))

@@ -185,3 +185,30 @@ def test_a_version_made_before_contents_were_kept_reads_and_rolls_back_its_repla
         lines[-1] == "whatif: version 1's rules were not recorded (goals, exclusions): they stay as they are"
     )
     assert goal_names(client) == ["Signup"]
+
+
+def test_a_goal_redefined_under_its_name_and_an_exclusion_added_over_the_api_are_versions(
+    settings: Settings,
+) -> None:
+    client = connect(settings)
+    goal_store.add_goal(client, goal_store.make_goal(SITE, "Signup"))
+    definitions.current(client, settings)
+    goal_store.apply_goals(client, SITE, [goal_store.make_goal(SITE, "Signup", currency="EUR")], ["Signup"])
+    assert [goal.currency for goal in goal_store.list_goals(client, SITE)] == ["EUR"]
+    redefined = definitions.current(client, settings)
+    assert redefined.note == f"goals on {SITE}: +Signup -Signup"
+    assert definitions.changes(definitions.get(client, 1).definitions, redefined.definitions) == [
+        f"goals on {SITE}: ~Signup"
+    ]
+    api = build_app(settings).server.test_client()
+    headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
+    answer = api.post(
+        "/api/v1/exclusions",
+        query_string={"site": SITE},
+        json={"kind": "path", "value": "/admin/*"},
+        headers=headers,
+    )
+    assert answer.status_code == 201, answer.get_json()
+    version = definitions.current(client, settings)
+    assert (version.number, version.note) == (3, f"exclusion added on {SITE}: path /admin/*")
+    assert version.definitions.rules["exclusions"][SITE] == [{"kind": "path", "value": "/admin/*"}]
