@@ -309,8 +309,11 @@ def changes(older: Definitions, newer: Definitions) -> list[str]:
     for kind in sorted(set(older.rules) | set(newer.rules)):
         if kind in older.rules and kind in newer.rules:
             found += _rule_changes(kind, older.rules[kind], newer.rules[kind])
-        elif older.rule_fingerprints().get(kind) != newer.rule_fingerprints().get(kind):
-            found.append(f"{kind}: changed (not recorded in the older version)")
+        elif kind in newer.rules:  # the older one holds a fingerprint of other rows: not comparable
+            found.append(f"{kind}: recorded from here on (before: a fingerprint only)")
+    for kind in sorted(set(older.fingerprints) & set(newer.fingerprints) - {"channels"}):
+        if older.fingerprints[kind] != newer.fingerprints[kind]:
+            found.append(f"{kind} changed (not recorded)")
     if older.fingerprints.get("channels") != newer.fingerprints.get("channels"):
         found.append("built-in channel rules changed")
     return found

@@ -3,6 +3,8 @@ JSON, the environment told apart from the stored version, side-table suffixes.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from storage.definitions import (
@@ -70,8 +72,11 @@ def test_changes_between_versions_name_each_rule_and_definition() -> None:
     ]
     legacy = Definitions(1800, 10_000, 120, {}, {"goals": "ab12", "exclusions": "cd34"})
     assert changes(legacy, older) == [
-        "exclusions: changed (not recorded in the older version)",
-        "goals: changed (not recorded in the older version)",
+        "exclusions: recorded from here on (before: a fingerprint only)",
+        "goals: recorded from here on (before: a fingerprint only)",
+    ]
+    assert changes(legacy, replace(legacy, fingerprints={"goals": "ef56", "exclusions": "cd34"})) == [
+        "goals changed (not recorded)"
     ]
 
 
