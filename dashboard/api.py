@@ -25,6 +25,7 @@ from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
 from dashboard.segments_api import register_segments_api
 from dashboard.store import ClientFactory, StoreUnavailable
+from dashboard.whatif_api import register_whatif_api
 from storage import alert_backtest, alert_rules, queries
 from storage.definitions import CurrentDefinitions
 from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
@@ -272,6 +273,7 @@ def stats_api(
     register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
     register_segments_api(api, clients)  # /segments: list, create, change, delete
     register_management(api, settings, clients)  # settings and accounts (dashboard/manage_api.py)
+    register_whatif_api(api, settings, clients, clock, goal_json)  # GET /whatif/goals (whatif_api.py)
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard import api_parameters as parameters
-from dashboard import imports_api, periods
+from dashboard import imports_api, periods, whatif_api
 from dashboard import plausible_query as plausible
 from dashboard.openapi_manage import management_paths
 from storage import imports, queries
@@ -701,6 +701,7 @@ def openapi_document() -> JSON:
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
             "/api/v1/alerts/backtest": alert_backtest_operation(),
+            "/api/v1/whatif/goals": whatif_goals_operation(),
             "/api/v1/imports": imports_operations(),
             "/api/v1/segments": segments_operations(),
             "/api/v1/openapi.json": {
@@ -1067,6 +1068,49 @@ def alert_backtest_operation() -> JSON:
             "responses": {
                 "200": _ok(_schema("AlertBacktest"), "the windows it would have fired for"),
                 **ERRORS,
+            },
+        }
+    }
+
+
+def whatif_goals_operation() -> JSON:
+    """GET /whatif/goals (dashboard/whatif_api.py)."""
+    names = {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1},
+        "maxItems": whatif_api.MAX_PROPOSED,
+    }
+    proposal = [
+        _parameter("add", "A proposed event goal (a custom event's name); repeatable.", names),
+        _parameter("add_page", 'A proposed page goal (a path pattern, "/checkout/*"); repeatable.', names),
+        _parameter("remove", "A goal of the site proposed for removal (its name); repeatable.", names),
+        _parameter(
+            "currency", "The added goals count revenue in this ISO-4217 currency (EUR).", {"type": "string"}
+        ),
+    ]
+    for item in proposal[:3]:
+        item |= {"style": "form", "explode": True}
+    sides = {"type": "array", "items": _schema("Goal")}
+    answer = {
+        "type": "object",
+        "required": ["site", "from", "to", "current", "proposed"],
+        "properties": {
+            "site": {"type": "string"},
+            "from": {"type": "string", "format": "date-time"},
+            "to": {"type": "string", "format": "date-time"},
+            "current": sides,
+            "proposed": sides,
+        },
+    }
+    return {
+        "get": {
+            "summary": "The site's goals' numbers now and with proposed goals added or removed, side by side "
+            "(read time, agg; nothing is written). The operator's key or an admin of the site.",
+            "parameters": [_ref("site"), _ref("from"), _ref("to"), _ref("period"), *proposal],
+            "responses": {
+                "200": _ok(answer, "both sides, each goal by name"),
+                **ERRORS,
+                "404": _ok(_schema("Error"), "no such site"),
             },
         }
     }

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -1165,6 +1165,63 @@ def whatif_rollback() -> None:
 
     previous = local.rollback(current_settings(), lambda line: console.print(line, highlight=False))
     console.print(f"whatif: rolled back to version {previous}", highlight=False)
+
+
+@whatif.command("goals")
+@click.argument("site")
+@click.option("--add", "add_events", multiple=True, help="Propose an event goal (a custom event's name).")
+@click.option("--add-page", "add_pages", multiple=True, help='Propose a page goal ("/checkout/*").')
+@click.option("--currency", default="", help="The proposed goals count revenue in this currency (EUR).")
+@click.option("--remove", "remove_names", multiple=True, help="Propose removing this goal (its name).")
+@click.option("--period", help="The last N days up to today, e.g. 30d (default: 7d).")
+@click.option("--from", "start", type=click.DateTime(["%Y-%m-%d"]), help="First UTC day compared.")
+@click.option("--to", "end", type=click.DateTime(["%Y-%m-%d"]), help="Last UTC day compared (today).")
+@click.option("--apply", is_flag=True, help="Then make the proposed goals the site's (a new version).")
+def whatif_goals(
+    site: str, add_events: tuple[str, ...], add_pages: tuple[str, ...], currency: str,
+    remove_names: tuple[str, ...], period: str | None, start: datetime | None, end: datetime | None,
+    apply: bool,
+) -> None:  # fmt: skip
+    """SITE's goals now and as proposed, side by side over a range: conversions (visitors,
+    events, conversion rate, revenue). Goals apply at read time: nothing is replayed."""
+    from ops.local.whatif import range_or_default
+    from ops.whatif_output import goal_comparison_lines
+    from storage import definitions as stored
+    from storage import goals as goal_store
+    from storage.client import connect
+    from storage.queries import StatsQuery
+    from storage.queries.whatif import compare_goals
+    from storage.sites import normalise
+
+    site = normalise(site)
+    added = [goal_store.make_goal(site, name, "", currency) for name in add_events]
+    added += [goal_store.make_goal(site, "", pattern, currency) for pattern in add_pages]
+    if not added and not remove_names:
+        raise UserError("--add, --add-page or --remove: name the goals proposed")
+    if period is not None and (start or end):
+        raise UserError("--period or --from/--to: choose one")
+    today = datetime.now(UTC).date()
+    first_day = today - timedelta(days=_period_days(period) - 1) if period else start and start.date()
+    first, last = range_or_default(first_day, end and end.date(), today)
+    client = connect(current_settings())
+    comparison = compare_goals(client, StatsQuery(site, first, last), added, list(remove_names))
+    for line in goal_comparison_lines(comparison):
+        click.echo(line)
+    if apply:
+        goal_store.apply_goals(client, site, added, list(remove_names))
+        version = stored.current_or_none(client)
+        recorded = f" (definitions version {version.number})" if version else ""
+        click.echo(f"whatif: the proposed goals are {site}'s now{recorded}")
+    else:
+        click.echo("whatif: --apply makes the proposed goals the site's")
+
+
+def _period_days(period: str) -> int:
+    """'30d' -> 30; UserError naming --period otherwise."""
+    text = period.strip().lower()
+    if not text.endswith("d") or not text[:-1].isdigit() or not 1 <= int(text[:-1]) <= 3660:
+        raise UserError(f"--period: {period!r} is not a number of days like 30d")
+    return int(text[:-1])
 
 
 @main.command()

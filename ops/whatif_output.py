@@ -9,8 +9,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from storage.definitions import Version
-from storage.queries.whatif import METRICS, Comparison, Side
+from storage.definitions import Version, changes
+from storage.queries.contract import GoalRow
+from storage.queries.whatif import METRICS, Comparison, GoalComparison, Side
 
 LABELS = {
     "visitors": "visitors",
@@ -68,16 +69,41 @@ def _visits(value: float | None) -> str:
 
 def version_lines(versions: list[Version], current: int) -> list[str]:
     """One tab-separated line per version (as `tally goals list`): a terminal's width never
-    cuts one, and scripts can read them."""
+    cuts one, and scripts can read them. The last field: what it changed from the version
+    before it ("goals on example.com: +Signup; session gap 30m -> 20m")."""
     lines = []
-    for version in versions:
+    for before, version in zip([None, *versions], versions, strict=False):
         d = version.definitions
         marker = "current" if version.number == current else ""
-        rules = " ".join(f"{name}={value}" for name, value in sorted(d.rules.items()))
+        rules = " ".join(f"{name}={value}" for name, value in sorted(d.rule_fingerprints().items()))
+        changed = "; ".join(changes(before.definitions, d)) if before else ""
         fields = [
             str(version.number), marker, f"session_gap_s={d.session_gap_s}",
             f"engaged_bounce_ms={d.engaged_bounce_ms}", f"watermark_s={d.watermark_s}", rules,
-            f"{version.created_at:%Y-%m-%d %H:%M} UTC", version.note,
+            f"{version.created_at:%Y-%m-%d %H:%M} UTC", version.note, changed,
         ]  # fmt: skip
-        lines.append("\t".join(fields))
+        lines.append("\t".join(fields).rstrip("\t"))
     return lines
+
+
+GOAL_COLUMNS = ("visitors", "events", "conversion", "revenue")
+
+
+def goal_comparison_lines(comparison: GoalComparison) -> list[str]:
+    """`tally whatif goals`: a heading, then per goal its numbers now and as proposed, tab-
+    separated (as `tally goals list`); "—" where a goal is on one side only."""
+    now = {row.goal: row for row in comparison.current}
+    proposed = {row.goal: row for row in comparison.proposed}
+    title = f"{comparison.site}: {comparison.start:%Y-%m-%d} to {comparison.end:%Y-%m-%d} (UTC, end excluded)"
+    header = ["goal", *(f"{c} now" for c in GOAL_COLUMNS), *(f"{c} proposed" for c in GOAL_COLUMNS)]
+    lines = [title, "\t".join(header)]
+    for name in comparison.names():
+        lines.append("\t".join([name, *_goal_cells(now.get(name)), *_goal_cells(proposed.get(name))]))
+    return lines
+
+
+def _goal_cells(row: GoalRow | None) -> list[str]:
+    if row is None:
+        return ["—"] * len(GOAL_COLUMNS)
+    revenue = f"{row.revenue_total:.2f} {row.currency}" if row.currency else "—"
+    return [f"{row.visitors:,}", f"{row.events:,}", f"{row.conversion_rate * 100:.1f}%", revenue]

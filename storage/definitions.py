@@ -6,11 +6,17 @@ What a version holds (migration 0054):
   the log through: `session_gap_s` (sessions, visits, bounces, durations, entry and exit
   pages) and `engaged_bounce_ms` (a one-page session with this much engaged time is no
   bounce); `watermark_s` (which events the windows count as late) is recorded with them;
-- fingerprints of the rules applied elsewhere, recorded as they were when the version was
-  made, so that two versions say whether they differ: channel rules (storage/channels.py,
-  applied at read time), the sites' goals and exclusions (their own tables). Exclusions and
-  bot rules act in the collector, before the log: no replay can bring back what they dropped,
-  so a what-if cannot change them. Tally has no path normalisation beyond the collector's.
+- the contents of the rules kept in tables, per site, as they were when the version was made
+  (`rules`, kind -> site -> items; the kinds are RULE_KINDS): the sites' goals (applied at read
+  time) and exclusions (applied by the collector, before the log: recorded and restorable, never
+  replayable: no replay brings back what they dropped). A rule change by any path (goals.py and
+  exclusions.py call `record_rules`) is a new version, made current at once: no replay needed.
+  A rollback rewrites the rule tables to the version's contents (`restore_rules`): exactly its
+  contents for every site it names; a site registered after it keeps its own rules;
+- fingerprints of what a version records but cannot restore: the built-in channel rules
+  (storage/channels.py, code). Versions made before contents were kept hold fingerprints only
+  (`fingerprints`); their rules are "not recorded". Tally has no path normalisation beyond
+  the collector's.
 
 One source of truth: the stored current version. The environment (`TALLY_SESSION_GAP_S`,
 `TALLY_ENGAGED_BOUNCE_MS`, `TALLY_WATERMARK_S`) seeds version 1, once, on the first start
@@ -30,13 +36,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
 from uuid import UUID, uuid4
 
 from clickhouse_connect.driver.client import Client
 
-from storage import channels
+from storage import channels, exclusions, goals
 from tally.settings import Settings
 
 VERSIONS = "definition_versions"
@@ -50,12 +56,36 @@ class DefinitionsError(ValueError):
     """A version that does not exist, or a switch that cannot be made."""
 
 
+#: One kind of rules' contents: site -> that site's rules (JSON values), every registered site.
+Contents = dict[str, list[Any]]
+
+
+class RuleKind(Protocol):
+    """A kind of rules a version holds (a module): how to read its contents and restore them."""
+
+    def contents(self, client: Client) -> Contents: ...
+
+    def restore(self, client: Client, stored: Contents) -> None: ...
+
+
+#: The rules a version holds, by kind: a new kind is one line, its module (contents, restore).
+#: Modules, not their functions: goals and exclusions import this module to record their changes.
+RULE_KINDS: dict[str, RuleKind] = {
+    "goals": goals,
+    "exclusions": exclusions,
+}
+
+
 @dataclass(frozen=True)
 class Definitions:
     session_gap_s: int
     engaged_bounce_ms: int
     watermark_s: int
-    rules: dict[str, str] = field(default_factory=dict)
+    #: kind -> site -> rules; a kind absent was not recorded (a version made before contents).
+    rules: dict[str, Contents] = field(default_factory=dict)
+    #: what is recorded but not restorable: the built-in channel rules' fingerprint, and for a
+    #: version made before contents were kept, every kind's fingerprint.
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -63,11 +93,14 @@ class Definitions:
     @classmethod
     def from_json(cls, text: str) -> Definitions:
         values = json.loads(text)
+        rules = dict(values.get("rules", {}))
+        legacy = {kind: value for kind, value in rules.items() if isinstance(value, str)}
         return cls(
             int(values["session_gap_s"]),
             int(values["engaged_bounce_ms"]),
             int(values["watermark_s"]),
-            dict(values.get("rules", {})),
+            {kind: value for kind, value in rules.items() if kind not in legacy},
+            {**legacy, **values.get("fingerprints", {})},
         )
 
     def replayed(self) -> dict[str, int]:
@@ -77,6 +110,14 @@ class Definitions:
             "engaged_bounce_ms": self.engaged_bounce_ms,
             "watermark_s": self.watermark_s,
         }
+
+    def rule_fingerprints(self) -> dict[str, str]:
+        """Every kind's fingerprint: computed from the contents where they were recorded."""
+        return {**self.fingerprints, **{kind: fingerprint(value) for kind, value in self.rules.items()}}
+
+    def unrecorded(self) -> list[str]:
+        """The rule kinds whose contents this version does not hold (made before they were kept)."""
+        return [kind for kind in RULE_KINDS if kind not in self.rules]
 
 
 @dataclass(frozen=True)
@@ -93,29 +134,22 @@ def side_suffix(version: int) -> str:
 
 
 def from_settings(client: Client, settings: Settings) -> Definitions:
-    """The definitions the environment states, with today's rule fingerprints."""
+    """The definitions the environment states, with today's rules."""
     return Definitions(
-        settings.session_gap_s, settings.engaged_bounce_ms, settings.watermark_s, rule_fingerprints(client)
+        settings.session_gap_s, settings.engaged_bounce_ms, settings.watermark_s, **rules_now(client)
     )
 
 
-def rule_fingerprints(client: Client) -> dict[str, str]:
-    """Fingerprints of the rules applied outside the stream jobs, as they are now."""
+def rules_now(client: Client) -> dict[str, Any]:
+    """The `rules` and `fingerprints` of a version made now: every kind's contents as the tables
+    hold them, and the built-in channel rules' fingerprint (code: recorded, not restorable)."""
     channel_rules = [
         channels.SEARCH_ENGINES, channels.SOCIAL_NETWORKS, channels.PAID_MEDIUM, channels.DISPLAY_MEDIA,
         channels.SOCIAL_MEDIA, channels.EMAIL_VALUES, channels.REFERRAL_MEDIA, channels.CHANNELS,
     ]  # fmt: skip
-    goals = client.query(
-        "SELECT site, goal, kind, event_name, page_pattern, currency FROM goals FINAL "
-        "WHERE removed = 0 ORDER BY site, goal"
-    ).result_rows
-    exclusions = client.query(
-        "SELECT site, kind, value FROM site_exclusions FINAL WHERE removed = 0 ORDER BY site, kind, value"
-    ).result_rows
     return {
-        "channels": fingerprint(channel_rules),
-        "goals": fingerprint(goals),
-        "exclusions": fingerprint(exclusions),
+        "rules": {kind: rule_kind.contents(client) for kind, rule_kind in RULE_KINDS.items()},
+        "fingerprints": {"channels": fingerprint(channel_rules)},
     }
 
 
@@ -180,10 +214,45 @@ def propose(client: Client, settings: Settings, changes: dict[str, int], note: s
     if unknown:
         raise DefinitionsError(f"unknown definitions: {', '.join(sorted(unknown))}")
     values = {**base.replayed(), **changes}
-    proposed = Definitions(**values, rules=rule_fingerprints(client))
-    number = int(client.query(f"SELECT max(version) FROM {VERSIONS}").result_rows[0][0]) + 1
+    proposed = Definitions(**values, **rules_now(client))
+    number = _next_number(client)
     _insert_version(client, number, proposed, note)
     return get(client, number)
+
+
+def _next_number(client: Client) -> int:
+    return int(client.query(f"SELECT max(version) FROM {VERSIONS}").result_rows[0][0]) + 1
+
+
+def record_rules(
+    client: Client, note: str, reason: str = "edit", previous: int | None = None
+) -> Version | None:
+    """After a rule change (goals.py, exclusions.py call this on every add and remove): a new
+    version, the current one with the rules as the tables now hold them, made current with
+    `reason`. Nothing before version 1 exists (version 1 captures the rules when it is made),
+    nor when the rules equal the current version's. `previous`: the version a rollback of this
+    switch goes back to (default: the current one). Returns the new version."""
+    number = current_number(client)
+    if number is None:
+        return None
+    base = get(client, number).definitions
+    now = replace(base, **rules_now(client))
+    if now.rules == base.rules and now.fingerprints == base.fingerprints:
+        return None
+    new_number = _next_number(client)
+    _insert_version(client, new_number, now, note)
+    _insert_switch(client, new_number, number if previous is None else previous, reason)
+    return get(client, new_number)
+
+
+def restore_rules(client: Client, definitions: Definitions) -> list[str]:
+    """Rewrite the rule tables to the version's contents (each kind it recorded; for each site
+    it names exactly its rules, a site it does not name keeps its own). Returns the kinds it
+    could not restore because the version did not record them."""
+    for kind, contents in definitions.rules.items():
+        if kind in RULE_KINDS:
+            RULE_KINDS[kind].restore(client, contents)
+    return definitions.unrecorded()
 
 
 def switch_to(client: Client, number: int, reason: str) -> int:
@@ -209,7 +278,74 @@ def _insert_version(client: Client, number: int, definitions: Definitions, note:
 
 
 def _insert_switch(client: Client, number: int, previous: int, reason: str) -> None:
-    client.insert(SWITCHES, [[number, previous, reason]], column_names=["version", "previous", "reason"])
+    # Strictly after the newest switch: an edit right after a rollback must not tie with it on
+    # the millisecond (the newest switch is the current version).
+    newest = client.query(f"SELECT max(at) FROM {SWITCHES}").result_rows[0][0]
+    at = datetime.now(UTC)
+    if newest is not None and newest.replace(tzinfo=UTC) >= at:
+        at = newest.replace(tzinfo=UTC) + timedelta(milliseconds=1)
+    client.insert(
+        SWITCHES, [[at, number, previous, reason]], column_names=["at", "version", "previous", "reason"]
+    )
+
+
+# --- what changed between two versions -----------------------------------------------------
+
+_REPLAYED_LABELS = {
+    "session_gap_s": "session gap",
+    "engaged_bounce_ms": "engaged bounce",
+    "watermark_s": "watermark",
+}
+
+
+def changes(older: Definitions, newer: Definitions) -> list[str]:
+    """What `newer` changes from `older`, one phrase each: "session gap 30m -> 20m", "goals on
+    example.com: +Signup -Visit /old/*" (~ a goal kept under its name but changed)."""
+    found = [
+        f"{_REPLAYED_LABELS[name]} {_duration(name, value)} -> {_duration(name, newer.replayed()[name])}"
+        for name, value in older.replayed().items()
+        if newer.replayed()[name] != value
+    ]
+    for kind in sorted(set(older.rules) | set(newer.rules)):
+        if kind in older.rules and kind in newer.rules:
+            found += _rule_changes(kind, older.rules[kind], newer.rules[kind])
+        elif kind in newer.rules:  # the older one holds a fingerprint of other rows: not comparable
+            found.append(f"{kind}: recorded from here on (before: a fingerprint only)")
+    for kind in sorted(set(older.fingerprints) & set(newer.fingerprints) - {"channels"}):
+        if older.fingerprints[kind] != newer.fingerprints[kind]:
+            found.append(f"{kind} changed (not recorded)")
+    if older.fingerprints.get("channels") != newer.fingerprints.get("channels"):
+        found.append("built-in channel rules changed")
+    return found
+
+
+def _rule_changes(kind: str, older: Contents, newer: Contents) -> list[str]:
+    found = []
+    for site in sorted(set(older) | set(newer)):
+        before = {_label(item): item for item in older.get(site, [])}
+        after = {_label(item): item for item in newer.get(site, [])}
+        words = [f"+{label}" for label in after if label not in before]
+        words += [f"-{label}" for label in before if label not in after]
+        words += [f"~{label}" for label in after if label in before and before[label] != after[label]]
+        if words:
+            found.append(f"{kind} on {site}: {' '.join(words)}")
+    return found
+
+
+def _label(item: Any) -> str:
+    """How a rule is named in a change: a goal by name, an exclusion as "ip 10.0.0.0/8"."""
+    if isinstance(item, dict) and "name" in item:
+        return str(item["name"])
+    if isinstance(item, dict) and {"kind", "value"} <= set(item):
+        return f"{item['kind']} {item['value']}"
+    return json.dumps(item, sort_keys=True)
+
+
+def _duration(name: str, value: int) -> str:
+    seconds = value / 1000 if name.endswith("_ms") else value
+    if seconds and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
 
 
 # --- applying the current version -----------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
+from storage import definitions
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
 
@@ -83,6 +84,7 @@ def add_exclusions(client: Client, exclusions: list[Exclusion]) -> None:
         if len(list_exclusions(client, site)) + len(exclusions) > MAX_PER_SITE:
             raise InvalidExclusion(f"site: at most {MAX_PER_SITE} exclusions per site")
     _write(client, exclusions, removed=0)
+    _record(client, "added", exclusions)
 
 
 def remove_exclusions(client: Client, exclusions: list[Exclusion]) -> list[Exclusion]:
@@ -90,7 +92,15 @@ def remove_exclusions(client: Client, exclusions: list[Exclusion]) -> list[Exclu
     sites = {exclusion.site for exclusion in exclusions}
     existing = {e for site in sites for e in list_exclusions(client, site)}
     _write(client, [e for e in exclusions if e in existing], removed=1)
+    _record(client, "removed", [e for e in exclusions if e in existing])
     return [e for e in exclusions if e not in existing]
+
+
+def _record(client: Client, verb: str, changed: list[Exclusion]) -> None:
+    """Every exclusion change is a definitions version: 'exclusion added on example.com: ip …'."""
+    for site in sorted({e.site for e in changed}):
+        values = ", ".join(f"{e.kind} {e.value}" for e in changed if e.site == site)
+        definitions.record_rules(client, f"exclusion {verb} on {site}: {values}")
 
 
 def list_exclusions(client: Client, site: str) -> list[Exclusion]:
@@ -112,3 +122,24 @@ def _write(client: Client, exclusions: list[Exclusion], removed: int) -> None:
             [[e.site, e.kind, e.value, removed] for e in exclusions],
             column_names=["site", "kind", "value", "removed"],
         )
+
+
+# --- what a definitions version holds (storage/definitions.py: RULE_KINDS) --------------------
+
+
+def contents(client: Client) -> dict[str, list[dict[str, str]]]:
+    """Every registered site's exclusions (a site without any: an empty list), for a version."""
+    by_site: dict[str, list[dict[str, str]]] = {site: [] for site in list_sites(client)}
+    for exclusion in all_exclusions(client):
+        if exclusion.site in by_site:
+            by_site[exclusion.site].append({"kind": exclusion.kind, "value": exclusion.value})
+    return by_site
+
+
+def restore(client: Client, stored: dict[str, list[dict[str, str]]]) -> None:
+    """Each site `stored` names gets exactly its exclusions there (no version recorded)."""
+    for site, items in stored.items():
+        wanted = {Exclusion(site, item["kind"], item["value"]) for item in items}  # type: ignore[arg-type]
+        have = set(list_exclusions(client, site))
+        _write(client, sorted(have - wanted), removed=1)
+        _write(client, sorted(wanted - have), removed=0)

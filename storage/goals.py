@@ -13,6 +13,7 @@ from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
+from storage import definitions
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
 
@@ -69,21 +70,67 @@ def make_goal(site: str, event_name: str = "", page_pattern: str = "", currency:
 
 
 def add_goal(client: Client, goal: Goal) -> Goal:
-    if goal.site not in list_sites(client):
-        raise InvalidGoal(f"{goal.site} is not registered (see 'tally sites list')")
-    if any(existing.name == goal.name for existing in list_goals(client, goal.site)):
-        raise InvalidGoal(f"{goal.site} already has a goal {goal.name!r}")
-    _write(client, goal, removed=0)
+    apply_goals(client, goal.site, added=[goal], removed=[])
     return goal
 
 
 def remove_goal(client: Client, site: str, name: str) -> Goal:
     site = normalise(site)
-    for goal in list_goals(client, site):
-        if goal.name == name.strip():
+    goal = _existing(client, site, name.strip())
+    apply_goals(client, site, added=[], removed=[goal.name])
+    return goal
+
+
+def apply_goals(client: Client, site: str, added: list[Goal], removed: list[str]) -> None:
+    """Add and remove goals of one site together, as one definitions version (every path that
+    changes goals comes here: the CLI, the dashboard, `tally whatif goals --apply`)."""
+    site = normalise(site)
+    current, _ = proposal(client, site, added, removed)
+    gone = [goal for goal in current if goal.name in removed]
+    readded = {goal.name for goal in added}
+    for goal in gone:
+        if goal.name not in readded:  # a goal removed and added again (another currency): one row
             _write(client, goal, removed=1)
+    for goal in added:
+        _write(client, goal, removed=0)
+    definitions.record_rules(client, change_note(site, added, [goal.name for goal in gone]))
+
+
+def proposal(
+    client: Client, site: str, added: list[Goal], removed: list[str]
+) -> tuple[list[Goal], list[Goal]]:
+    """(the site's goals, the goals it would have with `added` and without `removed`), or
+    InvalidGoal naming what cannot be done (an unknown site or goal, a name taken twice)."""
+    site = normalise(site)
+    if site not in list_sites(client):
+        raise InvalidGoal(f"{site} is not registered (see 'tally sites list')")
+    current = list_goals(client, site)
+    names = {goal.name for goal in current}
+    for name in removed:
+        if name not in names:
+            raise InvalidGoal(f"{site} has no goal {name!r} (see 'tally goals list {site}')")
+    kept = [goal for goal in current if goal.name not in removed]
+    taken = {goal.name for goal in kept}
+    for goal in added:
+        if goal.name in taken:
+            raise InvalidGoal(f"{site} already has a goal {goal.name!r}")
+        taken.add(goal.name)
+    return current, sorted([*kept, *added], key=lambda goal: goal.name)
+
+
+def change_note(site: str, added: list[Goal], removed: list[str]) -> str:
+    """'goal added on example.com: Signup', or for several 'goals on example.com: +A -B'."""
+    if len(added) + len(removed) == 1:
+        verb, name = ("added", added[0].name) if added else ("removed", removed[0])
+        return f"goal {verb} on {site}: {name}"
+    return f"goals on {site}: " + " ".join([*(f"+{g.name}" for g in added), *(f"-{n}" for n in removed)])
+
+
+def _existing(client: Client, site: str, name: str) -> Goal:
+    for goal in list_goals(client, site):
+        if goal.name == name:
             return goal
-    raise InvalidGoal(f"{site} has no goal {name.strip()!r} (see 'tally goals list {site}')")
+    raise InvalidGoal(f"{site} has no goal {name!r} (see 'tally goals list {site}')")
 
 
 def list_goals(client: Client, site: str) -> list[Goal]:
@@ -112,3 +159,40 @@ def _write(client: Client, goal: Goal, removed: int) -> None:
         [[goal.site, goal.name, goal.kind, goal.event_name, goal.page_pattern, goal.currency, removed]],
         column_names=["site", "goal", "kind", "event_name", "page_pattern", "currency", "removed"],
     )
+
+
+# --- what a definitions version holds (storage/definitions.py: RULE_KINDS) --------------------
+
+_FIELDS = ("name", "kind", "event_name", "page_pattern", "currency")
+
+
+def contents(client: Client) -> dict[str, list[dict[str, str]]]:
+    """Every registered site's goals (a site without goals: an empty list), for a version."""
+    by_site: dict[str, list[dict[str, str]]] = {site: [] for site in list_sites(client)}
+    rows = client.query(
+        "SELECT site, goal, argMax(kind, changed_at), argMax(event_name, changed_at), "
+        "argMax(page_pattern, changed_at), argMax(currency, changed_at) "
+        "FROM goals GROUP BY site, goal HAVING argMax(removed, changed_at) = 0 ORDER BY site, goal"
+    ).result_rows
+    for site, *values in rows:
+        if site in by_site:
+            by_site[site].append(dict(zip(_FIELDS, values, strict=True)))
+    return by_site
+
+
+def restore(client: Client, stored: dict[str, list[dict[str, str]]]) -> None:
+    """Each site `stored` names gets exactly its goals there (no version is recorded: the
+    caller is switching to the version these come from)."""
+    for site, items in stored.items():
+        wanted = {item["name"]: Goal(site, **_goal_fields(item)) for item in items}
+        have = {goal.name: goal for goal in list_goals(client, site)}
+        for name, goal in have.items():
+            if name not in wanted:
+                _write(client, goal, removed=1)
+        for name, goal in wanted.items():
+            if have.get(name) != goal:
+                _write(client, goal, removed=0)
+
+
+def _goal_fields(item: dict[str, str]) -> dict[str, str]:
+    return {field: item[field] for field in _FIELDS}

@@ -37,13 +37,24 @@ def check_swap(settings: Settings, client: Client, number: int) -> tuple[Version
     return current, target
 
 
-def swap_version(settings: Settings, client: Client, number: int, reason: str) -> tuple[Version, Version]:
+def swap_version(
+    settings: Settings, client: Client, number: int, reason: str, restore_rules: bool = False
+) -> tuple[Version, Version]:
     """Make version `number` current: its side tables and checkpoints become the live ones, the
     current version's become its side ones. The live queries must be stopped. Returns
-    (replaced, now current)."""
+    (replaced, now current).
+
+    Rules (goals, exclusions): a rollback (`restore_rules`) rewrites them to the version's; a
+    swap keeps the rules in force, so if they changed since the version was proposed, one more
+    version records them with its definitions (a rollback of it still undoes the whole swap)."""
     current, target = check_swap(settings, client, number)
     exchange(settings, side_context(settings, target), side_context(settings, current))
     definitions.switch_to(client, number, reason)
+    if restore_rules:
+        definitions.restore_rules(client, target.definitions)
+    else:
+        note = f"version {number}'s definitions with the rules in force"
+        definitions.record_rules(client, note, reason, previous=current.number)
     return current, target
 
 

@@ -8,7 +8,9 @@ exchanges every derived table with the version's side table and its checkpoints 
 ones, keeping the replaced version's as its own side tables, records the switch, and starts
 the stream jobs again: they read the current version at start (stream_jobs/app.py) and resume
 from the swapped-in checkpoints. A rollback is the same swap back: the previous version's
-tables resume from the offsets they were left at and catch up on the log.
+tables resume from the offsets they were left at and catch up on the log, and its rules
+(goals, exclusions) are restored; a version that differs only in rules (an edit) shares the
+live tables, so rolling back to it exchanges nothing and stops nothing.
 
 Beyond the log's retention (the log no longer holds the offsets the archive has for the
 range's beginning) a rebuild from the log would miss the range's first events: it is refused
@@ -125,13 +127,15 @@ def build_from_archive(client: Client, context: StreamContext, start: datetime, 
     # prepare() left no checkpoints: swap_to refuses a version without them.
 
 
-def swap_to(settings: Settings, number: int, progress: Progress, reason: str = "swap") -> int:
+def swap_to(
+    settings: Settings, number: int, progress: Progress, reason: str = "swap", restore_rules: bool = False
+) -> int:
     """Make version `number` current (its side tables become the live ones); returns the
     version it replaced, whose tables become its side tables."""
     client = connect(settings)
     check_swap(settings, client, number)  # refused before anything stops
     restart = stop_live_stream_jobs(settings, progress)
-    replaced, _ = swap_version(settings, client, number, reason)
+    replaced, _ = swap_version(settings, client, number, reason, restore_rules=restore_rules)
     kept = side_suffix(replaced.number)
     progress(f"whatif: version {number} is current; version {replaced.number}'s tables kept as {kept}")
     if restart:
@@ -141,9 +145,24 @@ def swap_to(settings: Settings, number: int, progress: Progress, reason: str = "
 
 
 def rollback(settings: Settings, progress: Progress) -> int:
-    """Swap the version the last switch replaced back in; returns it."""
-    previous = definitions.previous_number(connect(settings))
-    swap_to(settings, previous, progress, reason="rollback")
+    """Go back to the version the last switch replaced; returns it. Its rules (goals,
+    exclusions) are restored; the derived tables are exchanged only if its replayed
+    definitions differ from the current ones (a rules-only version shares the live tables)."""
+    client = connect(settings)
+    previous = definitions.previous_number(client)
+    current, target = definitions.current(client, settings), definitions.get(client, previous)
+    if target.definitions.replayed() != current.definitions.replayed():
+        swap_to(settings, previous, progress, reason="rollback", restore_rules=True)
+        unrecorded = target.definitions.unrecorded()
+    else:
+        definitions.switch_to(client, previous, "rollback")
+        unrecorded = definitions.restore_rules(client, target.definitions)
+        progress(f"whatif: version {previous} has the same replayed definitions: no table exchanged")
+    if unrecorded:
+        progress(
+            f"whatif: version {previous}'s rules were not recorded ({', '.join(unrecorded)}): "
+            "they stay as they are"
+        )
     return previous
 
 

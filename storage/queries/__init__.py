@@ -16,7 +16,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage.calendar import INTERVALS, InvalidTimezone, local_date, zone
 from storage.channels import CHANNEL
-from storage.goals import InvalidGoal, find_goal, list_goals
+from storage.goals import Goal, InvalidGoal, find_goal, list_goals
 from storage.queries import agg, channels, funnel_days, funnels, raw
 from storage.queries.contract import (
     DIMENSIONS,
@@ -280,8 +280,13 @@ def total_pageviews(client: Client, site: str) -> int:
 
 def goals(client: Client, q: StatsQuery, source: Source = "raw") -> list[GoalRow]:
     """The site's goals' numbers over the range (contract.py: goals)."""
+    return goals_of(client, q, list_goals(client, q.site), source)
+
+
+def goals_of(client: Client, q: StatsQuery, site_goals: list[Goal], source: Source = "raw") -> list[GoalRow]:
+    """The numbers of `site_goals` (stored or proposed, `tally whatif goals`) over the range:
+    goals apply at read time, so any set of goals is answered from the same tables."""
     q = with_goal(client, q)
-    site_goals = list_goals(client, q.site)
     if not site_goals:
         return []
     return (agg if uses_agg(q, source) else raw).goals(client, q, site_goals)

@@ -16,8 +16,9 @@ from datetime import datetime
 from clickhouse_connect.driver.client import Client
 
 from storage.definitions import Version, side_suffix
-from storage.queries import agg
-from storage.queries.contract import SessionBreakdownRow, StatsQuery
+from storage.goals import Goal, proposal
+from storage.queries import agg, goals_of
+from storage.queries.contract import GoalRow, SessionBreakdownRow, Source, StatsQuery
 
 #: The numbers compared, in the order shown (metrics() keys).
 METRICS = ("visitors", "sessions", "bounce_rate", "avg_session_duration_s", "pageviews")
@@ -77,3 +78,33 @@ def side_tables_exist(client: Client, version: int) -> bool:
         parameters={"name": "sessions" + side_suffix(version)},
     ).result_rows
     return bool(rows[0][0])
+
+
+# --- goals: a what-if at query time ---------------------------------------------------------
+# Goals apply when a report is read, not when the derived tables are built: the proposed set's
+# numbers come from the same tables as the current set's, with no replay and no side tables.
+
+
+@dataclass(frozen=True)
+class GoalComparison:
+    site: str
+    start: datetime
+    end: datetime
+    current: list[GoalRow]
+    proposed: list[GoalRow]
+
+    def names(self) -> list[str]:
+        """Every goal of either side, in name order (a removed goal is on the left only, an
+        added one on the right only)."""
+        return sorted({row.goal for row in self.current} | {row.goal for row in self.proposed})
+
+
+def compare_goals(
+    client: Client, q: StatsQuery, added: list[Goal], removed: list[str], source: Source = "agg"
+) -> GoalComparison:
+    """`q.site`'s goals' numbers over `q`'s range, now and with `added` and without `removed`
+    (InvalidGoal if the change cannot be made)."""
+    current, proposed = proposal(client, q.site, added, removed)
+    return GoalComparison(
+        q.site, q.start, q.end, goals_of(client, q, current, source), goals_of(client, q, proposed, source)
+    )

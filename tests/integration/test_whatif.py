@@ -27,11 +27,13 @@ from pyspark.sql.streaming import StreamingQuery
 from dashboard.app import build_app
 from ops.local import whatif
 from storage import definitions, queries
+from storage import goals as goal_store
 from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.definitions import DefinitionsError, side_suffix
 from storage.queries import StatsQuery
 from storage.queries.whatif import compare, side_tables_exist
+from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import run, start_queries, stop_gracefully
 from stream_jobs.definition_requests import DefinitionRequests
@@ -143,16 +145,24 @@ def test_whatif_equals_raw_with_the_proposed_gap_and_swaps_in_and_back(
 
     api = build_app(settings).server.test_client()
     assert answer(api, settings, q, "agg") == (1, old)
+    # A goal added meanwhile is a version of its own (3: version 1's gap with the goal); the
+    # swap keeps it in force, recorded as version 4: version 2's gap with the goal.
+    add_site(client, site)
+    goal_store.add_goal(client, goal_store.make_goal(site, page_pattern="/late"))
+    assert definitions.current(client, settings).number == 3
     whatif.swap_to(settings, proposed.number, progress=print)
-    assert definitions.current(client, settings).number == 2
-    assert side_tables_exist(client, 1) and not side_tables_exist(client, 2)
+    swapped = definitions.current(client, settings)
+    assert (swapped.number, swapped.definitions.session_gap_s) == (4, PROPOSED_GAP_S)
+    assert [goal.name for goal in goal_store.list_goals(client, site)] == ["Visit /late"]
+    assert side_tables_exist(client, 3) and not side_tables_exist(client, 2)
     # The API re-reads the current version within seconds; both sources follow it.
-    assert wait_for(lambda: answer(api, settings, q, "agg"), (2, new)) == (2, new)
-    assert answer(api, settings, q, "raw") == (2, new)
+    assert wait_for(lambda: answer(api, settings, q, "agg"), (4, new)) == (4, new)
+    assert answer(api, settings, q, "raw") == (4, new)
 
-    assert whatif.rollback(settings, progress=print) == 1
-    assert wait_for(lambda: answer(api, settings, q, "agg"), (1, old)) == (1, old)
-    assert answer(api, settings, q, "raw") == (1, old)
+    assert whatif.rollback(settings, progress=print) == 3  # the whole swap undone, the goal kept
+    assert wait_for(lambda: answer(api, settings, q, "agg"), (3, old)) == (3, old)
+    assert answer(api, settings, q, "raw") == (3, old)
+    assert [goal.name for goal in goal_store.list_goals(client, site)] == ["Visit /late"]
     # The rolled-back tables resume from their own checkpoint: the live run carries on.
     more = [page_view(site, "visitor-late", day + timedelta(hours=21), path="/late")]
     produce(settings, more)
@@ -162,10 +172,10 @@ def test_whatif_equals_raw_with_the_proposed_gap_and_swaps_in_and_back(
     assert expected["pageviews"] == old["pageviews"] + 1
     assert wait_for(lambda: queries.aggregate(client, q, source="agg"), expected) == expected
 
-    whatif.discard_version(settings, 2)
-    assert not side_tables_exist(client, 2)
+    whatif.discard_version(settings, 4)
+    assert not side_tables_exist(client, 4)
     with pytest.raises(DefinitionsError, match="current"):
-        whatif.discard_version(settings, 1)
+        whatif.discard_version(settings, 3)
 
 
 def test_a_swap_asked_for_in_the_dashboard_is_carried_out_by_the_running_stream_jobs(

@@ -3,9 +3,18 @@ JSON, the environment told apart from the stored version, side-table suffixes.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from storage.definitions import Definitions, applied, duration_ms, environment_differences, side_suffix
+from storage.definitions import (
+    Definitions,
+    applied,
+    changes,
+    duration_ms,
+    environment_differences,
+    side_suffix,
+)
 from storage.queries.agg import side_tables
 from tally.settings import Settings
 
@@ -23,9 +32,52 @@ def test_anything_else_is_no_duration(text: str) -> None:
         duration_ms(text)
 
 
+GOALS = {
+    "a.example.com": [
+        {"name": "Signup", "kind": "event", "event_name": "Signup", "page_pattern": "", "currency": ""}
+    ]
+}
+
+
 def test_a_version_round_trips_through_json() -> None:
-    version = Definitions(1200, 5000, 120, {"channels": "abc"})
+    version = Definitions(
+        1200, 5000, 120, {"goals": GOALS, "exclusions": {"a.example.com": []}}, {"channels": "abc"}
+    )
     assert Definitions.from_json(version.to_json()) == version
+    assert version.unrecorded() == []
+
+
+def test_a_version_made_before_contents_were_kept_reads_as_fingerprints_only() -> None:
+    text = '{"session_gap_s": 1800, "engaged_bounce_ms": 0, "watermark_s": 120, "rules": {"goals": "ab12"}}'
+    version = Definitions.from_json(text)
+    assert version.rules == {} and version.rule_fingerprints() == {"goals": "ab12"}
+    assert version.unrecorded() == ["goals", "exclusions"]
+
+
+def test_changes_between_versions_name_each_rule_and_definition() -> None:
+    pricing = {"name": "Visit /pricing/*", "kind": "page", "event_name": "", "page_pattern": "/pricing/*"}
+    older = Definitions(1800, 10_000, 120, {"goals": GOALS, "exclusions": {"a.example.com": []}})
+    newer_goals = {"a.example.com": [{**pricing, "currency": ""}], "b.example.com": []}
+    newer_exclusions = {"a.example.com": [{"kind": "ip", "value": "10.0.0.0/8"}]}
+    newer = Definitions(1200, 5000, 120, {"goals": newer_goals, "exclusions": newer_exclusions})
+    assert changes(older, newer) == [
+        "session gap 30m -> 20m",
+        "engaged bounce 10s -> 5s",
+        "exclusions on a.example.com: +ip 10.0.0.0/8",
+        "goals on a.example.com: +Visit /pricing/* -Signup",
+    ]
+    euro = {"a.example.com": [{**GOALS["a.example.com"][0], "currency": "EUR"}]}
+    assert changes(older, Definitions(1800, 10_000, 120, {**older.rules, "goals": euro})) == [
+        "goals on a.example.com: ~Signup"
+    ]
+    legacy = Definitions(1800, 10_000, 120, {}, {"goals": "ab12", "exclusions": "cd34"})
+    assert changes(legacy, older) == [
+        "exclusions: recorded from here on (before: a fingerprint only)",
+        "goals: recorded from here on (before: a fingerprint only)",
+    ]
+    assert changes(legacy, replace(legacy, fingerprints={"goals": "ef56", "exclusions": "cd34"})) == [
+        "goals changed (not recorded)"
+    ]
 
 
 def test_the_environment_that_differs_is_named_and_the_stored_version_applies() -> None:
