@@ -23,11 +23,20 @@ A source belongs to a search engine or social network when it is one of the name
 domain whose name is one of them, with any subdomains before and up to two short labels of a
 top-level domain after (www.google.co.uk, l.facebook.com, news.ycombinator.com, bsky.app).
 The lists are data: extend them here.
+
+A site's own channel rules (storage/channel_rules.py, `tally channels`) are checked first, in
+order: a rule names a source, matched as a name or domain as above (a rule for partner.io holds
+for www.partner.io and partner.io.uk too), optionally a medium (equal, lower-cased), and the
+channel, a default one or the owner's own name. The first rule that holds wins; none holding, the
+default grouping above decides. The rules reach the SQL as the query parameter `channel_rules`
+(rules_parameter: each rule's pattern, medium, channel), never as text of the SQL, so the
+expression is the same for every site and a what-if passes proposed rules the same way.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from storage.literals import quote_string
 
@@ -54,6 +63,19 @@ CHANNELS = (
 )  # fmt: skip
 
 
+# The query parameter holding the rules checked first (rules_parameter), as channel_sql names it.
+RULES_PARAMETER = "channel_rules"
+
+
+@dataclass(frozen=True)
+class ChannelRule:
+    """Sessions from `source` (a name or domain) [with medium `medium`] belong to `channel`."""
+
+    source: str
+    channel: str
+    medium: str = ""
+
+
 def domain_pattern(names: tuple[str, ...]) -> str:
     """An RE2 pattern matching a source that is one of `names`, as a name or a domain."""
     alternatives = "|".join(re.escape(name) for name in names)
@@ -64,16 +86,27 @@ def _in(expression: str, values: tuple[str, ...]) -> str:
     return f"{expression} IN ({', '.join(quote_string(value) for value in values)})"
 
 
+def rules_parameter(rules: tuple[ChannelRule, ...]) -> list[tuple[str, str, str]]:
+    """The value of the `channel_rules` parameter for `rules`: (source pattern, medium, channel)."""
+    return [(domain_pattern((rule.source,)), rule.medium, rule.channel) for rule in rules]
+
+
 def channel_sql(referrer: str, utm_source: str, utm_medium: str) -> str:
     """The ClickHouse expression naming the channel of the columns given (names from the
-    query layer's fixed tables; every constant here is quoted, no user value is involved)."""
+    query layer's fixed tables; every constant here is quoted, and the site's rules are the
+    parameter `channel_rules`: no user value is part of the text)."""
     source = f"lower(if({utm_source} != '', {utm_source}, {referrer}))"
     medium = f"lower({utm_medium})"
+    rules = f"{{{RULES_PARAMETER}:Array(Tuple(String, String, String))}}"
+    # the first rule whose source pattern matches and whose medium, if it names one, is equal
+    first = (
+        f"arrayFirstIndex(rule -> match({source}, rule.1) AND (rule.2 = '' OR rule.2 = {medium}), {rules})"
+    )
     search = f"match({source}, {quote_string(domain_pattern(SEARCH_ENGINES))})"
     social = f"match({source}, {quote_string(domain_pattern(SOCIAL_NETWORKS))})"
     paid = f"match({medium}, {quote_string(PAID_MEDIUM)})"
     email = f"({_in(source, EMAIL_VALUES)} OR {_in(medium, EMAIL_VALUES)})"
-    rules = [
+    defaults = [
         (f"{source} = '' AND {medium} = ''", "Direct"),
         (f"{search} AND {paid}", "Paid Search"),
         (f"{social} AND {paid}", "Paid Social"),
@@ -85,5 +118,5 @@ def channel_sql(referrer: str, utm_source: str, utm_medium: str) -> str:
         (f"{medium} = 'affiliate'", "Affiliates"),
         (f"{_in(medium, REFERRAL_MEDIA)} OR ({referrer} != '' AND {medium} = '')", "Referral"),
     ]
-    branches = ", ".join(f"{condition}, {quote_string(name)}" for condition, name in rules)
-    return f"multiIf({branches}, 'Unassigned')"
+    branches = ", ".join(f"{condition}, {quote_string(name)}" for condition, name in defaults)
+    return f"if({first} > 0, arrayElement({rules}, {first}).3, multiIf({branches}, 'Unassigned'))"
