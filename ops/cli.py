@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -286,6 +286,57 @@ def goals_remove(site: str, name: str) -> None:
 
     removed = goal_store.remove_goal(connect(current_settings()), site, name)
     console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
+
+
+@main.group()
+def channels() -> None:
+    """A site's channel rules: sources that belong to a channel of the owner's choosing,
+    checked in order before the default grouping (GA4's)."""
+
+
+@channels.command("add")
+@click.argument("site")
+@click.option("--source", required=True, help="A source name or domain (partner.io: subdomains match too).")
+@click.option("--channel", required=True, help="A default channel (Affiliates) or a name of your own.")
+@click.option("--medium", default="", help="Only sessions with this utm_medium (default: any).")
+def channels_add(site: str, source: str, channel: str, medium: str) -> None:
+    """Count SITE's sessions from --source [with --medium] in --channel (checked after its other rules)."""
+    from storage import channel_rules as store
+    from storage.client import connect
+
+    rule = store.make_rule(source, channel, medium)  # a typo is reported before the store is asked
+    added = store.add_rule(connect(current_settings()), site, rule)
+    console.print(
+        f"added rule {added.position}: {rule.source} -> {rule.channel} on {added.site}", highlight=False
+    )
+
+
+@channels.command("list")
+@click.argument("site")
+def channels_list(site: str) -> None:
+    """SITE's rules in the order they are checked: source, channel, medium (empty for any)."""
+    from storage import channel_rules as store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    for rule in store.list_rules(connect(current_settings()), normalise(site)):
+        click.echo("\t".join([rule.source, rule.channel, rule.medium]).rstrip())
+
+
+@channels.command("remove")
+@click.argument("site")
+@click.option("--source", required=True, help="The rule's source.")
+@click.option("--medium", default="", help="The rule's medium, if it has one.")
+def channels_remove(site: str, source: str, medium: str) -> None:
+    """Remove SITE's rule for --source [and --medium]: its sessions fall back to the other rules."""
+    from storage import channel_rules as store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    removed = store.remove_rule(connect(current_settings()), site, source, medium)
+    console.print(
+        f"removed rule {removed.source} -> {removed.channel} from {normalise(site)}", highlight=False
+    )
 
 
 @main.group(cls=TallyGroup)
@@ -1157,6 +1208,78 @@ def whatif_rollback() -> None:
 
     previous = local.rollback(current_settings(), lambda line: console.print(line, highlight=False))
     console.print(f"whatif: rolled back to version {previous}", highlight=False)
+
+
+@whatif.command("channels")
+@click.argument("site")
+@click.option("--rule", "rules", multiple=True, help="A proposed rule SOURCE=CHANNEL (repeatable).")
+@click.option("--drop", "dropped", multiple=True, help="Drop the rules for this source (repeatable).")
+@click.option("--period", default=None, help="The last N days, today included, e.g. 30d (default).")
+@click.option("--from", "start", type=click.DateTime(["%Y-%m-%d"]), help="First UTC day compared.")
+@click.option(
+    "--to", "end", type=click.DateTime(["%Y-%m-%d"]), help="Last UTC day compared (default: today)."
+)
+@click.option("--apply", "apply_rules", is_flag=True, help="Then store the proposed rules as SITE's rules.")
+def whatif_channels(
+    site: str, rules: tuple[str, ...], dropped: tuple[str, ...], period: str | None,
+    start: datetime | None, end: datetime | None, apply_rules: bool,
+) -> None:  # fmt: skip
+    """SITE's channel breakdown under its current rules and under proposed ones, side by side, and
+    the sources that change channel: read at query time (channels are derived when read), no replay."""
+    from ops.whatif_output import print_channel_comparison
+    from storage import channel_rules as store
+    from storage import queries
+    from storage.client import connect
+    from storage.queries.channels import compare_rules
+    from storage.sites import list_sites, normalise
+
+    changes = [store.make_rule(*_proposed_rule(text)) for text in rules]
+    if not changes and not dropped:
+        raise UserError("--rule SOURCE=CHANNEL or --drop SOURCE is needed")
+    first, last = _days(period, start, end, datetime.now(UTC))
+    client = connect(current_settings())
+    site = normalise(site)
+    if site not in list_sites(client):
+        raise UserError(f"site: {site} is not registered (see 'tally sites list')")
+    current = tuple(store.list_rules(client, site))
+    proposed = store.propose(list(current), changes, list(dropped))
+    q = queries.StatsQuery(site, first, last)
+    print_channel_comparison(compare_rules(client, q, current, proposed), console)
+    if apply_rules:
+        store.replace_rules(client, site, proposed)
+        console.print(f"whatif: {site} now has the {len(proposed)} proposed rules", highlight=False)
+    else:
+        console.print("whatif: --apply stores the proposed rules", highlight=False)
+
+
+def _proposed_rule(text: str) -> tuple[str, str]:
+    source, sep, channel = text.partition("=")
+    if not sep:
+        raise UserError(f"--rule: expected SOURCE=CHANNEL, e.g. partner.io=Affiliates (got {text!r})")
+    return source, channel
+
+
+def _days(
+    period: str | None, start: datetime | None, end: datetime | None, now: datetime
+) -> tuple[datetime, datetime]:
+    """[first day, day after the last) in UTC: --period Nd (today included), or --from/--to."""
+    if period is not None and (start or end):
+        raise UserError("--period or --from/--to: choose one")
+    last = (end or now).date()
+    if start is not None:
+        first = start.date()
+    else:
+        text = period or "30d"
+        if not text.endswith("d") or not text[:-1].isdigit() or int(text[:-1]) < 1:
+            raise UserError(f"--period: a number of days such as 30d (got {text!r})")
+        first = last - timedelta(days=int(text[:-1]) - 1)
+    if first > last:
+        raise UserError("--from must not be after --to")
+    midnight = datetime.min.time()
+    return (
+        datetime.combine(first, midnight, UTC),
+        datetime.combine(last + timedelta(days=1), midnight, UTC),
+    )
 
 
 @main.command()

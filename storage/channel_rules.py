@@ -130,12 +130,40 @@ def restore(client: Client, held: dict[str, list[list[str]]]) -> None:
     for stored in _current(client, None):
         current.setdefault(stored.site, []).append(stored)
     for site in sorted(set(wanted) | set(current)):
-        rules = wanted.get(site, [])
-        keep = {_key(rule) for rule in rules}
-        rows = [(rule, position, 0) for position, rule in enumerate(rules, start=1)]
-        rows += [(s.rule, s.position, 1) for s in current.get(site, []) if _key(s.rule) not in keep]
-        if rows:
-            _write(client, site, rows)
+        _replace(client, site, wanted.get(site, []), current.get(site, []))
+
+
+def replace_rules(client: Client, site: str, rules: tuple[ChannelRule, ...]) -> None:
+    """Make the site's rules exactly `rules`, in that order (a what-if's --apply)."""
+    site = _registered(client, site)
+    keys = [_key(rule) for rule in rules]
+    if len(set(keys)) != len(keys):
+        raise InvalidChannelRule(f"{site}: two rules for the same source and medium")
+    _replace(client, site, list(rules), stored_rules(client, site))
+
+
+def propose(
+    current: list[ChannelRule], changes: list[ChannelRule], dropped: list[str]
+) -> tuple[ChannelRule, ...]:
+    """The rules a what-if proposes: `current` without the rules for a source in `dropped` (any
+    medium), each of `changes` replacing the rule for its source and medium in place, or appended."""
+    drop = {checked_source(source) for source in dropped}
+    proposed = [rule for rule in current if rule.source not in drop]
+    for change in changes:
+        at = next((i for i, rule in enumerate(proposed) if _key(rule) == _key(change)), None)
+        if at is None:
+            proposed.append(change)
+        else:
+            proposed[at] = change
+    return tuple(proposed)
+
+
+def _replace(client: Client, site: str, rules: list[ChannelRule], current: list[StoredRule]) -> None:
+    keep = {_key(rule) for rule in rules}
+    rows = [(rule, position, 0) for position, rule in enumerate(rules, start=1)]
+    rows += [(stored.rule, stored.position, 1) for stored in current if _key(stored.rule) not in keep]
+    if rows:
+        _write(client, site, rows)
 
 
 def _registered(client: Client, site: str) -> str:

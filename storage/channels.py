@@ -91,13 +91,18 @@ def rules_parameter(rules: tuple[ChannelRule, ...]) -> list[tuple[str, str, str]
     return [(domain_pattern((rule.source,)), rule.medium, rule.channel) for rule in rules]
 
 
-def channel_sql(referrer: str, utm_source: str, utm_medium: str) -> str:
+def source_sql(referrer: str, utm_source: str) -> str:
+    """A session's source, as the rules read it: utm_source, else the referrer domain, lower-cased."""
+    return f"lower(if({utm_source} != '', {utm_source}, {referrer}))"
+
+
+def channel_sql(referrer: str, utm_source: str, utm_medium: str, parameter: str = RULES_PARAMETER) -> str:
     """The ClickHouse expression naming the channel of the columns given (names from the
-    query layer's fixed tables; every constant here is quoted, and the site's rules are the
-    parameter `channel_rules`: no user value is part of the text)."""
-    source = f"lower(if({utm_source} != '', {utm_source}, {referrer}))"
+    query layer's fixed tables; every constant here is quoted, and the rules checked first are
+    the query parameter `parameter` (rules_parameter): no user value is part of the text)."""
+    source = source_sql(referrer, utm_source)
     medium = f"lower({utm_medium})"
-    rules = f"{{{RULES_PARAMETER}:Array(Tuple(String, String, String))}}"
+    rules = f"{{{parameter}:Array(Tuple(String, String, String))}}"
     # the first rule whose source pattern matches and whose medium, if it names one, is equal
     first = (
         f"arrayFirstIndex(rule -> match({source}, rule.1) AND (rule.2 = '' OR rule.2 = {medium}), {rules})"
