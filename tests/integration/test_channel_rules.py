@@ -159,6 +159,9 @@ def test_channel_filter_follows_the_rules(
             visitors,
         )
         assert totals["bounce_rate"] == pytest.approx(bounces / visitors)
+        expression = json.dumps([["is", "channel", [channel]]])  # the expression tree (segments)
+        totals = get(api, dashboard_settings, "/stats/aggregate", source=source, filters=expression)
+        assert (totals["visitors"], totals["pageviews"]) == (visitors, pageviews)
 
 
 def test_plausible_visit_channel_follows_the_rules(
