@@ -18,7 +18,7 @@ from datetime import datetime
 
 from clickhouse_connect.driver.client import Client
 
-from storage.channels import ChannelRule, channel_sql, rules_parameter, source_sql
+from storage.channels import ChannelRule, channel_sql, rules_parameters, source_sql
 from storage.queries.contract import SESSION_VISITORS, BreakdownRow, SessionBreakdownRow, StatsQuery, metrics
 from storage.queries.raw import raw_sessions_sql
 
@@ -111,5 +111,5 @@ def source_moves(
         "WHERE old_channel != new_channel GROUP BY source, old_channel, new_channel "
         "ORDER BY sessions DESC, source, old_channel LIMIT {limit:UInt32}"
     )
-    parameters = {**q.parameters(), PROPOSED_RULES: rules_parameter(proposed), "limit": limit}
+    parameters = {**q.parameters(), **rules_parameters(proposed, PROPOSED_RULES), "limit": limit}
     return [SourceMove(*row) for row in client.query(sql, parameters=parameters).result_rows]

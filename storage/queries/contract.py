@@ -145,7 +145,7 @@ from typing import TYPE_CHECKING, Literal
 import re2  # google-re2: the library ClickHouse's match() compiles patterns with
 
 from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
-from storage.channels import RULES_PARAMETER, ChannelRule, rules_parameter
+from storage.channels import ChannelRule, rules_parameters
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ class StatsQuery:
             "gap_ms": self.session_gap_s * 1000,
             "engaged_bounce_ms": self.engaged_bounce_ms,
             "tz": self.timezone,
-            RULES_PARAMETER: rules_parameter(self.channel_rules or ()),
+            **rules_parameters(self.channel_rules or ()),
         }
         for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value
