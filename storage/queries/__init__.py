@@ -122,8 +122,7 @@ def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
     """`q` validated, with the goal its `goal` filter names looked up (UnsupportedQuery if the
     site has no such goal), and the site's channel rules if a filter names the channel."""
     validate(q)
-    if CHANNEL in q.filters or (q.where is not None and CHANNEL in dimensions_of(q.where)):
-        q = with_channel_rules(client, q)
+    q = with_channel_filter_rules(client, q)
     name = q.filters.get(GOAL_FILTER)
     if name is None:
         return q
@@ -139,6 +138,13 @@ def with_channel_rules(client: Client, q: StatsQuery) -> StatsQuery:
     if q.channel_rules is not None:
         return q
     return replace(q, channel_rules=tuple(list_rules(client, q.site)))
+
+
+def with_channel_filter_rules(client: Client, q: StatsQuery) -> StatsQuery:
+    """`q` with the site's channel rules if a filter (dict or expression) names the channel."""
+    if CHANNEL in q.filters or (q.where is not None and CHANNEL in dimensions_of(q.where)):
+        return with_channel_rules(client, q)
+    return q
 
 
 def uses_agg(q: StatsQuery, source: Source) -> bool:
@@ -218,6 +224,7 @@ def engagement(
     validate(q)
     if not paths:
         return {}
+    q = with_channel_filter_rules(client, q)
     return (agg if uses_agg(q, source) else raw).engagement(client, q, paths)
 
 

@@ -28,7 +28,7 @@ from storage.channels import ChannelRule
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.events import archive_rows, engagement_event, page_view
 
 pytestmark = pytest.mark.integration
 
@@ -162,6 +162,25 @@ def test_channel_filter_follows_the_rules(
         expression = json.dumps([["is", "channel", [channel]]])  # the expression tree (segments)
         totals = get(api, dashboard_settings, "/stats/aggregate", source=source, filters=expression)
         assert (totals["visitors"], totals["pageviews"]) == (visitors, pageviews)
+
+
+def test_time_on_page_under_a_rules_channel_filter(store: Client) -> None:
+    """The Pages tab's time on page takes the channel filter as the breakdown beside it does."""
+    site, start = "engaged-rules.example.com", DAY + timedelta(hours=5)
+    events = [
+        page_view(site, "from-partner", start, "/a", referrer_domain="www.partner.io"),
+        engagement_event(site, "from-partner", start + timedelta(seconds=5), "/a", 5_000),
+        page_view(site, "from-google", start, "/a", referrer_domain="www.google.com"),
+        engagement_event(site, "from-google", start + timedelta(seconds=8), "/a", 8_000),
+    ]
+    rows, columns = archive_rows(events)
+    store.insert("events", rows, column_names=columns)
+    add_site(store, site)
+    restore(store, {site: [["partner", "", "Partners"]]})
+    q = queries.StatsQuery(site, DAY, DAY + timedelta(days=1), filters={"channel": "Partners"})
+    for source in ("raw", "agg"):
+        page = queries.engagement(store, q, ["/a"], source=source)["/a"]
+        assert (page.visitors, page.time_on_page_s) == (1, 5.0)
 
 
 def test_plausible_visit_channel_follows_the_rules(
