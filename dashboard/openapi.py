@@ -84,7 +84,8 @@ PARAMETERS: dict[str, JSON] = {
         f"{', '.join(queries.EVENT_DIMENSIONS)}. Session dimensions count the page views and visitors "
         "of the sessions starting in the range by the value of their first page view (exit_path: "
         f"their last): {', '.join(queries.SESSION_DIMENSIONS)}; `channel`: the session's acquisition "
-        "channel (GA4's default grouping of its referrer and UTM source and medium; docs/architecture.md). "
+        "channel (the site's own channel rules first, `tally channels`, then GA4's default grouping "
+        "of its referrer and UTM source and medium; docs/architecture.md). "
         f"{SCREEN_SIZE_DEFINITION} "
         "Or `event:name` (custom events by name) or `prop:KEY` (the values of custom property KEY): "
         "these two answer events and visitors instead of page views.",

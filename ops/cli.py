@@ -288,6 +288,57 @@ def goals_remove(site: str, name: str) -> None:
     console.print(f"removed goal {removed.name!r} from {removed.site}", highlight=False)
 
 
+@main.group()
+def channels() -> None:
+    """A site's channel rules: sources that belong to a channel of the owner's choosing,
+    checked in order before the default grouping (GA4's)."""
+
+
+@channels.command("add")
+@click.argument("site")
+@click.option("--source", required=True, help="A source name or domain (partner.io: subdomains match too).")
+@click.option("--channel", required=True, help="A default channel (Affiliates) or a name of your own.")
+@click.option("--medium", default="", help="Only sessions with this utm_medium (default: any).")
+def channels_add(site: str, source: str, channel: str, medium: str) -> None:
+    """Count SITE's sessions from --source [with --medium] in --channel (checked after its other rules)."""
+    from storage import channel_rules as store
+    from storage.client import connect
+
+    rule = store.make_rule(source, channel, medium)  # a typo is reported before the store is asked
+    added = store.add_rule(connect(current_settings()), site, rule)
+    console.print(
+        f"added rule {added.position}: {rule.source} -> {rule.channel} on {added.site}", highlight=False
+    )
+
+
+@channels.command("list")
+@click.argument("site")
+def channels_list(site: str) -> None:
+    """SITE's rules in the order they are checked: source, channel, medium (empty for any)."""
+    from storage import channel_rules as store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    for rule in store.list_rules(connect(current_settings()), normalise(site)):
+        click.echo("\t".join([rule.source, rule.channel, rule.medium]).rstrip())
+
+
+@channels.command("remove")
+@click.argument("site")
+@click.option("--source", required=True, help="The rule's source.")
+@click.option("--medium", default="", help="The rule's medium, if it has one.")
+def channels_remove(site: str, source: str, medium: str) -> None:
+    """Remove SITE's rule for --source [and --medium]: its sessions fall back to the other rules."""
+    from storage import channel_rules as store
+    from storage.client import connect
+    from storage.sites import normalise
+
+    removed = store.remove_rule(connect(current_settings()), site, source, medium)
+    console.print(
+        f"removed rule {removed.source} -> {removed.channel} from {normalise(site)}", highlight=False
+    )
+
+
 @main.group(cls=TallyGroup)
 def users() -> None:
     """Team accounts: roles per site (owner, admin, viewer), API keys, the audit log. The
@@ -1184,7 +1235,6 @@ def whatif_goals(
 ) -> None:  # fmt: skip
     """SITE's goals now and as proposed, side by side over a range: conversions (visitors,
     events, conversion rate, revenue). Goals apply at read time: nothing is replayed."""
-    from ops.local.whatif import range_or_default
     from ops.whatif_output import goal_comparison_lines
     from storage import definitions as stored
     from storage import goals as goal_store
@@ -1198,11 +1248,7 @@ def whatif_goals(
     added += [goal_store.make_goal(site, "", pattern, currency) for pattern in add_pages]
     if not added and not remove_names:
         raise UserError("--add, --add-page or --remove: name the goals proposed")
-    if period is not None and (start or end):
-        raise UserError("--period or --from/--to: choose one")
-    today = datetime.now(UTC).date()
-    first_day = today - timedelta(days=_period_days(period) - 1) if period else start and start.date()
-    first, last = range_or_default(first_day, end and end.date(), today)
+    first, last = _days(period, start, end)
     client = connect(current_settings())
     comparison = compare_goals(client, StatsQuery(site, first, last), added, list(remove_names))
     for line in goal_comparison_lines(comparison):
@@ -1222,6 +1268,67 @@ def _period_days(period: str) -> int:
     if not text.endswith("d") or not text[:-1].isdigit() or not 1 <= int(text[:-1]) <= 3660:
         raise UserError(f"--period: {period!r} is not a number of days like 30d")
     return int(text[:-1])
+
+
+@whatif.command("channels")
+@click.argument("site")
+@click.option("--rule", "rules", multiple=True, help="A proposed rule SOURCE=CHANNEL (repeatable).")
+@click.option("--drop", "dropped", multiple=True, help="Drop the rules for this source (repeatable).")
+@click.option("--period", default=None, help="The last N days up to today, e.g. 30d (default: 7d).")
+@click.option("--from", "start", type=click.DateTime(["%Y-%m-%d"]), help="First UTC day compared.")
+@click.option(
+    "--to", "end", type=click.DateTime(["%Y-%m-%d"]), help="Last UTC day compared (default: today)."
+)
+@click.option("--apply", "apply_rules", is_flag=True, help="Then store the proposed rules as SITE's rules.")
+def whatif_channels(
+    site: str, rules: tuple[str, ...], dropped: tuple[str, ...], period: str | None,
+    start: datetime | None, end: datetime | None, apply_rules: bool,
+) -> None:  # fmt: skip
+    """SITE's channel breakdown under its current rules and under proposed ones, side by side, and
+    the sources that change channel: read at query time (channels are derived when read), no replay."""
+    from ops.whatif_output import print_channel_comparison
+    from storage import channel_rules as store
+    from storage import queries
+    from storage.client import connect
+    from storage.queries.channels import compare_rules
+    from storage.sites import list_sites, normalise
+
+    changes = [store.make_rule(*_proposed_rule(text)) for text in rules]
+    if not changes and not dropped:
+        raise UserError("--rule SOURCE=CHANNEL or --drop SOURCE is needed")
+    first, last = _days(period, start, end)
+    client = connect(current_settings())
+    site = normalise(site)
+    if site not in list_sites(client):
+        raise UserError(f"site: {site} is not registered (see 'tally sites list')")
+    current = tuple(store.list_rules(client, site))
+    proposed = store.propose(list(current), changes, list(dropped))
+    q = queries.StatsQuery(site, first, last)
+    print_channel_comparison(compare_rules(client, q, current, proposed), console)
+    if apply_rules:
+        store.replace_rules(client, site, proposed)
+        console.print(f"whatif: {site} now has the {len(proposed)} proposed rules", highlight=False)
+    else:
+        console.print("whatif: --apply stores the proposed rules", highlight=False)
+
+
+def _proposed_rule(text: str) -> tuple[str, str]:
+    source, sep, channel = text.partition("=")
+    if not sep:
+        raise UserError(f"--rule: expected SOURCE=CHANNEL, e.g. partner.io=Affiliates (got {text!r})")
+    return source, channel
+
+
+def _days(period: str | None, start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    """[first day, day after the last) in UTC: --period Nd (today included), --from/--to, or by
+    default the last 7 days and today (ops/local/whatif.range_or_default)."""
+    from ops.local.whatif import range_or_default
+
+    if period is not None and (start or end):
+        raise UserError("--period or --from/--to: choose one")
+    today = datetime.now(UTC).date()
+    first_day = today - timedelta(days=_period_days(period) - 1) if period else start and start.date()
+    return range_or_default(first_day, end and end.date(), today)
 
 
 @main.command()

@@ -120,6 +120,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
     from ops.local.supervisor import StackError
     from storage.alert_rules import InvalidRule
     from storage.calendar import InvalidTimezone
+    from storage.channel_rules import InvalidChannelRule
     from storage.definitions import DefinitionsError
     from storage.exclusions import InvalidExclusion
     from storage.goals import InvalidGoal
@@ -133,6 +134,7 @@ def _known_failures() -> tuple[type[Exception], ...]:
     failures: list[type[Exception]] = [
         InvalidDomain,
         InvalidGoal,
+        InvalidChannelRule,
         InvalidTimezone,
         InvalidExclusion,
         AccountError,

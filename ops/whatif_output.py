@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from storage.definitions import Version, changes
-from storage.queries.contract import GoalRow
+from storage.queries.channels import RulesComparison
+from storage.queries.contract import GoalRow, SessionBreakdownRow
 from storage.queries.whatif import METRICS, Comparison, GoalComparison, Side
 
 LABELS = {
@@ -61,6 +62,42 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     for page in dict.fromkeys([*new_visits, *old_visits]):
         pages.add_row(page, _visits(old_visits.get(page)), _visits(new_visits.get(page)))
     console.print(pages)
+
+
+CHANNEL_METRICS = ("visitors", "sessions", "bounce_rate")
+
+
+def print_channel_comparison(comparison: RulesComparison, console: Console) -> None:
+    """Per channel, visitors, visits and bounce rate under the current and the proposed rules;
+    then each source that changes channel, with its visits."""
+    title = (
+        f"{comparison.site} channels: {comparison.start:%Y-%m-%d} to {comparison.end:%Y-%m-%d} "
+        f"(UTC, end excluded); rules {len(comparison.current_rules)} current, "
+        f"{len(comparison.proposed_rules)} proposed"
+    )
+    columns = [f"{LABELS[m]} {side}" for m in CHANNEL_METRICS for side in ("current", "proposed")]
+    table = Table("channel", *columns, title=title)
+    current, proposed = _by_channel(comparison.current), _by_channel(comparison.proposed)
+    for channel in dict.fromkeys([*current, *proposed]):
+        cells = [
+            _metric(metric, side.get(channel)) for metric in CHANNEL_METRICS for side in (current, proposed)
+        ]
+        table.add_row(channel, *cells)
+    console.print(table)
+    moves = Table("source", "from", "to", "visits", "visitors", title="sources that change channel")
+    for move in comparison.moves:
+        moves.add_row(move.source, move.current, move.proposed, f"{move.sessions:,}", f"{move.visitors:,}")
+    if not comparison.moves:
+        moves.add_row("(none)", "", "", "", "")
+    console.print(moves)
+
+
+def _by_channel(rows: list[SessionBreakdownRow]) -> dict[str, dict[str, float]]:
+    return {row.value: row.totals for row in rows}
+
+
+def _metric(metric: str, totals: dict[str, float] | None) -> str:
+    return "—" if totals is None else number(metric, totals[metric])
 
 
 def _visits(value: float | None) -> str:

@@ -7,16 +7,18 @@ What a version holds (migration 0054):
   pages) and `engaged_bounce_ms` (a one-page session with this much engaged time is no
   bounce); `watermark_s` (which events the windows count as late) is recorded with them;
 - the contents of the rules kept in tables, per site, as they were when the version was made
-  (`rules`, kind -> site -> items; the kinds are RULE_KINDS): the sites' goals (applied at read
-  time) and exclusions (applied by the collector, before the log: recorded and restorable, never
-  replayable: no replay brings back what they dropped). A rule change by any path (goals.py and
-  exclusions.py call `record_rules`) is a new version, made current at once: no replay needed.
+  (`rules`, kind -> site -> items; the kinds are RULE_KINDS): the sites' goals and channel rules
+  (both applied at read time) and exclusions (applied by the collector, before the log: recorded
+  and restorable, never replayable: no replay brings back what they dropped). A rule change by
+  any path (goals.py, channel_rules.py and exclusions.py call `record_rules`) is a new version,
+  made current at once: no replay needed.
   A rollback rewrites the rule tables to the version's contents (`restore_rules`): exactly its
   contents for every site it names; a site registered after it keeps its own rules;
-- fingerprints of what a version records but cannot restore: the built-in channel rules
-  (storage/channels.py, code). Versions made before contents were kept hold fingerprints only
-  (`fingerprints`); their rules are "not recorded". Tally has no path normalisation beyond
-  the collector's.
+- fingerprints of what a version records but cannot restore: the built-in channel grouping
+  (storage/channels.py, code; a site's own rules come before it). Versions made before contents
+  were kept hold fingerprints only (`fingerprints`); their rules are "not recorded". Path
+  normalisation is the collector's code (collector/enrichment.py), versioned with the release and
+  applied before the log: no version can change it, so none records it.
 
 One source of truth: the stored current version. The environment (`TALLY_SESSION_GAP_S`,
 `TALLY_ENGAGED_BOUNCE_MS`, `TALLY_WATERMARK_S`) seeds version 1, once, on the first start
@@ -42,7 +44,7 @@ from uuid import UUID, uuid4
 
 from clickhouse_connect.driver.client import Client
 
-from storage import channels, exclusions, goals
+from storage import channel_rules, channels, exclusions, goals
 from tally.settings import Settings
 
 VERSIONS = "definition_versions"
@@ -73,6 +75,7 @@ class RuleKind(Protocol):
 RULE_KINDS: dict[str, RuleKind] = {
     "goals": goals,
     "exclusions": exclusions,
+    "channel_rules": channel_rules,
 }
 
 
@@ -333,11 +336,15 @@ def _rule_changes(kind: str, older: Contents, newer: Contents) -> list[str]:
 
 
 def _label(item: Any) -> str:
-    """How a rule is named in a change: a goal by name, an exclusion as "ip 10.0.0.0/8"."""
+    """How a rule is named in a change: a goal by name, an exclusion as "ip 10.0.0.0/8", a
+    channel rule as "partner.io=Partners"."""
     if isinstance(item, dict) and "name" in item:
         return str(item["name"])
     if isinstance(item, dict) and {"kind", "value"} <= set(item):
         return f"{item['kind']} {item['value']}"
+    if isinstance(item, list) and len(item) == 3:  # a channel rule: [source, medium, channel]
+        source, medium, channel = item
+        return f"{source}{f' ({medium})' if medium else ''}={channel}"
     return json.dumps(item, sort_keys=True)
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime
 from clickhouse_connect.driver.client import Client
 
 from storage.calendar import INTERVALS, InvalidTimezone, local_date, zone
+from storage.channel_rules import list_rules
 from storage.channels import CHANNEL
 from storage.goals import Goal, InvalidGoal, find_goal, list_goals
 from storage.queries import agg, channels, funnel_days, funnels, raw
@@ -45,6 +46,7 @@ from storage.queries.contract import (
     StatsQuery,
     UnsupportedQuery,
     buckets,
+    dimensions_of,
     metrics,
     validate,
     validate_expression,
@@ -118,8 +120,9 @@ __all__ = [
 
 def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
     """`q` validated, with the goal its `goal` filter names looked up (UnsupportedQuery if the
-    site has no such goal)."""
+    site has no such goal), and the site's channel rules if a filter names the channel."""
     validate(q)
+    q = with_channel_filter_rules(client, q)
     name = q.filters.get(GOAL_FILTER)
     if name is None:
         return q
@@ -127,6 +130,21 @@ def with_goal(client: Client, q: StatsQuery) -> StatsQuery:
         return replace(q, goal=find_goal(client, q.site, name))
     except InvalidGoal as error:
         raise UnsupportedQuery(f"filters: goal: {error}") from None
+
+
+def with_channel_rules(client: Client, q: StatsQuery) -> StatsQuery:
+    """`q` with the site's channel rules (one small query), unless it carries rules already
+    (a what-if's proposed ones)."""
+    if q.channel_rules is not None:
+        return q
+    return replace(q, channel_rules=tuple(list_rules(client, q.site)))
+
+
+def with_channel_filter_rules(client: Client, q: StatsQuery) -> StatsQuery:
+    """`q` with the site's channel rules if a filter (dict or expression) names the channel."""
+    if CHANNEL in q.filters or (q.where is not None and CHANNEL in dimensions_of(q.where)):
+        return with_channel_rules(client, q)
+    return q
 
 
 def uses_agg(q: StatsQuery, source: Source) -> bool:
@@ -153,7 +171,7 @@ def breakdown(
 ) -> list[BreakdownRow]:
     q = with_goal(client, q)
     if by == CHANNEL:  # both sources: the archive's sessions (storage/queries/channels.py)
-        return channels.breakdown(client, q, limit)
+        return channels.breakdown(client, with_channel_rules(client, q), limit)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
@@ -178,6 +196,8 @@ def session_totals(
     properties together)."""
     q = with_goal(client, q)
     validate_expression(where, raw.SESSION_FILTER_COLUMNS)
+    if CHANNEL in dimensions_of(where) | {by}:
+        q = with_channel_rules(client, q)
     if by is not None and by not in raw.SESSION_FILTER_COLUMNS:
         raise UnsupportedQuery(f"a session breakdown is by one of {sorted(raw.SESSION_FILTER_COLUMNS)}")
     rows = raw.session_totals(client, q, where, by, limit)
@@ -191,7 +211,7 @@ def session_breakdown(
     aggregate report's (visits, bounce rate, average duration with page views and visitors)."""
     q = with_goal(client, q)
     if by == CHANNEL:
-        return channels.session_breakdown(client, q, limit)
+        return channels.session_breakdown(client, with_channel_rules(client, q), limit)
     if by not in SESSION_DIMENSIONS:
         raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
     return (agg if uses_agg(q, source) else raw).session_breakdown(client, q, by, limit)
@@ -204,6 +224,7 @@ def engagement(
     validate(q)
     if not paths:
         return {}
+    q = with_channel_filter_rules(client, q)
     return (agg if uses_agg(q, source) else raw).engagement(client, q, paths)
 
 

@@ -145,6 +145,7 @@ from typing import TYPE_CHECKING, Literal
 import re2  # google-re2: the library ClickHouse's match() compiles patterns with
 
 from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
+from storage.channels import ChannelRule, rules_parameters
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
 
 if TYPE_CHECKING:
@@ -253,6 +254,10 @@ class StatsQuery:
     where: Expression | None = None
     # The site's IANA zone: where a timeseries' hours, days, weeks and months start (storage/calendar.py).
     timezone: str = UTC_NAME
+    # The channel rules checked before the default grouping (storage/channels.py): None for the
+    # site's stored rules, looked up by the query layer when a channel is asked for; a tuple
+    # (a what-if's proposed rules) is used as given.
+    channel_rules: tuple[ChannelRule, ...] | None = None
 
     @property
     def filtered(self) -> bool:
@@ -267,6 +272,7 @@ class StatsQuery:
             "gap_ms": self.session_gap_s * 1000,
             "engaged_bounce_ms": self.engaged_bounce_ms,
             "tz": self.timezone,
+            **rules_parameters(self.channel_rules or ()),
         }
         for index, (name, value) in enumerate(self.filters.items()):
             parameters[f"filter_{index}"] = value

@@ -1,4 +1,5 @@
-"""What a definitions version holds (issue 21): the contents of the sites' goals and exclusions,
+"""What a definitions version holds (issue 21): the contents of the sites' goals, exclusions and
+channel rules,
 every rule change recorded as a new current version, and a rollback that restores them (and
 exchanges no table when only rules differ). Real ClickHouse engine, a database of its own (the
 versions are global to a database); events inserted into `events`, whose views feed the goal
@@ -16,7 +17,7 @@ from clickhouse_connect.driver.client import Client
 
 from dashboard.app import build_app
 from ops.local import whatif
-from storage import definitions
+from storage import channel_rules, definitions
 from storage import exclusions as exclusion_store
 from storage import goals as goal_store
 from storage.client import connect
@@ -91,8 +92,9 @@ def test_nothing_is_recorded_before_version_one_and_version_one_holds_the_conten
         ]
     }
     assert first.definitions.rules["exclusions"] == {SITE: []}
+    assert first.definitions.rules["channel_rules"] == {SITE: []}
     assert first.definitions.unrecorded() == []
-    assert set(first.definitions.rule_fingerprints()) == {"channels", "goals", "exclusions"}
+    assert set(first.definitions.rule_fingerprints()) == {"channels", "goals", "exclusions", "channel_rules"}
 
 
 def test_every_goal_and_exclusion_change_is_a_current_version_naming_it(settings: Settings) -> None:
@@ -145,6 +147,51 @@ def test_rollback_restores_the_goals_and_their_numbers_without_exchanging_tables
     assert client.query("SELECT count() FROM sessions").result_rows[0][0] == sessions
 
 
+def test_channel_rule_changes_are_versions_and_a_rollback_restores_the_rules_and_the_breakdown(
+    settings: Settings,
+) -> None:
+    client = connect(settings)
+    definitions.current(client, settings)  # version 1: no rules
+    partner = page_view(SITE, "p", at(30), "/", referrer_domain="news.partner.io")
+    rows, columns = archive_rows([partner])
+    client.insert("events", rows, column_names=columns)
+    channel_rules.add_rule(client, SITE, channel_rules.make_rule("partner.io", "Partners"))  # version 2
+    channel_rules.add_rule(client, SITE, channel_rules.make_rule("newsletter", "Email"))  # version 3
+    at_three = channels_of(settings)
+    assert at_three["Partners"] == 1
+    channel_rules.remove_rule(client, SITE, "partner.io")  # version 4
+    assert "Partners" not in channels_of(settings) and channels_of(settings)["Referral"] == 1
+    versions = definitions.list_versions(client)
+    assert [v.note for v in versions[1:]] == [
+        f"channel rule added on {SITE}: source 'partner.io' -> Partners",
+        f"channel rule added on {SITE}: source 'newsletter' -> Email",
+        f"channel rule removed on {SITE}: source 'partner.io'",
+    ]
+    assert definitions.changes(versions[2].definitions, versions[3].definitions) == [
+        f"channel_rules on {SITE}: -partner.io=Partners"
+    ]
+    assert versions[2].definitions.rules["channel_rules"] == {
+        SITE: [["partner.io", "", "Partners"], ["newsletter", "", "Email"]]
+    }
+
+    assert whatif.rollback(settings, lambda line: None) == 3
+    assert channel_rules.list_rules(client, SITE) == [
+        channel_rules.make_rule("partner.io", "Partners"),
+        channel_rules.make_rule("newsletter", "Email"),
+    ]
+    assert channels_of(settings) == at_three
+
+
+def channels_of(settings: Settings) -> dict[str, int]:
+    """The stats API's channel breakdown for the day: visitors by channel."""
+    api = build_app(settings, clock=lambda: DAY + timedelta(days=1)).server.test_client()
+    headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
+    asked = {**RANGE, "by": "channel", "source": "agg"}
+    response = api.get("/api/v1/stats/breakdown", query_string=asked, headers=headers)
+    assert response.status_code == 200, response.get_json()
+    return {row["value"]: row["visitors"] for row in response.get_json()}
+
+
 def test_a_site_registered_after_the_version_keeps_its_goals_on_rollback(settings: Settings) -> None:
     client = connect(settings)
     definitions.current(client, settings)  # version 1: no goals, SITE only
@@ -176,14 +223,13 @@ def test_a_version_made_before_contents_were_kept_reads_and_rolls_back_its_repla
     )
     first = definitions.current(client, settings)
     assert first.definitions.rules == {}
-    assert first.definitions.unrecorded() == ["goals", "exclusions"]
+    assert first.definitions.unrecorded() == ["goals", "exclusions", "channel_rules"]
     assert first.definitions.rule_fingerprints() == {"channels": "abc", "goals": "def", "exclusions": "0"}
     goal_store.add_goal(client, goal_store.make_goal(SITE, "Signup"))  # version 2
     lines: list[str] = []
     assert whatif.rollback(settings, lines.append) == 1
-    assert (
-        lines[-1] == "whatif: version 1's rules were not recorded (goals, exclusions): they stay as they are"
-    )
+    unrecorded = "goals, exclusions, channel_rules"
+    assert lines[-1] == f"whatif: version 1's rules were not recorded ({unrecorded}): they stay as they are"
     assert goal_names(client) == ["Signup"]
 
 

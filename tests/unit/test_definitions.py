@@ -40,9 +40,8 @@ GOALS = {
 
 
 def test_a_version_round_trips_through_json() -> None:
-    version = Definitions(
-        1200, 5000, 120, {"goals": GOALS, "exclusions": {"a.example.com": []}}, {"channels": "abc"}
-    )
+    rules = {"goals": GOALS, "exclusions": {"a.example.com": []}, "channel_rules": {"a.example.com": []}}
+    version = Definitions(1200, 5000, 120, rules, {"channels": "abc"})
     assert Definitions.from_json(version.to_json()) == version
     assert version.unrecorded() == []
 
@@ -51,7 +50,7 @@ def test_a_version_made_before_contents_were_kept_reads_as_fingerprints_only() -
     text = '{"session_gap_s": 1800, "engaged_bounce_ms": 0, "watermark_s": 120, "rules": {"goals": "ab12"}}'
     version = Definitions.from_json(text)
     assert version.rules == {} and version.rule_fingerprints() == {"goals": "ab12"}
-    assert version.unrecorded() == ["goals", "exclusions"]
+    assert version.unrecorded() == ["goals", "exclusions", "channel_rules"]
 
 
 def test_changes_between_versions_name_each_rule_and_definition() -> None:

@@ -39,6 +39,8 @@ def test_filter_values_travel_as_parameters_never_in_the_sql() -> None:
         "gap_ms": 1_800_000,
         "engaged_bounce_ms": 10_000,
         "tz": "UTC",
+        "channel_rules": [],  # the site's channel rules: none looked up for a query without a channel
+        "channel_rules_patterns": [],
         "filter_0": "/x' OR 1=1",
         "filter_1": "CH",
     }
