@@ -29,6 +29,7 @@ from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, engagement_event, page_view
+from tests.fixtures.stats_api import api_json
 
 pytestmark = pytest.mark.integration
 
@@ -120,13 +121,7 @@ def api(dashboard_settings: Settings, store: Client) -> FlaskClient:
 
 
 def get(api: FlaskClient, settings: Settings, path: str, **params: str) -> Any:
-    response = api.get(
-        f"/api/v1{path}",
-        query_string={"site": SITE, **RANGE, **params},
-        headers={"Authorization": f"Bearer {settings.resolved_api_key()}"},
-    )
-    assert response.status_code == 200, response.get_json()
-    return response.get_json()
+    return api_json(api, settings, path, **{"site": SITE, **RANGE, **params})
 
 
 def visitors_and_pages(counts: dict[str, tuple[int, int, int]]) -> dict[str, tuple[int, int]]:

@@ -33,6 +33,7 @@ from tests.fixtures.events import (
     engaged_bounce_visits,
     page_view,
 )
+from tests.fixtures.stats_api import api_json
 
 pytestmark = pytest.mark.integration
 
@@ -113,13 +114,6 @@ def api(dashboard_settings: Settings, store: Client) -> FlaskClient:
     return build_app(dashboard_settings, clock=lambda: DAY + timedelta(days=2)).server.test_client()
 
 
-def get(api: FlaskClient, settings: Settings, path: str, **params: str) -> Any:
-    headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
-    response = api.get(f"/api/v1{path}", query_string=params, headers=headers)
-    assert response.status_code == 200, response.get_json()
-    return response.get_json()
-
-
 def both(store: Client, q: StatsQuery, paths: list[str]) -> dict[str, PageEngagement]:
     """The raw answer, after checking agg gives the same."""
     raw = queries.engagement(store, q, paths, source="raw")
@@ -187,20 +181,20 @@ def test_engagement_events_change_no_page_view_number(
     def report(site: str) -> list[Any]:
         """Every number but the bounces (engaged sessions are no bounces: tested below)."""
         span = {"site": site, "from": "2026-11-10T00:00:00Z", "to": "2026-11-12T00:00:00Z", "source": source}
-        aggregate = get(api, dashboard_settings, "/stats/aggregate", **span)
+        aggregate = api_json(api, dashboard_settings, "/stats/aggregate", **span)
         del aggregate["bounce_rate"]
         breakdowns = [
             [{k: row[k] for k in ("value", "pageviews", "visitors")} for row in
-             get(api, dashboard_settings, "/stats/breakdown", **span, by=by)]
+             api_json(api, dashboard_settings, "/stats/breakdown", **span, by=by)]
             for by in ("path", "entry_path", "exit_path")
         ]  # fmt: skip
         return [
             aggregate,
-            get(api, dashboard_settings, "/stats/timeseries", **span, interval="hour"),
+            api_json(api, dashboard_settings, "/stats/timeseries", **span, interval="hour"),
             breakdowns,
             [
                 {k: v for k, v in session.items() if k not in ("visitor_id", "is_bounce", "engaged_s")}
-                for session in get(api, dashboard_settings, "/sessions", **span)
+                for session in api_json(api, dashboard_settings, "/sessions", **span)
             ],
         ]
 
@@ -208,10 +202,10 @@ def test_engagement_events_change_no_page_view_number(
     # a's two page views; b read "/" 30 s: engaged, no bounce; c (0 s) and the next day's a
     # (6 s) bounce. Without engagement events, b bounces too.
     span = {"from": "2026-11-10T00:00:00Z", "to": "2026-11-12T00:00:00Z", "source": source}
-    assert get(api, dashboard_settings, "/stats/aggregate", site=SITE, **span) == {
+    assert api_json(api, dashboard_settings, "/stats/aggregate", site=SITE, **span) == {
         "pageviews": 5, "visitors": 4, "sessions": 4, "bounce_rate": 0.5, "avg_session_duration_s": 45.0,
     }  # fmt: skip
-    assert get(api, dashboard_settings, "/stats/aggregate", site=TWIN, **span)["bounce_rate"] == 0.75
+    assert api_json(api, dashboard_settings, "/stats/aggregate", site=TWIN, **span)["bounce_rate"] == 0.75
 
 
 @pytest.mark.parametrize("source", ["raw", "agg"])
@@ -228,14 +222,14 @@ def test_a_one_page_session_with_10_s_of_engaged_time_is_no_bounce(
         "source": source,
     }
     answer = ENGAGED_BOUNCE_ANSWER
-    assert get(api, dashboard_settings, "/stats/aggregate", **span) == {
+    assert api_json(api, dashboard_settings, "/stats/aggregate", **span) == {
         "pageviews": answer["pageviews"],
         "visitors": answer["sessions"],
         "sessions": answer["sessions"],
         "bounce_rate": round(answer["bounces"] / answer["sessions"], 4),
         "avg_session_duration_s": round(10 / answer["sessions"], 1),
     }
-    sessions = get(api, dashboard_settings, "/sessions", **span)
+    sessions = api_json(api, dashboard_settings, "/sessions", **span)
     assert {s["visitor_id"]: (s["is_bounce"], s["engaged_s"]) for s in sessions} == {
         "read-12s": (False, 12.0),
         "read-3s": (True, 3.0),
@@ -259,23 +253,23 @@ def test_the_engaged_time_that_ends_a_bounce_is_a_setting(
         "to": "2026-11-11T00:00:00Z",
         "source": "raw",
     }
-    assert get(api, settings, "/stats/aggregate", **span)["bounce_rate"] == round(5 / 6, 4)
+    assert api_json(api, settings, "/stats/aggregate", **span)["bounce_rate"] == round(5 / 6, 4)
 
 
 @pytest.mark.parametrize("source", ["raw", "agg"])
 def test_the_page_breakdown_shows_time_on_page_and_scroll_depth(
     api: FlaskClient, dashboard_settings: Settings, source: str
 ) -> None:
-    rows = get(api, dashboard_settings, "/stats/breakdown", site=SITE, by="path", source=source,
+    rows = api_json(api, dashboard_settings, "/stats/breakdown", site=SITE, by="path", source=source,
                **{"from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"})  # fmt: skip
     assert rows == [
         {"value": "/", "pageviews": 3, "visitors": 3, "time_on_page_s": 20.0, "scroll_depth": 33.3},
         {"value": "/pricing", "pageviews": 1, "visitors": 1, "time_on_page_s": 5.0, "scroll_depth": 100.0},
     ]
-    twin = get(api, dashboard_settings, "/stats/breakdown", site=TWIN, by="path", source=source,
+    twin = api_json(api, dashboard_settings, "/stats/breakdown", site=TWIN, by="path", source=source,
                **{"from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"})  # fmt: skip
     assert [(row["time_on_page_s"], row["scroll_depth"]) for row in twin] == [(0.0, 0.0), (0.0, 0.0)]
-    other = get(api, dashboard_settings, "/stats/breakdown", site=SITE, by="country", source=source,
+    other = api_json(api, dashboard_settings, "/stats/breakdown", site=SITE, by="country", source=source,
                 **{"from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"})  # fmt: skip
     assert all("time_on_page_s" not in row for row in other)
 

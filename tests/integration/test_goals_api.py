@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
@@ -17,6 +16,7 @@ from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.stats_api import api_json
 
 pytestmark = pytest.mark.integration
 
@@ -57,16 +57,9 @@ def api(dashboard_settings: Settings) -> FlaskClient:
     return build_app(dashboard_settings, clock=lambda: DAY + timedelta(days=1)).server.test_client()
 
 
-def get(api: FlaskClient, settings: Settings, path: str, **params: str) -> Any:
-    headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
-    response = api.get(f"/api/v1{path}", query_string=params, headers=headers)
-    assert response.status_code == 200, response.get_json()
-    return response.get_json()
-
-
 @pytest.mark.parametrize("source", ["raw", "agg"])
 def test_goals_endpoint(api: FlaskClient, dashboard_settings: Settings, source: str) -> None:
-    assert get(api, dashboard_settings, "/stats/goals", **RANGE, source=source) == [
+    assert api_json(api, dashboard_settings, "/stats/goals", **RANGE, source=source) == [
         {
             "goal": "Purchase",
             "kind": "event",
@@ -99,7 +92,7 @@ def test_custom_event_and_property_breakdowns(
     api: FlaskClient, dashboard_settings: Settings, source: str
 ) -> None:
     def breakdown(**params: str) -> list:
-        return get(api, dashboard_settings, "/stats/breakdown", **RANGE, source=source, **params)
+        return api_json(api, dashboard_settings, "/stats/breakdown", **RANGE, source=source, **params)
 
     assert breakdown(by="event:name") == [
         {"value": "Purchase", "events": 3, "visitors": 2},
@@ -117,12 +110,12 @@ def test_custom_event_and_property_breakdowns(
 
 def test_goal_filter_on_every_report(api: FlaskClient, dashboard_settings: Settings) -> None:
     signed_up = {**RANGE, "filters": json.dumps({"goal": "Signup"})}
-    assert get(api, dashboard_settings, "/stats/aggregate", **signed_up)["visitors"] == 2
-    assert get(api, dashboard_settings, "/stats/breakdown", **signed_up, by="event:name") == [
+    assert api_json(api, dashboard_settings, "/stats/aggregate", **signed_up)["visitors"] == 2
+    assert api_json(api, dashboard_settings, "/stats/breakdown", **signed_up, by="event:name") == [
         {"value": "Signup", "events": 2, "visitors": 2},
         {"value": "Purchase", "events": 1, "visitors": 1},
     ]
     pro = {**RANGE, "filters": json.dumps({"props.plan": "pro"})}
-    assert get(api, dashboard_settings, "/stats/breakdown", **pro, by="event:name") == [
+    assert api_json(api, dashboard_settings, "/stats/breakdown", **pro, by="event:name") == [
         {"value": "Signup", "events": 1, "visitors": 1}
     ]
