@@ -14,8 +14,10 @@ What a version holds (migration 0054):
   made current at once: no replay needed.
   A rollback rewrites the rule tables to the version's contents (`restore_rules`): exactly its
   contents for every site it names; a site registered after it keeps its own rules;
-- fingerprints of what a version records but cannot restore: the built-in channel grouping
-  (storage/channels.py, code; a site's own rules come before it). Versions made before contents
+- what a version records but cannot restore: the built-in channel grouping's fingerprint
+  (storage/channels.py, code; a site's own rules come before it) and the collector's bot rules
+  (the pinned crawler-user-agents release: they act before the log, so an upgrade that changes
+  them shows between two versions, and no replay can undo what they dropped). Versions made before contents
   were kept hold fingerprints only (`fingerprints`); their rules are "not recorded". Path
   normalisation is the collector's code (collector/enrichment.py), versioned with the release and
   applied before the log: no version can change it, so none records it.
@@ -39,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from typing import Any, Literal, Protocol
 from uuid import UUID, uuid4
 
@@ -52,6 +55,7 @@ SWITCHES = "definition_switches"
 #: Side tables of a version are `<derived table>_v<N>`: an integer, so safe to splice into SQL.
 SIDE_SUFFIX = "_v{version}"
 REFRESH_S = 2.0  # how stale the dashboard's copy of the current version may be
+BOT_LIST = "crawler-user-agents"  # the collector's bot rules (collector/user_agent.py), pinned
 
 
 class DefinitionsError(ValueError):
@@ -152,8 +156,17 @@ def rules_now(client: Client) -> dict[str, Any]:
     ]  # fmt: skip
     return {
         "rules": {kind: rule_kind.contents(client) for kind, rule_kind in RULE_KINDS.items()},
-        "fingerprints": {"channels": fingerprint(channel_rules)},
+        "fingerprints": {"channels": fingerprint(channel_rules), "bot_rules": bot_rules()},
     }
+
+
+def bot_rules() -> str:
+    """The collector's bot rules as released: the pinned crawler list's name and version (read
+    from the installed package's metadata: storage does not import the collector)."""
+    try:
+        return f"{BOT_LIST} {metadata.version(BOT_LIST)}"
+    except metadata.PackageNotFoundError:
+        return f"{BOT_LIST} (not installed)"
 
 
 def fingerprint(value: object) -> str:
@@ -314,11 +327,14 @@ def changes(older: Definitions, newer: Definitions) -> list[str]:
             found += _rule_changes(kind, older.rules[kind], newer.rules[kind])
         elif kind in newer.rules:  # the older one holds a fingerprint of other rows: not comparable
             found.append(f"{kind}: recorded from here on (before: a fingerprint only)")
-    for kind in sorted(set(older.fingerprints) & set(newer.fingerprints) - {"channels"}):
+    for kind in sorted(set(older.fingerprints) & set(newer.fingerprints) - {"channels", "bot_rules"}):
         if older.fingerprints[kind] != newer.fingerprints[kind]:
             found.append(f"{kind} changed (not recorded)")
     if older.fingerprints.get("channels") != newer.fingerprints.get("channels"):
         found.append("built-in channel rules changed")
+    bots = (older.fingerprints.get("bot_rules"), newer.fingerprints.get("bot_rules"))
+    if bots[0] is not None and bots[0] != bots[1]:  # an upgrade of the collector's crawler list
+        found.append(f"bot rules {bots[0]} -> {bots[1]}")
     return found
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from typing import Any
 from uuid import uuid4
 
@@ -94,7 +95,11 @@ def test_nothing_is_recorded_before_version_one_and_version_one_holds_the_conten
     assert first.definitions.rules["exclusions"] == {SITE: []}
     assert first.definitions.rules["channel_rules"] == {SITE: []}
     assert first.definitions.unrecorded() == []
-    assert set(first.definitions.rule_fingerprints()) == {"channels", "goals", "exclusions", "channel_rules"}
+    assert set(first.definitions.rule_fingerprints()) == {
+        "channels", "bot_rules", "goals", "exclusions", "channel_rules"
+    }  # fmt: skip
+    pinned = metadata.version("crawler-user-agents")
+    assert first.definitions.fingerprints["bot_rules"] == f"crawler-user-agents {pinned}"
 
 
 def test_every_goal_and_exclusion_change_is_a_current_version_naming_it(settings: Settings) -> None:

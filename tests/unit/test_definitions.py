@@ -77,6 +77,11 @@ def test_changes_between_versions_name_each_rule_and_definition() -> None:
     assert changes(legacy, replace(legacy, fingerprints={"goals": "ef56", "exclusions": "cd34"})) == [
         "goals changed (not recorded)"
     ]
+    bots = replace(older, fingerprints={"bot_rules": "crawler-user-agents 1.67.0"})
+    assert changes(bots, replace(bots, fingerprints={"bot_rules": "crawler-user-agents 1.68.0"})) == [
+        "bot rules crawler-user-agents 1.67.0 -> crawler-user-agents 1.68.0"
+    ]
+    assert changes(older, bots) == []  # a version made before bot rules were recorded: no change said
 
 
 def test_the_environment_that_differs_is_named_and_the_stored_version_applies() -> None:
