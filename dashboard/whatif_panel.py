@@ -1,6 +1,6 @@
 """The Definitions panel (issue 21): the current definitions version, and for a version built by
 `tally whatif` its numbers beside the current ones over the header's site and period, with Swap
-in and Discard buttons.
+in and Discard buttons; under them the newest versions, each with what it changed.
 
 The buttons record a request (storage/definitions.py, migration 0055) that the live stream jobs
 carry out between two batches (stream_jobs/definition_requests.py): they own the derived tables
@@ -59,6 +59,8 @@ def whatif_panel() -> html.Section:
             ),
             html.Div(id="whatif-status", role="status"),
             html.Div(id="whatif-requests"),
+            html.H3("History"),
+            html.Ul(id="whatif-history", className="whatif-history"),
         ],
         id=PANEL_ID,
     )
@@ -69,30 +71,44 @@ def describe(version: Version) -> str:
     return f"version {version.number}: session gap {gap_min:g} min, engaged bounce {bounce_s:g} s"
 
 
+HISTORY_SHOWN = 10  # the newest versions listed; `tally definitions` lists them all
+
+
+def history(versions: list[Version], current: int) -> list[html.Li]:
+    """The newest versions first: each one's note and what it changed from the one before
+    (storage.definitions.changes: goals, exclusions, channel rules, session gap, …)."""
+    items = []
+    for older, newer in reversed(list(zip([None, *versions], versions, strict=False))[-HISTORY_SHOWN:]):
+        changed = "; ".join(definitions.changes(older.definitions, newer.definitions)) if older else ""
+        marker = " (current)" if newer.number == current else ""
+        text = f"v{newer.number}{marker} · {newer.created_at:%Y-%m-%d %H:%M} · {newer.note}"
+        items.append(html.Li([text, html.Span(f" — {changed}", className="muted") if changed else ""]))
+    return items
+
+
 def register_whatif_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
     @app.callback(
         Output("whatif-current", "children"),
         Output("whatif-version", "options"),
         Output("whatif-version", "value"),
+        Output("whatif-history", "children"),
         Input("whatif-refresh", "data"),
         Input("clock", "n_intervals"),
         State("whatif-version", "value"),
     )
-    @friendly(lambda message: (notice(message, "warning"), no_update, no_update))
-    def versions(_: int, __: int | None, chosen: int | None) -> tuple[Any, list[dict], int | None]:
+    @friendly(lambda message: (notice(message, "warning"), no_update, no_update, no_update))
+    def versions(_: int, __: int | None, chosen: int | None) -> tuple[Any, list[dict], int | None, Any]:
         client = clients()
         current = definitions.current_or_none(client)
         if current is None:
-            return "Current: the environment's definitions (no version recorded yet).", [], None
-        built = [
-            v
-            for v in definitions.list_versions(client)
-            if v.number != current.number and side_tables_exist(client, v.number)
-        ]
+            return "Current: the environment's definitions (no version recorded yet).", [], None, []
+        recorded = definitions.list_versions(client)
+        built = [v for v in recorded if v.number != current.number and side_tables_exist(client, v.number)]
         options = [{"label": describe(v), "value": v.number} for v in reversed(built)]
         numbers = [v.number for v in built]
         value = chosen if chosen in numbers else (numbers[-1] if numbers else None)
-        return html.Span(f"Current: {describe(current)}", id="whatif-current-version"), options, value
+        shown = html.Span(f"Current: {describe(current)}", id="whatif-current-version")
+        return shown, options, value, history(recorded, current.number)
 
     @app.callback(
         Output("whatif-comparison", "children"),

@@ -8,6 +8,7 @@ definitions versions in the shared store would change other tests' numbers."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -97,6 +98,12 @@ async def test_the_operator_compares_a_version_and_asks_for_a_swap_and_a_discard
         "Current: version 1: session gap 30 min, engaged bounce 10 s"
     )
     await expect(page.locator("#whatif-version")).to_contain_text("version 2: session gap 20 min")
+    await expect(page.locator("#whatif-history li")).to_have_text(
+        [
+            re.compile(r"^v2 · [\d-]+ [\d:]+ · 20-minute visits — session gap 30m -> 20m$"),
+            re.compile(r"^v1 \(current\) · [\d-]+ [\d:]+ · from the environment"),
+        ]
+    )
     for metric, old, new in (
         ("sessions", expected.current.totals["sessions"], expected.proposed.totals["sessions"]),
         ("visitors", expected.current.totals["visitors"], expected.proposed.totals["visitors"]),
