@@ -16,12 +16,14 @@ from flask.testing import FlaskClient
 from dashboard.app import build_app
 from storage import queries
 from storage.channel_rules import (
+    MAX_RULES,
     InvalidChannelRule,
     add_rule,
     contents,
     list_rules,
     make_rule,
     remove_rule,
+    replace_rules,
     restore,
 )
 from storage.channels import ChannelRule
@@ -254,6 +256,23 @@ def test_mistakes_name_the_field(store: Client, call: Any, named: str) -> None:
         call(store)
     assert named in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_a_site_has_at_most_max_rules(store: Client) -> None:
+    many = [[f"partner{index}.io", "", "Partners"] for index in range(MAX_RULES)]
+    restore(store, {SITE: many})
+    q = queries.StatsQuery(SITE, DAY, DAY + timedelta(days=1))
+    rows = queries.session_breakdown(store, q, "channel", 50)  # the engine takes them all at once
+    assert {row.value: int(row.totals["visitors"]) for row in rows} == {
+        channel: visitors for channel, (visitors, _, _) in expected([]).items()
+    }
+    with pytest.raises(InvalidChannelRule, match=f"site: at most {MAX_RULES} channel rules per site"):
+        add_rule(store, SITE, make_rule("one-more.io", "Partners"))
+    proposed = (*list_rules(store, SITE), make_rule("one-more.io", "Partners"))
+    with pytest.raises(InvalidChannelRule, match=f"at most {MAX_RULES}"):
+        replace_rules(store, SITE, proposed)
+    assert len(list_rules(store, SITE)) == MAX_RULES  # nothing written
+    restore(store, {SITE: []})
 
 
 def test_duplicate_rule_is_refused(store: Client) -> None:
