@@ -186,8 +186,8 @@ def comparison_table(c: Comparison) -> html.Table:
         )
         for m in METRICS
     ]
-    old_visits = {r.value: r.totals["sessions"] for r in c.current.entry_pages}
-    for row in c.proposed.entry_pages:
+    old_visits = {r.value: r.totals["sessions"] for r in c.current.rows}
+    for row in c.proposed.rows:
         old = old_visits.get(row.value)  # None: not among the current version's top entry pages
         cells = [html.Th(f"Entry {row.value}"), html.Td("—" if old is None else shown("sessions", old))]
         rows.append(

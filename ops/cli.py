@@ -1151,11 +1151,16 @@ def _duration_ms(value: str | None, option: str) -> int | None:
 @click.option("--swap", is_flag=True, help="Then make the proposed version current.")
 @click.option("--discard", is_flag=True, help="Then drop the proposed version's side tables.")
 @click.option("--note", default="", help="Why this version (kept with it).")
+@click.option(
+    "--by",
+    default="entry_path",
+    help="The breakdown compared: entry_path (default), exit_path, referrer_domain or a utm_ field.",
+)
 @click.pass_context
 def whatif(
     ctx: click.Context, session_gap: str | None, engaged_bounce: str | None, start: datetime | None,
     end: datetime | None, site: str | None, number: int | None, from_archive: bool, swap: bool,
-    discard: bool, note: str,
+    discard: bool, note: str, by: str,
 ) -> None:  # fmt: skip
     """Replay the log with changed definitions into side tables and print old and new numbers
     side by side; --swap makes them current, `tally whatif rollback` swaps the previous back."""
@@ -1170,6 +1175,8 @@ def whatif(
 
     if swap and discard:
         raise UserError("--swap and --discard: choose one")
+    if by not in queries.SESSION_DIMENSIONS:  # before a replay of the whole log, not after
+        raise UserError(f"--by: one of {', '.join(sorted(queries.SESSION_DIMENSIONS))} (got {by!r})")
     settings = current_settings()
     progress = lambda line: console.print(line, highlight=False)  # noqa: E731 - a one-line callback
     gap_ms, bounce_ms = (
@@ -1197,7 +1204,8 @@ def whatif(
     client = connect(settings)
     q_sites = [site] if site else queries.sites(client)[:3]
     for name in q_sites:
-        print_comparison(compare(client, queries.StatsQuery(name, first, last), current, proposed), console)
+        q = queries.StatsQuery(name, first, last)
+        print_comparison(compare(client, q, current, proposed, by=by), console)
     if swap:
         local.swap_to(settings, proposed.number, progress)
     elif discard:

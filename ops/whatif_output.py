@@ -46,7 +46,7 @@ def heading(side: Side, role: str) -> str:
 
 
 def print_comparison(comparison: Comparison, console: Console) -> None:
-    """Totals with their change, then the top entry pages of each side."""
+    """Totals with their change, then the top values of the breakdown (entry pages unless --by)."""
     current, proposed = comparison.current, comparison.proposed
     title = f"{comparison.site}: {comparison.start:%Y-%m-%d} to {comparison.end:%Y-%m-%d} (UTC, end excluded)"
     table = Table("", heading(current, "current"), heading(proposed, "proposed"), "change", title=title)
@@ -54,11 +54,10 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
         old, new = current.totals[metric], proposed.totals[metric]
         table.add_row(LABELS[metric], number(metric, old), number(metric, new), change(metric, old, new))
     console.print(table)
-    pages = Table(
-        "entry page", f"visits v{current.version}", f"visits v{proposed.version}", title="top entry pages"
-    )
-    old_visits = {row.value: row.totals["sessions"] for row in current.entry_pages}
-    new_visits = {row.value: row.totals["sessions"] for row in proposed.entry_pages}
+    by = comparison.by
+    pages = Table(by, f"visits v{current.version}", f"visits v{proposed.version}", title=f"top {by} values")
+    old_visits = {row.value: row.totals["sessions"] for row in current.rows}
+    new_visits = {row.value: row.totals["sessions"] for row in proposed.rows}
     for page in dict.fromkeys([*new_visits, *old_visits]):
         pages.add_row(page, _visits(old_visits.get(page)), _visits(new_visits.get(page)))
     console.print(pages)

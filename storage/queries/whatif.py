@@ -18,11 +18,18 @@ from clickhouse_connect.driver.client import Client
 from storage.definitions import Version, side_suffix
 from storage.goals import Goal, proposal
 from storage.queries import agg, goals_of
-from storage.queries.contract import GoalRow, SessionBreakdownRow, Source, StatsQuery
+from storage.queries.contract import (
+    SESSION_DIMENSIONS,
+    GoalRow,
+    SessionBreakdownRow,
+    Source,
+    StatsQuery,
+    UnsupportedQuery,
+)
 
 #: The numbers compared, in the order shown (metrics() keys).
 METRICS = ("visitors", "sessions", "bounce_rate", "avg_session_duration_s", "pageviews")
-ENTRY_PAGES = "entry_path"
+ENTRY_PAGES = "entry_path"  # the breakdown compared unless another is asked (`by`)
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Side:
     version: int
     definitions: dict[str, int]
     totals: dict[str, float]
-    entry_pages: list[SessionBreakdownRow]
+    rows: list[SessionBreakdownRow]  # the top values of the comparison's breakdown (`by`)
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,7 @@ class Comparison:
     end: datetime
     current: Side
     proposed: Side
+    by: str = ENTRY_PAGES
 
 
 def query_for(q: StatsQuery, version: Version) -> StatsQuery:
@@ -50,24 +58,31 @@ def query_for(q: StatsQuery, version: Version) -> StatsQuery:
     )
 
 
-def side(client: Client, q: StatsQuery, version: Version, suffix: str, limit: int) -> Side:
+def side(client: Client, q: StatsQuery, version: Version, suffix: str, limit: int, by: str) -> Side:
     versioned = query_for(q, version)
     return Side(
         version.number,
         version.definitions.replayed(),
         agg.aggregate(client, versioned, suffix),
-        agg.session_breakdown(client, versioned, ENTRY_PAGES, limit, suffix),
+        agg.session_breakdown(client, versioned, by, limit, suffix),
     )
 
 
-def compare(client: Client, q: StatsQuery, current: Version, proposed: Version, limit: int = 5) -> Comparison:
-    """`q`'s range read from the live tables (current) and version `proposed`'s side tables."""
+def compare(
+    client: Client, q: StatsQuery, current: Version, proposed: Version, limit: int = 5, by: str = ENTRY_PAGES
+) -> Comparison:
+    """`q`'s range read from the live tables (current) and version `proposed`'s side tables: the
+    totals and the top `limit` values of the session breakdown `by` (SESSION_DIMENSIONS: entry
+    and exit page, referrer, the UTM fields; the rollups hold them per session)."""
+    if by not in SESSION_DIMENSIONS:
+        raise UnsupportedQuery(f"a what-if's breakdown is one of {', '.join(sorted(SESSION_DIMENSIONS))}")
     return Comparison(
         q.site,
         q.start,
         q.end,
-        side(client, q, current, "", limit),
-        side(client, q, proposed, side_suffix(proposed.number), limit),
+        side(client, q, current, "", limit, by),
+        side(client, q, proposed, side_suffix(proposed.number), limit, by),
+        by,
     )
 
 

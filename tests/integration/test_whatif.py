@@ -73,9 +73,9 @@ def raw_numbers(settings: Settings, q: StatsQuery, gap_s: int) -> dict[str, floa
     return queries.aggregate(connect(settings), StatsQuery(q.site, q.start, q.end, session_gap_s=gap_s))
 
 
-def raw_entry_pages(settings: Settings, q: StatsQuery, gap_s: int) -> list[Any]:
+def raw_breakdown(settings: Settings, q: StatsQuery, gap_s: int, by: str = "entry_path") -> list[Any]:
     q = StatsQuery(q.site, q.start, q.end, session_gap_s=gap_s)
-    return queries.session_breakdown(connect(settings), q, "entry_path", limit=5)
+    return queries.session_breakdown(connect(settings), q, by, limit=5)
 
 
 @pytest.fixture
@@ -140,8 +140,11 @@ def test_whatif_equals_raw_with_the_proposed_gap_and_swaps_in_and_back(
     comparison = compare(client, q, current, proposed)
     assert comparison.current.totals == old
     assert comparison.proposed.totals == new
-    assert comparison.proposed.entry_pages == raw_entry_pages(settings, q, PROPOSED_GAP_S)
-    assert comparison.current.entry_pages == raw_entry_pages(settings, q, settings.session_gap_s)
+    assert comparison.proposed.rows == raw_breakdown(settings, q, PROPOSED_GAP_S)
+    assert comparison.current.rows == raw_breakdown(settings, q, settings.session_gap_s)
+    exits = compare(client, q, current, proposed, by="exit_path")  # any session breakdown
+    assert exits.proposed.rows == raw_breakdown(settings, q, PROPOSED_GAP_S, "exit_path")
+    assert exits.current.rows == raw_breakdown(settings, q, settings.session_gap_s, "exit_path")
 
     api = build_app(settings).server.test_client()
     assert answer(api, settings, q, "agg") == (1, old)
@@ -253,7 +256,7 @@ def test_beyond_the_logs_retention_the_archive_rebuilds_the_proposed_version(
     whatif.build(settings, proposed, q.start, q.end, progress=print, from_archive=True)
     comparison = compare(connect(settings), q, current, proposed)
     assert comparison.proposed.totals == raw_numbers(settings, q, PROPOSED_GAP_S)
-    assert comparison.proposed.entry_pages == raw_entry_pages(settings, q, PROPOSED_GAP_S)
+    assert comparison.proposed.rows == raw_breakdown(settings, q, PROPOSED_GAP_S)
     with pytest.raises(DefinitionsError, match="built from the archive"):
         whatif.swap_to(settings, proposed.number, progress=print)
     assert side_tables_exist(connect(settings), proposed.number)

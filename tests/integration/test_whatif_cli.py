@@ -80,8 +80,15 @@ def test_a_whatif_from_the_archive_prints_old_and_new_numbers(
     new = queries.aggregate(connect(settings), StatsQuery(SITE, q.start, q.end, session_gap_s=PROPOSED_GAP_S))
     visits_row = next(line for line in printed.splitlines() if line.startswith("│ visits "))
     assert [int(n) for n in re.findall(r"│\s*([\d,]+)\s", visits_row)] == [old["sessions"], new["sessions"]]
-    assert "top entry pages" in printed
+    assert "top entry_path values" in printed
     assert "tally whatif --version 2 --swap" in printed
+    exits = tally(
+        env, "whatif", "--version", "2", "--by", "exit_path", "--site", SITE,
+        "--from", f"{day:%Y-%m-%d}", "--to", f"{day:%Y-%m-%d}",
+    )  # fmt: skip
+    assert "top exit_path values" in exits
+    top_exit = queries.session_breakdown(connect(settings), q, "exit_path", limit=1)[0].value
+    assert any(line.startswith(f"│ {top_exit} ") for line in exits.splitlines()), exits
 
 
 @pytest.mark.parametrize(
@@ -92,6 +99,7 @@ def test_a_whatif_from_the_archive_prints_old_and_new_numbers(
         (["whatif", "--version", "99"], "no definitions version 99"),
         (["whatif", "--session-gap", "20m", "--swap", "--discard"], "--swap and --discard: choose one"),
         (["whatif", "rollback"], "no earlier version to roll back to"),
+        (["whatif", "--session-gap", "20m", "--by", "country"], "--by: one of entry_path, exit_path"),
     ],
 )
 def test_mistakes_answer_in_one_line(env: dict[str, str], args: list[str], expected: str) -> None:
