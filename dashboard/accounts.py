@@ -31,7 +31,7 @@ from flask import (
 )
 
 from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
-from dashboard.components import notice, panel
+from dashboard.components import notice, panel, removable_list
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.funnel import SAVING as FUNNEL_SAVING
 from dashboard.segments import SEGMENTS_PANEL, segments_panel
@@ -312,24 +312,16 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
                 f"{settings.home_dir}/api_key. Team members create their own keys here.",
                 className="hint",
             )
-        rows = [key for key in users.list_keys(clients(), user.email) if not key.revoked]
-        if not rows:
-            return html.P("No keys yet.", className="hint")
-        return html.Ul(
-            [
-                html.Li(
-                    [
-                        html.Code(key.id),
-                        f" · {', '.join(key.sites)} · {key.scope} · created {key.created_at:%Y-%m-%d} ",
-                        html.Button(
-                            "Revoke", id={"type": KEY_REVOKE, "id": key.id}, className="button-quiet"
-                        ),
-                    ]
-                )
-                for key in rows
-            ],
-            className="key-list",
-        )
+        keys_held = [
+            (
+                html.Code(key.id),
+                f"{', '.join(key.sites)} · {key.scope} · created {key.created_at:%Y-%m-%d}",
+                html.Button("Revoke", id={"type": KEY_REVOKE, "id": key.id}, className="button-quiet"),
+            )
+            for key in users.list_keys(clients(), user.email)
+            if not key.revoked
+        ]
+        return removable_list(keys_held, "No keys yet.", item_class="", list_class="key-list")
 
     @app.callback(
         Output("key-created", "children"),

@@ -160,6 +160,22 @@ def panel(title: str, body: list, tabs: dcc.RadioItems | None = None, **attribut
     return html.Section([heading, *body], className="card panel", **attributes)
 
 
+def removable_list(
+    items: list[tuple[html.Strong | html.Code, str, html.Button]],
+    empty: str,
+    item_class: str = "share-link",
+    list_class: str = "share-links",
+) -> html.Ul | html.P:
+    """A settings panel's list of things one can take back: each item its name, details and the
+    button that removes it (unsubscribe, revoke, remove), or a hint saying there is none."""
+    if not items:
+        return html.P(empty, className="hint")
+    return html.Ul(
+        [html.Li([name, f" · {details} ", button], className=item_class) for name, details, button in items],
+        className=list_class,
+    )
+
+
 def panel_tabs(component_id: str, labels: dict[str, str]) -> dcc.RadioItems:
     """Small tabs in a panel's heading (Top pages / Entry pages / Exit pages), keyed by dimension."""
     return dcc.RadioItems(

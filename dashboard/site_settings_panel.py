@@ -15,7 +15,7 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from dashboard.components import notice, panel
+from dashboard.components import notice, panel, removable_list
 from dashboard.imports_panel import card
 from dashboard.store import ClientFactory
 from storage import imports
@@ -185,48 +185,33 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
                 subscriptions.unsubscribe(clients(), site, triggered["email"], triggered["frequency"])
             except subscriptions.InvalidSubscription as refused:
                 return notice(str(refused), "warning")
-        found = subscriptions.list_subscriptions(clients(), site)
-        if not found:
-            return html.P("No subscribers yet.", className="hint")
-        return html.Ul(
-            [
-                html.Li(
-                    [
-                        html.Strong(s.email),
-                        f" · {s.frequency} ",
-                        html.Button(
-                            "Unsubscribe",
-                            id={"type": UNSUBSCRIBE, "email": s.email, "frequency": s.frequency},
-                            className="button-quiet",
-                        ),
-                    ],
-                    className="share-link report-subscription",
-                )
-                for s in found
-            ],
-            className="share-links",
-        )
+        subscribers = [
+            (
+                html.Strong(s.email),
+                s.frequency,
+                html.Button(
+                    "Unsubscribe",
+                    id={"type": UNSUBSCRIBE, "email": s.email, "frequency": s.frequency},
+                    className="button-quiet",
+                ),
+            )
+            for s in subscriptions.list_subscriptions(clients(), site)
+        ]
+        return removable_list(subscribers, "No subscribers yet.", "share-link report-subscription")
 
 
 def imported_list(records: list[imports.ImportRecord]) -> Any:
-    if not records:
-        return html.P("Nothing imported yet.", className="hint")
-    return html.Ul(
-        [
-            html.Li(
-                [
-                    html.Strong(record.file_name),
-                    f" · {record.origin} · {record.first_day} to {record.last_day} ",
-                    html.Button(
-                        "Remove", id={"type": IMPORT_REMOVE, "id": record.import_id}, className="button-quiet"
-                    ),
-                ],
-                className="share-link imported-file",
-            )
-            for record in records
-        ],
-        className="share-links",
-    )
+    files = [
+        (
+            html.Strong(record.file_name),
+            f"{record.origin} · {record.first_day} to {record.last_day}",
+            html.Button(
+                "Remove", id={"type": IMPORT_REMOVE, "id": record.import_id}, className="button-quiet"
+            ),
+        )
+        for record in records
+    ]
+    return removable_list(files, "Nothing imported yet.", "share-link imported-file")
 
 
 def _import_summary(result: imports.ImportResult) -> str:
