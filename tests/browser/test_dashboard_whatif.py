@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 from playwright.async_api import Browser, expect
@@ -24,12 +23,11 @@ from storage.client import connect
 from storage.queries import StatsQuery
 from storage.queries.whatif import compare, side_tables_exist
 from storage.rollup_backfill import backfill_rollups
-from storage.schema import apply_migrations
 from stream_jobs.definition_requests import DefinitionRequests
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, pick_site, sign_in
 from tests.browser.test_dashboard_periods import choose
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.ports import free_port
 from tests.fixtures.service_process import running_module
@@ -42,13 +40,9 @@ SITE = "whatif.dashboard.test"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Settings:
-    settings = Settings(
-        home=tmp_path_factory.mktemp("whatif-dashboard-home"),
-        clickhouse_url=clickhouse_endpoint.url,
-        clickhouse_password=clickhouse_endpoint.password,
-        clickhouse_database=f"tally_whatif_browser_{uuid4().hex[:8]}",
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("whatif-dashboard-home"), clickhouse_endpoint, "whatif_browser"
     )
-    apply_migrations(settings)
     client = connect(settings)
     events = visits(SITE, yesterday(), seed=9)
     insert_rows(client, [archive_row(e, SYNTHETIC_PARTITION, i) for i, e in enumerate(events)])

@@ -11,7 +11,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from clickhouse_connect.driver.client import Client
@@ -23,10 +22,9 @@ from storage import exclusions as exclusion_store
 from storage import goals as goal_store
 from storage.client import connect
 from storage.queries.whatif import side_tables_exist
-from storage.schema import apply_migrations
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
@@ -53,13 +51,7 @@ EVENTS = [
 @pytest.fixture
 def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Settings:
     """A database of its own per test: versions are global to one."""
-    settings = Settings(
-        home=tmp_path_factory.mktemp("rules-home"),
-        clickhouse_url=clickhouse_endpoint.url,
-        clickhouse_password=clickhouse_endpoint.password,
-        clickhouse_database=f"tally_rules_{uuid4().hex[:8]}",
-    )
-    apply_migrations(settings)
+    settings = own_database_settings(tmp_path_factory.mktemp("rules-home"), clickhouse_endpoint, "rules")
     client = connect(settings)
     add_site(client, SITE)
     rows, columns = archive_rows(EVENTS)

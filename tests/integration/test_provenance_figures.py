@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from uuid import uuid4
 
 import pytest
 from clickhouse_connect.driver.client import Client
@@ -24,11 +23,10 @@ from dashboard.app import build_app
 from storage import users
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
-from storage.schema import apply_migrations
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
@@ -60,14 +58,9 @@ def visits(site: str, day: datetime, visitors: int) -> list[PageViewEvent]:
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Settings:
     """A database of its own: made-up offsets of partition 0 never reach another test's archive."""
-    settings = Settings(
-        home=tmp_path_factory.mktemp("figures-home"),
-        clickhouse_url=clickhouse_endpoint.url,
-        clickhouse_password=clickhouse_endpoint.password,
-        clickhouse_database=f"tally_figures_{uuid4().hex[:10]}",
-        pageviews_topic=TOPIC,
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("figures-home"), clickhouse_endpoint, "figures", pageviews_topic=TOPIC
     )
-    apply_migrations(settings)
     return settings
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 from datetime import timedelta
-from uuid import uuid4
 
 import pytest
 
@@ -16,10 +15,9 @@ from storage.archive_rows import archive_row, insert_rows
 from storage.client import connect
 from storage.queries import StatsQuery
 from storage.rollup_backfill import backfill_rollups
-from storage.schema import apply_migrations
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.integration.test_cli_errors import one_line_error
 from tests.integration.test_whatif import PROPOSED_GAP_S, visits, yesterday
 
@@ -30,13 +28,9 @@ SITE = "cli.whatif.example.com"
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Settings:
-    settings = Settings(
-        home=tmp_path_factory.mktemp("whatif-cli-home"),
-        clickhouse_url=clickhouse_endpoint.url,
-        clickhouse_password=clickhouse_endpoint.password,
-        clickhouse_database=f"tally_whatif_cli_{uuid4().hex[:8]}",
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("whatif-cli-home"), clickhouse_endpoint, "whatif_cli"
     )
-    apply_migrations(settings)
     # Archived from partition 0 at offsets the (never started) log does not hold.
     events = visits(SITE, yesterday(), seed=3)
     insert_rows(connect(settings), [archive_row(e, 0, i) for i, e in enumerate(events)])

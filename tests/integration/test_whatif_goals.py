@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fnmatch import fnmatchcase
 from typing import Any
-from uuid import uuid4
 
 import pytest
 
@@ -28,12 +27,11 @@ from storage.goals import Goal
 from storage.queries import StatsQuery
 from storage.queries.contract import GoalRow
 from storage.queries.whatif import compare_goals
-from storage.schema import apply_migrations
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
@@ -98,13 +96,9 @@ def expected(goal: Goal) -> GoalRow:
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Settings:
-    settings = Settings(
-        home=tmp_path_factory.mktemp("whatif-goals-home"),
-        clickhouse_url=clickhouse_endpoint.url,
-        clickhouse_password=clickhouse_endpoint.password,
-        clickhouse_database=f"tally_whatif_goals_{uuid4().hex[:8]}",
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("whatif-goals-home"), clickhouse_endpoint, "whatif_goals"
     )
-    apply_migrations(settings)
     client = connect(settings)
     add_site(client, SITE)
     for goal in (goal_store.make_goal(SITE, "Signup"), goal_store.make_goal(SITE, page_pattern="/old/*")):
