@@ -1,6 +1,7 @@
 """Team members in the dashboard (storage/users.py): their sessions, what their role lets them
-call, the invitation page, and the Team panel (API keys; for owners, invitations, members, their
-roles and the audit log).
+call, the invitation page, and the Team panel (API keys; for owners, invitations and the waiting
+ones with Revoke, members, their roles and the site's audit log). Invitations, removals and role
+changes go through storage/users.py's functions that write the audit row too.
 
 A member's session holds only their email. On every request it is looked up again (no cache),
 so removing a member or changing a role applies to the next request of a page already open. The

@@ -13,7 +13,9 @@ What a caller may do on a site is what the dashboard lets the same person do the
 acts with its user's role on the sites in its scope. Reading needs the role; changing anything
 also needs a key made with scope `manage` (a read key, the default, changes nothing). Exclusions
 and email reports: admin. The site's time zone: any member reads it, an admin changes it.
-Members, invitations, the audit log: owner. API keys: a member's own (the operator's key:
+Members, invitations (listed, made, revoked; an owner's never carry a link for an address that has
+no account: dashboard/invitations.py), the audit log (the rows of that site; the operator's key
+also reads the account-level ones, sign-ins): owner. API keys: a member's own (the operator's key:
 anyone's).
 
 Answers: 400 naming the parameter or body field, 403 for a role or key scope that does not
