@@ -380,7 +380,7 @@ def _operator():  # type: ignore[no-untyped-def]
     """The operator at the CLI, as the audit log names them (TALLY_OWNER_EMAIL)."""
     from storage import users as accounts
 
-    return accounts.Actor(current_settings().owner_email, is_operator=True, address="cli")
+    return accounts.Actor(current_settings().owner_email, is_operator=True)
 
 
 @users.group("invites", cls=TallyGroup, invoke_without_command=True)

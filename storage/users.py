@@ -595,7 +595,7 @@ def record(
 def record_sign_in(client: Client, email: str, outcome: str, address: str, operator_email: str) -> None:
     """A sign-in's audit row. A failed one under an address that has no account is written
     without it: a stranger must not write rows under whatever address they type."""
-    known = email == operator_email.lower() or get_user(client, email) is not None
+    known = email.lower() == operator_email.strip().lower() or get_user(client, email) is not None
     if known:
         record(client, "sign_in", email, outcome, address=address)
     else:
