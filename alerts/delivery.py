@@ -10,9 +10,9 @@ commit delivers the alert again, with the same id: the body's `alert_id` and the
 Retries: exponential backoff from TALLY_ALERT_RETRY_BASE_S, doubled per attempt, capped at
 TALLY_ALERT_RETRY_MAX_S; a timeout per POST (TALLY_ALERT_WEBHOOK_TIMEOUT_S). Redirects are
 never followed (a 3xx is a failed attempt): a webhook cannot bounce the request elsewhere.
-Before an alert's first POST the host is resolved, once, and the alert refused (no retry) if
-any address is link-local, multicast, unspecified or reserved, or loopback/private without
-TALLY_ALERT_WEBHOOK_PRIVATE (storage/alert_rules.py states the policy). Every attempt then
+Before an alert's first POST the host is resolved, once, and the alert refused (no retry) unless
+every address passes the allow-list of tally/webhook_targets.py (globally routable; loopback and
+private networks only with TALLY_ALERT_WEBHOOK_PRIVATE; never a metadata service). Every attempt then
 connects to that checked address, never resolving the name again (`pinned`: the URL names the
 address; the Host header, TLS's SNI and the certificate check name the host): a DNS answer
 that changes between the check and the connection (rebinding) cannot send the POST elsewhere.
@@ -24,10 +24,8 @@ failing webhook delays the others by at most its retries.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import signal
-import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,6 +39,9 @@ from storage.client import connect
 from storage.schema import apply_migrations
 from tally import heartbeat, structured_logging
 from tally.settings import Settings
+from tally.webhook_targets import RefusedDestination, checked_addresses
+
+__all__ = ["Delivery", "RefusedDestination", "check_destination", "deliver", "pinned"]
 
 log = structlog.get_logger()
 
@@ -49,10 +50,6 @@ GROUP_ID = "tally-alerts"
 HEARTBEAT = "alerts"
 POLL_TIMEOUT_MS = 1000
 USER_AGENT = "Tally-Alerts/1"
-
-
-class RefusedDestination(ValueError):
-    """A webhook whose host resolves to an address alerts may not be sent to."""
 
 
 @dataclass(frozen=True)
@@ -64,24 +61,9 @@ class Outcome:
 
 def check_destination(url: str, allow_private: bool) -> str:
     """The one address the webhook's host resolves to that alerts will connect to, once every
-    address it resolves to passed the SSRF policy; RefusedDestination otherwise."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as error:
-        raise RefusedDestination(f"cannot resolve {parts.hostname}: {error.strerror}") from None
-    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-    for address in addresses:
-        if address.is_link_local or address.is_multicast or address.is_unspecified or address.is_reserved:
-            raise RefusedDestination(f"{parts.hostname} resolves to {address}, never a webhook")
-        if (address.is_loopback or address.is_private) and not allow_private:
-            raise RefusedDestination(
-                f"{parts.hostname} resolves to {address}, private (set TALLY_ALERT_WEBHOOK_PRIVATE to allow)"
-            )
-    if not addresses:
-        raise RefusedDestination(f"cannot resolve {parts.hostname}: no address")
-    return str(addresses[0])
+    address it resolves to passed the SSRF policy (tally/webhook_targets.py); RefusedDestination
+    otherwise."""
+    return str(checked_addresses(url, allow_private)[0])
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def build_app(
     register_funnel(app, settings, clients)
     before_settings = set(app.callback_map)
     register_share_panel(app, clients)
-    register_alerts_panel(app, clients)
+    register_alerts_panel(app, settings, clients)
     register_site_settings(app, clients)
     register_goal_editing(app, clients)
     register_funnel_saving(app, clients)

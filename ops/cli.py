@@ -563,7 +563,8 @@ def alerts_add(
         event_name=event_name,
         page_pattern=page_pattern,
     )
-    added = alert_rules.add_rule(connect(current_settings()), rule)
+    settings = current_settings()
+    added = alert_rules.add_rule(connect(settings), rule, private_webhooks=settings.alert_webhook_private)
     console.print(f"added alert rule {added.rule_id} to {added.site}: {added.describe()}", highlight=False)
 
 
