@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from storage import site_caps
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
@@ -169,6 +170,7 @@ _COLUMNS = (
 def add_rule(client: Client, rule: AlertRule) -> AlertRule:
     if rule.site not in list_sites(client):
         raise InvalidRule(f"{rule.site} is not registered (see 'tally sites list')")
+    site_caps.ALERT_RULES.check(len(list_rules(client, rule.site)), InvalidRule)
     if rule.kind == "goal_absent":
         try:
             find_goal(client, rule.site, rule.goal)
