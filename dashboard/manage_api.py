@@ -164,7 +164,10 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         fields = body(("email", "role"))
         email = account_field(users.clean_email, text(fields, "email"))
         role = account_field(users.clean_role, text(fields, "role"))
-        token = users.create_invite(clients(), email, site, role)
+        try:
+            token = users.create_invite(clients(), email, site, role)
+        except AccountError as refused:  # the site's pending invitations are at their cap
+            raise as_bad_field(refused) from None
         audited("invite_created", f"{email} {site} {role}")
         found = users.find_invite(clients(), token)
         return jsonify(
@@ -279,7 +282,10 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         frequency = report_frequency(text(fields, "frequency"))
         wanted = report_subscriptions.Subscription(site, email, frequency)
         existing = wanted in report_subscriptions.list_subscriptions(clients(), site)
-        report_subscriptions.subscribe(clients(), site, email, frequency)
+        try:
+            report_subscriptions.subscribe(clients(), site, email, frequency)
+        except report_subscriptions.InvalidSubscription as refused:  # the site's cap
+            raise BadParameter("site", str(refused).removeprefix("site: ")) from None
         if not existing:
             audited("report_subscribed", f"{site} {email} {frequency}")
         return jsonify(subscription_json(wanted) | {"site": site}), 200 if existing else 201

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from storage import site_caps
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
@@ -191,6 +192,7 @@ def add_rule(client: Client, rule: AlertRule, *, private_webhooks: bool = False)
     the webhook may be on loopback or a private network."""
     if rule.site not in list_sites(client):
         raise InvalidRule(f"{rule.site} is not registered (see 'tally sites list')")
+    site_caps.ALERT_RULES.check(len(list_rules(client, rule.site)), InvalidRule)
     if rule.kind == "goal_absent":
         try:
             find_goal(client, rule.site, rule.goal)

@@ -24,6 +24,7 @@ from typing import Literal, cast
 
 from clickhouse_connect.driver.client import Client
 
+from storage import site_caps
 from storage.sites import list_sites, normalise
 
 Role = Literal["owner", "admin", "viewer"]
@@ -244,6 +245,7 @@ def create_invite(client: Client, email: str, site: str, role: str, now: datetim
     """A one-time invitation token (shown once: only its hash is kept), valid for 7 days."""
     email, role = clean_email(email), clean_role(role)
     site = registered_site(client, site)
+    site_caps.PENDING_INVITES.check(site_caps.pending_invites(client, site), AccountError)
     now = now or datetime.now(UTC)
     token = secrets.token_urlsafe(32)
     client.insert(
@@ -313,6 +315,7 @@ def create_key(
     (scope `manage`) also allowed what the user's role allows; returns it and its secret, shown
     once."""
     email, scope = clean_email(email), clean_scope(scope)
+    site_caps.API_KEYS.check(sum(not key.revoked for key in list_keys(client, email)), AccountError)
     user = get_user(client, email)
     if user is None:
         raise AccountError(f"email: {email} has no account")
