@@ -93,9 +93,9 @@ def browser(server: DashboardServer) -> httpx.Client:
     def keep_cookies(response: httpx.Response) -> None:
         for header in response.headers.get_list("set-cookie"):
             for name, morsel in SimpleCookie(header).items():
-                if (morsel["expires"] and "1970" in morsel["expires"]) or morsel["max-age"] == "0":
-                    client.cookies.delete(name)
-                else:
+                # httpx has stored it already, Secure and so never sent here: one plain copy instead.
+                client.cookies.delete(name)
+                if not ((morsel["expires"] and "1970" in morsel["expires"]) or morsel["max-age"] == "0"):
                     client.cookies.set(name, morsel.value)
 
     client.event_hooks["response"] = [keep_cookies]

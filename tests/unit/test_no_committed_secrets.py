@@ -54,6 +54,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/integration/test_manage_api.py", KEYWORD, "a long member password"): (
         "the password the settings and accounts API tests' members set, in a temporary store"
     ),
+    ("tests/security/conftest.py", KEYWORD, "a long member password"): (
+        "the password the adversarial suite's members set on the test session's temporary dashboard"
+    ),
     ("tests/unit/test_team_roles.py", KEYWORD, "pw"): (
         "the operator password of the role tests' in-process dashboard"
     ),
