@@ -64,6 +64,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         Input("explore-device", "value"),
         Input("explore-limit", "value"),
     )
+    @friendly(lambda message: f"-- {message}")  # a forged period: its refusal, as an SQL comment
     def write_sql(
         site: str | None,
         period_data: dict | None,

@@ -27,6 +27,7 @@ from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.definitions import CurrentDefinitions, Version
 from storage.queries import Source
+from storage.query_limits import limit_message
 from storage.sites import site_timezone
 from tally.settings import Settings
 
@@ -113,7 +114,10 @@ def plausible_api(
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:
         log.warning("plausible_api_store_unavailable", error=str(failure)[:300])
-        response = error(503, "The analytics store is not answering; try again shortly.")
+        stopped = limit_message(failure, settings)  # a query past its bounds, not a store down
+        response = error(
+            503, f"The {stopped}." if stopped else "The analytics store is not answering; try again shortly."
+        )
         response.headers["Retry-After"] = "5"
         return response
 

@@ -30,7 +30,7 @@ from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery
 from storage.sites import InvalidDomain, list_sites, normalise
 
 ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
-MAX_TIME_BUCKETS = 10_000
+MAX_TIME_BUCKETS = queries.MAX_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def time_rows(
     visits are left out of the rows, as Plausible does; `time_labels` lists them all. The hour a
     clock repeats (autumn) is one label, its two hours added."""
     interval: Interval = bucket  # type: ignore[assignment]
-    if (q.end - q.start) / queries.INTERVAL_STEP[interval] > MAX_TIME_BUCKETS:
+    if queries.bucket_count(q.start, q.end, interval) > MAX_TIME_BUCKETS:
         raise QueryError(
             f"Invalid dimensions: time:{bucket} over this date_range is over {MAX_TIME_BUCKETS:,} buckets."
         )

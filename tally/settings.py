@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     # 2-core machine (docs/operations.md), so that it costs latency, not 503s.
     collector_send_timeout_s: float = Field(default=10.0, gt=0)
     dashboard_channel_timeout_s: int = 30
+    # Every query the dashboard server sends (stats, Plausible API, funnels, segments, Explore)
+    # stops after this long and this much memory (storage/query_limits.py): one request must not
+    # hold the store every tenant shares.
+    stats_query_timeout_s: float = Field(default=10.0, gt=0)
+    stats_query_memory_bytes: int = Field(default=4 * 1024**3, gt=0)
 
     kafka_bootstrap: str = "127.0.0.1:9092"
     # The local broker's KRaft controller listener (only used by `tally up` / test fixtures).

@@ -27,6 +27,7 @@ from storage.queries.contract import (
     INTERVAL_SQL,
     INTERVAL_STEP,
     LIVE_WINDOW,
+    MAX_BUCKETS,
     MAX_PROPERTY_KEY,
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
@@ -45,8 +46,12 @@ from storage.queries.contract import (
     Source,
     StatsQuery,
     UnsupportedQuery,
+    bucket_count,
     buckets,
+    check_bucket_count,
+    check_patterns,
     dimensions_of,
+    fitting_interval,
     metrics,
     validate,
     validate_expression,
@@ -66,6 +71,7 @@ __all__ = [
     "INTERVAL_SQL",
     "INTERVAL_STEP",
     "LIVE_WINDOW",
+    "MAX_BUCKETS",
     "MAX_PROPERTY_KEY",
     "SESSION_DIMENSIONS",
     "SESSION_GAP_S",
@@ -91,11 +97,15 @@ __all__ = [
     "UnsupportedQuery",
     "aggregate",
     "breakdown",
+    "bucket_count",
     "buckets",
+    "check_bucket_count",
+    "check_patterns",
     "checked_steps",
     "custom_events",
     "engagement",
     "first_day",
+    "fitting_interval",
     "funnel",
     "goals",
     "late_pageviews",
@@ -163,6 +173,7 @@ def timeseries(
     q = with_goal(client, q)
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
+    check_bucket_count(q, interval)  # every door's cap, wherever its range came from
     return (agg if uses_agg(q, source) else raw).timeseries(client, q, interval)
 
 
@@ -184,6 +195,7 @@ def session_timeseries(
     q = with_goal(client, q)
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
+    check_bucket_count(q, interval)
     return (agg if uses_agg(q, source) else raw).session_timeseries(client, q, interval)
 
 
