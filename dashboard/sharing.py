@@ -22,6 +22,8 @@ from dashboard.accounts import with_team_panel
 from dashboard.alerts_panel import with_alerts_panel
 from dashboard.auth import FORM_PAGE_STYLE
 from dashboard.client_address import client_address
+from dashboard.request_bodies import MAX_BODY_BYTES
+from dashboard.request_bodies import refusal as body_refusal
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
@@ -71,6 +73,10 @@ def install_sharing(
         if link is None:
             return gone()
         if request.path == CALLBACK_PATH:
+            if (request.content_length or 0) > MAX_BODY_BYTES:
+                # Only the upload may be larger (dashboard/request_bodies.py): never a shared
+                # view's, so refuse it before parsing it.
+                return body_refusal(MAX_BODY_BYTES)
             refusal = callback_refusal(app, request.get_json(silent=True), link, allowed_outputs)
             if refusal is not None:
                 response = jsonify({"error": refusal})

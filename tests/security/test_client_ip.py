@@ -306,3 +306,28 @@ def test_behind_caddy_a_strangers_wrong_passwords_do_not_lock_the_operator_out(
     rows = sign_in_rows(dashboard_settings, dashboard_settings.owner_email)
     assert ("ok", operator) in rows and ("failed", stranger) in rows
     assert ("failed", operator) not in rows
+
+
+def handlers(config: Any) -> list[dict[str, Any]]:
+    """Every handler of an adapted Caddy configuration, however deep in its routes."""
+    if isinstance(config, list):
+        return [found for item in config for found in handlers(item)]
+    if not isinstance(config, dict):
+        return []
+    own = [config] if "handler" in config else []
+    return own + [found for value in config.values() for found in handlers(value)]
+
+
+def test_caddy_bounds_dashboard_bodies_at_the_servers_limit(caddy_front: CaddyFront) -> None:
+    limits = [h["max_size"] for h in handlers(caddy_front.config) if h["handler"] == "request_body"]
+    assert limits == [Settings().dashboard_max_body_bytes]
+
+
+def test_behind_caddy_a_body_over_the_limit_is_refused(caddy_front: CaddyFront) -> None:
+    with from_address(caddy_front.url, "127.0.0.5") as browser:
+        try:
+            answer = browser.post("/_dash-update-component", content=b"x" * (33 * 2**20))
+        except httpx.TransportError:
+            return  # refused before the whole body was sent: nobody read it
+    # Caddy cuts the body at 32 MiB (Debian's Caddy 2.6 answers 502), or waitress refuses it (413).
+    assert answer.status_code in (413, 502), answer.text[:300]
