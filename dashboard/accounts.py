@@ -30,19 +30,20 @@ from flask import (
     session,
 )
 
-from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
+from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
+from dashboard.client_address import client_address
 from dashboard.components import notice, panel, removable_list
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.funnel import SAVING as FUNNEL_SAVING
 from dashboard.segments import SEGMENTS_PANEL, segments_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
+from dashboard.throttles import GuessThrottle
 from dashboard.timezone_panel import timezone_panel
 from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
 from dashboard.whatif_panel import whatif_panel
 from storage import users
 from storage.users import AccountError, User
-from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -81,8 +82,7 @@ def install_accounts(
     """`admin_outputs`: the callback outputs that change a site's settings (goals, shared
     links); `operator_outputs`: those only the operator may ask for (global panels)."""
     server = app.server
-    throttle = LoginThrottle()
-    trusted_proxies = parse_networks(settings.trusted_proxies)
+    throttle = GuessThrottle()  # per client network and per invitation
 
     def guard() -> Response | None:
         email = session.get("user")
@@ -116,12 +116,8 @@ def install_accounts(
         page = {"invite": invite, "new_account": new_account, "minimum": users.MIN_PASSWORD_CHARS}
         if request.method == "GET":
             return render_template_string(INVITE_PAGE, error=None, **page), 200
-        address = network_key(
-            client_ip(
-                request.remote_addr or "unknown", request.headers.getlist("X-Forwarded-For"), trusted_proxies
-            )
-        )
-        if throttle.blocked(address):
+        address = client_address()
+        if throttle.blocked(address, token):
             return render_template_string(
                 INVITE_PAGE, error="Too many attempts. Try again later.", **page
             ), 429
@@ -131,7 +127,7 @@ def install_accounts(
         try:
             users.accept_invite(client, token, invite, password)
         except AccountError as refusal:
-            throttle.failed(address)
+            throttle.failed(address, token)
             return render_template_string(INVITE_PAGE, error=str(refusal).capitalize(), **page), 400
         users.record(client, "invite_accepted", invite.email, "ok", address=address, detail=invite.site)
         session.clear()

@@ -18,6 +18,7 @@ from dashboard.accounts import install_accounts, register_team_panel, team_sign_
 from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
 from dashboard.auth import install_login
+from dashboard.client_address import install_client_address
 from dashboard.email_reports import start_sender
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
@@ -30,6 +31,7 @@ from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
+from dashboard.request_bodies import install_body_limits
 from dashboard.segments import register_segment_editing, register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
@@ -94,6 +96,9 @@ def build_app(
         output for output in app.callback_map if "rate-limits" in output or "whatif" in output
     }
     install_accounts(app, settings, clients, settings_outputs, operator_outputs)
+    # Around everything above, before any guard reads a request: its size, then its client.
+    install_body_limits(server, settings, app.callback_map)
+    install_client_address(server, settings)
     return app
 
 
@@ -131,6 +136,14 @@ def main() -> None:
         # waitress reads whole requests before a thread sees them, so a slow client holds
         # only its connection, and this closes one that stays silent.
         channel_timeout=settings.dashboard_channel_timeout_s,
+        # Nothing larger than the largest body a route takes (dashboard/request_bodies.py); the
+        # default is 1 GiB.
+        max_request_body_size=settings.dashboard_max_body_bytes,
+        # X-Forwarded-For reaches the app as sent: dashboard/client_address.py applies
+        # TALLY_TRUSTED_PROXIES (networks, hop by hop), which waitress's one trusted address and
+        # fixed hop count cannot express. Without this, waitress drops the header and every
+        # client behind the proxy is the proxy.
+        clear_untrusted_proxy_headers=False,
         _quiet=True,
     )
 

@@ -20,12 +20,15 @@ from flask import Response, g, has_request_context, jsonify, render_template_str
 
 from dashboard.accounts import with_team_panel
 from dashboard.alerts_panel import with_alerts_panel
-from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle
+from dashboard.auth import FORM_PAGE_STYLE
+from dashboard.client_address import client_address
+from dashboard.request_bodies import MAX_BODY_BYTES
+from dashboard.request_bodies import refusal as body_refusal
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
+from dashboard.throttles import GuessThrottle
 from storage import shared_links
 from storage.shared_links import SharedLink
-from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 SHARE_PREFIX = "/share/"
@@ -59,8 +62,7 @@ def install_sharing(
 ) -> None:
     """`overview_outputs`: the callback outputs a shared session may ask for (the Overview's)."""
     server = app.server
-    throttle = LoginThrottle()
-    trusted_proxies = parse_networks(settings.trusted_proxies)
+    throttle = GuessThrottle()  # per client network and per link
     allowed_outputs = {output for output in overview_outputs if "rate-limits" not in output}
 
     def guard() -> Response | None:
@@ -71,6 +73,10 @@ def install_sharing(
         if link is None:
             return gone()
         if request.path == CALLBACK_PATH:
+            if (request.content_length or 0) > MAX_BODY_BYTES:
+                # Only the upload may be larger (dashboard/request_bodies.py): never a shared
+                # view's, so refuse it before parsing it.
+                return body_refusal(MAX_BODY_BYTES)
             refusal = callback_refusal(app, request.get_json(silent=True), link, allowed_outputs)
             if refusal is not None:
                 response = jsonify({"error": refusal})
@@ -92,21 +98,15 @@ def install_sharing(
                 MESSAGE_PAGE, message="This link does not exist or was revoked."
             ), 404
         if link.has_password and session.get("shared_link") != link.id:
-            address = network_key(
-                client_ip(
-                    request.remote_addr or "unknown",
-                    request.headers.getlist("X-Forwarded-For"),
-                    trusted_proxies,
-                )
-            )
+            address = client_address()
             if request.method == "GET":
                 return render_template_string(PASSWORD_PAGE, error=None), 200
-            if throttle.blocked(address):
+            if throttle.blocked(address, link.id):
                 return render_template_string(PASSWORD_PAGE, error="Too many attempts. Try again later."), 429
             if not link.password_matches(request.form.get("password", "")):
-                throttle.failed(address)
+                throttle.failed(address, link.id)
                 return render_template_string(PASSWORD_PAGE, error="Wrong password."), 401
-            throttle.succeeded(address)
+            throttle.succeeded(address, link.id)
         elif request.method == "POST":
             return render_template_string(MESSAGE_PAGE, message="Nothing to send here."), 405
         # A fresh session holding only the link: whatever this browser had (even the operator's

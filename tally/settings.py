@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     # hold the store every tenant shares.
     stats_query_timeout_s: float = Field(default=10.0, gt=0)
     stats_query_memory_bytes: int = Field(default=4 * 1024**3, gt=0)
+    # The largest request body the dashboard's server (waitress) reads at all; the dashboard then
+    # allows 1 MiB to callbacks and JSON APIs, more only to imports (dashboard/request_bodies.py).
+    # 32 MiB: a 20 MiB import uploaded through the dashboard arrives base64-encoded (~27 MiB).
+    dashboard_max_body_bytes: int = Field(default=32 * 2**20, ge=2**20)
 
     kafka_bootstrap: str = "127.0.0.1:9092"
     # The local broker's KRaft controller listener (only used by `tally up` / test fixtures).

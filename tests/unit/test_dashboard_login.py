@@ -13,8 +13,9 @@ from clickhouse_connect.driver.exceptions import OperationalError
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
-from dashboard.auth import LoginThrottle, PasswordCheck
+from dashboard.auth import PasswordCheck
 from dashboard.periods import DEFAULT_PRESET, period
+from dashboard.throttles import ADDRESS_FAILURES, GuessThrottle
 from tally.settings import Settings
 
 PASSWORD = "correct horse battery staple"
@@ -80,13 +81,32 @@ def test_changing_the_password_signs_existing_sessions_out(tmp_path: Path) -> No
     assert after.get("/_dash-layout").status_code == 401
 
 
-def test_guessing_is_throttled() -> None:
-    throttle = LoginThrottle(max_failures=3)
+def test_guessing_is_throttled_per_address() -> None:
+    throttle = GuessThrottle(address_failures=3, target_failures=100)
     for _ in range(3):
-        throttle.failed("10.0.0.1")
-    assert throttle.blocked("10.0.0.1") and not throttle.blocked("10.0.0.2")
-    throttle.succeeded("10.0.0.1")
-    assert not throttle.blocked("10.0.0.1")
+        throttle.failed("10.0.0.1", "a@example.com")
+    assert throttle.blocked("10.0.0.1", "b@example.com") and not throttle.blocked("10.0.0.2", "a@example.com")
+    throttle.succeeded("10.0.0.1", "a@example.com")
+    assert not throttle.blocked("10.0.0.1", "a@example.com")
+
+
+def test_guessing_from_many_addresses_is_throttled_per_account_but_not_for_its_usual_client() -> None:
+    throttle = GuessThrottle(address_failures=3, target_failures=6)
+    throttle.succeeded("192.0.2.1", "a@example.com")  # the owner's usual client
+    for guesser in ("10.0.0.1", "10.0.0.2"):
+        for _ in range(3):
+            throttle.failed(guesser, "a@example.com")
+    assert throttle.blocked("10.0.0.3", "a@example.com")  # a new client waits for the window
+    assert not throttle.blocked("192.0.2.1", "a@example.com")
+    assert not throttle.blocked("10.0.0.3", "b@example.com")  # other accounts are untouched
+
+
+def test_an_ipv6_guesser_is_one_client_across_its_64() -> None:
+    throttle = GuessThrottle(address_failures=2)
+    throttle.failed("2001:db8:1:2::1", "a@example.com")
+    throttle.failed("2001:db8:1:2::ffff", "a@example.com")
+    assert throttle.blocked("2001:db8:1:2:abcd::9", "a@example.com")
+    assert not throttle.blocked("2001:db8:1:3::1", "a@example.com")
 
 
 def test_guessing_behind_the_proxy_throttles_the_guesser_not_everyone(tmp_path: Path) -> None:
@@ -99,7 +119,7 @@ def test_guessing_behind_the_proxy_throttles_the_guesser_not_everyone(tmp_path: 
         return client.post("/login", data={"password": password}, headers=headers).status_code
 
     guesser = "203.0.113.5"
-    for _ in range(LoginThrottle().max_failures):
+    for _ in range(ADDRESS_FAILURES):
         assert attempt("guess", guesser) == 401
     assert attempt(PASSWORD, guesser) == 429
     assert attempt(PASSWORD, "198.51.100.20") == 302
