@@ -243,8 +243,8 @@ def malformed_callback(app: Dash) -> Response | None:
     """A 400 naming the field when this callback request is not the shape its callback declares
     (None when it is, or when this is no callback request). The JSON is parsed once and cached
     for the guards and for Dash."""
-    if request.path != CALLBACK_PATH or request.method != "POST":
-        return None
+    if request.path != CALLBACK_PATH or request.method != "POST" or not request.is_json:
+        return None  # not JSON: Dash answers 415 (a cross-site form cannot send JSON)
     try:
         problem = body_problem(app, request.get_json(silent=True))
     except RecursionError:  # nested past the parser's own recursion limit
