@@ -5,11 +5,12 @@ roles and the audit log).
 A member's session holds only their email. On every request it is looked up again (no cache),
 so removing a member or changing a role applies to the next request of a page already open. The
 guard, placed before the sign-in guard, checks every Dash callback a member sends, as
-dashboard/sharing.py does for shared links: each `site` input or state must be a site the member
-has a role on, the settings callbacks (goals, shared links) need admin on that site, and the
-global rate-limiting panel is the operator's only (403 otherwise). The layout (site picker) only
-offers the member's sites, but the guard is the boundary. The operator (signed in with the
-operator's password) is the first owner of every site and passes unchecked.
+dashboard/sharing.py does for shared links, against what the callback declares in
+dashboard/access.py: the site it names must be one the member has the declared role on (viewer,
+admin for a site's settings, owner for its members), and the operator's callbacks (Explore, rate
+limiting, definitions; any undeclared one) are refused (403). The layout (site picker, no Explore
+tab) only offers what the member may use, but the guard is the boundary. The operator (signed in
+with the operator's password) is the first owner of every site and passes unchecked.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from flask import (
     session,
 )
 
+from dashboard.access import body_problem, malformed_callback, member_refusal
 from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
 from dashboard.client_address import client_address
 from dashboard.components import notice, panel, removable_list
@@ -76,11 +78,9 @@ def team_sign_in(clients: ClientFactory) -> TeamSignIn:
     return TeamSignIn(check, record)
 
 
-def install_accounts(
-    app: Dash, settings: Settings, clients: ClientFactory, admin_outputs: set[str], operator_outputs: set[str]
-) -> None:
-    """`admin_outputs`: the callback outputs that change a site's settings (goals, shared
-    links); `operator_outputs`: those only the operator may ask for (global panels)."""
+def install_accounts(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    """A member may run a callback as it declares (dashboard/access.py): the site it names is one
+    the member has the declared role on; the operator's callbacks (and undeclared ones) never."""
     server = app.server
     throttle = GuessThrottle()  # per client network and per invitation
 
@@ -94,10 +94,10 @@ def install_accounts(
             if request.method == "GET" and not request.path.startswith(("/_dash-", "/assets/")):
                 return redirect("/login")
             return refused(401, "sign in first")
+        if (malformed := malformed_callback(app)) is not None:
+            return malformed
         if request.path == CALLBACK_PATH:
-            refusal = callback_refusal(
-                app, request.get_json(silent=True), user, admin_outputs, operator_outputs
-            )
+            refusal = callback_refusal(app, request.get_json(silent=True), user)
             if refusal is not None:
                 return refused(403, refusal)
         g.user = user
@@ -142,31 +142,11 @@ def refused(status: int, message: str) -> Response:
     return response
 
 
-def callback_refusal(
-    app: Dash, body: Any, user: User, admin_outputs: set[str], operator_outputs: set[str]
-) -> str | None:
+def callback_refusal(app: Dash, body: Any, user: User) -> str | None:
     """Why this member may not run this callback request, or None if they may."""
-    if not isinstance(body, dict) or body.get("output") not in app.callback_map:
+    if body_problem(app, body) is not None:  # answered 400 before this guard; kept for direct calls
         return "malformed callback request"
-    output = body["output"]
-    if output in operator_outputs:
-        return "only the operator sees this panel"
-    declared = app.callback_map[output]
-    sites: list[Any] = []
-    for kind in ("inputs", "state"):
-        sent = body.get(kind) or []
-        wanted = declared.get(kind) or []
-        if not isinstance(sent, list) or len(sent) != len(wanted):
-            return "malformed callback request"
-        for expected, given in zip(wanted, sent, strict=True):
-            if expected.get("id") == "site":
-                sites.append(given.get("value") if isinstance(given, dict) else None)
-    for site in sites:
-        if site is not None and site not in user.roles:
-            return "you have no role on this site"
-    if output in admin_outputs and not any(site is not None and user.may(site, "admin") for site in sites):
-        return "your role on this site is read-only (viewer)"
-    return None
+    return member_refusal(app, body, user)
 
 
 # -- the Team panel ---------------------------------------------------------------------------
@@ -268,7 +248,19 @@ def with_team_panel(page: html.Div) -> html.Div:
         )
         settings.add(WHATIF_PANEL)  # the operator's alone, as Rate limiting (whatif_panel.py)
         _drop(page, elements=settings, parents_of={"rate-limits"})
+        without_explore(page)
     return page
+
+
+def without_explore(page: html.Div) -> None:
+    """Explore's SQL reads every tenant's rows, so it is the operator's (dashboard/access.py): a
+    member's page has no Explore tab and an empty Explore section (the tab switch still styles it)."""
+    tabs = _find(page, "tabs")
+    if tabs is not None:
+        tabs.options = [option for option in tabs.options if option["value"] != "explore"]  # type: ignore[attr-defined]
+    section = _find(page, "explore-section")
+    if section is not None:
+        section.children = []  # type: ignore[attr-defined]
 
 
 def _drop(component: Any, elements: set[str], parents_of: set[str]) -> None:

@@ -14,6 +14,7 @@ from dash import Dash
 from flask import Flask, Response
 from waitress import serve
 
+from dashboard.access import install_shape_check
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
@@ -68,34 +69,29 @@ def build_app(
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
     topojson_url = app.get_asset_url("topojson/")
     app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
-    before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
     register_realtime(app, clients, clock)
-    register_provenance(app, settings, clients)  # an Overview callback: shared views show it too
-    install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
+    register_provenance(app, settings, clients)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
-    before_settings = set(app.callback_map)
     register_share_panel(app, clients)
     register_alerts_panel(app, settings, clients)
     register_site_settings(app, clients)
     register_goal_editing(app, clients)
     register_funnel_saving(app, clients)
     register_exclusions_panel(app, clients)
-    register_segment_editing(app, clients)  # saving and changing segments: admins and owners
+    register_segment_editing(app, clients)
     register_timezone_panel(app, clients)
-    settings_outputs = set(app.callback_map) - before_settings
     register_whatif_panel(app, settings, clients)
     register_team_panel(app, settings, clients)
-    # Team members: their sites only; settings (goals, shares) for admins; the global
-    # rate-limiting panel for the operator alone (dashboard/accounts.py).
-    # A definitions version changes every site's numbers: the Definitions panel is the operator's too.
-    operator_outputs = {
-        output for output in app.callback_map if "rate-limits" in output or "whatif" in output
-    }
-    install_accounts(app, settings, clients, settings_outputs, operator_outputs)
+    # Who may run each callback (site, role, shared link or not) is declared in dashboard/access.py,
+    # which the member guard (accounts.py) and the shared-link guard (sharing.py) read; the shape
+    # of a callback request is checked for everyone signed in, the operator too.
+    install_sharing(app, settings, clients)
+    install_accounts(app, settings, clients)
+    install_shape_check(app)
     # Around everything above, before any guard reads a request: its size, then its client.
     install_body_limits(server, settings, app.callback_map)
     install_client_address(server, settings)

@@ -17,6 +17,7 @@ import structlog
 from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard import plausible_comparisons, provenance
+from dashboard.access import key_refusal, route_access
 from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_imports import all_time_first_day, with_imports
@@ -54,6 +55,8 @@ def plausible_api(
         if access is None:
             return unauthorized("Invalid API key. Please make sure you're using a valid Tally API key.")
         g.api_access = access
+        if access_refusal := key_refusal(route_access(request.endpoint), access, "", lambda: None):
+            return error(403, access_refusal)  # undeclared endpoints: the operator's (dashboard/access.py)
         return None
 
     @api.after_request

@@ -4,8 +4,9 @@ Opening a live link (after its password, if it has one) starts a *shared session
 session holds only the link's id, never `signed_in`, so it cannot reach anything the operator's
 session can. On every request of a shared session the link is looked up again (a revoked link
 answers 410 at once, also to a page already open), and the guard lets through only the Dash
-routes the page needs and, of the callbacks, only the Overview's (no Explore, Funnel or rate
-limiting), each with the link's site wherever a callback takes `site`. The layout a shared
+routes the page needs and, of the callbacks, only those declared `shared` in dashboard/access.py
+(the Overview's: no Explore, Funnel or rate limiting), each with the link's site wherever the
+callback declares its site. The layout a shared
 session gets has no site switcher, no other tabs and no log-out button; but the guard, not the
 layout, is what keeps other sites out.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
 
+from dashboard.access import body_problem, malformed_callback, shared_refusal
 from dashboard.accounts import with_team_panel
 from dashboard.alerts_panel import with_alerts_panel
 from dashboard.auth import FORM_PAGE_STYLE
@@ -57,13 +59,10 @@ def visible_sites(known: list[str]) -> list[str]:
     return known if user is None else [site for site in known if site in user.roles]
 
 
-def install_sharing(
-    app: Dash, settings: Settings, clients: ClientFactory, overview_outputs: set[str]
-) -> None:
-    """`overview_outputs`: the callback outputs a shared session may ask for (the Overview's)."""
+def install_sharing(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    """A shared session may run the callbacks declared `shared` (dashboard/access.py), for its site."""
     server = app.server
     throttle = GuessThrottle()  # per client network and per link
-    allowed_outputs = {output for output in overview_outputs if "rate-limits" not in output}
 
     def guard() -> Response | None:
         link_id = session.get("shared_link")
@@ -72,12 +71,14 @@ def install_sharing(
         link = shared_links.resolve_id(clients(), link_id)
         if link is None:
             return gone()
+        if (malformed := malformed_callback(app)) is not None:
+            return malformed
         if request.path == CALLBACK_PATH:
             if (request.content_length or 0) > MAX_BODY_BYTES:
                 # Only the upload may be larger (dashboard/request_bodies.py): never a shared
                 # view's, so refuse it before parsing it.
                 return body_refusal(MAX_BODY_BYTES)
-            refusal = callback_refusal(app, request.get_json(silent=True), link, allowed_outputs)
+            refusal = callback_refusal(app, request.get_json(silent=True), link)
             if refusal is not None:
                 response = jsonify({"error": refusal})
                 response.status_code = 403
@@ -136,22 +137,11 @@ def gone() -> Response:
     return response
 
 
-def callback_refusal(app: Dash, body: Any, link: SharedLink, allowed_outputs: set[str]) -> str | None:
+def callback_refusal(app: Dash, body: Any, link: SharedLink) -> str | None:
     """Why a shared session may not run this callback request, or None if it may."""
-    if not isinstance(body, dict) or body.get("output") not in allowed_outputs:
-        return "not available in a shared view"
-    declared = app.callback_map[body["output"]]
-    for kind in ("inputs", "state"):
-        sent = body.get(kind) or []
-        wanted = declared.get(kind) or []
-        if not isinstance(sent, list) or len(sent) != len(wanted):
-            return "malformed callback request"
-        for expected, given in zip(wanted, sent, strict=True):
-            if expected.get("id") == "site" and (
-                not isinstance(given, dict) or given.get("value") != link.site
-            ):
-                return "a shared view shows only its own site"
-    return None
+    if body_problem(app, body) is not None:  # answered 400 before this guard; kept for direct calls
+        return "malformed callback request"
+    return shared_refusal(app, body, link.site)
 
 
 def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.Div]:
