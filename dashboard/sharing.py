@@ -71,13 +71,13 @@ def install_sharing(app: Dash, settings: Settings, clients: ClientFactory) -> No
         link = shared_links.resolve_id(clients(), link_id)
         if link is None:
             return gone()
+        if request.path == CALLBACK_PATH and (request.content_length or 0) > MAX_BODY_BYTES:
+            # Only the upload may be larger (dashboard/request_bodies.py): never a shared view's,
+            # so refuse it before anything parses it.
+            return body_refusal(MAX_BODY_BYTES)
         if (malformed := malformed_callback(app)) is not None:
             return malformed
         if request.path == CALLBACK_PATH:
-            if (request.content_length or 0) > MAX_BODY_BYTES:
-                # Only the upload may be larger (dashboard/request_bodies.py): never a shared
-                # view's, so refuse it before parsing it.
-                return body_refusal(MAX_BODY_BYTES)
             refusal = callback_refusal(app, request.get_json(silent=True), link)
             if refusal is not None:
                 response = jsonify({"error": refusal})
