@@ -3,10 +3,11 @@
 A page on another site can make a browser POST to /login (signing the victim in to the
 attacker's account, whose Explore and settings the victim then fills), to /logout, to an
 invitation or a shared link's password form. Browsers say where a request comes from:
-`Sec-Fetch-Site` (recent browsers), `Origin` (every POST), `Referer` (older ones). Any of them
-naming another origin refuses the request (403); a request with none of them is not sent by a
-browser's page and goes on to the usual checks. The bearer-authenticated APIs (/api/v1, /api/v2)
-take no cookies, so whoever sends them is beside the point there.
+`Sec-Fetch-Site` (recent browsers; when sent, it decides), else `Origin` (every POST; `null` from
+sandboxed frames and no-referrer pages counts as another origin), else `Referer`. Another origin
+is refused (403); a request with none of them is not sent by a browser's page and goes on to the
+usual checks (as Go's net/http CrossOriginProtection does). The bearer-authenticated APIs
+(/api/v1, /api/v2) take no cookies, so whoever sends them is beside the point there.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ BEARER_PREFIXES = ("/api/v1/", "/api/v2/")
 def cross_site_refusal() -> str | None:
     """Why this request looks sent by another site's page, or None if it may go on."""
     fetch_site = request.headers.get("Sec-Fetch-Site")
-    if fetch_site is not None and fetch_site not in OWN_FETCH_SITES:
-        return f"sent from another site (Sec-Fetch-Site: {fetch_site[:40]})"
+    if fetch_site is not None:
+        # The browser's own word, and the only one a no-referrer page (the invitation and link
+        # pages) leaves intact: their posts carry `Origin: null`.
+        return None if fetch_site in OWN_FETCH_SITES else f"sent from another site ({fetch_site[:40]})"
     origin = request.headers.get("Origin")
     if origin is None:
         referer = request.headers.get("Referer")

@@ -221,6 +221,22 @@ def test_cross_site_post_to_an_invitation_is_refused_and_leaves_it_unused(
     assert no_session_cookie(browser)
 
 
+def test_invitation_posted_from_its_own_no_referrer_page_is_accepted(
+    tenants: Tenants, dashboard_settings: Settings
+) -> None:
+    # The invitation page is no-referrer, so a browser's post from it says `Origin: null`; its
+    # `Sec-Fetch-Site: same-origin` is what shows it is this server's own page.
+    email = fresh_email("own-page")
+    token = users.create_invite(connect(dashboard_settings), email, tenants.site_a, "viewer")
+    browser = stranger(tenants.server)
+    answer = browser.post(
+        f"/invite/{token}", data={"password": PASSWORD, "confirm": PASSWORD},
+        headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"},
+    )  # fmt: skip
+    assert answer.status_code == 302, answer.text[:300]
+    assert layout_status(browser) == 200
+
+
 def test_cross_site_post_to_a_shared_links_password_form_is_refused(
     tenants: Tenants, dashboard_settings: Settings
 ) -> None:
