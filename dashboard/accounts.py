@@ -2,8 +2,10 @@
 call, the invitation page, and the Team panel (API keys; for owners, invitations, members, their
 roles and the audit log).
 
-A member's session holds only their email. On every request it is looked up again (no cache),
-so removing a member or changing a role applies to the next request of a page already open. The
+A member's session (dashboard/browser_session.py) names only their email. On every request the
+session and the member are looked up again (no cache): removing a member (from a site or
+altogether) ends their sessions, and a role change applies to the next request of a page
+already open. The
 guard, placed before the sign-in guard, checks every Dash callback a member sends, as
 dashboard/sharing.py does for shared links, against what the callback declares in
 dashboard/access.py: the site it names must be one the member has the declared role on (viewer,
@@ -28,9 +30,9 @@ from flask import (
     redirect,
     render_template_string,
     request,
-    session,
 )
 
+from dashboard import browser_session
 from dashboard.access import body_problem, malformed_callback, member_refusal
 from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
 from dashboard.client_address import client_address
@@ -85,12 +87,12 @@ def install_accounts(app: Dash, settings: Settings, clients: ClientFactory) -> N
     throttle = GuessThrottle()  # per client network and per invitation
 
     def guard() -> Response | None:
-        email = session.get("user")
-        if email is None or session.get("signed_in") is True:
+        live = browser_session.current(clients)
+        if live is None or live.kind != "member":
             return None
-        user = users.get_user(clients(), email)
+        user = users.get_user(clients(), live.subject)
         if user is None or not user.roles:
-            session.clear()
+            browser_session.end(clients)
             if request.method == "GET" and not request.path.startswith(("/_dash-", "/assets/")):
                 return redirect("/login")
             return refused(401, "sign in first")
@@ -130,9 +132,7 @@ def install_accounts(app: Dash, settings: Settings, clients: ClientFactory) -> N
             throttle.failed(address, token)
             return render_template_string(INVITE_PAGE, error=str(refusal).capitalize(), **page), 400
         users.record(client, "invite_accepted", invite.email, "ok", address=address, detail=invite.site)
-        session.clear()
-        session["user"] = invite.email
-        session.permanent = True
+        browser_session.begin(clients, "member", invite.email)
         return redirect("/")
 
 

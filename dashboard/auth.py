@@ -1,8 +1,10 @@
 """Signing in to the dashboard: the operator's password (TALLY_DASHBOARD_PASSWORD, or generated
 into $TALLY_HOME/dashboard_password; its email is TALLY_OWNER_EMAIL, and it may be left empty),
 or a team member's email and password (storage/users.py, checked by dashboard/accounts.py);
-a signed Flask session cookie, and a guard in front of every Dash route and callback. /healthz,
-/invite/ and the bearer-authenticated /api/v1 and /api/v2 are exempt."""
+a server-side session whose id is the cookie (dashboard/browser_session.py), ended by logging out,
+and a guard in front of every Dash route and callback. /healthz, /invite/ and the
+bearer-authenticated /api/v1 and /api/v2 are exempt. Forms and callbacks are taken only from this
+server's own pages (dashboard/same_origin.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import quote
 
-from flask import Flask, Response, g, jsonify, redirect, render_template_string, request, session
+from flask import Flask, Response, g, jsonify, redirect, render_template_string, request
 
+from dashboard import browser_session
 from dashboard.client_address import client_address
+from dashboard.same_origin import install_same_origin_check
+from dashboard.store import ClientFactory
 from dashboard.throttles import DeviceMarks, GuessThrottle
+from storage.sessions import LIFETIME as SESSION_LIFETIME
 from tally.settings import Settings
 
-SESSION_LIFETIME = timedelta(days=14)
 OPERATOR_ACCOUNT = "(operator)"  # the throttle's key for the operator: not an email (no @)
 DEVICE_COOKIE = "tally_device"  # an account's device mark: its usual clients pass its throttle
 DEVICE_MARK_LIFETIME = timedelta(days=365)
@@ -62,13 +67,15 @@ class TeamSignIn:
     record: Callable[[str, str, str], None]
 
 
-def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = None) -> None:
+def install_login(
+    server: Flask, settings: Settings, clients: ClientFactory, team: TeamSignIn | None = None
+) -> None:
     password = settings.resolved_dashboard_password()
     check = PasswordCheck.of(password)
     throttle = GuessThrottle()  # per client network and per account
     device_marks = DeviceMarks.of(settings.resolved_dashboard_session_secret())
-    # The cookie is signed with the stored secret and the password together, so changing the
-    # password signs every existing session out.
+    # The cookie (a session id) is signed with the stored secret and the password together, so
+    # changing the password makes every existing cookie unreadable: all sessions end.
     server.secret_key = hashlib.sha256(
         settings.resolved_dashboard_session_secret().encode() + b"\0" + password.encode()
     ).hexdigest()
@@ -79,11 +86,16 @@ def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = N
         SESSION_COOKIE_SECURE=settings.dashboard_cookie_secure,
         PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
     )
+    install_same_origin_check(server)
+    browser_session.install_store_outage_answer(server)
 
     @server.before_request
     def require_sign_in() -> Response | None:
         path = request.path
-        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+            return None
+        live = browser_session.current(clients)
+        if live is not None and live.kind == "operator":
             return None
         if g.get("user") is not None:  # a team member's live session (dashboard/accounts.py)
             return None
@@ -120,12 +132,10 @@ def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = N
         throttle.succeeded(address, account)
         if team is not None:
             team.record(email or settings.owner_email, "ok", address)
-        session.clear()
         if operator:
-            session["signed_in"] = True
+            browser_session.begin(clients, "operator")
         else:
-            session["user"] = email
-        session.permanent = True
+            browser_session.begin(clients, "member", email)
         response = redirect(target)
         # This browser is now one of the account's usual clients (dashboard/throttles.py).
         response.set_cookie(
@@ -140,7 +150,7 @@ def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = N
 
     @server.post("/logout")
     def logout() -> Response:
-        session.clear()
+        browser_session.end(clients)  # in the store: a copy of the cookie signs nobody in now
         return redirect("/login")
 
 

@@ -1,8 +1,11 @@
 """Shared links in the dashboard: `/share/<token>` opens a read-only Overview of one site.
 
-Opening a live link (after its password, if it has one) starts a *shared session*: the Flask
-session holds only the link's id, never `signed_in`, so it cannot reach anything the operator's
-session can. On every request of a shared session the link is looked up again (a revoked link
+Opening a live link (after its password, if it has one) starts a *shared session*
+(dashboard/browser_session.py) that names only the link's id, so it cannot reach anything the
+operator's session can. A browser already signed in (the operator, a member) keeps its session:
+opening a link there shows a page that says so, with a link to the dashboard, so a page on
+another site cannot sign anyone out by sending their browser to a shared link.
+On every request of a shared session the link is looked up again (a revoked link
 answers 410 at once, also to a page already open), and the guard lets through only the Dash
 routes the page needs and, of the callbacks, only those declared `shared` in dashboard/access.py
 (the Overview's: no Explore, Funnel or rate limiting), each with the link's site wherever the
@@ -17,8 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dash import Dash, html
-from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
+from flask import Response, g, has_request_context, jsonify, render_template_string, request
 
+from dashboard import browser_session
 from dashboard.access import body_problem, malformed_callback, shared_refusal
 from dashboard.accounts import with_team_panel
 from dashboard.alerts_panel import with_alerts_panel
@@ -30,6 +34,7 @@ from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
 from storage import shared_links
+from storage.sessions import Session
 from storage.shared_links import SharedLink
 from tally.settings import Settings
 
@@ -65,10 +70,10 @@ def install_sharing(app: Dash, settings: Settings, clients: ClientFactory) -> No
     throttle = GuessThrottle()  # per client network and per link
 
     def guard() -> Response | None:
-        link_id = session.get("shared_link")
-        if link_id is None or session.get("signed_in") is True or request.path.startswith(SHARE_PREFIX):
+        live = browser_session.current(clients)
+        if live is None or live.kind != "shared" or request.path.startswith(SHARE_PREFIX):
             return None
-        link = shared_links.resolve_id(clients(), link_id)
+        link = shared_links.resolve_id(clients(), live.subject)
         if link is None:
             return gone()
         if request.path == CALLBACK_PATH and (request.content_length or 0) > MAX_BODY_BYTES:
@@ -98,7 +103,11 @@ def install_sharing(app: Dash, settings: Settings, clients: ClientFactory) -> No
             return render_template_string(
                 MESSAGE_PAGE, message="This link does not exist or was revoked."
             ), 404
-        if link.has_password and session.get("shared_link") != link.id:
+        live = browser_session.current(clients)
+        if live is not None and live.kind != "shared":
+            return signed_in_already(live, link)
+        opened = live is not None and live.subject == link.id
+        if link.has_password and not opened:
             address = client_address()
             if request.method == "GET":
                 return render_template_string(PASSWORD_PAGE, error=None), 200
@@ -110,20 +119,28 @@ def install_sharing(app: Dash, settings: Settings, clients: ClientFactory) -> No
             throttle.succeeded(address, link.id)
         elif request.method == "POST":
             return render_template_string(MESSAGE_PAGE, message="Nothing to send here."), 405
-        # A fresh session holding only the link: whatever this browser had (even the operator's
-        # sign-in) is replaced, so a shared page never runs with more than the link allows.
-        session.clear()
-        session["shared_link"] = link.id
+        # A session naming only the link (this browser had none, or another link's, which ends),
+        # so a shared page never runs with more than the link allows.
+        if not opened:
+            browser_session.begin(clients, "shared", link.id)
         g.shared_link = link
         return app.index()
 
     @server.after_request
     def no_referrer(response: Response) -> Response:
         # The token is in the page's URL: never send it on to another site, never cache it.
-        if request.path.startswith(SHARE_PREFIX) or session.get("shared_link") is not None:
+        live = g.get("browser_session")  # as the guards found it; no second lookup
+        if request.path.startswith(SHARE_PREFIX) or (live is not None and live.kind == "shared"):
             response.headers["Referrer-Policy"] = "no-referrer"
             response.headers["Cache-Control"] = "no-store"
         return response
+
+
+def signed_in_already(live: Session, link: SharedLink) -> tuple[str, int]:
+    """A signed-in browser opening a shared link: never replace its session (a page on another
+    site could otherwise sign the operator out with a link). Say where the site is instead."""
+    who = "the operator" if live.kind == "operator" else live.subject
+    return render_template_string(SIGNED_IN_PAGE, who=who, site=link.site), 200
 
 
 def gone() -> Response:
@@ -215,6 +232,21 @@ MESSAGE_PAGE = """<!doctype html>
 <style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
 font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
 </head><body><p role="alert">{{ message }}</p></body></html>
+"""
+
+SIGNED_IN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Tally</title>
+<style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
+font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
+</head><body><div role="status">
+<p>This is a shared read-only link to {{ site }}. This browser is signed in to Tally as {{ who }},
+and opening the link here would sign it out, so it stays signed in.</p>
+<p><a href="/">Open the dashboard</a> (its site picker lists {{ site }} if you may see it), or sign
+out first to open the link as its visitors see it.</p>
+</div></body></html>
 """
 
 PASSWORD_PAGE = (
