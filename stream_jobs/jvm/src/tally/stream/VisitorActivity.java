@@ -78,10 +78,11 @@ import org.apache.spark.sql.types.StructType;
  * messages share one partition), and one whose event_id the state already holds, or that came
  * earlier in the call, is dropped before anything else: it counts in no rollup, session, pane or
  * late row. The state keeps every accepted page view (and so its event_id) as long as anything of
- * the visitor can change: at least to the end of the UTC day of its last page view. Limits: a copy
- * arriving after the state is gone (the day of the original closed; a browser copy received on a
- * later day has another visitor key, see below) is behind the watermark with no state, hence late:
- * reported in late_events, as any late page view, though the archive drops it. A late page view is
+ * the visitor can change: until the lateness horizon passes the end of the UTC day of its last
+ * page view (pruned() drops it no sooner than the horizon passes its own day). Limits: a copy
+ * arriving after that (the day of the original closed by the horizon; a browser copy received on a
+ * later day has another visitor key, see below) is behind the horizon, hence late: reported in
+ * late_events, as any late page view, though the archive drops it. A late page view is
  * not kept, so its copy in a later call is judged again. A copy under another visitor key (another
  * client IP or user agent, or the daily salt rotated between the two sends: a retry across
  * midnight UTC) is another group and cannot be recognised here: the archive drops it, the rollups
