@@ -106,7 +106,7 @@ def stats_api(
         if not provenance.asked(arguments):
             return jsonify(answer)
         meta = provenance.meta(
-            clients(), settings, q, provenance.answered_source(q, source), defined.version()
+            clients(), settings, q, provenance.answered_source(clients(), q, source), defined.version()
         )
         return jsonify({"results": answer, "meta": meta})
 

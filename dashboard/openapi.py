@@ -597,8 +597,10 @@ SCHEMAS: dict[str, JSON] = {
             },
             "late_events": {
                 "type": "object",
-                "description": "count and by_day: events of the range the stream jobs received behind the "
-                "watermark; counted_in raw, not_counted_in agg",
+                "description": "count and by_day: events of the range the stream jobs received older than "
+                "the allowed lateness (TALLY_ALLOWED_LATENESS_S); recorded_by_day: when the first and last "
+                "of each day were recorded; counted_in raw, not_counted_in agg (the rollups), so the "
+                "archive answers a range they touch (rule; source says which answered)",
             },
             "agreement": {
                 "type": "object",

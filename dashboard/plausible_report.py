@@ -76,7 +76,7 @@ def run(
         timezone=query.timezone,
     )
     goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
-    answered: Source = "agg" if queries.uses_agg(goal_q, source) else "raw"
+    answered: Source = queries.answered_source(client, goal_q, source)
     labels: list[str] = []
     if query.visits is not None:  # sessions by their properties: the archive answers
         by = DIMENSIONS[query.dimension] if query.dimension else None

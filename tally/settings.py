@@ -129,7 +129,13 @@ class Settings(BaseSettings):
     # (GA4's engaged session; storage/queries/contract.py). Changing it changes the stream
     # jobs' rollups only for what they process next: `tally replay` rebuilds the rest.
     engaged_bounce_ms: int = Field(default=10_000, ge=0)
+    # How long the live views wait before closing a session (is_closed) or a rate-limit pane.
     watermark_s: int = 120
+    # An event up to this late (behind the watermark) is still counted in every derived table
+    # exactly as raw counts it (GA4's 72 h); the stream jobs keep each visitor's page views until
+    # it has passed their days, so their state holds the visitors of this long plus a day. An
+    # older event is reported late and answered from the archive (storage/queries/contract.py).
+    allowed_lateness_s: int = Field(default=259_200, ge=0, le=30 * 86_400)
 
     # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.
     ingest_key: str = Field(default="", repr=False)

@@ -111,6 +111,12 @@ Once the stream jobs have processed an event both give the same numbers. The def
   or and not. On `props.KEY`, is_not and the *_not operators also keep the events without KEY
   (as Plausible counts them: a missing property is none of the values).
 
+Late events (issue 30; stream_jobs/jvm/.../VisitorActivity.java): `agg` counts an event the
+stream jobs receive up to the allowed lateness behind their watermark (TALLY_ALLOWED_LATENESS_S,
+72 h, GA4's) exactly as raw does, in every figure: it may open, extend or merge sessions, and
+the rollups and session rows change accordingly. LATE_EVENTS_RULE says what happens to an older
+one; `meta.late_events` reports them per UTC day and when they were recorded.
+
 Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
 ones from the log (README, "Upgrading").
@@ -154,6 +160,18 @@ if TYPE_CHECKING:
 Source = Literal["raw", "agg"]
 
 SESSION_GAP_S = 1800
+# The rule for events older than the allowed lateness (the contract's "Late events").
+LATE_EVENTS_RULE = (
+    "An event that reaches the stream jobs more than the allowed lateness (TALLY_ALLOWED_LATENESS_S) "
+    "behind their watermark, and would change a number already final, is late: the rollups never "
+    "count it and the late_events table records it per site and minute. A report whose range lies "
+    "within one session gap of a late event is answered from the archive (raw) even when agg is "
+    "asked, and says so (meta.source): the answer includes it, whatever the source asked. The "
+    "archive answers rather than a backfill folding it into the rollups, because a late page view "
+    "may merge sessions the live rollups already emitted and be followed by more of them; reading "
+    "the archive for the few ranges that hold one is exact at once, needs no second writer to the "
+    "rollups racing the stream jobs, and costs one indexed read of late_events per answer."
+)
 # A session with this much engaged time (ms) or more is engaged, hence no bounce (GA4's 10 s).
 ENGAGED_BOUNCE_MS = 10_000
 LIVE_WINDOW = timedelta(minutes=5)
