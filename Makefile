@@ -11,7 +11,7 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench install lint constraints clean-deps tools java maven browser wrk
+.PHONY: run test bench install lint constraints clean-deps tools java maven browser wrk caddy
 
 run: install
 	$(BIN)/tally up --demo
@@ -26,7 +26,7 @@ bench: install wrk
 # The stream jobs' JVM code (the per-visitor stateful operator), compiled against pyspark's jars.
 SPARK_APP_JAR := .deps/spark-app/tally-stream-jobs.jar
 
-install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser
+install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser caddy
 
 # Browser tests drive Debian's Chromium (never a browser downloaded by a test tool).
 browser:
@@ -34,6 +34,16 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
 	  || { echo "error: could not install chromium (apt-get install chromium)"; exit 1; }
+
+# The security tests run deploy/Caddyfile in front of the dashboard with Debian's caddy
+# (tests/security/test_client_ip.py); docker-compose.yml runs Caddy's own image. The package
+# starts a system-wide caddy (:80) where systemd runs: the tests start their own, so stop it.
+caddy:
+	@command -v caddy >/dev/null || { \
+	  echo "installing Debian's caddy for the proxy tests"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq caddy >/dev/null \
+	  && { $(SUDO) systemctl disable --now caddy >/dev/null 2>&1 || true; }; } \
+	  || { echo "error: could not install caddy (apt-get install caddy)"; exit 1; }
 
 # The benchmark drives the collector with Debian's wrk (an independent HTTP load generator).
 wrk:

@@ -78,6 +78,7 @@ def bench_alerts(settings: Settings, rounds: int = 10) -> dict[str, object]:
                 make_rule(
                     site=ALERTS_SITE, kind="event_rate_above", event_name=name, threshold=1, webhook_url=url
                 ),
+                private_webhooks=settings.alert_webhook_private,  # its receiver is on loopback
             ).rule_id: name
             for name in names
         }

@@ -3,14 +3,17 @@ call, the invitation page, and the Team panel (API keys; for owners, invitations
 ones with Revoke, members, their roles and the site's audit log). Invitations, removals and role
 changes go through storage/users.py's functions that write the audit row too.
 
-A member's session holds only their email. On every request it is looked up again (no cache),
-so removing a member or changing a role applies to the next request of a page already open. The
+A member's session (dashboard/browser_session.py) names only their email. On every request the
+session and the member are looked up again (no cache): removing a member (from a site or
+altogether) ends their sessions, and a role change applies to the next request of a page
+already open. The
 guard, placed before the sign-in guard, checks every Dash callback a member sends, as
-dashboard/sharing.py does for shared links: each `site` input or state must be a site the member
-has a role on, the settings callbacks (goals, shared links) need admin on that site, and the
-global rate-limiting panel is the operator's only (403 otherwise). The layout (site picker) only
-offers the member's sites, but the guard is the boundary. The operator (signed in with the
-operator's password) is the first owner of every site and passes unchecked.
+dashboard/sharing.py does for shared links, against what the callback declares in
+dashboard/access.py: the site it names must be one the member has the declared role on (viewer,
+admin for a site's settings, owner for its members), and the operator's callbacks (Explore, rate
+limiting, definitions; any undeclared one) are refused (403). The layout (site picker, no Explore
+tab) only offers what the member may use, but the guard is the boundary. The operator (signed in
+with the operator's password) is the first owner of every site and passes unchecked.
 """
 
 from __future__ import annotations
@@ -28,23 +31,24 @@ from flask import (
     redirect,
     render_template_string,
     request,
-    session,
 )
 
-from dashboard import invitations
-from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle, TeamSignIn
+from dashboard import browser_session, invitations
+from dashboard.access import body_problem, malformed_callback, member_refusal
+from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
+from dashboard.client_address import client_address
 from dashboard.components import notice, panel, removable_list
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.funnel import SAVING as FUNNEL_SAVING
 from dashboard.segments import SEGMENTS_PANEL, segments_panel
 from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
+from dashboard.throttles import GuessThrottle
 from dashboard.timezone_panel import timezone_panel
 from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
 from dashboard.whatif_panel import whatif_panel
 from storage import users
 from storage.users import AccountError, User
-from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -79,29 +83,26 @@ def team_sign_in(clients: ClientFactory, operator_email: str = "") -> TeamSignIn
     return TeamSignIn(check, record)
 
 
-def install_accounts(
-    app: Dash, settings: Settings, clients: ClientFactory, admin_outputs: set[str], operator_outputs: set[str]
-) -> None:
-    """`admin_outputs`: the callback outputs that change a site's settings (goals, shared
-    links); `operator_outputs`: those only the operator may ask for (global panels)."""
+def install_accounts(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    """A member may run a callback as it declares (dashboard/access.py): the site it names is one
+    the member has the declared role on; the operator's callbacks (and undeclared ones) never."""
     server = app.server
-    throttle = LoginThrottle()
-    trusted_proxies = parse_networks(settings.trusted_proxies)
+    throttle = GuessThrottle()  # per client network and per invitation
 
     def guard() -> Response | None:
-        email = session.get("user")
-        if email is None or session.get("signed_in") is True:
+        live = browser_session.current(clients)
+        if live is None or live.kind != "member":
             return None
-        user = users.get_user(clients(), email)
+        user = users.get_user(clients(), live.subject)
         if user is None or not user.roles:
-            session.clear()
+            browser_session.end(clients)
             if request.method == "GET" and not request.path.startswith(("/_dash-", "/assets/")):
                 return redirect("/login")
             return refused(401, "sign in first")
+        if (malformed := malformed_callback(app)) is not None:
+            return malformed
         if request.path == CALLBACK_PATH:
-            refusal = callback_refusal(
-                app, request.get_json(silent=True), user, admin_outputs, operator_outputs
-            )
+            refusal = callback_refusal(app, request.get_json(silent=True), user)
             if refusal is not None:
                 return refused(403, refusal)
         g.user = user
@@ -120,12 +121,8 @@ def install_accounts(
         page = {"invite": invite, "new_account": new_account, "minimum": users.MIN_PASSWORD_CHARS}
         if request.method == "GET":
             return render_template_string(INVITE_PAGE, error=None, **page), 200
-        address = network_key(
-            client_ip(
-                request.remote_addr or "unknown", request.headers.getlist("X-Forwarded-For"), trusted_proxies
-            )
-        )
-        if throttle.blocked(address):
+        address = client_address()
+        if throttle.blocked(address, token):
             return render_template_string(
                 INVITE_PAGE, error="Too many attempts. Try again later.", **page
             ), 429
@@ -135,13 +132,11 @@ def install_accounts(
         try:
             users.accept_invite(client, token, invite, password)
         except AccountError as refusal:
-            throttle.failed(address)
+            throttle.failed(address, token)
             return render_template_string(INVITE_PAGE, error=str(refusal).capitalize(), **page), 400
         accepted = {"address": address, "detail": invite.site, "site": invite.site}
         users.record(client, "invite_accepted", invite.email, "ok", **accepted)
-        session.clear()
-        session["user"] = invite.email
-        session.permanent = True
+        browser_session.begin(clients, "member", invite.email)
         return redirect("/")
 
 
@@ -151,31 +146,11 @@ def refused(status: int, message: str) -> Response:
     return response
 
 
-def callback_refusal(
-    app: Dash, body: Any, user: User, admin_outputs: set[str], operator_outputs: set[str]
-) -> str | None:
+def callback_refusal(app: Dash, body: Any, user: User) -> str | None:
     """Why this member may not run this callback request, or None if they may."""
-    if not isinstance(body, dict) or body.get("output") not in app.callback_map:
+    if body_problem(app, body) is not None:  # answered 400 before this guard; kept for direct calls
         return "malformed callback request"
-    output = body["output"]
-    if output in operator_outputs:
-        return "only the operator sees this panel"
-    declared = app.callback_map[output]
-    sites: list[Any] = []
-    for kind in ("inputs", "state"):
-        sent = body.get(kind) or []
-        wanted = declared.get(kind) or []
-        if not isinstance(sent, list) or len(sent) != len(wanted):
-            return "malformed callback request"
-        for expected, given in zip(wanted, sent, strict=True):
-            if expected.get("id") == "site":
-                sites.append(given.get("value") if isinstance(given, dict) else None)
-    for site in sites:
-        if site is not None and site not in user.roles:
-            return "you have no role on this site"
-    if output in admin_outputs and not any(site is not None and user.may(site, "admin") for site in sites):
-        return "your role on this site is read-only (viewer)"
-    return None
+    return member_refusal(app, body, user)
 
 
 # -- the Team panel ---------------------------------------------------------------------------
@@ -280,7 +255,19 @@ def with_team_panel(page: html.Div) -> html.Div:
         )
         settings.add(WHATIF_PANEL)  # the operator's alone, as Rate limiting (whatif_panel.py)
         _drop(page, elements=settings, parents_of={"rate-limits"})
+        without_explore(page)
     return page
+
+
+def without_explore(page: html.Div) -> None:
+    """Explore's SQL reads every tenant's rows, so it is the operator's (dashboard/access.py): a
+    member's page has no Explore tab and an empty Explore section (the tab switch still styles it)."""
+    tabs = _find(page, "tabs")
+    if tabs is not None:
+        tabs.options = [option for option in tabs.options if option["value"] != "explore"]  # type: ignore[attr-defined]
+    section = _find(page, "explore-section")
+    if section is not None:
+        section.children = []  # type: ignore[attr-defined]
 
 
 def _drop(component: Any, elements: set[str], parents_of: set[str]) -> None:

@@ -16,6 +16,7 @@ from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
 from storage import alert_backtest, alert_rules
 from storage.sites import InvalidDomain
+from tally.settings import Settings
 
 REMOVE = "alert-rule-remove"
 REFRESH_MS = 5000
@@ -103,7 +104,7 @@ def _find(component: object, component_id: str) -> object | None:
     return None
 
 
-def register_alerts_panel(app: Dash, clients: ClientFactory) -> None:
+def register_alerts_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
     @app.callback(
         Output("alert-status", "children"),
         Output("alert-webhook", "value"),
@@ -119,7 +120,7 @@ def register_alerts_panel(app: Dash, clients: ClientFactory) -> None:
         *form, webhook = values
         try:
             rule = alert_rules.make_rule(**rule_fields(site, form), webhook_url=webhook or "")
-            added = alert_rules.add_rule(clients(), rule)
+            added = alert_rules.add_rule(clients(), rule, private_webhooks=settings.alert_webhook_private)
         except alert_rules.InvalidRule as refused:
             return notice(str(refused), "warning"), no_update
         return notice(f"Added the rule {added.rule_id}: {added.describe()}."), ""

@@ -16,6 +16,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
 from dashboard import backtest_request, comparisons, plausible_v1, provenance
+from dashboard.access import key_refusal, route_access
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.imports_api import register_imports_api
@@ -26,10 +27,11 @@ from dashboard.plausible_report import SiteNotFound
 from dashboard.segments_api import register_segments_api
 from dashboard.store import ClientFactory, StoreUnavailable
 from dashboard.whatif_api import register_whatif_api
-from storage import alert_backtest, alert_rules, queries
+from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
 from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
+from storage.query_limits import limit_message
 from storage.saved_funnels import InvalidFunnel, find_funnel
 from storage.sites import InvalidDomain, normalise, site_timezone
 from tally.settings import Settings
@@ -65,6 +67,12 @@ def stats_api(
         site = scoped_site(request.args.get("site") or request.args.get("site_id") or "")
         if site and not access.may_read(site):
             return error(403, f"site: this API key may not read {site}")
+        # The role and scope the endpoint declares (dashboard/access.py), as the dashboard asks them.
+        declared = route_access(request.endpoint)
+        in_query = site if declared is not None and declared.site == "query" else ""
+        refusal = key_refusal(declared, access, in_query, lambda: users.get_user(clients(), access.email))
+        if refusal is not None:
+            return error(403, refusal)
         return None
 
     @api.after_request
@@ -98,7 +106,7 @@ def stats_api(
         if not provenance.asked(arguments):
             return jsonify(answer)
         meta = provenance.meta(
-            clients(), settings, q, provenance.answered_source(q, source), defined.version()
+            clients(), settings, q, provenance.answered_source(clients(), q, source), defined.version()
         )
         return jsonify({"results": answer, "meta": meta})
 
@@ -263,6 +271,12 @@ def stats_api(
         rule, start, end = backtest_request.parse(request.get_json(force=True, silent=True), clock())
         if not g.api_access.may_read(rule.site):
             return error(403, f"site: this API key may not read {rule.site}")
+        access = g.api_access  # the site is in the body: the role check declared for it, here
+        refusal = key_refusal(
+            route_access(request.endpoint), access, rule.site, lambda: users.get_user(clients(), access.email)
+        )
+        if refusal is not None:
+            return error(403, refusal)
         try:
             result = alert_backtest.backtest(clients(), rule, start, end)
         except alert_rules.InvalidRule as refused:
@@ -320,7 +334,8 @@ def stats_api(
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:
         log.warning("stats_api_store_unavailable", path=request.path, error=str(failure)[:300])
-        response = error(503, "the analytics store is not answering; try again shortly")
+        stopped = limit_message(failure, settings)  # a query past its bounds, not a store down
+        response = error(503, stopped or "the analytics store is not answering; try again shortly")
         response.headers["Retry-After"] = "5"
         return response
 

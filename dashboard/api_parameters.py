@@ -4,7 +4,6 @@ name of the parameter at fault (answered as 400 by dashboard.api)."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
@@ -23,7 +22,7 @@ PARAMETERS = (
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
 DEFAULT_RANGE = timedelta(days=30)
-MAX_BUCKETS = 10_000
+MAX_BUCKETS = queries.MAX_BUCKETS  # the query layer's cap, shared with the dashboard's chart
 MAX_LIMIT = 1000
 MAX_SITE_LENGTH = 253  # the longest domain name
 # Eight steps of the longest page pattern (500 characters) with their JSON, and then some.
@@ -260,10 +259,7 @@ def default_interval(length: timedelta) -> Interval:
 
 
 def bucket_count(q: StatsQuery, value: Interval) -> int:
-    """Counted arithmetically: listing the buckets of a century of minutes to count them
-    would itself be the denial of service the limit is there to prevent."""
-    step = queries.INTERVAL_STEP[value]
-    return math.ceil((q.end - q.start) / step) + 1
+    return queries.bucket_count(q.start, q.end, value)
 
 
 # Breakdowns of custom events (issue 16): by event name, by a property's value.

@@ -14,10 +14,12 @@ from dash import Dash
 from flask import Flask, Response
 from waitress import serve
 
+from dashboard.access import install_shape_check
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
 from dashboard.auth import install_login
+from dashboard.client_address import install_client_address
 from dashboard.email_reports import start_sender
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
@@ -30,6 +32,7 @@ from dashboard.overview import register_overview
 from dashboard.plausible_api import plausible_api
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
+from dashboard.request_bodies import install_body_limits
 from dashboard.segments import register_segment_editing, register_segment_picker
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
@@ -54,7 +57,7 @@ def build_app(
 ) -> Dash:
     clients = clients or thread_local_clients(settings)
     server = Flask(__name__)
-    install_login(server, settings, team_sign_in(clients, settings.owner_email))
+    install_login(server, settings, clients, team_sign_in(clients, settings.owner_email))
     server.register_blueprint(stats_api(settings, clients, clock))
     server.register_blueprint(plausible_api(settings, clients, clock))  # Plausible's v2 query
     harden(server)
@@ -66,34 +69,32 @@ def build_app(
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
     topojson_url = app.get_asset_url("topojson/")
     app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
-    before_overview = set(app.callback_map)
     register_overview(app, settings, clients, clock)
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
     register_realtime(app, clients, clock)
-    register_provenance(app, settings, clients)  # an Overview callback: shared views show it too
-    install_sharing(app, settings, clients, overview_outputs=set(app.callback_map) - before_overview)
+    register_provenance(app, settings, clients)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
-    before_settings = set(app.callback_map)
     register_share_panel(app, clients)
-    register_alerts_panel(app, clients)
+    register_alerts_panel(app, settings, clients)
     register_site_settings(app, clients)
     register_goal_editing(app, clients)
     register_funnel_saving(app, clients)
     register_exclusions_panel(app, clients)
-    register_segment_editing(app, clients)  # saving and changing segments: admins and owners
+    register_segment_editing(app, clients)
     register_timezone_panel(app, clients)
-    settings_outputs = set(app.callback_map) - before_settings
     register_whatif_panel(app, settings, clients)
     register_team_panel(app, settings, clients)
-    # Team members: their sites only; settings (goals, shares) for admins; the global
-    # rate-limiting panel for the operator alone (dashboard/accounts.py).
-    # A definitions version changes every site's numbers: the Definitions panel is the operator's too.
-    operator_outputs = {
-        output for output in app.callback_map if "rate-limits" in output or "whatif" in output
-    }
-    install_accounts(app, settings, clients, settings_outputs, operator_outputs)
+    # Who may run each callback (site, role, shared link or not) is declared in dashboard/access.py,
+    # which the member guard (accounts.py) and the shared-link guard (sharing.py) read; the shape
+    # of a callback request is checked for everyone signed in, the operator too.
+    install_sharing(app, settings, clients)
+    install_accounts(app, settings, clients)
+    install_shape_check(app)
+    # Around everything above, before any guard reads a request: its size, then its client.
+    install_body_limits(server, settings, app.callback_map)
+    install_client_address(server, settings)
     return app
 
 
@@ -131,6 +132,14 @@ def main() -> None:
         # waitress reads whole requests before a thread sees them, so a slow client holds
         # only its connection, and this closes one that stays silent.
         channel_timeout=settings.dashboard_channel_timeout_s,
+        # Nothing larger than the largest body a route takes (dashboard/request_bodies.py); the
+        # default is 1 GiB.
+        max_request_body_size=settings.dashboard_max_body_bytes,
+        # X-Forwarded-For reaches the app as sent: dashboard/client_address.py applies
+        # TALLY_TRUSTED_PROXIES (networks, hop by hop), which waitress's one trusted address and
+        # fixed hop count cannot express. Without this, waitress drops the header and every
+        # client behind the proxy is the proxy.
+        clear_untrusted_proxy_headers=False,
         _quiet=True,
     )
 

@@ -1,28 +1,34 @@
 """Signing in to the dashboard: the operator's password (TALLY_DASHBOARD_PASSWORD, or generated
 into $TALLY_HOME/dashboard_password; its email is TALLY_OWNER_EMAIL, and it may be left empty),
 or a team member's email and password (storage/users.py, checked by dashboard/accounts.py);
-a signed Flask session cookie, and a guard in front of every Dash route and callback. /healthz,
-/invite/ and the bearer-authenticated /api/v1 and /api/v2 are exempt."""
+a server-side session whose id is the cookie (dashboard/browser_session.py), ended by logging out,
+and a guard in front of every Dash route and callback. /healthz, /invite/ and the
+bearer-authenticated /api/v1 and /api/v2 are exempt. Forms and callbacks are taken only from this
+server's own pages (dashboard/same_origin.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import os
-import threading
-import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import quote
 
-from flask import Flask, Response, g, jsonify, redirect, render_template_string, request, session
+from flask import Flask, Response, g, jsonify, redirect, render_template_string, request
 
-from tally.client_ip import client_ip, network_key, parse_networks
+from dashboard import browser_session
+from dashboard.client_address import client_address
+from dashboard.same_origin import install_same_origin_check
+from dashboard.store import ClientFactory
+from dashboard.throttles import DeviceMarks, GuessThrottle
+from storage.sessions import LIFETIME as SESSION_LIFETIME
 from tally.settings import Settings
 
-SESSION_LIFETIME = timedelta(days=14)
+OPERATOR_ACCOUNT = "(operator)"  # the throttle's key for the operator: not an email (no @)
+DEVICE_COOKIE = "tally_device"  # an account's device mark: its usual clients pass its throttle
+DEVICE_MARK_LIFETIME = timedelta(days=365)
 OPEN_PATHS = {"/healthz", "/login", "/logout"}
 # /share/ answers for itself (dashboard/sharing.py): a link's token is its credential.
 # /invite/ likewise (dashboard/accounts.py): the invitation's token is its credential.
@@ -52,36 +58,6 @@ class PasswordCheck:
         return hmac.compare_digest(attempt, self.digest)
 
 
-@dataclass
-class LoginThrottle:
-    """At most `max_failures` wrong passwords per client address per window: enough for
-    typos, far too few to guess a generated password."""
-
-    max_failures: int = 10
-    window_s: float = 15 * 60
-    _failures: dict[str, deque[float]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def blocked(self, address: str) -> bool:
-        with self._lock:
-            recent = self._recent(address)
-            return len(recent) >= self.max_failures
-
-    def failed(self, address: str) -> None:
-        with self._lock:
-            self._recent(address).append(time.monotonic())
-
-    def succeeded(self, address: str) -> None:
-        with self._lock:
-            self._failures.pop(address, None)
-
-    def _recent(self, address: str) -> deque[float]:
-        recent = self._failures.setdefault(address, deque())
-        while recent and recent[0] < time.monotonic() - self.window_s:
-            recent.popleft()
-        return recent
-
-
 @dataclass(frozen=True)
 class TeamSignIn:
     """How a team member signs in (dashboard/accounts.py): `check(email, password)` is whether
@@ -91,13 +67,15 @@ class TeamSignIn:
     record: Callable[[str, str, str], None]
 
 
-def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = None) -> None:
+def install_login(
+    server: Flask, settings: Settings, clients: ClientFactory, team: TeamSignIn | None = None
+) -> None:
     password = settings.resolved_dashboard_password()
     check = PasswordCheck.of(password)
-    throttle = LoginThrottle()
-    trusted_proxies = parse_networks(settings.trusted_proxies)
-    # The cookie is signed with the stored secret and the password together, so changing the
-    # password signs every existing session out.
+    throttle = GuessThrottle()  # per client network and per account
+    device_marks = DeviceMarks.of(settings.resolved_dashboard_session_secret())
+    # The cookie (a session id) is signed with the stored secret and the password together, so
+    # changing the password makes every existing cookie unreadable: all sessions end.
     server.secret_key = hashlib.sha256(
         settings.resolved_dashboard_session_secret().encode() + b"\0" + password.encode()
     ).hexdigest()
@@ -108,11 +86,16 @@ def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = N
         SESSION_COOKIE_SECURE=settings.dashboard_cookie_secure,
         PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
     )
+    install_same_origin_check(server)
+    browser_session.install_store_outage_answer(server)
 
     @server.before_request
     def require_sign_in() -> Response | None:
         path = request.path
-        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or session.get("signed_in") is True:
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+            return None
+        live = browser_session.current(clients)
+        if live is not None and live.kind == "operator":
             return None
         if g.get("user") is not None:  # a team member's live session (dashboard/accounts.py)
             return None
@@ -127,38 +110,47 @@ def install_login(server: Flask, settings: Settings, team: TeamSignIn | None = N
 
     @server.route("/login", methods=["GET", "POST"])
     def login() -> Response | tuple[str, int]:
-        # Behind the TLS proxy every peer is the proxy: throttle the client it forwards for
-        # (its /64 for IPv6), or one guesser would lock everyone out.
-        forwarded_for = request.headers.getlist("X-Forwarded-For")
-        address = network_key(client_ip(request.remote_addr or "unknown", forwarded_for, trusted_proxies))
+        # The client behind the TLS proxy, not the proxy (dashboard/client_address.py): one
+        # guesser must not lock everyone out.
+        address = client_address()
         target = safe_next(request.args.get("next", "/"))
         if request.method == "GET":
             return render_template_string(LOGIN_PAGE, error=None), 200
-        if throttle.blocked(address):
-            return render_template_string(LOGIN_PAGE, error="Too many attempts. Try again later."), 429
         email = request.form.get("email", "").strip().lower()
         password = request.form.get("password", "")
         operator = email in ("", settings.owner_email.lower())
+        account = OPERATOR_ACCOUNT if operator else email
+        usual_client = device_marks.holds(request.cookies.get(DEVICE_COOKIE), account)
+        if throttle.blocked(address, account, usual_client):
+            return render_template_string(LOGIN_PAGE, error="Too many attempts. Try again later."), 429
         if not (check.matches(password) if operator else team is not None and team.check(email, password)):
-            throttle.failed(address)
+            throttle.failed(address, account)
             if team is not None:
                 team.record(email or settings.owner_email, "failed", address)
             wrong = "Wrong email or password." if email else "Wrong password."
             return render_template_string(LOGIN_PAGE, error=wrong), 401
-        throttle.succeeded(address)
+        throttle.succeeded(address, account)
         if team is not None:
             team.record(email or settings.owner_email, "ok", address)
-        session.clear()
         if operator:
-            session["signed_in"] = True
+            browser_session.begin(clients, "operator")
         else:
-            session["user"] = email
-        session.permanent = True
-        return redirect(target)
+            browser_session.begin(clients, "member", email)
+        response = redirect(target)
+        # This browser is now one of the account's usual clients (dashboard/throttles.py).
+        response.set_cookie(
+            DEVICE_COOKIE,
+            device_marks.mark(account),
+            max_age=int(DEVICE_MARK_LIFETIME.total_seconds()),
+            httponly=True,
+            samesite="Lax",
+            secure=settings.dashboard_cookie_secure,
+        )
+        return response
 
     @server.post("/logout")
     def logout() -> Response:
-        session.clear()
+        browser_session.end(clients)  # in the store: a copy of the cookie signs nobody in now
         return redirect("/login")
 
 

@@ -34,6 +34,7 @@ from storage import definitions, queries
 from storage.calendar import local_date, zone
 from storage.client import connect
 from storage.queries import BreakdownRow, Source, StatsQuery
+from storage.query_limits import stats_limits
 from storage.report_subscriptions import ReportPeriod, Subscription, due, record_delivery
 from tally.settings import Settings
 
@@ -249,7 +250,7 @@ def run_sender(
     """The dashboard's sender: what is due, every TALLY_REPORTS_INTERVAL_S, until `stop`."""
     while not stop.is_set():
         try:
-            sent = send_due(settings, connect(settings), clock())
+            sent = send_due(settings, connect(settings, query_settings=stats_limits(settings)), clock())
             if sent:
                 log.info("email_reports_sent", count=len(sent))
         except Exception as error:  # a down SMTP server or store: try again next round

@@ -4,10 +4,6 @@ table and a CSV download. The filters write a starting query; the site owner may
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from datetime import UTC, date, datetime
 from typing import Any
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
@@ -20,6 +16,7 @@ from dashboard.store import ClientFactory
 from storage import queries, readonly_sql
 from storage.definitions import CurrentDefinitions
 from storage.queries import StatsQuery
+from tally.csv_cells import csv_text, plain
 from tally.settings import Settings
 
 TABLE_ROWS = 500  # shown on the page; the CSV carries the whole result (up to the SQL limits)
@@ -34,28 +31,8 @@ def explore_filters(
     return {"name": name.strip(), **event_filters} if name and name.strip() else event_filters
 
 
-def cell(value: object) -> object:
-    """A value the table and the CSV can show: numbers and text as they are, the rest as text."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, datetime):  # as ClickHouse prints it: UTC, to the millisecond
-        utc = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
-        return utc.isoformat(sep=" ", timespec="milliseconds")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value, default=str, ensure_ascii=False)
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    return str(value)  # UUIDs, decimals, IP addresses
-
-
 def as_csv(result: readonly_sql.QueryResult) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(result.columns)
-    writer.writerows([cell(value) for value in row] for row in result.rows)
-    return buffer.getvalue()
+    return csv_text([result.columns, *result.rows])  # every cell neutralised (tally/csv_cells.py)
 
 
 def result_table(result: readonly_sql.QueryResult) -> html.Table:
@@ -70,7 +47,7 @@ def result_table(result: readonly_sql.QueryResult) -> html.Table:
 
 
 def _text(value: object) -> str:
-    shown = cell(value)
+    shown = plain(value)  # the page shows text as text: no formula to neutralise here
     return "" if shown is None else str(shown)
 
 
@@ -87,6 +64,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         Input("explore-device", "value"),
         Input("explore-limit", "value"),
     )
+    @friendly(lambda message: f"-- {message}")  # a forged period: its refusal, as an SQL comment
     def write_sql(
         site: str | None,
         period_data: dict | None,

@@ -12,10 +12,12 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.store import StoreUnavailable
 from storage.queries import UnsupportedQuery
+from storage.query_limits import limit_exceeded
 
 log = structlog.get_logger()
 
 STORE_DOWN = "The analytics store is not answering right now; this panel retries shortly."
+TOO_COSTLY = "This report {} (storage/query_limits.py): choose a shorter period or fewer filters."
 UNEXPECTED = "Something went wrong loading this panel. The dashboard's log has the details."
 
 Render = TypeVar("Render", bound=Callable[..., Any])
@@ -33,7 +35,8 @@ def friendly(fallback: Callable[[str], Any]) -> Callable[[Render], Render]:
                 return fallback(str(refused))
             except StoreUnavailable as failure:
                 log.warning("dashboard_store_unavailable", callback=render.__name__, error=str(failure)[:300])
-                return fallback(STORE_DOWN)
+                stopped = limit_exceeded(failure)  # a query past its bounds, not a store down
+                return fallback(TOO_COSTLY.format(stopped) if stopped else STORE_DOWN)
             except Exception:
                 log.exception("dashboard_callback_failed", callback=render.__name__)
                 return fallback(UNEXPECTED)

@@ -299,7 +299,10 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         frequency = report_frequency(text(fields, "frequency"))
         wanted = report_subscriptions.Subscription(site, email, frequency)
         existing = wanted in report_subscriptions.list_subscriptions(clients(), site)
-        report_subscriptions.subscribe(clients(), site, email, frequency)
+        try:
+            report_subscriptions.subscribe(clients(), site, email, frequency)
+        except report_subscriptions.InvalidSubscription as refused:  # the site's cap
+            raise BadParameter("site", str(refused).removeprefix("site: ")) from None
         if not existing:
             audited("report_subscribed", f"{site} {email} {frequency}", site)
         return jsonify(subscription_json(wanted) | {"site": site}), 200 if existing else 201

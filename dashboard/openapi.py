@@ -597,8 +597,10 @@ SCHEMAS: dict[str, JSON] = {
             },
             "late_events": {
                 "type": "object",
-                "description": "count and by_day: events of the range the stream jobs received behind the "
-                "watermark; counted_in raw, not_counted_in agg",
+                "description": "count and by_day: events of the range the stream jobs received older than "
+                "the allowed lateness (TALLY_ALLOWED_LATENESS_S); recorded_by_day: when the first and last "
+                "of each day were recorded; counted_in raw, not_counted_in agg (the rollups), so the "
+                "archive answers a range they touch (rule; source says which answered)",
             },
             "agreement": {
                 "type": "object",
@@ -697,7 +699,8 @@ def openapi_document() -> JSON:
             ),
             "/api/v2/query": plausible_query_operation(),
             "/api/v1/alerts": _operation(
-                "The site's alert rules and its latest alerts (newest first) with their delivery's status",
+                "The site's alert rules and its latest alerts (newest first) with their delivery's status; "
+                "needs the operator's key or an admin's or owner's key for the site",
                 ["site", "alerts_limit"],
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
@@ -831,7 +834,8 @@ def imports_operations() -> JSON:
     ]
     return {
         "get": {
-            "summary": "The files imported into the site's history (tally import, the dashboard, this API)",
+            "summary": "The files imported into the site's history (tally import, the dashboard, this API); "
+            "needs the operator's key or an admin's or owner's key for the site",
             "parameters": [_ref("site")],
             "responses": {"200": _ok(_schema("ImportList"), "one entry per imported file"), **ERRORS},
         },
@@ -1061,7 +1065,8 @@ def alert_backtest_operation() -> JSON:
     return {
         "post": {
             "summary": "When an alert rule would have fired over the archive's history, before it is saved "
-            "(the streaming evaluation's semantics; see docs/architecture.md, Alerts)",
+            "(the streaming evaluation's semantics; see docs/architecture.md, Alerts); needs the "
+            "operator's key or an admin's or owner's key for the rule's site",
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": _schema("AlertBacktestRequest")}},

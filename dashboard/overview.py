@@ -116,18 +116,26 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     ) -> tuple[Any, dict, Any]:
         """The range in the site's time zone (storage/sites.py), and the one it is compared with."""
         client = clients() if site else None
-        chosen = periods.period(
-            preset if preset in periods.PRESETS else periods.DEFAULT_PRESET,
-            clock(),
-            date.fromisoformat(custom_start[:10]) if custom_start else None,
-            date.fromisoformat(custom_end[:10]) if custom_end else None,
-            timezone=site_timezone(client, site) if client and site else "UTC",
-            compare=compare if compare in periods.COMPARISONS else periods.DEFAULT_COMPARISON,
-            first_day=queries.first_day(client, site) if client and site and preset == "all" else None,
-        )
+        timezone = site_timezone(client, site) if client and site else "UTC"
+        comparison = compare if compare in periods.COMPARISONS else periods.DEFAULT_COMPARISON
+        refused = ""
+        try:  # the picker's dates come from the browser: a day, within periods' bounds
+            chosen = periods.period(
+                preset if preset in periods.PRESETS else periods.DEFAULT_PRESET,
+                clock(),
+                picked_day(custom_start),
+                picked_day(custom_end),
+                timezone=timezone,
+                compare=comparison,
+                first_day=queries.first_day(client, site) if client and site and preset == "all" else None,
+            )
+        except periods.UnknownPeriod as error:
+            refused = f"{error}; showing {periods.PRESETS[periods.DEFAULT_PRESET].lower()}: "
+            chosen = periods.period(periods.DEFAULT_PRESET, clock(), timezone=timezone, compare=comparison)
         data = chosen.to_store()
         label = html.Span(
             [
+                refused,
                 periods.describe(chosen),
                 html.Span(
                     f" \u00b7 vs {periods.describe_comparison(chosen)}",
@@ -297,6 +305,14 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         # Other tabs (the Funnel) show and hide their own sections.
         hidden, shown = {"display": "none"}, {"display": "block"}
         return (shown if tab == "overview" else hidden), (shown if tab == "explore" else hidden)
+
+
+def picked_day(text: str | None) -> date | None:
+    """A date picker's day (its first ten characters, ISO), or None for no day or one that is not."""
+    try:
+        return date.fromisoformat(text[:10]) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
 
 
 def register_breakdown(

@@ -6,12 +6,14 @@ bound is a UTC instant, as the query layer takes it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 from storage.calendar import (
+    INTERVALS,
     UTC_NAME,
+    InvalidTimezone,
     add_months,
     floor_local,
     local_date,
@@ -20,7 +22,7 @@ from storage.calendar import (
     shift_local,
     zone,
 )
-from storage.queries import Interval
+from storage.queries import Interval, UnsupportedQuery, fitting_interval
 
 PRESETS = {
     "today": "Today",
@@ -45,8 +47,21 @@ COMPARISONS: dict[str, str] = {
 DEFAULT_COMPARISON: Comparison = "previous_period"
 
 
-class UnknownPeriod(ValueError):
-    """A preset or comparison outside PRESETS / COMPARISONS."""
+# The dates a dashboard period may cover: no site's traffic predates 2000, and none is later
+# than next year (UTC instants of a local day reach a day either side). The compared period
+# ends by the period's end and starts at most its length and a year (and a leap day's slack)
+# before its start: the stretch just before it, or the same one a year earlier.
+EARLIEST_DAY = date(2000, 1, 1)
+COMPARED_REACH = timedelta(days=368)
+
+
+class UnknownPeriod(UnsupportedQuery):
+    """A preset or comparison outside PRESETS / COMPARISONS, or a period outside the bounds."""
+
+
+def latest_day(now: datetime) -> date:
+    """The last day a custom range may end on: the end of next year."""
+    return date(now.year + 1, 12, 31)
 
 
 @dataclass(frozen=True)
@@ -69,16 +84,59 @@ class Period:
         }
 
     @classmethod
-    def from_store(cls, data: dict[str, str]) -> Period:
-        return cls(
-            start=datetime.fromisoformat(data["start"]),
-            end=datetime.fromisoformat(data["end"]),
-            previous_start=datetime.fromisoformat(data["previous_start"]),
-            previous_end=datetime.fromisoformat(data["previous_end"]),
-            interval=data["interval"],  # type: ignore[arg-type]
-            timezone=data.get("timezone", UTC_NAME),
-            compare=data.get("compare", DEFAULT_COMPARISON),  # type: ignore[arg-type]
+    def from_store(cls, data: dict[str, str], now: datetime | None = None) -> Period:
+        """The period a callback reads back from the browser, which may send anything: parsed,
+        then bounded (`bounded`), so that a forged period costs what a chosen one can. Every
+        callback reads its period through here; UnknownPeriod (an UnsupportedQuery: the panel
+        says it) for a period that is none."""
+        try:
+            parsed = cls(
+                start=_instant(data["start"]),
+                end=_instant(data["end"]),
+                previous_start=_instant(data["previous_start"]),
+                previous_end=_instant(data["previous_end"]),
+                interval=data["interval"],  # type: ignore[arg-type]
+                timezone=data.get("timezone", UTC_NAME),
+                compare=data.get("compare", DEFAULT_COMPARISON),  # type: ignore[arg-type]
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise UnknownPeriod("period: not a period this dashboard chose; reload the page") from None
+        return bounded(parsed, now or datetime.now(UTC))
+
+
+def _instant(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError("a period's bounds are UTC instants")
+    return moment
+
+
+def bounded(p: Period, now: datetime) -> Period:
+    """`p` within the dashboard's bounds: its range ordered and between EARLIEST_DAY and the end
+    of next year, the compared one within COMPARED_REACH of it, a known zone and comparison,
+    and an interval whose buckets over either range are at most the API's cap
+    (storage.queries.MAX_BUCKETS): a finer one is coarsened to the finest that fits, as the
+    chart of a longer range would be. UnknownPeriod otherwise."""
+    earliest = datetime.combine(EARLIEST_DAY, datetime.min.time(), UTC) - timedelta(days=1)
+    latest = datetime.combine(latest_day(now), datetime.min.time(), UTC) + timedelta(days=2)
+    if not earliest <= p.start < p.end <= latest:
+        raise UnknownPeriod(
+            f"period: dates between {EARLIEST_DAY.year} and {latest_day(now).year}, the start before the end"
         )
+    reach = p.start - (p.end - p.start) - COMPARED_REACH
+    if not reach <= p.previous_start < p.previous_end <= p.end:
+        raise UnknownPeriod("period: the compared range is the one before the period or a year earlier")
+    if p.compare not in COMPARISONS:
+        raise UnknownPeriod(f"period: compare must be one of {', '.join(COMPARISONS)}")
+    if p.interval not in INTERVALS:
+        raise UnknownPeriod(f"period: interval must be one of {', '.join(INTERVALS)}")
+    try:
+        zone(p.timezone)
+    except InvalidTimezone as refused:
+        raise UnknownPeriod(f"period: {refused}") from None
+    longest = max(p.end - p.start, p.previous_end - p.previous_start)
+    interval = fitting_interval(p.start, p.start + longest, p.interval)
+    return p if interval == p.interval else replace(p, interval=interval)
 
 
 def period(
@@ -122,6 +180,8 @@ def period(
     }  # fmt: skip
     if preset == "custom" and custom_start and custom_end:
         first, last = sorted((custom_start, custom_end))
+        if first < EARLIEST_DAY or last > latest_day(now):
+            raise UnknownPeriod(f"a custom range is between {EARLIEST_DAY} and {latest_day(now)}")
         days = (last - first).days + 1
         ranges["custom"] = (
             local_midnight(first, tz),
@@ -129,7 +189,7 @@ def period(
             (-days, 0),
         )
     if preset == "all":  # compared with as long a stretch just before it
-        start = local_midnight(min(first_day or today, today), tz)
+        start = local_midnight(max(min(first_day or today, today), EARLIEST_DAY), tz)
         before = start - (up_to_now - start)
         return _compared(start, up_to_now, interval_for(start, up_to_now), timezone, compare, before, start)
     if preset == "24h":

@@ -17,6 +17,7 @@ import structlog
 from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard import plausible_comparisons, provenance
+from dashboard.access import key_refusal, route_access
 from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_imports import all_time_first_day, with_imports
@@ -27,6 +28,7 @@ from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.definitions import CurrentDefinitions, Version
 from storage.queries import Source
+from storage.query_limits import limit_message
 from storage.sites import site_timezone
 from tally.settings import Settings
 
@@ -53,6 +55,8 @@ def plausible_api(
         if access is None:
             return unauthorized("Invalid API key. Please make sure you're using a valid Tally API key.")
         g.api_access = access
+        if access_refusal := key_refusal(route_access(request.endpoint), access, "", lambda: None):
+            return error(403, access_refusal)  # undeclared endpoints: the operator's (dashboard/access.py)
         return None
 
     @api.after_request
@@ -113,7 +117,10 @@ def plausible_api(
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:
         log.warning("plausible_api_store_unavailable", error=str(failure)[:300])
-        response = error(503, "The analytics store is not answering; try again shortly.")
+        stopped = limit_message(failure, settings)  # a query past its bounds, not a store down
+        response = error(
+            503, f"The {stopped}." if stopped else "The analytics store is not answering; try again shortly."
+        )
         response.headers["Retry-After"] = "5"
         return response
 

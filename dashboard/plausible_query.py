@@ -27,6 +27,8 @@ from storage.queries.contract import (
     Expression,
     FilterOperator,
     Logic,
+    UnsupportedQuery,
+    check_patterns,
     dimensions_of,
 )
 from storage.queries.contract import (
@@ -309,7 +311,12 @@ def filters(items: list[Any]) -> Filters:
             )
         else:
             conditions.append(parsed)
-    return Filters(joined(conditions), joined(visit_conditions), goal)
+    where, visits = joined(conditions), joined(visit_conditions)
+    try:  # regular expressions are bounded per query, over both kinds of filter together
+        check_patterns(where, visits)
+    except UnsupportedQuery as refused:
+        raise QueryError(f"Invalid filters: {refused}.") from None
+    return Filters(where, visits, goal)
 
 
 def joined(conditions: list[Expression]) -> Expression | None:

@@ -30,7 +30,7 @@ from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery
 from storage.sites import InvalidDomain, list_sites, normalise
 
 ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
-MAX_TIME_BUCKETS = 10_000
+MAX_TIME_BUCKETS = queries.MAX_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def run(
         timezone=query.timezone,
     )
     goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
-    answered: Source = "agg" if queries.uses_agg(goal_q, source) else "raw"
+    answered: Source = queries.answered_source(client, goal_q, source)
     labels: list[str] = []
     if query.visits is not None:  # sessions by their properties: the archive answers
         by = DIMENSIONS[query.dimension] if query.dimension else None
@@ -212,7 +212,7 @@ def time_rows(
     visits are left out of the rows, as Plausible does; `time_labels` lists them all. The hour a
     clock repeats (autumn) is one label, its two hours added."""
     interval: Interval = bucket  # type: ignore[assignment]
-    if (q.end - q.start) / queries.INTERVAL_STEP[interval] > MAX_TIME_BUCKETS:
+    if queries.bucket_count(q.start, q.end, interval) > MAX_TIME_BUCKETS:
         raise QueryError(
             f"Invalid dimensions: time:{bucket} over this date_range is over {MAX_TIME_BUCKETS:,} buckets."
         )

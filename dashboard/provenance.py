@@ -53,9 +53,10 @@ def definitions(settings: Settings, q: StatsQuery) -> dict[str, int]:
     }
 
 
-def answered_source(q: StatsQuery, source: Source) -> Source:
-    """The source that answers `q` when `source` is asked (filtered reports read the archive)."""
-    return "agg" if queries.uses_agg(q, source) else "raw"
+def answered_source(client: Any, q: StatsQuery, source: Source) -> Source:
+    """The source that answers `q` when `source` is asked (filtered reports, and ranges late page
+    views touch, read the archive: storage/queries/contract.py, LATE_EVENTS_RULE)."""
+    return queries.answered_source(client, q, source)
 
 
 def of(
@@ -131,7 +132,7 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
             session_gap_s=defined.settings().session_gap_s,
             engaged_bounce_ms=defined.settings().engaged_bounce_ms,
         )
-        found = of(clients(), settings, q, answered_source(q, source), defined.version())
+        found = of(clients(), settings, q, answered_source(clients(), q, source), defined.version())
         tone = "provenance-warning" if found.agreement.status == "disagree" else "provenance-ok"
         # A shared link's viewer sees the line, not the offsets: they count every site's events;
         # a team member the offsets of the site's own events, not the log's end offsets.

@@ -108,6 +108,8 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
         name, filters = name_of(document), filters_of(document)
         try:
             added = store.add_segment(clients(), site, name, filters)
+        except store.TooManySegments as refused:
+            raise BadParameter("site", str(refused).removeprefix("site: ")) from None
         except store.InvalidSegment as refused:  # the name is taken
             raise SegmentRefused(409, f"name: {refused}") from None
         return jsonify(segment_json(added)), 201  # type: ignore[return-value]

@@ -1,11 +1,15 @@
 """Shared links in the dashboard: `/share/<token>` opens a read-only Overview of one site.
 
-Opening a live link (after its password, if it has one) starts a *shared session*: the Flask
-session holds only the link's id, never `signed_in`, so it cannot reach anything the operator's
-session can. On every request of a shared session the link is looked up again (a revoked link
+Opening a live link (after its password, if it has one) starts a *shared session*
+(dashboard/browser_session.py) that names only the link's id, so it cannot reach anything the
+operator's session can. A browser already signed in (the operator, a member) keeps its session:
+opening a link there shows a page that says so, with a link to the dashboard, so a page on
+another site cannot sign anyone out by sending their browser to a shared link.
+On every request of a shared session the link is looked up again (a revoked link
 answers 410 at once, also to a page already open), and the guard lets through only the Dash
-routes the page needs and, of the callbacks, only the Overview's (no Explore, Funnel or rate
-limiting), each with the link's site wherever a callback takes `site`. The layout a shared
+routes the page needs and, of the callbacks, only those declared `shared` in dashboard/access.py
+(the Overview's: no Explore, Funnel or rate limiting), each with the link's site wherever the
+callback declares its site. The layout a shared
 session gets has no site switcher, no other tabs and no log-out button; but the guard, not the
 layout, is what keeps other sites out.
 """
@@ -16,16 +20,22 @@ from collections.abc import Callable
 from typing import Any
 
 from dash import Dash, html
-from flask import Response, g, has_request_context, jsonify, render_template_string, request, session
+from flask import Response, g, has_request_context, jsonify, render_template_string, request
 
+from dashboard import browser_session
+from dashboard.access import body_problem, malformed_callback, shared_refusal
 from dashboard.accounts import with_team_panel
 from dashboard.alerts_panel import with_alerts_panel
-from dashboard.auth import FORM_PAGE_STYLE, LoginThrottle
+from dashboard.auth import FORM_PAGE_STYLE
+from dashboard.client_address import client_address
+from dashboard.request_bodies import MAX_BODY_BYTES
+from dashboard.request_bodies import refusal as body_refusal
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
+from dashboard.throttles import GuessThrottle
 from storage import shared_links
+from storage.sessions import Session
 from storage.shared_links import SharedLink
-from tally.client_ip import client_ip, network_key, parse_networks
 from tally.settings import Settings
 
 SHARE_PREFIX = "/share/"
@@ -54,24 +64,26 @@ def visible_sites(known: list[str]) -> list[str]:
     return known if user is None else [site for site in known if site in user.roles]
 
 
-def install_sharing(
-    app: Dash, settings: Settings, clients: ClientFactory, overview_outputs: set[str]
-) -> None:
-    """`overview_outputs`: the callback outputs a shared session may ask for (the Overview's)."""
+def install_sharing(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    """A shared session may run the callbacks declared `shared` (dashboard/access.py), for its site."""
     server = app.server
-    throttle = LoginThrottle()
-    trusted_proxies = parse_networks(settings.trusted_proxies)
-    allowed_outputs = {output for output in overview_outputs if "rate-limits" not in output}
+    throttle = GuessThrottle()  # per client network and per link
 
     def guard() -> Response | None:
-        link_id = session.get("shared_link")
-        if link_id is None or session.get("signed_in") is True or request.path.startswith(SHARE_PREFIX):
+        live = browser_session.current(clients)
+        if live is None or live.kind != "shared" or request.path.startswith(SHARE_PREFIX):
             return None
-        link = shared_links.resolve_id(clients(), link_id)
+        link = shared_links.resolve_id(clients(), live.subject)
         if link is None:
             return gone()
+        if request.path == CALLBACK_PATH and (request.content_length or 0) > MAX_BODY_BYTES:
+            # Only the upload may be larger (dashboard/request_bodies.py): never a shared view's,
+            # so refuse it before anything parses it.
+            return body_refusal(MAX_BODY_BYTES)
+        if (malformed := malformed_callback(app)) is not None:
+            return malformed
         if request.path == CALLBACK_PATH:
-            refusal = callback_refusal(app, request.get_json(silent=True), link, allowed_outputs)
+            refusal = callback_refusal(app, request.get_json(silent=True), link)
             if refusal is not None:
                 response = jsonify({"error": refusal})
                 response.status_code = 403
@@ -91,38 +103,44 @@ def install_sharing(
             return render_template_string(
                 MESSAGE_PAGE, message="This link does not exist or was revoked."
             ), 404
-        if link.has_password and session.get("shared_link") != link.id:
-            address = network_key(
-                client_ip(
-                    request.remote_addr or "unknown",
-                    request.headers.getlist("X-Forwarded-For"),
-                    trusted_proxies,
-                )
-            )
+        live = browser_session.current(clients)
+        if live is not None and live.kind != "shared":
+            return signed_in_already(live, link)
+        opened = live is not None and live.subject == link.id
+        if link.has_password and not opened:
+            address = client_address()
             if request.method == "GET":
                 return render_template_string(PASSWORD_PAGE, error=None), 200
-            if throttle.blocked(address):
+            if throttle.blocked(address, link.id):
                 return render_template_string(PASSWORD_PAGE, error="Too many attempts. Try again later."), 429
             if not link.password_matches(request.form.get("password", "")):
-                throttle.failed(address)
+                throttle.failed(address, link.id)
                 return render_template_string(PASSWORD_PAGE, error="Wrong password."), 401
-            throttle.succeeded(address)
+            throttle.succeeded(address, link.id)
         elif request.method == "POST":
             return render_template_string(MESSAGE_PAGE, message="Nothing to send here."), 405
-        # A fresh session holding only the link: whatever this browser had (even the operator's
-        # sign-in) is replaced, so a shared page never runs with more than the link allows.
-        session.clear()
-        session["shared_link"] = link.id
+        # A session naming only the link (this browser had none, or another link's, which ends),
+        # so a shared page never runs with more than the link allows.
+        if not opened:
+            browser_session.begin(clients, "shared", link.id)
         g.shared_link = link
         return app.index()
 
     @server.after_request
     def no_referrer(response: Response) -> Response:
         # The token is in the page's URL: never send it on to another site, never cache it.
-        if request.path.startswith(SHARE_PREFIX) or session.get("shared_link") is not None:
+        live = g.get("browser_session")  # as the guards found it; no second lookup
+        if request.path.startswith(SHARE_PREFIX) or (live is not None and live.kind == "shared"):
             response.headers["Referrer-Policy"] = "no-referrer"
             response.headers["Cache-Control"] = "no-store"
         return response
+
+
+def signed_in_already(live: Session, link: SharedLink) -> tuple[str, int]:
+    """A signed-in browser opening a shared link: never replace its session (a page on another
+    site could otherwise sign the operator out with a link). Say where the site is instead."""
+    who = "the operator" if live.kind == "operator" else live.subject
+    return render_template_string(SIGNED_IN_PAGE, who=who, site=link.site), 200
 
 
 def gone() -> Response:
@@ -136,22 +154,11 @@ def gone() -> Response:
     return response
 
 
-def callback_refusal(app: Dash, body: Any, link: SharedLink, allowed_outputs: set[str]) -> str | None:
+def callback_refusal(app: Dash, body: Any, link: SharedLink) -> str | None:
     """Why a shared session may not run this callback request, or None if it may."""
-    if not isinstance(body, dict) or body.get("output") not in allowed_outputs:
-        return "not available in a shared view"
-    declared = app.callback_map[body["output"]]
-    for kind in ("inputs", "state"):
-        sent = body.get(kind) or []
-        wanted = declared.get(kind) or []
-        if not isinstance(sent, list) or len(sent) != len(wanted):
-            return "malformed callback request"
-        for expected, given in zip(wanted, sent, strict=True):
-            if expected.get("id") == "site" and (
-                not isinstance(given, dict) or given.get("value") != link.site
-            ):
-                return "a shared view shows only its own site"
-    return None
+    if body_problem(app, body) is not None:  # answered 400 before this guard; kept for direct calls
+        return "malformed callback request"
+    return shared_refusal(app, body, link.site)
 
 
 def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.Div]:
@@ -225,6 +232,21 @@ MESSAGE_PAGE = """<!doctype html>
 <style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
 font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
 </head><body><p role="alert">{{ message }}</p></body></html>
+"""
+
+SIGNED_IN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Tally</title>
+<style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
+font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
+</head><body><div role="status">
+<p>This is a shared read-only link to {{ site }}. This browser is signed in to Tally as {{ who }},
+and opening the link here would sign it out, so it stays signed in.</p>
+<p><a href="/">Open the dashboard</a> (its site picker lists {{ site }} if you may see it), or sign
+out first to open the link as its visitors see it.</p>
+</div></body></html>
 """
 
 PASSWORD_PAGE = (

@@ -25,6 +25,9 @@ from storage.sites import InvalidDomain
 UNSUBSCRIBE = "report-unsubscribe"
 IMPORT_REMOVE = "import-remove"
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # bigger exports: `tally import` (200 MiB)
+# dcc.Upload's max_size is the browser's check only: a hand-made callback carries any size, so
+# the server refuses base64 text longer than MAX_UPLOAD_BYTES encode to before decoding it.
+MAX_UPLOAD_BASE64 = 4 * -(-MAX_UPLOAD_BYTES // 3)
 
 
 def site_settings_panels() -> list[html.Section]:
@@ -114,9 +117,15 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
             raise PreventUpdate
         if not site:
             return notice("Pick a site first.", "warning"), no_update, None
+        _, comma, encoded = contents.partition(",")  # data:<type>;base64,<the file>
+        if len(encoded) > MAX_UPLOAD_BASE64:
+            too_big = f"larger than {MAX_UPLOAD_BYTES // 2**20} MiB; use tally import"
+            return notice(f"{filename}: {too_big}", "warning"), no_update, None
         try:
-            data = base64.b64decode(contents.split(",", 1)[1], validate=True)
-        except (IndexError, binascii.Error):
+            data = base64.b64decode(encoded, validate=True) if comma else None
+        except binascii.Error:
+            data = None
+        if data is None:
             return notice(f"{filename}: could not be read", "warning"), no_update, None
         try:
             files = imports.read_bytes(filename, data, origin)  # type: ignore[arg-type]

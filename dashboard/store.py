@@ -13,6 +13,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from storage.client import connect
+from storage.query_limits import stats_limits
 from tally.settings import Settings
 
 ClientFactory = Callable[[], Client]
@@ -25,12 +26,14 @@ StoreUnavailable = ClickHouseError
 def thread_local_clients(settings: Settings) -> ClientFactory:
     """One store client per server thread: clients are not thread-safe, and connecting per
     request would add a round trip to every callback. Nothing connects until first use, so
-    the app builds (and serves its login page) while the store is still starting."""
+    the app builds (and serves its login page) while the store is still starting. Each client
+    carries the stats path's limits (storage/query_limits.py) on every query it sends."""
     local = threading.local()
 
     def client() -> Client:
         if not hasattr(local, "client"):
-            local.client = connect(settings)
+            # Every query the dashboard server sends is a request's: bounded in time, memory and size.
+            local.client = connect(settings, query_settings=stats_limits(settings))
         return local.client
 
     return client

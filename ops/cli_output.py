@@ -6,14 +6,13 @@ and hands back rows; this module only formats them.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 from rich.console import Console
 from rich.table import Table
 
 from storage.readonly_sql import QueryResult
+from tally.csv_cells import csv_text
 
 
 def print_result(result: QueryResult, output_format: str, console: Console) -> None:
@@ -21,11 +20,8 @@ def print_result(result: QueryResult, output_format: str, console: Console) -> N
         rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
         console.print_json(json.dumps(rows, default=str))
     elif output_format == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(result.columns)
-        writer.writerows(result.rows)
-        print(buffer.getvalue(), end="")
+        # Collector-supplied text is neutralised: the file may be opened in a spreadsheet.
+        print(csv_text([result.columns, *result.rows]), end="")
     else:
         table = Table(*result.columns)
         for row in result.rows:

@@ -12,16 +12,19 @@ Each rule has a webhook (http or https) that the delivery process (alerts/delive
 each alert to.
 
 Webhook URLs and SSRF: a rule's URL makes Tally's server send requests, so only an operator
-(the CLI, the signed-in dashboard; never a shared link) can set one, only http(s) URLs without
-credentials are accepted here, and the delivery process refuses at send time any destination
-that resolves to a link-local, multicast, unspecified or reserved address (cloud metadata
-services live at 169.254.169.254), and to loopback or private addresses unless
-TALLY_ALERT_WEBHOOK_PRIVATE is set (a webhook receiver on the same host or LAN); it never
-follows a redirect.
+(the CLI, the signed-in dashboard; never a shared link) can set one; only http(s) URLs without
+credentials, with a plain ASCII host (a name, an IPv4 address or a bracketed IPv6 one; an
+international name in its xn-- form) and a port from 1 to 65535 are accepted here; and the
+address policy of tally/webhook_targets.py — an allow-list: globally routable addresses, loopback
+and private networks only with TALLY_ALERT_WEBHOOK_PRIVATE, never a metadata service — is checked
+on every address the host resolves to when a rule is added (`add_rule`: a name that does not
+resolve yet is accepted) and again by the delivery process before each alert, which connects to
+the address it checked and never follows a redirect.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,9 +34,11 @@ from urllib.parse import urlsplit
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from storage import site_caps
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
+from tally.webhook_targets import RefusedDestination, UnresolvedHost, checked_addresses
 
 RuleKind = Literal["pageviews_above", "goal_absent", "event_rate_above"]
 RULE_KINDS: tuple[str, ...] = ("pageviews_above", "goal_absent", "event_rate_above")
@@ -41,6 +46,10 @@ MAX_WINDOW_MINUTES = 24 * 60
 MAX_BASELINE_WINDOWS = 48
 DEFAULT_BASELINE_WINDOWS = 12
 MAX_URL_LENGTH = 2000
+# A webhook's host as written: a DNS name, an IPv4 address or an IPv6 one (the brackets removed),
+# in ASCII. Anything else (a zone id, a backslash, a Unicode look-alike of a dot or a digit that
+# the resolver and the HTTP client might read differently) is refused before it is resolved.
+WEBHOOK_HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")
 # The alerts table's statuses: fired by the stream, then the delivery's outcome.
 FIRED, DELIVERED, FAILED, REFUSED = "fired", "delivered", "failed", "refused"
 
@@ -134,6 +143,16 @@ def validate_webhook_url(url: str) -> str:
         raise ValueError("a webhook URL carries no credentials (put a secret in its path or query)")
     if len(url) > MAX_URL_LENGTH or not url.isprintable() or " " in url:
         raise ValueError(f"a webhook URL has at most {MAX_URL_LENGTH} printable characters, no spaces")
+    if not parts.hostname.isascii():
+        raise ValueError("a webhook URL's host is ASCII (write an international name in its xn-- form)")
+    if not WEBHOOK_HOST.fullmatch(parts.hostname):
+        raise ValueError(f"a webhook URL's host is a name or an IP address, not {parts.hostname!r}")
+    try:
+        port = parts.port  # ValueError: not a number, or above 65535
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("a webhook URL's port is a number from 1 to 65535")
     return url
 
 
@@ -166,9 +185,14 @@ _COLUMNS = (
 )
 
 
-def add_rule(client: Client, rule: AlertRule) -> AlertRule:
+def add_rule(client: Client, rule: AlertRule, *, private_webhooks: bool = False) -> AlertRule:
+    """Store the rule once its site, goal and webhook destination are checked.
+
+    `private_webhooks` is TALLY_ALERT_WEBHOOK_PRIVATE (Settings.alert_webhook_private): whether
+    the webhook may be on loopback or a private network."""
     if rule.site not in list_sites(client):
         raise InvalidRule(f"{rule.site} is not registered (see 'tally sites list')")
+    site_caps.ALERT_RULES.check(len(list_rules(client, rule.site)), InvalidRule)
     if rule.kind == "goal_absent":
         try:
             find_goal(client, rule.site, rule.goal)
@@ -176,8 +200,21 @@ def add_rule(client: Client, rule: AlertRule) -> AlertRule:
             raise InvalidRule(
                 f"{rule.site} has no goal {rule.goal!r} (see 'tally goals list {rule.site}')"
             ) from None
+    check_webhook_destination(rule.webhook_url, private_webhooks)
     _write(client, rule, removed=0)
     return rule
+
+
+def check_webhook_destination(url: str, private_webhooks: bool) -> None:
+    """InvalidRule naming webhook_url if the URL's host resolves to an address alerts may not
+    be sent to (tally/webhook_targets.py). A name that does not resolve now is accepted: DNS may
+    not be set up yet, and the delivery checks every address again before each alert."""
+    try:
+        checked_addresses(url, private_webhooks)
+    except UnresolvedHost:
+        pass
+    except RefusedDestination as refused:
+        raise InvalidRule(f"webhook_url: {refused}") from None
 
 
 def remove_rule(client: Client, site: str, rule_id: str) -> AlertRule:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
-from storage import definitions
+from storage import definitions, site_caps
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
 
@@ -115,6 +115,7 @@ def proposal(
         if goal.name in taken:
             raise InvalidGoal(f"{site} already has a goal {goal.name!r}")
         taken.add(goal.name)
+    site_caps.GOALS.check(len(kept), InvalidGoal, adding=len(added))
     return current, sorted([*kept, *added], key=lambda goal: goal.name)
 
 

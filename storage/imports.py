@@ -26,11 +26,12 @@ import hashlib
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import IO, Any, BinaryIO, Literal
 from zoneinfo import ZoneInfo
 
 from clickhouse_connect.driver.client import Client
@@ -44,7 +45,15 @@ ORIGINS: tuple[Origin, ...] = ("plausible", "ga4")
 IMPORTED_DAILY = "imported_daily"
 IMPORTS = "imports"
 TOTALS = ""  # the dimension of a day's totals
-MAX_FILE_BYTES = 200 * 1024 * 1024  # a CSV, or everything a zip unpacks to
+MAX_FILE_BYTES = 200 * 1024 * 1024  # a CSV, or everything a zip unpacks to, counted as read
+# A line of an export is a date, a value (a path, a source) and a few counts: far less than
+# this; a longer one is not an export's row (one line of 200 MiB was a way to fill the memory).
+MAX_LINE_BYTES = 64 * 1024
+# The summed rows of one file are held until it is written (~250 bytes each): this bounds them.
+# A busy site's year of Plausible pages is well under it; a bigger export is split by period.
+MAX_ROWS_PER_FILE = 1_000_000
+MAX_ZIP_MEMBERS = 100  # Plausible's export holds 10 files
+READ_CHUNK = 64 * 1024
 METRIC_NAMES = ("visitors", "pageviews", "visits", "bounces", "visit_duration")
 
 # Plausible's tables: the dimension (Tally's name) its value column fills, that column, and
@@ -91,7 +100,7 @@ class InvalidImport(ValueError):
     """A file Tally cannot import; the message names the file, row and column at fault."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Numbers:
     """Imported numbers of one day and value: visit_duration is the visits' total, in seconds."""
 
@@ -155,6 +164,12 @@ class ImportResult:
 
 
 # --- reading the files --------------------------------------------------------------------
+#
+# Streamed, never held whole: a file (or each zip member) is read a line at a time through a
+# counting reader, its header checked before any row, each line and the rows of a file capped,
+# and the bytes read (unpacked, for a zip) counted against MAX_FILE_BYTES as they arrive — a
+# zip's declared sizes are checked too, but never trusted alone. Memory is bounded by a line
+# and the summed rows of one file (at most MAX_ROWS_PER_FILE), not by what the file unpacks to.
 
 
 def read_files(path: Path, origin: Origin) -> list[ImportedFile]:
@@ -163,57 +178,161 @@ def read_files(path: Path, origin: Origin) -> list[ImportedFile]:
         raise InvalidImport(f"--from must be one of {', '.join(ORIGINS)} (got {origin!r})")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise InvalidImport(f"{path.name}: larger than {MAX_FILE_BYTES // 2**20} MiB")
-    return read_bytes(path.name, path.read_bytes(), origin)
+    with path.open("rb") as stream:
+        return read_stream(path.name, stream, origin)
 
 
 def read_bytes(name: str, data: bytes, origin: Origin) -> list[ImportedFile]:
     """The CSV files in `data` (a CSV, or a zip of them, named `name`) parsed as `origin`'s export."""
     if origin not in ORIGINS:
         raise InvalidImport(f"the export must be one of {', '.join(ORIGINS)} (got {origin!r})")
-    is_zip = zipfile.is_zipfile(io.BytesIO(data))
-    members = list(_zip_members(name, data)) if is_zip else [(name, data)]
-    parsed = [parse_csv(member, content, origin) for member, content in members]
+    return read_stream(name, io.BytesIO(data), origin)
+
+
+def read_stream(name: str, stream: BinaryIO, origin: Origin) -> list[ImportedFile]:
+    """The CSV files in the seekable `stream` (a CSV, or a zip of them, named `name`)."""
+    try:
+        if zipfile.is_zipfile(stream):
+            parsed = _zip_members(name, stream, origin)
+        else:
+            stream.seek(0)
+            budget = Budget(f"{name}: larger than {MAX_FILE_BYTES // 2**20} MiB")
+            parsed = [parse_stream(name, stream, origin, budget)]
+    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as broken:
+        raise InvalidImport(f"{name}: not a readable zip ({broken})") from None
     files = [f for f in parsed if f is not None]
     if not files:
         raise InvalidImport(f"{name}: no CSV file of a {origin} export in it")
     return files
 
 
-def _zip_members(zip_name: str, data: bytes) -> Iterable[tuple[str, bytes]]:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+def _zip_members(zip_name: str, stream: BinaryIO, origin: Origin) -> list[ImportedFile | None]:
+    stream.seek(0)
+    with zipfile.ZipFile(stream) as archive:
         infos = [info for info in archive.infolist() if not info.is_dir() and info.filename.endswith(".csv")]
-        if sum(info.file_size for info in infos) > MAX_FILE_BYTES:  # a zip bomb stops here
-            raise InvalidImport(f"{zip_name}: unpacks to more than {MAX_FILE_BYTES // 2**20} MiB")
+        if len(infos) > MAX_ZIP_MEMBERS:
+            raise InvalidImport(f"{zip_name}: more than {MAX_ZIP_MEMBERS} CSV files in it")
+        too_big = f"{zip_name}: unpacks to more than {MAX_FILE_BYTES // 2**20} MiB"
+        if sum(info.file_size for info in infos) > MAX_FILE_BYTES:  # what it declares: refused unread
+            raise InvalidImport(too_big)
+        budget = Budget(too_big)  # what it really unpacks to, counted as it is read
+        parsed = []
         for info in infos:
-            yield Path(info.filename).name, archive.read(info)
+            with archive.open(info) as member:
+                parsed.append(parse_stream(Path(info.filename).name, member, origin, budget))
+        return parsed
 
 
 def parse_csv(name: str, content: bytes, origin: Origin) -> ImportedFile | None:
     """One CSV file's rows (None for a Plausible table Tally does not import)."""
-    try:
-        text = content.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise InvalidImport(f"{name}: not UTF-8 text (byte {error.start})") from None
-    imported = ImportedFile(name, hashlib.sha256(content).hexdigest()[:32])
+    return parse_stream(name, io.BytesIO(content), origin, Budget(f"{name}: larger than the limit"))
+
+
+def parse_stream(name: str, stream: IO[bytes], origin: Origin, budget: Budget) -> ImportedFile | None:
+    """One CSV file's rows, read from `stream` a line at a time (None for a Plausible table
+    Tally does not import: nothing of it is read)."""
     if origin == "plausible":
-        return _plausible(name, text, imported)
-    return _ga4(name, text, imported)
+        found = PLAUSIBLE_FILE.match(name)
+        if not found or found["table"] not in PLAUSIBLE_TABLES:
+            if found and found["table"] in PLAUSIBLE_SKIPPED:
+                return None
+            tables = ", ".join(f"imported_{table}_YYYYMMDD_YYYYMMDD.csv" for table in PLAUSIBLE_TABLES)
+            raise InvalidImport(f"{name}: not a file of Plausible's CSV export (expected one of {tables})")
+    counted = CountingReader(stream, budget)
+    lines = Lines(name, io.BufferedReader(counted, buffer_size=READ_CHUNK), skip_comments=origin == "ga4")
+    imported = ImportedFile(name, "")
+    if origin == "plausible":
+        _plausible(name, found["table"], lines, imported)
+    else:
+        _ga4(name, lines, imported)
+    imported.import_id = counted.digest()  # every byte of the file was read: its id is its hash
+    return imported
+
+
+class Budget:
+    """The bytes a file (or all of a zip's members together) may still unpack to."""
+
+    def __init__(self, refusal: str, limit: int = MAX_FILE_BYTES) -> None:
+        self.refusal = refusal
+        self.left = limit
+
+    def spend(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise InvalidImport(self.refusal)
+
+
+class CountingReader(io.RawIOBase):
+    """A file's bytes as read: hashed (the file's import id) and spent from its budget, so a
+    zip member that unpacks to more than it declares is stopped when it passes the limit."""
+
+    def __init__(self, raw: IO[bytes], budget: Budget) -> None:
+        self.raw, self.budget, self.hash = raw, budget, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        self.budget.spend(len(data))
+        self.hash.update(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def digest(self) -> str:
+        return self.hash.hexdigest()[:32]
+
+
+class Lines:
+    """A CSV file's lines as text, one at a time, numbered as in the file: blank lines (and,
+    for GA4, `#` comment lines) skipped, each refused past MAX_LINE_BYTES before it is decoded."""
+
+    def __init__(self, name: str, stream: io.BufferedReader, skip_comments: bool) -> None:
+        self.name, self.stream, self.skip_comments = name, stream, skip_comments
+        self.number = 0  # the line last read
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        while raw := self.stream.readline(MAX_LINE_BYTES + 1):
+            self.number += 1
+            if len(raw) > MAX_LINE_BYTES:
+                too_long = f"longer than {MAX_LINE_BYTES // 1024} KiB (not an export's CSV)"
+                raise InvalidImport(f"{self.name}: row {self.number}: {too_long}")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InvalidImport(
+                    f"{self.name}: row {self.number}: not UTF-8 text (byte {error.start})"
+                ) from None
+            text = (text.removeprefix("\ufeff") if self.number == 1 else text).rstrip("\r\n")
+            if text.strip() and not (self.skip_comments and text.startswith("#")):
+                yield self.number, text
 
 
 @dataclass(frozen=True)
 class Table:
-    """A CSV file's header (and the line it is on) and its data lines, numbered as in the file."""
+    """A CSV file's header (and the line it is on), read first, and its data lines still unread."""
 
     name: str
     header: list[str]
     header_line: int
-    lines: list[tuple[int, str]]
+    lines: Iterator[tuple[int, str]]
 
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
-        """(line number, row) pairs; InvalidImport at the first line that is not a row of the table."""
-        reader = csv.reader(text for _, text in self.lines)
+        """(line number, row) pairs, read as they are used; InvalidImport at the first line that
+        is not a row of the table, or past MAX_ROWS_PER_FILE rows."""
+        number = self.header_line
+
+        def texts() -> Iterator[str]:
+            nonlocal number
+            for number, text in self.lines:  # noqa: B007 (the number is the row's, read below)
+                yield text
+
         try:
-            for (number, _), values in zip(self.lines, reader, strict=False):
+            for count, values in enumerate(csv.reader(texts()), start=1):
+                if count > MAX_ROWS_PER_FILE:
+                    raise InvalidImport(
+                        f"{self.name}: more than {MAX_ROWS_PER_FILE:,} rows; split the export by period"
+                    )
                 if len(values) != len(self.header):
                     raise InvalidImport(
                         f"{self.name}: row {number}: {len(values)} columns, the header has {len(self.header)}"
@@ -231,22 +350,17 @@ class Table:
             )
 
 
-def _table(name: str, lines: list[tuple[int, str]]) -> Table:
-    if not lines:
+def _table(name: str, lines: Lines) -> Table:
+    """The file's header, from its first line: checked before any row is read."""
+    numbered = iter(lines)
+    first = next(numbered, None)
+    if first is None:
         raise InvalidImport(f"{name}: empty (expected a header row)")
     try:
-        header = [column.strip() for column in next(csv.reader([lines[0][1]]))]
+        header = [column.strip() for column in next(csv.reader([first[1]]))]
     except csv.Error as error:
         raise InvalidImport(f"{name}: not CSV ({error})") from None
-    return Table(name, header, lines[0][0], lines[1:])
-
-
-def _numbered(text: str, skip_comments: bool) -> list[tuple[int, str]]:
-    return [
-        (number, line)
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip() and not (skip_comments and line.startswith("#"))
-    ]
+    return Table(name, header, first[0], numbered)
 
 
 def _count(name: str, number: int, row: dict[str, str], column: str) -> int:
@@ -275,17 +389,10 @@ def _day(name: str, number: int, row: dict[str, str], column: str = "date") -> d
     raise InvalidImport(f"{name}: row {number}, column {column!r}: {text!r} is not a date (YYYY-MM-DD)")
 
 
-def _plausible(name: str, text: str, imported: ImportedFile) -> ImportedFile | None:
-    found = PLAUSIBLE_FILE.match(name)
-    if not found or found["table"] not in PLAUSIBLE_TABLES:
-        if found and found["table"] in PLAUSIBLE_SKIPPED:
-            return None
-        tables = ", ".join(f"imported_{table}_YYYYMMDD_YYYYMMDD.csv" for table in PLAUSIBLE_TABLES)
-        raise InvalidImport(f"{name}: not a file of Plausible's CSV export (expected one of {tables})")
-    table = found["table"]
+def _plausible(name: str, table: str, lines: Lines, imported: ImportedFile) -> None:
     dimension, value_column, renamed = PLAUSIBLE_TABLES[table]
     metric_columns = {metric: renamed.get(metric, metric) for metric in METRIC_NAMES}
-    csv_table = _table(name, _numbered(text, skip_comments=False))
+    csv_table = _table(name, lines)
     present = {metric: column for metric, column in metric_columns.items() if column in csv_table.header}
     csv_table.require(["date", "visitors", *([value_column] if value_column else [])])
     for number, row in csv_table.rows():
@@ -297,15 +404,14 @@ def _plausible(name: str, text: str, imported: ImportedFile) -> ImportedFile | N
             for utm in PLAUSIBLE_UTM:
                 if row.get(utm, "").strip():
                     imported.add(day, utm, row[utm].strip(), numbers)
-    return imported
 
 
 def _plausible_value(dimension: str, value: str) -> str:
     return value.upper() if dimension == "country" else value
 
 
-def _ga4(name: str, text: str, imported: ImportedFile) -> ImportedFile:
-    table = _table(name, _numbered(text, skip_comments=True))
+def _ga4(name: str, lines: Lines, imported: ImportedFile) -> None:
+    table = _table(name, lines)
     header, line = table.header, table.header_line
     table.require(["date"])
     dimensions = [column for column in header if column in GA4_DIMENSIONS]
@@ -334,7 +440,6 @@ def _ga4(name: str, text: str, imported: ImportedFile) -> ImportedFile:
         elif dimension == "device":
             value = value.lower()
         imported.add(day, dimension, value, numbers)
-    return imported
 
 
 def _rate(name: str, number: int, row: dict[str, str]) -> float:

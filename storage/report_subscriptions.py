@@ -19,6 +19,7 @@ from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
+from storage import site_caps
 from storage.calendar import UTC_NAME, InvalidTimezone, local_date, local_midnight, zone
 from storage.sites import list_sites, list_timezones, normalise
 
@@ -84,6 +85,9 @@ def subscribe(client: Client, site: str, email: str, frequency: Frequency) -> Su
     if site not in list_sites(client):
         raise InvalidSubscription(f"{site} is not registered (see 'tally sites list')")
     subscription = Subscription(site, email, frequency)
+    existing = list_subscriptions(client, site)
+    if subscription not in existing:  # subscribing again changes nothing, so takes no place
+        site_caps.REPORT_SUBSCRIPTIONS.check(len(existing), InvalidSubscription)
     _write(client, subscription, removed=0)
     return subscription
 

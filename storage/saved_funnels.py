@@ -14,6 +14,7 @@ from datetime import UTC, datetime, time, timedelta
 
 from clickhouse_connect.driver.client import Client
 
+from storage import site_caps
 from storage.queries import funnel_days
 from storage.queries.contract import StatsQuery
 from storage.queries.funnels import FunnelStep, UnsupportedQuery, checked_steps
@@ -51,8 +52,10 @@ def add_funnel(client: Client, site: str, name: str, steps: Sequence[FunnelStep]
         raise InvalidFunnel(str(refused)) from None
     if site not in list_sites(client):
         raise InvalidFunnel(f"{site} is not registered (see 'tally sites list')")
-    if any(funnel.name == name for funnel in list_funnels(client, site)):
+    existing = list_funnels(client, site)
+    if any(funnel.name == name for funnel in existing):
         raise InvalidFunnel(f"{site} already has a funnel {name!r}")
+    site_caps.FUNNELS.check(len(existing), InvalidFunnel)
     funnel = SavedFunnel(site, name, checked)
     _write(client, funnel, removed=0)
     return funnel

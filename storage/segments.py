@@ -15,6 +15,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
+from storage import site_caps
 from storage.sites import list_sites, normalise
 
 SEGMENTS = "segments"
@@ -24,6 +25,10 @@ MAX_FILTERS_JSON = 16 * 1024
 
 class InvalidSegment(ValueError):
     """A segment Tally cannot add, find or remove; the message names what is wrong."""
+
+
+class TooManySegments(InvalidSegment):
+    """The site holds as many segments as site_caps allows (not a mistake in the segment itself)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,10 @@ def add_segment(client: Client, site: str, name: str, filters: list[Any]) -> Seg
     site, name = normalise(site), checked_name(name)
     if site not in list_sites(client):
         raise InvalidSegment(f"{site} is not registered (see 'tally sites list')")
-    if any(segment.name == name for segment in list_segments(client, site)):
+    existing = list_segments(client, site)
+    if any(segment.name == name for segment in existing):
         raise InvalidSegment(f"{site} already has a segment {name!r}")
+    site_caps.SEGMENTS.check(len(existing), TooManySegments)
     # Ids count up over all sites: an id names one segment, as in Plausible.
     last = client.query(f"SELECT max(id) FROM {SEGMENTS}").result_rows[0][0] or 0
     segment = Segment(site, int(last) + 1, name, filters)

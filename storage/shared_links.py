@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
+from storage import site_caps
 from storage.sites import list_sites, normalise
 
 # As dashboard/auth.py's sign-in password: ~16 MiB and tens of milliseconds per guess.
@@ -94,6 +95,7 @@ def create_link(client: Client, site: str, label: str = "", password: str | None
     site = normalise(site)
     if site not in list_sites(client):
         raise SharedLinkError(f"site: {site} is not registered (see 'tally sites list')")
+    site_caps.SHARED_LINKS.check(sum(not link.revoked for link in list_links(client, site)), SharedLinkError)
     salt, digest = "", ""
     if password:
         salt_bytes = os.urandom(16)

@@ -18,12 +18,15 @@ import hmac
 import os
 import re
 import secrets
+import string
+import unicodedata
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal, cast
 
 from clickhouse_connect.driver.client import Client
 
+from storage import sessions, site_caps
 from storage.sites import list_sites, normalise
 
 Role = Literal["owner", "admin", "viewer"]
@@ -42,6 +45,13 @@ KEY_PREFIX = "tk_"
 # A pragmatic address check: one @, no spaces, a dot in the domain. Mail is never sent.
 EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 MAX_EMAIL_CHARS = 254
+# What an address may hold once NFKC-normalised (full-width U+FF41 is the `a` it looks like) and
+# lower-cased: ASCII letters and digits, the punctuation RFC 5322 allows unquoted in a local part,
+# and the domain's dots and hyphens (an international domain in its xn-- form). An allow-list, so
+# nothing invisible (zero-width, bidi controls, BOM), no control and no letter of another script
+# can make a second account that looks like the first.
+EMAIL_LOCAL_CHARACTERS = frozenset(string.ascii_lowercase + string.digits + "!#$%&'*+-/=?^_`{|}~.")
+EMAIL_DOMAIN_CHARACTERS = frozenset(string.ascii_lowercase + string.digits + "-.")
 
 
 class AccountError(ValueError):
@@ -125,9 +135,17 @@ class Actor:
 
 
 def clean_email(email: str) -> str:
-    email = email.strip().lower()
+    email = unicodedata.normalize("NFKC", email).strip().lower()
     if len(email) > MAX_EMAIL_CHARS or not EMAIL.match(email):
         raise AccountError(f"email: {email!r} is not an email address")
+    local, domain = email.split("@")
+    refused = sorted((set(local) - EMAIL_LOCAL_CHARACTERS) | (set(domain) - EMAIL_DOMAIN_CHARACTERS))
+    if refused:
+        named = ", ".join(f"U+{ord(character):04X}" for character in refused)
+        raise AccountError(
+            f"email: {email!r} has characters an address here may not have ({named}); "
+            "ASCII letters, digits and . _ + - and the like only"
+        )
     return email
 
 
@@ -220,7 +238,9 @@ def _write_role(client: Client, email: str, site: str, role: Role, removed: int 
 
 
 def remove_user(client: Client, email: str, site: str | None = None) -> None:
-    """Take `email`'s role on `site` away, or (no site) the whole account and its API keys."""
+    """Take `email`'s role on `site` away, or (no site) the whole account: every role, its API
+    keys and its password. Either way the account's dashboard sessions end now, so a browser
+    left open is refused on its next request (the member signs in again to the sites left)."""
     email = clean_email(email)
     user = get_user(client, email)
     if user is None:
@@ -230,10 +250,16 @@ def remove_user(client: Client, email: str, site: str | None = None) -> None:
         if site not in user.roles:
             raise AccountError(f"site: {email} has no role on {site}")
         _write_role(client, email, site, user.roles[site], removed=1)
+        sessions.end_all(client, "member", email)
         return
     client.insert(
         "users", [[email, "", "", 1]], column_names=["email", "password_salt", "password_digest", "removed"]
     )
+    # The roles die with the account: a later invitation to the same address grants only its
+    # own role, never the old ones back.
+    for role_site, role in user.roles.items():
+        _write_role(client, email, role_site, role, removed=1)
+    sessions.end_all(client, "member", email)
     for key in list_keys(client, email):
         if not key.revoked:
             revoke_key(client, key.id)
@@ -296,6 +322,7 @@ def create_invite(
     site = registered_site(client, site)
     if delivery not in DELIVERIES:
         raise AccountError(f"delivery: one of {', '.join(DELIVERIES)}")
+    site_caps.PENDING_INVITES.check(site_caps.pending_invites(client, site), AccountError)
     now = now or datetime.now(UTC)
     token = secrets.token_urlsafe(32)
     invite = Invite(
@@ -497,6 +524,7 @@ def create_key(
     (scope `manage`) also allowed what the user's role allows; returns it and its secret, shown
     once."""
     email, scope = clean_email(email), clean_scope(scope)
+    site_caps.API_KEYS.check(sum(not key.revoked for key in list_keys(client, email)), AccountError)
     user = get_user(client, email)
     if user is None:
         raise AccountError(f"email: {email} has no account")

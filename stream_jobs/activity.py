@@ -11,7 +11,9 @@ visitor's page views until no number of theirs can change, and emits per trigger
 * sessions, open ones included, whenever one starts, grows, merges or closes → `sessions`;
 * page views per (ip_hash, minute) → `rate_limit_counters`, from which the rate limits and
   the blocklist follow (rate_limits.py, a step of this sink);
-* late page views (and late engagement events) per (site, minute) → `late_events` (no second read).
+* late page views (and late engagement events) per (site, minute) → `late_events` (no second read):
+  those older than the allowed lateness (TALLY_ALLOWED_LATENESS_S) that would change a number
+  already final; every other page view is counted exactly, however late.
 A re-sent event (same event_id, same visitor) counts once, as its first copy in the log: the
 one the archive keeps (VisitorActivity says how, and what it cannot recognise).
 
@@ -107,10 +109,19 @@ SESSION_COLUMNS = (
 )
 
 
-def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int, engaged_bounce_ms: int) -> DataFrame:
+def visitor_activity(
+    events: DataFrame, gap_s: int, watermark_s: int, engaged_bounce_ms: int, allowed_lateness_s: int
+) -> DataFrame:
     """Parsed PageViewEvents, with their Kafka offset (KAFKA_COLUMNS) → VisitorActivity's rows
     (kind: rollup, session, pane, late). Page views and engagement events go in (is_engagement
     tells them apart); a session with engaged_bounce_ms of engaged time is no bounce.
+
+    Two horizons (issue 30): the watermark (newest event time - watermark_s) closes sessions for
+    the live views and bounds the rate-limit panes; the lateness horizon (watermark -
+    allowed_lateness_s) bounds what is still counted exactly. A page view after the horizon
+    counts in every derived table as raw counts it, whoever its visitor; the state keeps a
+    visitor's page views until the horizon has passed their sessions and UTC days, so it holds
+    the visitors of the last allowed_lateness_s + 1 day (3 to 4 days at the default 72 h).
 
     Spark drops rows behind its watermark before the stateful function sees them, silently;
     VisitorActivity decides lateness itself (a page view behind the watermark may still be
@@ -139,7 +150,11 @@ def visitor_activity(events: DataFrame, gap_s: int, watermark_s: int, engaged_bo
     )
     spark = events.sparkSession
     activity = spark._jvm.tally.stream.VisitorActivity.apply(
-        pageviews._jdf, gap_s * 1000, watermark_shift_ms(watermark_s), engaged_bounce_ms
+        pageviews._jdf,
+        gap_s * 1000,
+        watermark_shift_ms(watermark_s),
+        engaged_bounce_ms,
+        allowed_lateness_s * 1000,
     )
     return DataFrame(activity, spark)
 
@@ -320,5 +335,11 @@ def start_activity(events: DataFrame, context: StreamContext) -> StreamingQuery:
         collect=collect_batch,
         watermark_shift_ms=watermark_shift_ms(settings.watermark_s),
     )
-    frame = visitor_activity(events, settings.session_gap_s, settings.watermark_s, settings.engaged_bounce_ms)
+    frame = visitor_activity(
+        events,
+        settings.session_gap_s,
+        settings.watermark_s,
+        settings.engaged_bounce_ms,
+        settings.allowed_lateness_s,
+    )
     return context.start(frame.writeStream.outputMode("update").foreachBatch(sink), QUERY_NAME)

@@ -44,6 +44,15 @@ class Settings(BaseSettings):
     # 2-core machine (docs/operations.md), so that it costs latency, not 503s.
     collector_send_timeout_s: float = Field(default=10.0, gt=0)
     dashboard_channel_timeout_s: int = 30
+    # Every query the dashboard server sends (stats, Plausible API, funnels, segments, Explore)
+    # stops after this long and this much memory (storage/query_limits.py): one request must not
+    # hold the store every tenant shares.
+    stats_query_timeout_s: float = Field(default=10.0, gt=0)
+    stats_query_memory_bytes: int = Field(default=4 * 1024**3, gt=0)
+    # The largest request body the dashboard's server (waitress) reads at all; the dashboard then
+    # allows 1 MiB to callbacks and JSON APIs, more only to imports (dashboard/request_bodies.py).
+    # 32 MiB: a 20 MiB import uploaded through the dashboard arrives base64-encoded (~27 MiB).
+    dashboard_max_body_bytes: int = Field(default=32 * 2**20, ge=2**20)
 
     kafka_bootstrap: str = "127.0.0.1:9092"
     # The local broker's KRaft controller listener (only used by `tally up` / test fixtures).
@@ -120,7 +129,13 @@ class Settings(BaseSettings):
     # (GA4's engaged session; storage/queries/contract.py). Changing it changes the stream
     # jobs' rollups only for what they process next: `tally replay` rebuilds the rest.
     engaged_bounce_ms: int = Field(default=10_000, ge=0)
+    # How long the live views wait before closing a session (is_closed) or a rate-limit pane.
     watermark_s: int = 120
+    # An event up to this late (behind the watermark) is still counted in every derived table
+    # exactly as raw counts it (GA4's 72 h); the stream jobs keep each visitor's page views until
+    # it has passed their days, so their state holds the visitors of this long plus a day. An
+    # older event is reported late and answered from the archive (storage/queries/contract.py).
+    allowed_lateness_s: int = Field(default=259_200, ge=0, le=30 * 86_400)
 
     # Empty means: read from (or generate into) $TALLY_HOME/ingest_key and api_key.
     ingest_key: str = Field(default="", repr=False)

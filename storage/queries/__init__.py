@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime
+from types import ModuleType
 
 from clickhouse_connect.driver.client import Client
 
@@ -27,6 +28,7 @@ from storage.queries.contract import (
     INTERVAL_SQL,
     INTERVAL_STEP,
     LIVE_WINDOW,
+    MAX_BUCKETS,
     MAX_PROPERTY_KEY,
     SESSION_DIMENSIONS,
     SESSION_GAP_S,
@@ -45,8 +47,12 @@ from storage.queries.contract import (
     Source,
     StatsQuery,
     UnsupportedQuery,
+    bucket_count,
     buckets,
+    check_bucket_count,
+    check_patterns,
     dimensions_of,
+    fitting_interval,
     metrics,
     validate,
     validate_expression,
@@ -66,6 +72,7 @@ __all__ = [
     "INTERVAL_SQL",
     "INTERVAL_STEP",
     "LIVE_WINDOW",
+    "MAX_BUCKETS",
     "MAX_PROPERTY_KEY",
     "SESSION_DIMENSIONS",
     "SESSION_GAP_S",
@@ -90,12 +97,17 @@ __all__ = [
     "StepResult",
     "UnsupportedQuery",
     "aggregate",
+    "answered_source",
     "breakdown",
+    "bucket_count",
     "buckets",
+    "check_bucket_count",
+    "check_patterns",
     "checked_steps",
     "custom_events",
     "engagement",
     "first_day",
+    "fitting_interval",
     "funnel",
     "goals",
     "late_pageviews",
@@ -148,13 +160,28 @@ def with_channel_filter_rules(client: Client, q: StatsQuery) -> StatsQuery:
 
 
 def uses_agg(q: StatsQuery, source: Source) -> bool:
-    """Whether `source` answers `q`: filters always read the archive."""
+    """Whether `source` is one the rollups can answer `q` from: filters always read the archive."""
     return source == "agg" and not q.filtered
+
+
+def answered_source(client: Client, q: StatsQuery, source: Source) -> Source:
+    """The source that answers `q` when `source` is asked: the archive for a filtered report, and
+    for a range that late page views touch (older than the allowed lateness when they came, so
+    the rollups never counted them: contract.LATE_EVENTS_RULE), so that none is missing from a
+    default answer."""
+    if uses_agg(q, source) and not agg.misses_late_events(client, q):
+        return "agg"
+    return "raw"
+
+
+def answering(client: Client, q: StatsQuery, source: Source) -> ModuleType:
+    """The module that answers `q` when `source` is asked (answered_source)."""
+    return agg if answered_source(client, q, source) == "agg" else raw
 
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
     q = with_goal(client, q)
-    return (agg if uses_agg(q, source) else raw).aggregate(client, q)
+    return answering(client, q, source).aggregate(client, q)
 
 
 def timeseries(
@@ -163,7 +190,8 @@ def timeseries(
     q = with_goal(client, q)
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
-    return (agg if uses_agg(q, source) else raw).timeseries(client, q, interval)
+    check_bucket_count(q, interval)  # every door's cap, wherever its range came from
+    return answering(client, q, source).timeseries(client, q, interval)
 
 
 def breakdown(
@@ -174,7 +202,7 @@ def breakdown(
         return channels.breakdown(client, with_channel_rules(client, q), limit)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
-    return (agg if uses_agg(q, source) else raw).breakdown(client, q, by, limit)
+    return answering(client, q, source).breakdown(client, q, by, limit)
 
 
 def session_timeseries(
@@ -184,7 +212,8 @@ def session_timeseries(
     q = with_goal(client, q)
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
-    return (agg if uses_agg(q, source) else raw).session_timeseries(client, q, interval)
+    check_bucket_count(q, interval)
+    return answering(client, q, source).session_timeseries(client, q, interval)
 
 
 def session_totals(
@@ -214,7 +243,7 @@ def session_breakdown(
         return channels.session_breakdown(client, with_channel_rules(client, q), limit)
     if by not in SESSION_DIMENSIONS:
         raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
-    return (agg if uses_agg(q, source) else raw).session_breakdown(client, q, by, limit)
+    return answering(client, q, source).session_breakdown(client, q, by, limit)
 
 
 def engagement(
@@ -225,12 +254,12 @@ def engagement(
     if not paths:
         return {}
     q = with_channel_filter_rules(client, q)
-    return (agg if uses_agg(q, source) else raw).engagement(client, q, paths)
+    return answering(client, q, source).engagement(client, q, paths)
 
 
 def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
     q = with_goal(client, q)
-    return (agg if uses_agg(q, source) else raw).sessions(client, q, limit)
+    return answering(client, q, source).sessions(client, q, limit)
 
 
 def realtime(
@@ -310,13 +339,13 @@ def goals_of(client: Client, q: StatsQuery, site_goals: list[Goal], source: Sour
     q = with_goal(client, q)
     if not site_goals:
         return []
-    return (agg if uses_agg(q, source) else raw).goals(client, q, site_goals)
+    return answering(client, q, source).goals(client, q, site_goals)
 
 
 def custom_events(client: Client, q: StatsQuery, limit: int = 10, source: Source = "raw") -> list[EventRow]:
     """Custom events by name (breakdown `event:name`)."""
     q = with_goal(client, q)
-    return (agg if uses_agg(q, source) else raw).custom_events(client, q, limit)
+    return answering(client, q, source).custom_events(client, q, limit)
 
 
 def properties(
@@ -330,10 +359,10 @@ def properties(
         site_goal = find_goal(client, q.site, goal) if goal else None
     except InvalidGoal as error:
         raise UnsupportedQuery(f"goal: {error}") from None
-    return (agg if uses_agg(q, source) else raw).properties(client, q, key, site_goal, limit)
+    return answering(client, q, source).properties(client, q, key, site_goal, limit)
 
 
 def property_keys(client: Client, q: StatsQuery, limit: int = 50, source: Source = "raw") -> list[str]:
     """The custom events' property keys in the range, the most used first (the dashboard's picker)."""
     q = with_goal(client, q)
-    return (agg if uses_agg(q, source) else raw).property_keys(client, q, limit)
+    return answering(client, q, source).property_keys(client, q, limit)

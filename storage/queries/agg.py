@@ -554,8 +554,27 @@ def realtime(client: Client, site: str, now: datetime) -> dict[str, int]:
     return {"visitors": int(visitors), "pageviews": int(pageviews)}
 
 
+# Whether the rollups miss page views that touch the range: late ones (older than the allowed
+# lateness when they came, contract.LATE_EVENTS_RULE) within a session gap of it, which can
+# merge or extend the range's sessions from just outside it.
+_MISSES_LATE = f"""
+SELECT count() > 0 FROM {LATE_EVENTS} FINAL
+WHERE query_name = {{query:String}} AND site = {{site:String}} AND events > 0
+  AND window_start >= {{start:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{gap_ms:UInt64}})
+  AND window_start < {{end:DateTime64(3, 'UTC')}} + toIntervalMillisecond({{gap_ms:UInt64}})
+"""
+
+
+def misses_late_events(client: Client, q: StatsQuery) -> bool:
+    """Whether page views the rollups never counted (late: contract.LATE_EVENTS_RULE) touch
+    the range, so that the archive answers it instead."""
+    rows = client.query(_MISSES_LATE, parameters={**q.parameters(), "query": ACTIVITY_QUERY}).result_rows
+    return bool(rows[0][0])
+
+
 def late_pageviews(client: Client, q: StatsQuery) -> int:
-    """Page views in the range that the rollups miss: they came behind the watermark."""
+    """Page views in the range that the rollups miss: older than the allowed lateness when they
+    came, and changing a number already final (contract.LATE_EVENTS_RULE)."""
     return int(
         client.query(
             f"SELECT sum(events) FROM {LATE_EVENTS} FINAL "

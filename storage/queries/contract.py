@@ -111,6 +111,12 @@ Once the stream jobs have processed an event both give the same numbers. The def
   or and not. On `props.KEY`, is_not and the *_not operators also keep the events without KEY
   (as Plausible counts them: a missing property is none of the values).
 
+Late events (issue 30; stream_jobs/jvm/.../VisitorActivity.java): `agg` counts an event the
+stream jobs receive up to the allowed lateness behind their watermark (TALLY_ALLOWED_LATENESS_S,
+72 h, GA4's) exactly as raw does, in every figure: it may open, extend or merge sessions, and
+the rollups and session rows change accordingly. LATE_EVENTS_RULE says what happens to an older
+one; `meta.late_events` reports them per UTC day and when they were recorded.
+
 Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
 ones from the log (README, "Upgrading").
@@ -154,6 +160,18 @@ if TYPE_CHECKING:
 Source = Literal["raw", "agg"]
 
 SESSION_GAP_S = 1800
+# The rule for events older than the allowed lateness (the contract's "Late events").
+LATE_EVENTS_RULE = (
+    "An event that reaches the stream jobs more than the allowed lateness (TALLY_ALLOWED_LATENESS_S) "
+    "behind their watermark, and would change a number already final, is late: the rollups never "
+    "count it and the late_events table records it per site and minute. A report whose range lies "
+    "within one session gap of a late event is answered from the archive (raw) even when agg is "
+    "asked, and says so (meta.source): the answer includes it, whatever the source asked. The "
+    "archive answers rather than a backfill folding it into the rollups, because a late page view "
+    "may merge sessions the live rollups already emitted and be followed by more of them; reading "
+    "the archive for the few ranges that hold one is exact at once, needs no second writer to the "
+    "rollups racing the stream jobs, and costs one indexed read of late_events per answer."
+)
 # A session with this much engaged time (ms) or more is engaged, hence no bounce (GA4's 10 s).
 ENGAGED_BOUNCE_MS = 10_000
 LIVE_WINDOW = timedelta(minutes=5)
@@ -208,6 +226,35 @@ INTERVAL_STEP = {
     "minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
     "week": timedelta(days=7), "month": timedelta(days=28),
 }  # fmt: skip
+# The most buckets one timeseries holds, whichever door asks (the API refuses more, the dashboard
+# coarsens its chart): minutes over 4 years were 186 s, +1.5 GB and a 147 MB answer.
+MAX_BUCKETS = 10_000
+
+
+def bucket_count(start: datetime, end: datetime, interval: Interval) -> int:
+    """At most how many buckets [start, end) holds. Counted arithmetically: listing the buckets
+    of a century of minutes to count them would itself be the denial of service the cap is there
+    to prevent."""
+    return -((start - end) // INTERVAL_STEP[interval]) + 1
+
+
+def fitting_interval(start: datetime, end: datetime, wanted: Interval) -> Interval:
+    """`wanted`, or the finest coarser interval whose buckets over [start, end) are within
+    MAX_BUCKETS (months at the least: a dashboard's range is bounded in years)."""
+    order = list(INTERVAL_STEP)
+    for interval in order[order.index(wanted) :]:
+        if bucket_count(start, end, interval) <= MAX_BUCKETS:
+            return interval  # type: ignore[return-value]
+    return "month"
+
+
+def check_bucket_count(q: StatsQuery, interval: Interval) -> None:
+    """UnsupportedQuery naming the interval if a timeseries of `q` would pass MAX_BUCKETS."""
+    count = bucket_count(q.start, q.end, interval)
+    if count > MAX_BUCKETS:
+        raise UnsupportedQuery(
+            f"interval: the range has {count:,} {interval}s, more than {MAX_BUCKETS:,}: use a longer interval"
+        )
 
 
 FilterOperator = Literal["is", "is_not", "contains", "contains_not", "matches", "matches_not"]
@@ -215,6 +262,15 @@ FILTER_OPERATORS: tuple[FilterOperator, ...] = (
     "is", "is_not", "contains", "contains_not", "matches", "matches_not",
 )  # fmt: skip
 MAX_FILTER_VALUES = 100  # per condition: a filter is a user's list, not a table
+# Regular expressions (matches, matches_not) are the one filter whose cost the user sets: RE2
+# runs in time linear in the text but proportional to the compiled program, and every pattern
+# is run against every event of the range. A query carries at most MAX_PATTERNS of them, each at
+# most MAX_PATTERN_LENGTH characters whose RE2 program has at most MAX_PATTERN_PROGRAM
+# instructions: `^/blog/[a-z0-9-]+/?$` has 10, a 256-character literal about 260, while counted
+# repetitions multiply (`.{1,1000}` has 9003, `((a|b)?){200}` over 1000).
+MAX_PATTERNS = 5
+MAX_PATTERN_LENGTH = 256
+MAX_PATTERN_PROGRAM = 1000
 
 
 @dataclass(frozen=True)
@@ -533,15 +589,21 @@ def goal_row(
 
 
 def validate_expression(expression: Expression, columns: dict[str, str] | None = None) -> None:
-    """UnsupportedQuery naming what no source can filter by; `columns` the dimensions allowed
-    (default: the event-level ones and props.KEY)."""
+    """UnsupportedQuery naming what no source can filter by, or a regular expression past the
+    bounds (check_patterns); `columns` the dimensions allowed (default: the event-level ones and
+    props.KEY)."""
+    _validate_expression(expression, columns)
+    check_patterns(expression)
+
+
+def _validate_expression(expression: Expression, columns: dict[str, str] | None) -> None:
     if isinstance(expression, Logic):
         if expression.operator not in ("and", "or", "not") or not expression.operands:
             raise UnsupportedQuery(f"filter operator {expression.operator!r} needs operands")
         if expression.operator == "not" and len(expression.operands) != 1:
             raise UnsupportedQuery("`not` takes one filter")
         for operand in expression.operands:
-            validate_expression(operand, columns)
+            _validate_expression(operand, columns)
         return
     if expression.operator not in FILTER_OPERATORS:
         raise UnsupportedQuery(
@@ -558,18 +620,48 @@ def validate_expression(expression: Expression, columns: dict[str, str] | None =
         )
     if not 0 < len(expression.values) <= MAX_FILTER_VALUES:
         raise UnsupportedQuery(f"a filter has 1 to {MAX_FILTER_VALUES} values")
-    if expression.operator.startswith("matches"):
-        for pattern in expression.values:
-            check_pattern(pattern)
+
+
+def patterns_of(expression: Expression) -> list[str]:
+    """Every regular expression an expression runs (the values of its matches / matches_not)."""
+    if isinstance(expression, Logic):
+        return [pattern for operand in expression.operands for pattern in patterns_of(operand)]
+    return list(expression.values) if expression.operator.startswith("matches") else []
+
+
+def check_patterns(*expressions: Expression | None) -> None:
+    """UnsupportedQuery unless the regular expressions of one query (all of `expressions`) are
+    at most MAX_PATTERNS, each within check_pattern's bounds."""
+    patterns = [pattern for expression in expressions if expression for pattern in patterns_of(expression)]
+    if len(patterns) > MAX_PATTERNS:
+        raise UnsupportedQuery(
+            f"at most {MAX_PATTERNS} regular expressions (matches, matches_not values) in one query, "
+            f"not {len(patterns)}"
+        )
+    for pattern in patterns:
+        check_pattern(pattern)
 
 
 def check_pattern(pattern: str) -> None:
     """UnsupportedQuery unless `pattern` compiles as RE2 (the library ClickHouse's match() uses),
-    so that a typo is a 400 naming it rather than an error of the store."""
+    so that a typo is a 400 naming it rather than an error of the store, and is cheap enough to
+    run on every event: at most MAX_PATTERN_LENGTH characters, at most MAX_PATTERN_PROGRAM
+    instructions once compiled (RE2's own measure of what evaluating it costs per character)."""
+    shown = repr(pattern[:100])
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise UnsupportedQuery(
+            f"regular expression {shown}… has {len(pattern)} characters, more than {MAX_PATTERN_LENGTH}"
+        )
     try:
-        re2.compile(pattern)
+        size = re2.compile(pattern).programsize
     except re2.error as error:
-        raise UnsupportedQuery(f"not an RE2 regular expression: {pattern[:100]!r} ({error})") from None
+        raise UnsupportedQuery(f"not an RE2 regular expression: {shown} ({error})") from None
+    if size > MAX_PATTERN_PROGRAM:
+        raise UnsupportedQuery(
+            f"regular expression {shown} is too costly to run on every event (its RE2 program has "
+            f"{size} instructions, at most {MAX_PATTERN_PROGRAM}): use fewer or smaller counted "
+            "repetitions such as {1,1000}"
+        )
 
 
 def expression_sql(

@@ -9,8 +9,10 @@ it covers, the late events in its range, and whether agg and raw agree on it.
   benchmarks written straight into the archive, partition SYNTHETIC_PARTITION) are listed as
   such.
 - `watermark`: the stream jobs' event-time watermark (`stream_watermarks`).
-- `late_events`: events of the range's minutes the stream jobs received behind the watermark
-  (`late_events`, written by the activity query): counted in raw, not in agg.
+- `late_events`: events of the range's minutes the stream jobs received older than the allowed
+  lateness (`late_events`, written by the activity query), per UTC day, with when they were
+  first and last recorded: never in the rollups, so the archive answers a range they touch
+  (contract.LATE_EVENTS_RULE, `rule`; `source` says which answered).
 - `agreement`: agg against raw, page views and visitors per UTC day of the days the range
   touches, raw counted over the log prefix the stream jobs have processed (so events still
   on their way are no disagreement). "agree", "disagree" with every day that differs (both
@@ -48,7 +50,14 @@ from clickhouse_connect.driver.client import Client
 
 from storage.archive_rows import SYNTHETIC_PARTITION
 from storage.queries import agg, raw
-from storage.queries.contract import RAW_VISITORS, SessionPoint, Source, StatsQuery, as_utc
+from storage.queries.contract import (
+    LATE_EVENTS_RULE,
+    RAW_VISITORS,
+    SessionPoint,
+    Source,
+    StatsQuery,
+    as_utc,
+)
 from storage.tables import EVENTS, LATE_EVENTS, STREAM_OFFSETS, STREAM_WATERMARKS
 
 #: The query whose progress and late events stand for agg (stream_jobs/activity.py).
@@ -132,6 +141,8 @@ class Provenance:
     agreement: Agreement
     definitions: dict[str, int]
     version: int | None = None  # the stored definitions version (storage/definitions.py)
+    # Per UTC day with late events: when the stream jobs first and last recorded one of them.
+    late_recorded: dict[datetime, tuple[datetime, datetime]] = field(default_factory=dict)
 
     @property
     def definitions_version(self) -> str:
@@ -172,6 +183,7 @@ def provenance(
         watermark=watermark,
         late_events=sum(late_by_day.values()),
         late_by_day=late_by_day,
+        late_recorded=late_events_recorded(client, q) if late_by_day else {},
         agreement=agreement,
         definitions=definitions
         or {"session_gap_s": q.session_gap_s, "engaged_bounce_ms": q.engaged_bounce_ms},
@@ -201,7 +213,7 @@ def stream_progress(client: Client, topic: str) -> tuple[dict[int, int], datetim
     return {int(p): int(end) for p, end, _ in rows}, as_utc(rows[0][2])
 
 
-def _processed_parameters(processed: dict[int, int]) -> dict[str, object]:
+def processed_parameters(processed: dict[int, int]) -> dict[str, object]:
     parts = sorted(processed)
     return {
         "parts": parts,
@@ -225,7 +237,7 @@ ORDER BY kafka_partition
 
 def coverage(client: Client, q: StatsQuery, processed: dict[int, int]) -> list[PartitionCoverage]:
     """Per partition, the archived events of the site in [start, end) (every kind of event)."""
-    parameters = {"site": q.site, "start": q.start, "end": q.end, **_processed_parameters(processed)}
+    parameters = {"site": q.site, "start": q.start, "end": q.end, **processed_parameters(processed)}
     rows = client.query(_COVERAGE, parameters=parameters).result_rows
     return [
         PartitionCoverage(
@@ -252,6 +264,18 @@ def late_events_by_day(client: Client, q: StatsQuery) -> dict[datetime, int]:
     return {as_utc(day): int(n) for day, n in rows if n}
 
 
+def late_events_recorded(client: Client, q: StatsQuery) -> dict[datetime, tuple[datetime, datetime]]:
+    """Per UTC day of the range's late events: when the first and the last were recorded."""
+    rows = client.query(
+        f"SELECT toStartOfDay(window_start), min(written_at), max(written_at) FROM {LATE_EVENTS} FINAL "
+        "WHERE query_name = {query:String} AND site = {site:String} AND events > 0 "
+        "AND window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')} "
+        "GROUP BY 1 ORDER BY 1",
+        parameters={"query": ACTIVITY_QUERY, "site": q.site, "start": q.start, "end": q.end},
+    ).result_rows
+    return {as_utc(day): (as_utc(first), as_utc(last)) for day, first, last in rows}
+
+
 def days_touched(q: StatsQuery) -> tuple[datetime, datetime]:
     """[first midnight, last midnight) of the UTC days [start, end) touches."""
     start = as_utc(q.start).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -260,7 +284,7 @@ def days_touched(q: StatsQuery) -> tuple[datetime, datetime]:
     return start, midnight if midnight == end else midnight + DAY
 
 
-_RAW_DAYS = f"""
+RAW_DAYS = f"""
 SELECT toStartOfDay(ts) AS day, count(), {RAW_VISITORS}
 FROM {EVENTS}
 WHERE site = {{site:String}} AND name = 'pageview'
@@ -316,10 +340,10 @@ def compare_pageviews(
 ) -> Agreement:
     """Page views and visitors per UTC day, agg against raw over the processed log prefix."""
     days = (end - first) // DAY
-    parameters = {"site": q.site, "start": first, "end": end, **_processed_parameters(processed)}
+    parameters = {"site": q.site, "start": first, "end": end, **processed_parameters(processed)}
     raw_days = {
         as_utc(day): (int(pageviews), int(visitors))
-        for day, pageviews, visitors in client.query(_RAW_DAYS, parameters=parameters).result_rows
+        for day, pageviews, visitors in client.query(RAW_DAYS, parameters=parameters).result_rows
     }
     whole_days = StatsQuery(q.site, first, end, session_gap_s=q.session_gap_s)
     aggregated = {
@@ -413,7 +437,7 @@ def compare_sessions(
             f"{SESSIONS_CHECK_MAX_EVENTS} events (a sessionisation of the archive)",
         )
     # Sessions read a day either side of the days: every event there must be in agg already.
-    parameters = {"site": q.site, "start": first - DAY, "end": end + DAY, **_processed_parameters(processed)}
+    parameters = {"site": q.site, "start": first - DAY, "end": end + DAY, **processed_parameters(processed)}
     [(unprocessed,)] = client.query(_UNPROCESSED, parameters=parameters).result_rows
     if unprocessed:
         return _not_checked("sessions", f"{unprocessed} events of these days are not processed yet")
@@ -514,8 +538,13 @@ def to_json(p: Provenance) -> dict[str, object]:
         "late_events": {
             "count": p.late_events,
             "by_day": {iso(day): n for day, n in sorted(p.late_by_day.items())},
+            "recorded_by_day": {
+                iso(day): {"first": iso(first), "last": iso(last)}
+                for day, (first, last) in sorted(p.late_recorded.items())
+            },
             "counted_in": ["raw"],
             "not_counted_in": ["agg"],
+            "rule": LATE_EVENTS_RULE,
         },
         "agreement": _agreement_json(p.agreement),
         "definitions": p.definitions,

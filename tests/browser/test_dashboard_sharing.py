@@ -158,7 +158,11 @@ async def test_callbacks_written_by_hand_cannot_reach_another_site_or_explore(
     # Explore's callbacks (raw SQL over the archive) are refused outright.
     explore = {
         "output": "..explore-table.children...explore-status.children...explore-last-sql.data..",
-        "outputs": [],
+        "outputs": [  # well-formed (a malformed body is answered 400 before any role check)
+            {"id": "explore-table", "property": "children"},
+            {"id": "explore-status", "property": "children"},
+            {"id": "explore-last-sql", "property": "data"},
+        ],
         "inputs": [{"id": "explore-run", "property": "n_clicks", "value": 1}],
         "state": [{"id": "explore-sql", "property": "value", "value": "SELECT * FROM events"}],
     }

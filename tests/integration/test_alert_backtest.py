@@ -246,7 +246,7 @@ def test_a_team_members_key_backtests_its_sites_only(
 ) -> None:
     client = connect(dashboard_settings)
     email = "member@backtest.alerts.example.com"
-    token = users.create_invite(client, email, OTHER, "viewer")
+    token = users.create_invite(client, email, OTHER, "admin")  # the Alerts panel's role
     users.accept_invite(client, token, users.find_invite(client, token), "a long passphrase for the test")  # type: ignore[arg-type]
     _, key = users.create_key(client, email, [OTHER])
     member = {"Authorization": f"Bearer {key}"}

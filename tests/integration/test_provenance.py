@@ -7,7 +7,8 @@ the real archiver, the real stream jobs (Spark) and the real ClickHouse engine.
   log: every event was processed);
 - before the stream jobs ran: the events are there but pending, agreement "not checked";
 - the stream jobs' watermark as they published it;
-- late events: the page views sent behind the watermark, counted in raw, not in agg;
+- late events (no allowed lateness here): the page views sent behind the watermark, counted in
+  raw, not in the rollups; the default answer for their day comes from the archive;
 - agreement: "agree" for a site without late events; "disagree" naming the day for the site
   with late events (the difference is theirs) and, after a rollup row is deleted, for the
   site that agreed.
@@ -44,9 +45,11 @@ Landed = tuple[PageViewEvent, int, int]  # the event, its partition, its offset
 
 
 def test_meta_names_the_log_range_late_events_and_agreement(
-    spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
+    spark: SparkSession, stream_settings_without_lateness: Settings, running_queries: list[StreamingQuery]
 ) -> None:
-    settings = stream_settings
+    # No allowed lateness: the stragglers below, 3 h behind, are late (with the default 72 h
+    # they would be counted: tests/integration/test_late_events.py).
+    settings = stream_settings_without_lateness
     calm, late_site, clock_site = site_names(3)
     day = datetime.combine(utc_now().date(), time(), UTC) - timedelta(days=1)
     t0 = day + timedelta(hours=9)
@@ -91,9 +94,15 @@ def test_meta_names_the_log_range_late_events_and_agreement(
     assert meta["definitions_fingerprint"]
     assert "definitions_version" in meta  # the stored version's number (test_whatif.py)
 
-    # The site with late events: they are named, and the day they make differ is shown.
-    meta = stats(api, settings, "/stats/aggregate", site=late_site, **whole_day)["meta"]
+    # The site with late events: they are named, and the day they make differ is shown; the
+    # archive answers that day (contract.LATE_EVENTS_RULE), so the answer counts them.
+    answer = stats(api, settings, "/stats/aggregate", site=late_site, **whole_day)
+    meta = answer["meta"]
+    assert meta["source"] == "raw"
+    late_site_views = [e for e in traffic if e.site == late_site] + stragglers
+    assert answer["results"]["pageviews"] == len(late_site_views)
     assert meta["late_events"]["count"] == len(stragglers)
+    assert list(meta["late_events"]["recorded_by_day"]) == [iso(day)]
     assert meta["late_events"]["by_day"] == {iso(day): len(stragglers)}
     assert partitions(meta) == expected_partitions(landed, late_site, processed=log_end)
     assert meta["agreement"]["status"] == "disagree"

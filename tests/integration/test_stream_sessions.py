@@ -1,6 +1,7 @@
 """Sessions from the activity query: gaps, bounces, entry/exit pages, durations, attribution,
 a late page view that bridges two sessions (the two rows give way to one, with a tombstone),
-open sessions visible before they close, closed ones marked so.
+open sessions visible before they close, closed ones marked so; with no allowed lateness, a
+page view behind the watermark for a closed session is late.
 
 One run of the activity query over one topic; the expected sessions are computed here from
 the events produced, by the definition (gaps <= session gap).
@@ -32,8 +33,11 @@ Session = dict[str, object]
 
 
 def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
-    spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
+    spark: SparkSession, stream_settings_without_lateness: Settings, running_queries: list[StreamingQuery]
 ) -> None:
+    # No allowed lateness, so that the last page view (5 h behind) is late: with the default
+    # 72 h it would extend the closed session (tests/integration/test_late_events.py).
+    stream_settings = stream_settings_without_lateness
     site, other_site, clock_site = site_names(3)
     t = minutes_ago(6 * 60)
     at = lambda minutes, ms=0: t + timedelta(minutes=minutes, milliseconds=ms)  # noqa: E731

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from http.cookies import SimpleCookie
 
 import httpx
 import pytest
@@ -83,21 +84,39 @@ def tenants(dashboard_settings: Settings, dashboard_server: DashboardServer) -> 
     )
 
 
+def browser(server: DashboardServer) -> httpx.Client:
+    """An HTTP client that keeps the dashboard's cookies as a browser on HTTPS would. The server
+    marks its cookies Secure (TALLY_DASHBOARD_COOKIE_SECURE), and the test server is plain HTTP on
+    loopback, where httpx would never send them back; so each Set-Cookie is kept by hand."""
+    client = httpx.Client(base_url=server.url, timeout=30)
+
+    def keep_cookies(response: httpx.Response) -> None:
+        for header in response.headers.get_list("set-cookie"):
+            for name, morsel in SimpleCookie(header).items():
+                # httpx has stored it already, Secure and so never sent here: one plain copy instead.
+                client.cookies.delete(name)
+                if not ((morsel["expires"] and "1970" in morsel["expires"]) or morsel["max-age"] == "0"):
+                    client.cookies.set(name, morsel.value)
+
+    client.event_hooks["response"] = [keep_cookies]
+    return client
+
+
 def signed_in(server: DashboardServer, email: str = "", password: str | None = None) -> httpx.Client:
     """A browser-like client signed in through the real /login form (the operator with no email)."""
-    browser = httpx.Client(base_url=server.url, timeout=30)
-    answer = browser.post(
+    browser_client = browser(server)
+    answer = browser_client.post(
         "/login",
         data={"email": email, "password": server.password if password is None else password},
         headers={"Origin": server.url},
     )
     assert answer.status_code == 302, (answer.status_code, answer.text[:300])
-    return browser
+    return browser_client
 
 
 def opened_share(server: DashboardServer, link: shared_links.CreatedLink) -> httpx.Client:
     """A browser that opened a shared link (and so holds a shared session)."""
-    browser = httpx.Client(base_url=server.url, timeout=30)
-    answer = browser.get(link.path())
+    browser_client = browser(server)
+    answer = browser_client.get(link.path())
     assert answer.status_code == 200, (answer.status_code, answer.text[:300])
-    return browser
+    return browser_client

@@ -12,9 +12,14 @@ pytestmark = pytest.mark.integration
 
 def test_each_tenant_signs_in_and_reads_its_own_site(tenants: Tenants) -> None:
     server = tenants.server
-    signed_in(server).close()  # the operator
-    signed_in(server, tenants.viewer_a.email, PASSWORD).close()
-    opened_share(server, tenants.share_a).close()
+    # Each session is kept: the page's layout answers instead of "sign in first".
+    for browser in (
+        signed_in(server),  # the operator
+        signed_in(server, tenants.viewer_a.email, PASSWORD),
+        opened_share(server, tenants.share_a),
+    ):
+        assert browser.get("/_dash-layout").status_code == 200
+        browser.close()
     stats = httpx.get(
         f"{server.url}/api/v1/stats/aggregate",
         params={"site": tenants.site_a, "from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"},

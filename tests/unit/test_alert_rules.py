@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from alerts.delivery import RefusedDestination, backoff_s, check_destination, pinned, webhook_body
+from alerts.delivery import Progress, RefusedDestination, backoff_s, check_destination, pinned, webhook_body
 from storage.alert_rules import InvalidRule, make_rule
 from stream_jobs.alerts import alert_id, window_starts
 from tally.settings import Settings
@@ -125,3 +125,16 @@ def test_a_webhook_post_goes_to_the_checked_address_under_the_hosts_name(
     assert request.host_header == host
     # TLS names the host (SNI and the certificate check), never the address.
     assert request.extensions == ({"sni_hostname": "hooks.example.com"} if sni else {})
+
+
+def test_a_partition_is_committed_up_to_its_first_unfinished_alert() -> None:
+    """Sites' alerts finish out of the topic's order; the committed offset never passes one
+    still being delivered (at-least-once), and never moves back."""
+    progress = Progress()
+    for offset in (10, 11, 12):
+        progress.read(offset)
+    assert progress.finish(12) == 10  # 10 and 11 still going: nothing past 10 is done
+    assert progress.finish(11) is None  # 10 still going: no new position
+    assert progress.finish(10) == 13  # all three done
+    progress.read(13)
+    assert progress.finish(13) == 14

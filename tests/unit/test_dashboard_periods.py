@@ -56,6 +56,55 @@ def test_period_survives_the_browser_store() -> None:
     assert periods.Period.from_store(json.loads(json.dumps(p.to_store()))) == p
 
 
+@pytest.mark.parametrize("preset", list(periods.PRESETS))
+@pytest.mark.parametrize("compare", list(periods.COMPARISONS))
+def test_every_period_the_page_chooses_passes_the_bounds_unchanged(preset: str, compare: str) -> None:
+    p = periods.period(
+        preset, NOW, date(2000, 1, 1), date(2027, 12, 31), "Pacific/Kiritimati", compare, date(1990, 5, 1)
+    )
+    assert periods.Period.from_store(p.to_store(), NOW) == p
+
+
+def test_a_forged_interval_is_coarsened_to_the_apis_cap() -> None:
+    """Minutes over 27 years (14 million buckets) are drawn by days (9,825), up to the end of
+    next year by weeks; a week of minutes (10,081 buckets) by hours."""
+    forged = periods.period("custom", NOW, date(2000, 1, 1), date(2026, 11, 22)).to_store()
+    assert periods.Period.from_store(forged | {"interval": "minute"}, NOW).interval == "day"
+    longest = periods.period("custom", NOW, date(2000, 1, 1), date(2027, 12, 31)).to_store()
+    assert periods.Period.from_store(longest | {"interval": "minute"}, NOW).interval == "week"
+    week = periods.period("custom", NOW, date(2026, 11, 16), date(2026, 11, 22)).to_store()
+    assert periods.Period.from_store(week | {"interval": "minute"}, NOW).interval == "hour"
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"start": "1926-01-01T00:00:00+00:00"},  # a century of minutes
+        {"end": "2200-01-01T00:00:00+00:00"},
+        {"start": "2026-11-23T00:00:00+00:00"},  # after its end
+        {"previous_start": "1950-01-01T00:00:00+00:00"},  # a compared range far longer than the period
+        {"start": "2026-11-01T00:00:00"},  # no offset
+        {"start": "yesterday"},
+        {"interval": "second"},
+        {"timezone": "Mars/Olympus"},
+        {"compare": "last_decade"},
+        {"end": None},
+    ],
+)
+def test_a_forged_period_is_refused_naming_it(forged: dict) -> None:
+    stored = periods.period("7d", NOW).to_store() | forged
+    with pytest.raises(periods.UnknownPeriod, match=r"^period: "):
+        periods.Period.from_store(stored, NOW)
+
+
+def test_a_custom_range_is_within_2000_and_next_year() -> None:
+    with pytest.raises(periods.UnknownPeriod):
+        periods.period("custom", NOW, date(1, 1, 1), date(2026, 11, 22))
+    with pytest.raises(periods.UnknownPeriod):
+        periods.period("custom", NOW, date(2026, 11, 22), date(2028, 1, 1))
+    assert periods.period("all", NOW, first_day=date(1970, 1, 1)).start == datetime(2000, 1, 1, tzinfo=UTC)
+
+
 @pytest.mark.parametrize(
     ("key", "current", "previous", "text", "tone"),
     [

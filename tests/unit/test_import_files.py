@@ -104,3 +104,19 @@ def test_search_and_social_sources(source: str, search: bool, social: bool) -> N
     # RE2 and Python's re read these patterns alike (no look-arounds, no back-references).
     assert bool(re.match(domain_pattern(SEARCH_ENGINES), source)) is search
     assert bool(re.match(domain_pattern(SOCIAL_NETWORKS), source)) is social
+
+
+def test_a_file_past_the_row_cap_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("storage.imports.MAX_ROWS_PER_FILE", 2)
+    text = "date,activeUsers,sessions\n" + "20261001,1,1\n" * 3
+    with pytest.raises(
+        InvalidImport, match=re.escape("ga4.csv: more than 2 rows; split the export by period")
+    ):
+        parse_csv("ga4.csv", text.encode(), "ga4")
+
+
+def test_the_header_is_checked_before_any_row_is_read() -> None:
+    """A wrong header is refused at once, whatever follows (here a row that is no CSV)."""
+    text = 'date,visitors\n"unterminated\n' + "x" * 100
+    with pytest.raises(InvalidImport, match=re.escape("no column 'page'")):
+        parse_csv("imported_pages_20261001_20261001.csv", text.encode(), "plausible")

@@ -54,6 +54,15 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/integration/test_manage_api.py", KEYWORD, "a long member password"): (
         "the password the settings and accounts API tests' members set, in a temporary store"
     ),
+    ("tests/security/conftest.py", KEYWORD, "a long member password"): (
+        "the password the adversarial suite's members set on the test session's temporary dashboard"
+    ),
+    ("tests/security/test_client_ip.py", KEYWORD, "link secret"): (
+        "the password of a shared link the throttle test guesses at on its own temporary dashboard"
+    ),
+    ("tests/security/test_client_ip.py", KEYWORD, "guess"): (
+        "a wrong password the throttle test presents to see it refused"
+    ),
     ("tests/unit/test_team_roles.py", KEYWORD, "pw"): (
         "the operator password of the role tests' in-process dashboard"
     ),

@@ -48,3 +48,9 @@ def test_v1_and_v2_visitor_states_decode_and_v3_round_trips_engagement_events(cl
 
 def test_engagement_events_end_a_bounce_only_within_their_sessions_span(classes: Path) -> None:
     run_check(classes, "EngagedSessionsCheck")
+
+
+def test_page_views_within_the_allowed_lateness_count_exactly_and_the_state_stays_a_few_days(
+    classes: Path,
+) -> None:
+    run_check(classes, "AllowedLatenessCheck")

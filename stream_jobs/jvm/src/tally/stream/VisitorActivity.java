@@ -52,12 +52,23 @@ import org.apache.spark.sql.types.StructType;
  * lateness that matters (stream_jobs/activity.py, SPARK_WATERMARK_DELAY_S), and this function
  * works with the real one: watermark = Spark's + watermarkShiftMs (= Spark's delay −
  * TALLY_WATERMARK_S). Timeouts are Spark's event-time timeouts, shifted the same way: a visitor is
- * looked at again exactly when the watermark may close one of its sessions or end its last day,
- * in a live run and in a replay alike. A page view at or behind the watermark is late if it would change a number already final: its
- * UTC day has ended behind the watermark, it falls within the gap of a session the watermark has
- * closed, or this visitor has no state (nothing proves it changes nothing final). A late page
- * view is counted in a "late" row and changes nothing else. Any other page view behind the
- * watermark is counted as usual: the rollups take deltas, so a minute is never "closed". The
+ * looked at again exactly when the watermark may close one of its sessions (for the live views:
+ * is_closed) or the lateness horizon may end everything of it, in a live run and in a replay alike.
+ *
+ * <p>Allowed lateness (issue 30): the lateness horizon is the watermark − allowedLatenessMs
+ * (TALLY_ALLOWED_LATENESS_S, 72 h by default). The state keeps a visitor's page views until the
+ * horizon has passed the end of their sessions (last page view + gap) and of their UTC days, so a
+ * page view after the horizon is always counted exactly, whoever sent it: it opens, extends or
+ * merges sessions (their rows replaced, tombstones for starts that moved) and moves every rollup
+ * by the difference. What the horizon has made final is pruned from the state (pruned()), so a
+ * visitor seen every day holds a few days of page views, not all of them: the state holds the
+ * visitors of the last allowed lateness + 1 day, 3 to 4 days by default. A page view at or behind
+ * the horizon is late if it would change a number already final: its UTC day has ended behind the
+ * horizon, it falls within the gap of a session the horizon has closed (or of one pruned), or this
+ * visitor has no state (nothing proves it changes nothing final). A late page view is counted in
+ * a "late" row and changes nothing else (the query layer answers its days from the archive:
+ * storage/queries/contract.py). Any other page view behind the watermark is counted as usual: the
+ * rollups take deltas, so a minute is never "closed". The
  * rate-limit panes count only page views ahead of the watermark (the present).
  *
  * <p>Each event counts once (issue 15). A sender that lost a 202 sends the event again with the
@@ -67,10 +78,11 @@ import org.apache.spark.sql.types.StructType;
  * messages share one partition), and one whose event_id the state already holds, or that came
  * earlier in the call, is dropped before anything else: it counts in no rollup, session, pane or
  * late row. The state keeps every accepted page view (and so its event_id) as long as anything of
- * the visitor can change: at least to the end of the UTC day of its last page view. Limits: a copy
- * arriving after the state is gone (the day of the original closed; a browser copy received on a
- * later day has another visitor key, see below) is behind the watermark with no state, hence late:
- * reported in late_events, as any late page view, though the archive drops it. A late page view is
+ * the visitor can change: until the lateness horizon passes the end of the UTC day of its last
+ * page view (pruned() drops it no sooner than the horizon passes its own day). Limits: a copy
+ * arriving after that (the day of the original closed by the horizon; a browser copy received on a
+ * later day has another visitor key, see below) is behind the horizon, hence late: reported in
+ * late_events, as any late page view, though the archive drops it. A late page view is
  * not kept, so its copy in a later call is judged again. A copy under another visitor key (another
  * client IP or user agent, or the daily salt rotated between the two sends: a retry across
  * midnight UTC) is another group and cannot be recognised here: the archive drops it, the rollups
@@ -84,8 +96,8 @@ import org.apache.spark.sql.types.StructType;
  * session with at least engagedBounceMs of it is no bounce. The state keeps them (deduplicated by
  * event_id like page views) as long as the visitor's page views, and at least until the watermark
  * passes the newest of them: a page view arriving later may still claim one. One at or behind the
- * watermark is late if the visitor has no page view in the state or if it falls in a closed
- * session: counted in a "late" row, it changes nothing else.
+ * lateness horizon is late if the visitor has no page view in the state or if it falls in a closed
+ * (or pruned) session: counted in a "late" row, it changes nothing else.
  *
  * <p>Output rows, by {@code kind}: "rollup" (site, bucket = minute, dimension, value, metrics),
  * "session" (a session's newest version, or a tombstone for a session whose start moved),
@@ -152,17 +164,25 @@ public final class VisitorActivity
      * and v2 states (none) still decode, with no engagement event.
      */
     static final int ENCODING_V3 = -3;
+    /**
+     * Encoding v4 (issue 30's allowed lateness): the moment up to which the numbers of page views
+     * pruned from the state are final (finalThrough), then v3's body. v1 to v3 states decode with
+     * nothing pruned.
+     */
+    static final int ENCODING_V4 = -4;
 
     public static final StructType OUTPUT = outputSchema();
 
     private final long gapMs;
     private final long watermarkShiftMs;
     private final long engagedBounceMs;
+    private final long allowedLatenessMs;
 
-    public VisitorActivity(long gapMs, long watermarkShiftMs, long engagedBounceMs) {
+    public VisitorActivity(long gapMs, long watermarkShiftMs, long engagedBounceMs, long allowedLatenessMs) {
         this.gapMs = gapMs;
         this.watermarkShiftMs = watermarkShiftMs;
         this.engagedBounceMs = engagedBounceMs;
+        this.allowedLatenessMs = allowedLatenessMs;
     }
 
     /**
@@ -171,11 +191,11 @@ public final class VisitorActivity
      * (stream_jobs/activity.py) through Py4J.
      */
     public static Dataset<Row> apply(
-            Dataset<Row> events, long gapMs, long watermarkShiftMs, long engagedBounceMs) {
+            Dataset<Row> events, long gapMs, long watermarkShiftMs, long engagedBounceMs, long allowedLatenessMs) {
         return events
                 .groupByKey((MapFunction<Row, String>) VisitorActivity::key, Encoders.STRING())
                 .flatMapGroupsWithState(
-                        new VisitorActivity(gapMs, watermarkShiftMs, engagedBounceMs),
+                        new VisitorActivity(gapMs, watermarkShiftMs, engagedBounceMs, allowedLatenessMs),
                         OutputMode.Update(),
                         Encoders.bean(State.class),
                         Encoders.row(OUTPUT),
@@ -211,8 +231,15 @@ public final class VisitorActivity
     static final Comparator<Engagement> ENGAGEMENT_ORDER =
             Comparator.comparingLong(Engagement::ts).thenComparing(Engagement::eventId);
 
-    /** What a state holds: the page views and the engagement events, each in time order. */
-    record Stored(List<Event> pageviews, List<Engagement> engagements) {}
+    /**
+     * What a state holds: the page views and the engagement events, each in time order, and the
+     * moment up to which the numbers of the page views pruned from it are final (pruned()).
+     */
+    record Stored(List<Event> pageviews, List<Engagement> engagements, long finalThrough) {
+        Stored(List<Event> pageviews, List<Engagement> engagements) {
+            this(pageviews, engagements, Long.MIN_VALUE);
+        }
+    }
 
     /** The position of a field (not event_id) in Event.fields. */
     static int fieldIndex(String name) {
@@ -262,14 +289,21 @@ public final class VisitorActivity
         return encode(events, List.of());
     }
 
-    /**
-     * Encoding v3: ENCODING_V3, the page view count, then per page view ts, event_id and
-     * EVENT_FIELDS' values (as v2); then the engagement event count and per engagement event ts,
-     * event_id and engaged ms.
-     */
     static byte[] encode(List<Event> events, List<Engagement> engagements) {
+        return encode(new Stored(events, engagements));
+    }
+
+    /**
+     * Encoding v4: ENCODING_V4, finalThrough, the page view count, then per page view ts, event_id
+     * and EVENT_FIELDS' values (as v2); then the engagement event count and per engagement event
+     * ts, event_id and engaged ms (as v3).
+     */
+    static byte[] encode(Stored stored) {
+        List<Event> events = stored.pageviews();
+        List<Engagement> engagements = stored.engagements();
         try (ByteArrayOutputStream bytes = new ByteArrayOutputStream(); DataOutputStream out = new DataOutputStream(bytes)) {
-            out.writeInt(ENCODING_V3);
+            out.writeInt(ENCODING_V4);
+            out.writeLong(stored.finalThrough());
             out.writeInt(events.size());
             for (Event event : events) {
                 out.writeLong(event.ts);
@@ -302,10 +336,11 @@ public final class VisitorActivity
         try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(encoded))) {
             int first = in.readInt();
             boolean v1 = first >= 0;
-            int count = v1 ? first : in.readInt();
-            if (!v1 && first != ENCODING_V2 && first != ENCODING_V3) {
+            if (!v1 && first != ENCODING_V2 && first != ENCODING_V3 && first != ENCODING_V4) {
                 throw new IllegalStateException("unknown visitor state encoding " + first);
             }
+            long finalThrough = first == ENCODING_V4 ? in.readLong() : Long.MIN_VALUE;
+            int count = v1 ? first : in.readInt();
             // Where each stored value goes among EVENT_FIELDS (after event_id); fields a v1
             // state lacks stay '' (their dimensions count the value '' for those page views).
             int[] positions = new int[(v1 ? V1_EVENT_FIELDS.length : EVENT_FIELDS.length) - 1];
@@ -324,13 +359,13 @@ public final class VisitorActivity
                 events.add(new Event(ts, eventId, fields));
             }
             List<Engagement> engagements = new ArrayList<>();
-            if (first == ENCODING_V3) {
+            if (first == ENCODING_V3 || first == ENCODING_V4) {
                 int engaged = in.readInt();
                 for (int n = 0; n < engaged; n++) {
                     engagements.add(new Engagement(in.readLong(), in.readUTF(), in.readLong()));
                 }
             }
-            return new Stored(events, engagements);
+            return new Stored(events, engagements, finalThrough);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -374,6 +409,9 @@ public final class VisitorActivity
         long sparkWatermark = group.getCurrentWatermarkMs();
         // Spark's watermark starts at 0 and stays there until events have pushed it forward.
         long watermark = sparkWatermark > 0 ? sparkWatermark + watermarkShiftMs : Long.MIN_VALUE;
+        // The lateness horizon: a page view after it is counted exactly, whatever the visitor's
+        // state; the state keeps what may still change until the horizon passes it.
+        long horizon = watermark == Long.MIN_VALUE ? Long.MIN_VALUE : watermark - allowedLatenessMs;
         State state = group.exists() ? group.get() : new State();
         List<Row> out = new ArrayList<>();
 
@@ -384,6 +422,7 @@ public final class VisitorActivity
         Stored stored = decodeState(state.events);
         List<Event> before = stored.pageviews();
         List<Engagement> engagementsBefore = stored.engagements();
+        long finalThrough = stored.finalThrough();
         List<Session> sessionsBefore = sessions(before, engagementsBefore);
         Set<String> seen = new HashSet<>();
         for (Event event : before) {
@@ -399,14 +438,15 @@ public final class VisitorActivity
             }
             long ts = event.ts;
             if (copy.engagement()) {
-                if (ts <= watermark && isLateEngagement(ts, before.isEmpty(), sessionsBefore, watermark)) {
+                if (ts <= horizon
+                        && isLateEngagement(ts, before.isEmpty(), sessionsBefore, horizon, finalThrough)) {
                     late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
                 } else {
                     addedEngagements.add(new Engagement(ts, event.eventId, copy.engagementMs()));
                 }
                 continue; // never a page view: no pane, no page view of any rollup
             }
-            if (ts <= watermark && isLate(ts, before.isEmpty(), sessionsBefore, watermark)) {
+            if (ts <= horizon && isLate(ts, before.isEmpty(), sessionsBefore, horizon, finalThrough)) {
                 late.merge(floor(ts, MINUTE_MS), 1L, Long::sum);
                 continue;
             }
@@ -438,15 +478,20 @@ public final class VisitorActivity
 
         long finalAt = finalAt(after, engagementsAfter);
         boolean kept = !after.isEmpty() || !engagementsAfter.isEmpty();
-        if (kept && finalAt > watermark) {
-            if (!added.isEmpty() || !addedEngagements.isEmpty() || !group.exists()) {
-                state.events = encode(after, engagementsAfter);
+        if (kept && finalAt > horizon) {
+            Stored remaining = pruned(new Stored(after, engagementsAfter, finalThrough), sessionsAfter, horizon);
+            boolean prunedSome = remaining.pageviews().size() < after.size()
+                    || remaining.engagements().size() < engagementsAfter.size();
+            if (!added.isEmpty() || !addedEngagements.isEmpty() || prunedSome || !group.exists()) {
+                state.events = encode(remaining);
             }
             state.watermarkMs = watermark;
             group.update(state);
-            // Next look: when the watermark reaches the moment it may close a session or end the
-            // last day (Spark times out once its watermark is past the timestamp, hence - 1).
-            group.setTimeoutTimestamp(nextChange(sessionsAfter, finalAt, watermark) - watermarkShiftMs - 1);
+            // Next look: when the watermark reaches the moment it may close a session (for the
+            // live views), or the horizon the end of everything (Spark times out once its
+            // watermark is past the timestamp, hence - 1).
+            long next = nextChange(sessionsAfter, finalAt + allowedLatenessMs, watermark);
+            group.setTimeoutTimestamp(next - watermarkShiftMs - 1);
         } else if (group.exists()) {
             group.remove(); // every session and day closed: nothing of this visitor can change
         }
@@ -489,14 +534,19 @@ public final class VisitorActivity
         return copies;
     }
 
-    /** Whether a page view at or behind the watermark would change a number already final. */
-    boolean isLate(long ts, boolean noState, List<Session> sessions, long watermark) {
-        if (noState || floor(ts, DAY_MS) + DAY_MS <= watermark) {
+    /**
+     * Whether a page view at or behind the lateness horizon would change a number already final:
+     * its UTC day has ended behind the horizon, it falls within the gap of a session the horizon
+     * has closed or of one pruned from the state (at or before finalThrough), or this visitor has
+     * no state (nothing proves it changes nothing final).
+     */
+    boolean isLate(long ts, boolean noState, List<Session> sessions, long horizon, long finalThrough) {
+        if (noState || floor(ts, DAY_MS) + DAY_MS <= horizon || ts <= finalThrough) {
             return true;
         }
         for (Session session : sessions) {
             boolean touches = ts >= session.first.ts - gapMs && ts <= session.last.ts + gapMs;
-            if (touches && closed(session, watermark)) {
+            if (touches && closed(session, horizon)) {
                 return true;
             }
         }
@@ -508,16 +558,54 @@ public final class VisitorActivity
      * final: the visitor has no page view in the state (none to belong to, or all final), or it
      * belongs to a session the watermark has closed.
      */
-    boolean isLateEngagement(long ts, boolean noPageviews, List<Session> sessions, long watermark) {
-        if (noPageviews) {
+    boolean isLateEngagement(
+            long ts, boolean noPageviews, List<Session> sessions, long horizon, long finalThrough) {
+        if (noPageviews || ts <= finalThrough) {
             return true;
         }
         for (Session session : sessions) {
             if (holds(session, ts)) {
-                return closed(session, watermark);
+                return closed(session, horizon);
             }
         }
         return false;
+    }
+
+    /**
+     * The state without what the horizon has made final, so that a visitor seen every day keeps
+     * a few days of page views, not all of them: every page view before the latest UTC midnight
+     * C at or behind the horizon that no session crosses and before which every session is
+     * closed by the horizon. Their numbers cannot change any more, and no page view still
+     * counted can meet them: one after the horizon is beyond every pruned session's gap (closed)
+     * and day (ended); one at or behind it is late (isLate: its day ended, or ts ≤
+     * finalThrough, the end of the last pruned session's gap). Rollup deltas stay exact: the
+     * pruned page views' cells are all before C, where no later page view adds to a day or a
+     * session, so before and after a later call they contribute the same. Engagement events
+     * before C or within a pruned session's gap go too: no page view still counted can claim
+     * them.
+     */
+    Stored pruned(Stored stored, List<Session> sessions, long horizon) {
+        for (int i = sessions.size() - 2; i >= 0; i--) {
+            Session closedOne = sessions.get(i);
+            long cut = floor(Math.min(sessions.get(i + 1).first.ts, horizon), DAY_MS);
+            if (cut > closedOne.last.ts && closed(closedOne, horizon)) {
+                List<Event> pageviews = new ArrayList<>();
+                for (Event event : stored.pageviews()) {
+                    if (event.ts >= cut) {
+                        pageviews.add(event);
+                    }
+                }
+                long through = Math.max(stored.finalThrough(), closedOne.last.ts + gapMs);
+                List<Engagement> engagements = new ArrayList<>();
+                for (Engagement engagement : stored.engagements()) {
+                    if (engagement.ts() >= cut && engagement.ts() > through) {
+                        engagements.add(engagement);
+                    }
+                }
+                return new Stored(pageviews, engagements, through);
+            }
+        }
+        return stored;
     }
 
     /** Whether an engagement event at ts belongs to the session: ts in [first, last + gap]. */

@@ -14,7 +14,7 @@ import java.util.List;
 public final class EngagedSessionsCheck {
 
     private static final long GAP_MS = 1_800_000L;
-    private static final VisitorActivity FUNCTION = new VisitorActivity(GAP_MS, 0L, 10_000L);
+    private static final VisitorActivity FUNCTION = new VisitorActivity(GAP_MS, 0L, 10_000L, 0L);
 
     private EngagedSessionsCheck() {}
 

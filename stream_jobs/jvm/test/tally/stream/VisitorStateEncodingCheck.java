@@ -10,7 +10,8 @@ import java.util.List;
  * fields, no version marker), as running deployments hold in their checkpoints, decodes with its
  * values in place and the new fields empty; a v2 state (the issue-16 dimensions, before engaged
  * sessions) decodes with no engagement event; a state is written as v3 and reads back unchanged,
- * engagement events included.
+ * engagement events included; a v3 state decodes with nothing pruned, and a state is written as v4
+ * (issue 30: the end of what was pruned from it, finalThrough) and reads back unchanged.
  * Run by tests/unit/test_visitor_state_encoding.py (javac + java, no Spark session): exits 1 with
  * the failed check on stderr.
  */
@@ -37,10 +38,17 @@ public final class VisitorStateEncodingCheck {
         check(fromV2.pageviews().get(0).field("screen_size").equals("screen_size-0"), "v2 field screen_size");
         check(fromV2.engagements().isEmpty(), "a v2 state has no engagement event");
 
-        byte[] v3 = VisitorActivity.encode(v1);
-        check(v3[3] == -3 && v3[0] == -1, "a state is written with the v3 marker");
-        List<VisitorActivity.Event> again = VisitorActivity.decode(v3);
-        check(again.size() == 2, "v3 round trip keeps the page views");
+        VisitorActivity.Stored fromV3 = VisitorActivity.decodeState(v3State());
+        check(fromV3.pageviews().size() == 1 && fromV3.engagements().size() == 1, "a v3 state decodes");
+        check(fromV3.finalThrough() == Long.MIN_VALUE, "a v3 state has nothing pruned");
+
+        byte[] v4 = VisitorActivity.encode(v1);
+        check(v4[3] == -4 && v4[0] == -1, "a state is written with the v4 marker");
+        List<VisitorActivity.Event> again = VisitorActivity.decode(v4);
+        check(again.size() == 2, "v4 round trip keeps the page views");
+        VisitorActivity.Stored pruned = VisitorActivity.decodeState(
+                VisitorActivity.encode(new VisitorActivity.Stored(v1, List.of(), 1_234L)));
+        check(pruned.finalThrough() == 1_234L && pruned.pageviews().size() == 2, "v4 round trip keeps finalThrough");
         List<VisitorActivity.Engagement> engagements =
                 List.of(new VisitorActivity.Engagement(7L, "e-1", 6_000L), new VisitorActivity.Engagement(9L, "e-2", 12L));
         VisitorActivity.Stored both = VisitorActivity.decodeState(VisitorActivity.encode(v1, engagements));
@@ -55,8 +63,8 @@ public final class VisitorStateEncodingCheck {
         check(java.util.Arrays.equals(full.get(0).fields, fields), "v2 round trip keeps every field");
         check(VisitorActivity.decode(new byte[0]).isEmpty(), "an empty state is no page views");
         try {
-            VisitorActivity.decode(new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xfc, 0, 0, 0, 0});
-            check(false, "an unknown encoding marker (-4) is refused");
+            VisitorActivity.decode(new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xfb, 0, 0, 0, 0});
+            check(false, "an unknown encoding marker (-5) is refused");
         } catch (IllegalStateException expected) {
             // refused, not misread
         }
@@ -90,6 +98,25 @@ public final class VisitorStateEncodingCheck {
         for (int i = 1; i < VisitorActivity.EVENT_FIELDS.length; i++) {
             out.writeUTF(VisitorActivity.EVENT_FIELDS[i] + "-0");
         }
+        out.flush();
+        return bytes.toByteArray();
+    }
+
+    /** One page view and one engagement event exactly as the encoder of v3 (issue 16) wrote them. */
+    private static byte[] v3State() throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        out.writeInt(-3);
+        out.writeInt(1);
+        out.writeLong(1_700_000_000_000L);
+        out.writeUTF("id-0");
+        for (int i = 1; i < VisitorActivity.EVENT_FIELDS.length; i++) {
+            out.writeUTF(VisitorActivity.EVENT_FIELDS[i] + "-0");
+        }
+        out.writeInt(1);
+        out.writeLong(1_700_000_001_000L);
+        out.writeUTF("e-0");
+        out.writeLong(5_000L);
         out.flush();
         return bytes.toByteArray();
     }
