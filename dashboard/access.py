@@ -134,6 +134,9 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.accounts.remove_member": OWNER,
     "dashboard.accounts.change_role": OWNER,
     "dashboard.accounts.invite": OWNER,
+    # Waiting invitations: listed to owners ("nothing" to other members), revoked by owners.
+    "dashboard.accounts.waiting_invites": reader(),
+    "dashboard.accounts.revoke_invite": OWNER,
 }
 
 
@@ -381,6 +384,8 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.change_role": key("owner", "manage"),
     "stats_api.remove_member": key("owner", "manage"),
     "stats_api.invite": key("owner", "manage"),
+    "stats_api.list_invites": key("owner"),
+    "stats_api.revoke_invite": key("owner", "manage"),
     "stats_api.audit_log": key("owner"),
     # A key's own keys (its user's; the operator's key names the user): no site.
     "stats_api.list_keys": key(site="none"),

@@ -1,6 +1,7 @@
 """Team members in the dashboard (storage/users.py): their sessions, what their role lets them
-call, the invitation page, and the Team panel (API keys; for owners, invitations, members, their
-roles and the audit log).
+call, the invitation page, and the Team panel (API keys; for owners, invitations and the waiting
+ones with Revoke, members, their roles and the site's audit log). Invitations, removals and role
+changes go through storage/users.py's functions that write the audit row too.
 
 A member's session (dashboard/browser_session.py) names only their email. On every request the
 session and the member are looked up again (no cache): removing a member (from a site or
@@ -32,7 +33,7 @@ from flask import (
     request,
 )
 
-from dashboard import browser_session
+from dashboard import browser_session, invitations
 from dashboard.access import body_problem, malformed_callback, member_refusal
 from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
 from dashboard.client_address import client_address
@@ -58,6 +59,7 @@ KEY_REVOKE = "key-revoke"
 KEY_FORM = "key-form"  # a member's form for their own keys
 MEMBER_REMOVE = "member-remove"
 MEMBER_ROLE = "member-role"
+INVITE_REVOKE = "invite-revoke"
 AUDIT_ROWS = 50
 
 
@@ -66,14 +68,15 @@ def current_user() -> User | None:
     return g.get("user") if has_request_context() else None
 
 
-def team_sign_in(clients: ClientFactory) -> TeamSignIn:
+def team_sign_in(clients: ClientFactory, operator_email: str = "") -> TeamSignIn:
     def check(email: str, password: str) -> bool:
         user = users.check_password(clients(), email, password)
         return user is not None and bool(user.roles)
 
     def record(email: str, outcome: str, address: str) -> None:
         try:
-            users.record(clients(), "sign_in", email, outcome, address=address)
+            # An address without an account is not written as typed (users.record_sign_in).
+            users.record_sign_in(clients(), email, outcome, address, operator_email)
         except Exception as failure:  # the audit log must not lock anyone out
             log.warning("audit_write_failed", error=str(failure)[:200])
 
@@ -111,7 +114,7 @@ def install_accounts(app: Dash, settings: Settings, clients: ClientFactory) -> N
     def accept(token: str) -> Response | tuple[str, int]:
         client = clients()
         invite = users.find_invite(client, token)
-        if invite is None:
+        if invite is None or invite.email == settings.owner_email.strip().lower():
             return render_template_string(INVITE_GONE), 404
         existing = users.get_user(client, invite.email)
         new_account = existing is None or not existing.has_password
@@ -131,7 +134,8 @@ def install_accounts(app: Dash, settings: Settings, clients: ClientFactory) -> N
         except AccountError as refusal:
             throttle.failed(address, token)
             return render_template_string(INVITE_PAGE, error=str(refusal).capitalize(), **page), 400
-        users.record(client, "invite_accepted", invite.email, "ok", address=address, detail=invite.site)
+        accepted = {"address": address, "detail": invite.site, "site": invite.site}
+        users.record(client, "invite_accepted", invite.email, "ok", **accepted)
         browser_session.begin(clients, "member", invite.email)
         return redirect("/")
 
@@ -197,6 +201,9 @@ def team_panel() -> html.Section:
                         className="share-form",
                     ),
                     html.Div(id="invite-created"),
+                    html.H3("Waiting invitations"),
+                    html.Div(id="invite-status", role="status"),
+                    html.Div(id="team-invites"),
                     html.H3("Members"),
                     html.Div(id="member-status", role="status"),
                     html.Div(id="team-members"),
@@ -284,8 +291,16 @@ def _owner_of(site: str | None) -> bool:
     return bool(site) and (user is None or user.may(site, "owner"))  # type: ignore[arg-type]
 
 
+def _actor(settings: Settings) -> users.Actor:
+    """Who changes accounts from the Team panel: the member signed in, or the operator."""
+    user = current_user()
+    address = request.remote_addr or ""
+    if user is None:
+        return users.Actor(settings.owner_email, True, address)
+    return users.Actor(user.email, False, address)
+
+
 def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
-    base_path = INVITE_PREFIX
 
     @app.callback(
         Output("team-keys", "children"),
@@ -335,13 +350,14 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         try:
             if isinstance(trigger, dict):
                 revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
-                users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id)
+                site_of = users.key_site(revoked)
+                users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id, site=site_of)
                 return notice(f"Revoked the key {revoked.id}."), version + 1
             scope = "manage" if manage and "manage" in manage else "read"
             key, token = users.create_key(clients(), user.email, [site], scope=scope)
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
-        users.record(clients(), "key_created", user.email, "ok", key_id=key.id, detail=site)
+        users.record(clients(), "key_created", user.email, "ok", key_id=key.id, detail=site, site=site)
         shown = html.Div(
             [
                 html.P(f"Key {key.id} for {site}, scope {key.scope} (copy it now, it is not shown again):"),
@@ -390,8 +406,8 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
             if rows
             else html.P("No members yet: invite someone.", className="hint")
         )
-        emails = [email for email, _s, _r in rows] + [settings.owner_email.lower()]
-        entries = users.audit(client, emails, limit=AUDIT_ROWS)
+        # The rows about this site; account-level rows (sign-ins) are the operator's alone.
+        entries = users.audit(client, [site, ""] if current_user() is None else [site], limit=AUDIT_ROWS)
         audit = html.Table(
             [
                 html.Thead(
@@ -432,7 +448,7 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
             return notice("Only the site's owners remove members.", "error"), no_update
         email = str(ctx.triggered_id["email"])
         try:
-            users.remove_user(clients(), email, site)
+            users.remove_member(clients(), _actor(settings), email, site)
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
         return notice(f"Removed {email} from {site}."), version + 1
@@ -461,39 +477,85 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         if role == current:
             raise PreventUpdate
         try:
-            users.set_role(client, email, site, role)
+            users.change_role(client, _actor(settings), email, site, role)
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
-        actor = current_user()
-        users.record(
-            client, "role_changed", actor.email if actor else settings.owner_email, "ok",
-            address=request.remote_addr or "", detail=f"{email} {site} {role}",
-        )  # fmt: skip
         return notice(f"{email} is now {role} of {site}."), version + 1
 
     @app.callback(
         Output("invite-created", "children"),
+        Output("team-version", "data", allow_duplicate=True),
         Input("invite-create", "n_clicks"),
         State("site", "value"),
         State("invite-email", "value"),
         State("invite-role", "value"),
+        State("team-version", "data"),
         prevent_initial_call=True,
     )
-    def invite(clicks: int | None, site: str | None, email: str | None, role: str | None) -> Any:
+    def invite(
+        clicks: int | None, site: str | None, email: str | None, role: str | None, version: int
+    ) -> tuple[Any, Any]:
         if not clicks or not site:
             raise PreventUpdate
         if not _owner_of(site):
-            return notice("Only the site's owners invite.", "error")
+            return notice("Only the site's owners invite.", "error"), no_update
         try:
-            token = users.create_invite(clients(), email or "", site, role or "")
+            made = invitations.invite(
+                settings, clients(), _actor(settings), email or "", site, role or "", request.host_url
+            )
         except AccountError as refusal:
-            return notice(str(refusal), "error")
-        link = f"{request.host_url.rstrip('/')}{base_path}{token}"
-        return html.Div(
-            [html.P(f"Send this link to {email} (valid 7 days, once):"), html.Code(link, id="invite-link")],
-            className="notice notice-info",
-        )
+            return notice(str(refusal), "error"), no_update
+        said = html.P(invitations.what_happens(made))
+        shown = [said, html.Code(made.link, id="invite-link")] if made.link else [said]
+        return html.Div(shown, className="notice notice-info", id="invite-sent"), version + 1
 
+    @app.callback(
+        Output("team-invites", "children"),
+        Input("site", "value"),
+        Input("team-version", "data"),
+    )
+    def waiting_invites(site: str | None, _: int) -> Any:
+        if not _owner_of(site):
+            return None
+        rows = [
+            (
+                html.Code(invite.id),
+                f"{invite.email} · {invite.role} · {INVITE_STATES[invite.status]} · invited by "
+                f"{'the operator' if invite.inviter == users.OPERATOR else invite.inviter} · "
+                f"until {invite.expires_at:%Y-%m-%d}",
+                html.Button("Revoke", id={"type": INVITE_REVOKE, "id": invite.id}, className="button-quiet"),
+            )
+            for invite in users.list_invites(clients(), site)
+        ]
+        return removable_list(rows, "No waiting invitations.", item_class="invite", list_class="invite-list")
+
+    @app.callback(
+        Output("invite-status", "children"),
+        Output("team-version", "data", allow_duplicate=True),
+        Input({"type": INVITE_REVOKE, "id": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def revoke_invite(_revokes: list, site: str | None, version: int) -> tuple[Any, Any]:
+        if not site or not ctx.triggered or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        if not _owner_of(site):
+            return notice("Only the site's owners revoke invitations.", "error"), no_update
+        invite_id = str(ctx.triggered_id["id"])
+        try:  # the id comes from the browser: only a waiting invitation of this site
+            revoked = users.revoke(clients(), _actor(settings), invite_id, site)
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        return notice(f"Revoked the invitation of {revoked.email}."), version + 1
+
+
+INVITE_STATES = {
+    "pending": "waiting for the operator's approval",
+    "open": "sent, not yet accepted",
+    "used": "accepted",
+    "revoked": "revoked",
+}
 
 INVITE_GONE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

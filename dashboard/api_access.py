@@ -84,7 +84,8 @@ def authorise(
     key, sites = found
     if KEY_USES.due(key.id):
         try:
-            users.record(clients(), "api_key", key.email, "ok", key_id=key.id, address=address)
+            site = users.key_site(key)
+            users.record(clients(), "api_key", key.email, "ok", key_id=key.id, address=address, site=site)
         except Exception as failure:  # the audit log must not fail a read
             log.warning("audit_write_failed", error=str(failure)[:200])
     return Access(email=key.email, key_id=key.id, sites=sites, scope=key.scope)

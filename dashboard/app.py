@@ -57,7 +57,7 @@ def build_app(
 ) -> Dash:
     clients = clients or thread_local_clients(settings)
     server = Flask(__name__)
-    install_login(server, settings, clients, team_sign_in(clients))
+    install_login(server, settings, clients, team_sign_in(clients, settings.owner_email))
     server.register_blueprint(stats_api(settings, clients, clock))
     server.register_blueprint(plausible_api(settings, clients, clock))  # Plausible's v2 query
     harden(server)

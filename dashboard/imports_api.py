@@ -96,7 +96,7 @@ def register_imports_api(api: Blueprint, clients: ClientFactory) -> None:
             record = imports.remove_import(clients(), site, which)
         except imports.InvalidImport as unknown:
             raise BadParameter("file", str(unknown)) from None
-        record_change(clients, "import_removed", f"{site}: {record.file_name} ({record.import_id})")
+        record_change(clients, "import_removed", f"{site}: {record.file_name} ({record.import_id})", site)
         return jsonify({"site": site, "removed": record_json(record)})
 
 
@@ -149,10 +149,10 @@ def file_name(given: dict[str, str], data: bytes) -> str:
 
 def audit(clients: ClientFactory, site: str, result: imports.ImportResult) -> None:
     detail = f"{site}: {len(result.imported)} file(s) imported, {len(result.already)} already"
-    record_change(clients, "import", detail)
+    record_change(clients, "import", detail, site)
 
 
-def record_change(clients: ClientFactory, action: str, detail: str) -> None:
+def record_change(clients: ClientFactory, action: str, detail: str, site: str) -> None:
     """An audit-log line for a change to a site's imported history, naming who made it."""
     access = caller()
     users.record(
@@ -163,6 +163,7 @@ def record_change(clients: ClientFactory, action: str, detail: str) -> None:
         address=request.remote_addr or "",
         key_id=access.key_id if access else "",
         detail=detail,
+        site=site,
     )
 
 

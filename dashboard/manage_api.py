@@ -13,7 +13,9 @@ What a caller may do on a site is what the dashboard lets the same person do the
 acts with its user's role on the sites in its scope. Reading needs the role; changing anything
 also needs a key made with scope `manage` (a read key, the default, changes nothing). Exclusions
 and email reports: admin. The site's time zone: any member reads it, an admin changes it.
-Members, invitations, the audit log: owner. API keys: a member's own (the operator's key:
+Members, invitations (listed, made, revoked; an owner's never carry a link for an address that has
+no account: dashboard/invitations.py), the audit log (the rows of that site; the operator's key
+also reads the account-level ones, sign-ins): owner. API keys: a member's own (the operator's key:
 anyone's).
 
 Answers: 400 naming the parameter or body field, 403 for a role or key scope that does not
@@ -29,6 +31,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import Forbidden, NotFound
 
+from dashboard import invitations
 from dashboard.api_access import Access
 from dashboard.api_parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
 from dashboard.plausible_report import SiteNotFound
@@ -39,7 +42,6 @@ from storage.sites import InvalidDomain, list_sites, normalise
 from storage.users import RANK, AccountError, Role
 from tally.settings import Settings
 
-INVITE_PATH = "/invite/"
 DEFAULT_AUDIT_LIMIT = 100
 MAX_FIELD_CHARS = 1000
 
@@ -71,17 +73,23 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         user = users.get_user(clients(), access.email)
         return user.role_on(site) if user else None
 
-    def audited(action: str, detail: str, key_id: str = "") -> None:
+    def actor() -> users.Actor:
         access = caller()
         email = settings.owner_email if access.is_operator else access.email
+        return users.Actor(email, access.is_operator, request.remote_addr or "", access.key_id)
+
+    def audited(action: str, detail: str, site: str, key_id: str = "") -> None:
+        """The change's audit row, naming the site it concerns ('' for an account's keys)."""
+        who = actor()
         users.record(
             clients(),
             action,
-            email,
+            who.email,
             "ok",
-            address=request.remote_addr or "",
-            key_id=key_id or access.key_id,
+            address=who.address,
+            key_id=key_id or who.key_id,
             detail=detail,
+            site=site,
         )
 
     # -- exclusions (admin) -------------------------------------------------------------------
@@ -103,7 +111,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
                 exclusions.add_exclusions(clients(), [exclusion])
             except exclusions.InvalidExclusion as refused:
                 raise BadParameter("site", str(refused).removeprefix("site: ")) from None
-            audited("exclusion_added", f"{site} {exclusion.kind} {exclusion.value}")
+            audited("exclusion_added", f"{site} {exclusion.kind} {exclusion.value}", site)
         return jsonify(exclusion_json(exclusion) | {"site": site}), 200 if existing else 201
 
     @api.delete("/exclusions")
@@ -113,7 +121,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         exclusion = wanted_exclusion(site, required(args, "kind"), required(args, "value"))
         if exclusions.remove_exclusions(clients(), [exclusion]):
             raise NotFound(f"value: {exclusion.kind} {exclusion.value} is not excluded from {site}")
-        audited("exclusion_removed", f"{site} {exclusion.kind} {exclusion.value}")
+        audited("exclusion_removed", f"{site} {exclusion.kind} {exclusion.value}", site)
         return jsonify({"removed": exclusion_json(exclusion) | {"site": site}})
 
     # -- members, invitations, the audit log (owner) ------------------------------------------
@@ -135,8 +143,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         email, role = account_field(users.clean_email, text(fields, "email")), text(fields, "role")
         role = account_field(users.clean_role, role)
         member(site, email)
-        users.set_role(clients(), email, site, role)
-        audited("role_changed", f"{email} {site} {role}")
+        users.change_role(clients(), actor(), email, site, role)
         return jsonify({"email": email, "site": site, "role": role})
 
     @api.delete("/members")
@@ -145,8 +152,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         site = site_with_role(args, "owner", change=True)
         email = account_field(users.clean_email, required(args, "email"))
         role = member(site, email)
-        users.remove_user(clients(), email, site)
-        audited("member_removed", f"{email} {site}")
+        users.remove_member(clients(), actor(), email, site)
         return jsonify({"removed": {"email": email, "site": site, "role": role}})
 
     def member(site: str, email: str) -> Role:
@@ -165,29 +171,40 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         email = account_field(users.clean_email, text(fields, "email"))
         role = account_field(users.clean_role, text(fields, "role"))
         try:
-            token = users.create_invite(clients(), email, site, role)
-        except AccountError as refused:  # the site's pending invitations are at their cap
+            made = invitations.invite(settings, clients(), actor(), email, site, role, request.host_url)
+        except AccountError as refused:
             raise as_bad_field(refused) from None
-        audited("invite_created", f"{email} {site} {role}")
-        found = users.find_invite(clients(), token)
-        return jsonify(
-            {
-                "email": email,
-                "site": site,
-                "role": role,
-                "link": f"{request.host_url.rstrip('/')}{INVITE_PATH}{token}",
-                "expires_at": iso(found.expires_at) if found else None,
-            }
-        ), 201
+        # The link only when the caller may hold it: the operator's own, or shown for an existing
+        # account; a mailed or pending invitation's link never reaches the inviting owner.
+        answer = invite_json(made.invite) | {"delivery": made.delivery}
+        return jsonify(answer | ({"link": made.link} if made.link else {})), 201
+
+    @api.get("/invites")
+    def list_invites() -> Response:
+        site = site_with_role(query(("site",)), "owner", change=False)
+        waiting = users.list_invites(clients(), site)
+        return jsonify({"site": site, "invites": [invite_json(row) for row in waiting]})
+
+    @api.delete("/invites")
+    def revoke_invite() -> Response:
+        args = query(("site", "id"))
+        site = site_with_role(args, "owner", change=True)
+        invite_id = required(args, "id")
+        try:
+            revoked = users.revoke(clients(), actor(), invite_id, site)
+        except AccountError:
+            raise NotFound(f"id: no waiting invitation {invite_id!r} on {site}") from None
+        return jsonify({"revoked": invite_json(revoked) | {"status": "revoked"}})
 
     @api.get("/audit")
     def audit_log() -> Response:
         args = query(("site", "limit"))
         site = site_with_role(args, "owner", change=False)
         limit = whole_number(args, "limit", DEFAULT_AUDIT_LIMIT)
-        # The entries of the site's members and of the operator, as the owner's Team panel shows.
-        emails = [email for email, _s, _r in users.list_users(clients(), site)]
-        entries = users.audit(clients(), [*emails, settings.owner_email.lower()], limit=limit)
+        # The rows about this site; the account-level ones (sign-ins: from where a member signed
+        # in, whatever site they then read) are the operator's alone.
+        sites = [site, ""] if caller().is_operator else [site]
+        entries = users.audit(clients(), sites, limit=limit)
         return jsonify({"site": site, "entries": [audit_json(entry) for entry in entries]})
 
     # -- API keys (a member's own; the operator's key: anyone's) ------------------------------
@@ -229,7 +246,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             )
         except AccountError as refused:
             raise as_bad_field(refused, {"site": "sites"}) from None
-        audited("key_created", ", ".join(key.sites), key_id=key.id)
+        audited("key_created", ", ".join(key.sites), users.key_site(key), key_id=key.id)
         return jsonify(key_json(key) | {"key": token}), 201
 
     @api.delete("/keys")
@@ -243,7 +260,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             key = users.revoke_key(clients(), key_id, email=None if access.is_operator else access.email)
         except AccountError:
             raise NotFound(f"id: no API key {key_id!r}") from None
-        audited("key_revoked", key.email, key_id=key.id)
+        audited("key_revoked", key.email, users.key_site(key), key_id=key.id)
         return jsonify({"revoked": key_json(key) | {"revoked": True}})
 
     # -- the site's time zone (reading: any member; changing: admin) ---------------------------
@@ -263,7 +280,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             raise BadParameter(
                 "timezone", f"{zone!r} is not an IANA time zone (e.g. Europe/Berlin)"
             ) from None
-        audited("timezone_changed", f"{site} {zone}")
+        audited("timezone_changed", f"{site} {zone}", site)
         return jsonify({"site": site, "timezone": zone})
 
     # -- email report subscriptions (admin) ---------------------------------------------------
@@ -287,7 +304,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         except report_subscriptions.InvalidSubscription as refused:  # the site's cap
             raise BadParameter("site", str(refused).removeprefix("site: ")) from None
         if not existing:
-            audited("report_subscribed", f"{site} {email} {frequency}")
+            audited("report_subscribed", f"{site} {email} {frequency}", site)
         return jsonify(subscription_json(wanted) | {"site": site}), 200 if existing else 201
 
     @api.delete("/reports")
@@ -301,7 +318,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         except report_subscriptions.InvalidSubscription:
             which = f"{frequency} report" if frequency else "report"
             raise NotFound(f"email: {email} receives no {which} of {site}") from None
-        audited("report_unsubscribed", f"{site} {email} {frequency or 'all'}")
+        audited("report_unsubscribed", f"{site} {email} {frequency or 'all'}", site)
         return jsonify({"removed": [subscription_json(row) | {"site": site} for row in ended]})
 
 
@@ -450,9 +467,23 @@ def key_json(key: users.ApiKey) -> dict[str, object]:
     }
 
 
+def invite_json(invite: users.Invite) -> dict[str, object]:
+    return {
+        "id": invite.id,
+        "email": invite.email,
+        "site": invite.site,
+        "role": invite.role,
+        "status": invite.status,
+        "invited_by": "operator" if invite.inviter == users.OPERATOR else invite.inviter,
+        "created_at": iso(invite.created_at) if invite.created_at else None,
+        "expires_at": iso(invite.expires_at),
+    }
+
+
 def audit_json(entry: users.AuditEntry) -> dict[str, object]:
     return {
         "ts": iso(entry.ts),
+        "site": entry.site,
         "action": entry.action,
         "email": entry.email,
         "key_id": entry.key_id,

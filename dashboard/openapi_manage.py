@@ -100,8 +100,24 @@ AUDIT_ENTRY = _object(
         "outcome": _string(),
         "address": _string(),
         "detail": _string(),
+        "site": _string(description="the site the row concerns; empty for account-level rows"),
     }
 )
+INVITE = _object(
+    {
+        "id": _string(),
+        "email": _string(),
+        "site": _string(),
+        "role": _string(enum=list(users.ROLES)),
+        "status": _string(enum=["pending", "open", "used", "revoked"]),
+        "invited_by": _string(description="the inviting member's email, or `operator`"),
+        "created_at": _string(format="date-time"),
+        "expires_at": _string(format="date-time"),
+    }
+)
+# The link is there only when the caller may hold it (the operator's key, or an existing account's).
+INVITE_MADE = _object({**INVITE["properties"], "delivery": _string(enum=list(users.DELIVERIES))})
+INVITE_MADE["properties"]["link"] = _string()
 SITE_ZONE = _object({"site": _string(), "timezone": _string()})
 KIND = _string(enum=list(exclusions.KINDS))
 ROLE = _string(enum=list(users.ROLES))
@@ -165,30 +181,41 @@ def management_paths() -> JSON:
             ),
         },
         "/api/v1/invites": {
-            "post": _operation(
-                "A one-time invitation link (7 days) giving `email` the role on the site once "
-                "accepted; no mail is sent: pass the link on." + WHO.format(role="owner"),
+            "get": _operation(
+                "The site's waiting invitations (pending the operator's approval, or open), oldest "
+                "first; never their links." + WHO.format(role="owner"),
                 [SITE],
                 {
-                    "201": _answer(
-                        "the invitation",
-                        _object(
-                            {
-                                **SITE_MEMBER["properties"],
-                                "link": _string(),
-                                "expires_at": _string(format="date-time"),
-                            }
-                        ),
+                    "200": _answer(
+                        "the invitations",
+                        _object({"site": _string(), "invites": {"type": "array", "items": INVITE}}),
                     )
                 },
+            ),
+            "post": _operation(
+                "A one-time invitation (7 days) giving `email` the role on the site once accepted, "
+                "bound to the inviter's role (it dies if they stop being an owner). The link is in "
+                "the answer only for the operator's key and, with no SMTP server, for an address "
+                "that already has an account (only its own password accepts it); otherwise it is "
+                "mailed to the address (`delivery`: mail) or, for a new address with no SMTP "
+                "server, waits for the operator's approval (`delivery`: pending, `tally users "
+                "invites approve ID`)." + WHO.format(role="owner"),
+                [SITE],
+                {"201": _answer("the invitation", INVITE_MADE)},
                 _body({"email": TEXT, "role": ROLE}, ["email", "role"]),
+            ),
+            "delete": _operation(
+                "Revoke a waiting invitation of the site: its link stops working." + WHO.format(role="owner"),
+                [SITE, _query("id", "the invitation's id (GET /api/v1/invites)", TEXT)],
+                {"200": _answer("revoked", _object({"revoked": INVITE}))},
             ),
         },
         "/api/v1/audit": {
             "get": _operation(
-                "The audit log of the site's members and the operator, newest first: sign-ins, "
-                "invitations, key use (a row per key per minute at most), changes made over this API."
-                + WHO.format(role="owner"),
+                "The site's audit log, newest first: invitations, members' changes, settings "
+                "changes, imports, the use of keys for this site alone (a row per key per minute at "
+                "most). Sign-ins are account-level: the operator's key reads them here too, an "
+                "owner's does not." + WHO.format(role="owner"),
                 [
                     SITE,
                     _query(

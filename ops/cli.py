@@ -360,19 +360,73 @@ def _role_option(default: str | None = None):  # type: ignore[no-untyped-def]
 @_role_option()
 def users_invite(email: str, site: str, role: str) -> None:
     """Print a one-time invitation link (7 days) for EMAIL to SITE with ROLE; no mail is sent."""
+    from dashboard import invitations
     from storage import users as accounts
     from storage.client import connect
 
     email, role = accounts.clean_email(email), accounts.clean_role(role)  # before the store is asked
     settings = current_settings()
-    token = accounts.create_invite(connect(settings), email, site, role)
-    base = f"http://{settings.dashboard_host}:{settings.dashboard_port}"
-    click.echo(f"{base}/invite/{token}")
+    base = invitations.dashboard_url(settings)
+    made = invitations.invite(settings, connect(settings), _operator(), email, site, role, base)
+    click.echo(made.link)
     click.echo(
         f"invitation for {email} ({role}): send them the link; it works once, for 7 days, and is not "
         f"shown again; behind a TLS proxy use its address instead of {base}",
         err=True,
     )
+
+
+def _operator():  # type: ignore[no-untyped-def]
+    """The operator at the CLI, as the audit log names them (TALLY_OWNER_EMAIL)."""
+    from storage import users as accounts
+
+    return accounts.Actor(current_settings().owner_email, is_operator=True)
+
+
+@users.group("invites", cls=TallyGroup, invoke_without_command=True)
+@click.option("--site", default=None, help="Only this site's invitations.")
+@click.pass_context
+def users_invites(context: click.Context, site: str | None) -> None:
+    """Waiting invitations: id, email, site, role, status (pending: waits for your approval;
+    open: its link is out), who invited, expiry. Subcommands approve and revoke them."""
+    if context.invoked_subcommand is not None:
+        return
+    from storage import users as accounts
+    from storage.client import connect
+
+    for invite in accounts.list_invites(connect(current_settings()), site):
+        fields = [invite.id, invite.email, invite.site, invite.role, invite.status, invite.inviter]
+        click.echo("\t".join([*fields, f"{invite.expires_at:%Y-%m-%d %H:%M}"]))
+
+
+@users_invites.command("approve")
+@click.argument("invite_id", metavar="ID")
+def invites_approve(invite_id: str) -> None:
+    """Approve pending invitation ID (an owner's, to an address with no account, made with no
+    SMTP server): print its link, for you to send to the address yourself."""
+    from dashboard import invitations
+    from storage import users as accounts
+    from storage.client import connect
+
+    settings = current_settings()
+    approved, token = accounts.approve(connect(settings), _operator(), invite_id)
+    click.echo(f"{invitations.dashboard_url(settings)}{invitations.INVITE_PATH}{token}")
+    click.echo(
+        f"approved the invitation of {approved.email} to {approved.site} ({approved.role}, invited by "
+        f"{approved.inviter}): send the link to that address only; it works once, for 7 days",
+        err=True,
+    )
+
+
+@users_invites.command("revoke")
+@click.argument("invite_id", metavar="ID")
+def invites_revoke(invite_id: str) -> None:
+    """Revoke waiting invitation ID: its link stops working."""
+    from storage import users as accounts
+    from storage.client import connect
+
+    revoked = accounts.revoke(connect(current_settings()), _operator(), invite_id)
+    click.echo(f"revoked the invitation of {revoked.email} to {revoked.site}")
 
 
 @users.command("list")
@@ -397,7 +451,7 @@ def users_role(email: str, site: str, role: str) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    accounts.set_role(connect(current_settings()), email, site, role)
+    accounts.change_role(connect(current_settings()), _operator(), email, site, role)
     click.echo(f"{accounts.clean_email(email)} is {role} of {site}")
 
 
@@ -409,18 +463,23 @@ def users_remove(email: str, site: str | None) -> None:
     from storage import users as accounts
     from storage.client import connect
 
-    accounts.remove_user(connect(current_settings()), email, site)
+    accounts.remove_member(connect(current_settings()), _operator(), email, site)
     click.echo(f"removed {accounts.clean_email(email)}{f' from {site}' if site else ''}")
 
 
 @users.command("audit")
 @click.option("--limit", default=50, type=click.IntRange(1, 10_000), help="How many entries (newest first).")
-def users_audit(limit: int) -> None:
-    """Sign-ins (ok / failed) and API key use (at most one entry per key per minute)."""
+@click.option("--site", default=None, help="Only the entries about this site (as its owners see them).")
+def users_audit(limit: int, site: str | None) -> None:
+    """Sign-ins (ok / failed), API key use (at most one entry per key per minute) and changes to
+    members, invitations and settings; the last field is the site it concerns (- for
+    account-level rows)."""
     from storage import users as accounts
     from storage.client import connect
+    from storage.sites import normalise
 
-    for entry in accounts.audit(connect(current_settings()), limit=limit):
+    sites = [normalise(site)] if site else None
+    for entry in accounts.audit(connect(current_settings()), sites, limit=limit):
         fields = [
             f"{entry.ts:%Y-%m-%d %H:%M:%S}",
             entry.action,
@@ -428,7 +487,7 @@ def users_audit(limit: int) -> None:
             entry.key_id or "-",
             entry.outcome,
         ]
-        click.echo("\t".join([*fields, entry.address or "-", entry.detail]).rstrip())
+        click.echo("\t".join([*fields, entry.address or "-", entry.detail, entry.site or "-"]))
 
 
 @users.group("keys", cls=TallyGroup)

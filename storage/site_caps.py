@@ -42,14 +42,15 @@ API_KEYS = Cap("API keys", 50, holder="email")  # live keys of one account, over
 
 
 def pending_invites(client: Client, site: str) -> int:
-    """The site's invitations still open (not used, not expired): those a cap must bound."""
+    """The site's invitations still waiting (pending the operator's approval or open, not
+    expired): those a cap must bound. One per invitation id (an approval gives it a new token)."""
     return int(
         client.query(
             """
             SELECT count() FROM (
-                SELECT argMax(used, changed_at) AS used, argMax(expires_at, changed_at) AS expires_at
-                FROM user_invites WHERE site = {site:String} GROUP BY token_sha256
-            ) WHERE used = 0 AND expires_at > now64(3)
+                SELECT argMax(status, changed_at) AS status, argMax(expires_at, changed_at) AS expires_at
+                FROM user_invites WHERE site = {site:String} AND id != '' GROUP BY id
+            ) WHERE status IN ('pending', 'open') AND expires_at > now64(3)
             """,
             parameters={"site": site},
         ).result_rows[0][0]

@@ -20,7 +20,7 @@ import re
 import secrets
 import string
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal, cast
 
@@ -72,12 +72,28 @@ class User:
         return role is not None and RANK[role] >= RANK[needed]
 
 
+# Who made an invitation when it was the operator (the CLI, the operator's password or key): not
+# an address, so no account can be it.
+OPERATOR = "operator"
+InviteStatus = Literal["pending", "open", "used", "revoked"]
+# How an invitation's link reaches the invitee: printed to the `operator` who made it; sent by
+# `mail` to the address alone; `shown` to the inviting owner (only an existing account may accept
+# it, with its own password); or `pending`, no link until the operator approves it.
+Delivery = Literal["operator", "mail", "shown", "pending"]
+DELIVERIES: tuple[Delivery, ...] = ("operator", "mail", "shown", "pending")
+
+
 @dataclass(frozen=True)
 class Invite:
     email: str
     site: str
     role: Role
     expires_at: datetime
+    id: str = ""
+    inviter: str = OPERATOR  # a member's email, or OPERATOR
+    status: InviteStatus = "open"
+    proven: bool = True  # the link reached only the address or the operator: it may make an account
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,22 @@ class AuditEntry:
     outcome: str
     address: str
     detail: str
+    site: str = ""  # the site the row concerns; '' for an account-level row (sign-ins)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who changes accounts, as the audit log names them: the operator (the CLI, the operator's
+    password or key; named by TALLY_OWNER_EMAIL) or a member (their session or key)."""
+
+    email: str
+    is_operator: bool = False
+    address: str = ""
+    key_id: str = ""
+
+    @property
+    def inviter(self) -> str:
+        return OPERATOR if self.is_operator else self.email
 
 
 def clean_email(email: str) -> str:
@@ -264,70 +296,222 @@ def set_password(client: Client, email: str, password: str) -> None:
 
 
 # -- invitations ------------------------------------------------------------------------------
+#
+# An invitation is bound to its inviter: it is accepted only while the inviter may still grant it
+# (the operator, or an owner of its site now), and only if it is newer than the invitee's last
+# removal (from the site, or the whole account), so an old link cannot bring a removed person back.
+# A link that may create a new account must have reached only the invited address (mailed by the
+# configured SMTP server) or the operator (made or approved by them): otherwise the inviter could
+# accept it himself and hold an account under someone else's address. A link an owner is shown
+# (the address already had an account) is accepted only with that account's own password.
 
 
-def create_invite(client: Client, email: str, site: str, role: str, now: datetime | None = None) -> str:
-    """A one-time invitation token (shown once: only its hash is kept), valid for 7 days."""
+def create_invite(
+    client: Client,
+    email: str,
+    site: str,
+    role: str,
+    now: datetime | None = None,
+    inviter: str = OPERATOR,
+    delivery: Delivery = "operator",
+) -> str:
+    """A one-time invitation token (shown once: only its hash is kept), valid for 7 days, made by
+    `inviter` (a member's email, or OPERATOR) and sent by `delivery`. A pending invitation's token
+    is never usable: the operator's approval makes a new one (approve_invite)."""
     email, role = clean_email(email), clean_role(role)
     site = registered_site(client, site)
+    if delivery not in DELIVERIES:
+        raise AccountError(f"delivery: one of {', '.join(DELIVERIES)}")
     site_caps.PENDING_INVITES.check(site_caps.pending_invites(client, site), AccountError)
     now = now or datetime.now(UTC)
     token = secrets.token_urlsafe(32)
-    client.insert(
-        "user_invites",
-        [[token_hash(token), email, site, role, now, now + INVITE_LIFETIME, 0]],
-        column_names=["token_sha256", "email", "site", "role", "created_at", "expires_at", "used"],
+    invite = Invite(
+        email,
+        site,
+        role,
+        now + INVITE_LIFETIME,
+        id=secrets.token_hex(4),
+        inviter=inviter,
+        status="pending" if delivery == "pending" else "open",
+        proven=delivery in ("operator", "mail"),
+        created_at=now,
     )
+    _write_invite(client, invite, token_hash(token))
     return token
 
 
+INVITES = """
+SELECT id, argMax(token_sha256, changed_at), argMax(email, changed_at), argMax(site, changed_at),
+       argMax(role, changed_at), argMax(expires_at, changed_at), argMax(inviter, changed_at),
+       argMax(status, changed_at), argMax(proven, changed_at), min(changed_at)
+FROM user_invites
+"""
+INVITE_COLUMNS = [
+    "id", "token_sha256", "email", "site", "role", "created_at", "expires_at", "used", "inviter", "status",
+    "proven",
+]  # fmt: skip
+
+
+def _write_invite(client: Client, invite: Invite, token_sha256: str) -> None:
+    created = invite.created_at or datetime.now(UTC)
+    row = [
+        invite.id, token_sha256, invite.email, invite.site, invite.role, created, invite.expires_at,
+        int(invite.status == "used"), invite.inviter, invite.status, int(invite.proven),
+    ]  # fmt: skip
+    client.insert("user_invites", [row], column_names=INVITE_COLUMNS)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _invites(client: Client, where: str, parameters: dict[str, object]) -> list[tuple[str, Invite]]:
+    """(current token hash, invitation) of each invitation the WHERE clause picks; invitations
+    made before they had an id and an inviter are void and never read."""
+    rows = client.query(
+        INVITES + where + " GROUP BY id HAVING id != '' AND argMax(inviter, changed_at) != '' ORDER BY 10, 1",
+        parameters=parameters,
+    ).result_rows
+    found = []
+    for invite_id, token, email, site, role, expires_at, inviter, status, proven, created_at in rows:
+        invite = Invite(
+            email, site, cast(Role, role), _utc(expires_at), id=invite_id, inviter=inviter,
+            status=cast(InviteStatus, status), proven=bool(proven), created_at=_utc(created_at),
+        )  # fmt: skip
+        found.append((token, invite))
+    return found
+
+
+def _live(invite: Invite, now: datetime) -> bool:
+    return invite.status in ("pending", "open") and invite.expires_at > now
+
+
+def list_invites(client: Client, site: str | None = None) -> list[Invite]:
+    """Invitations still waiting (for the operator's approval, or to be accepted), oldest first,
+    on one site or all."""
+    now = datetime.now(UTC)
+    found = _invites(
+        client,
+        "WHERE {site:String} = '' OR site = {site:String}",
+        {"site": normalise(site) if site else ""},
+    )
+    return [invite for _token, invite in found if _live(invite, now)]
+
+
+def invite_by_id(client: Client, invite_id: str) -> Invite | None:
+    """The waiting invitation `invite_id` names, or None (unknown, used, revoked or expired)."""
+    found = _invites(client, "WHERE id = {id:String}", {"id": invite_id})
+    if not found or not _live(found[0][1], datetime.now(UTC)):
+        return None
+    return found[0][1]
+
+
 def find_invite(client: Client, token: str) -> Invite | None:
-    """The live invitation `token` names, or None (unknown, used or expired)."""
+    """The invitation `token` names if it may be accepted now, or None: unknown, pending, used,
+    revoked or expired, its inviter no longer allowed to grant it, older than the invitee's
+    removal, or a link the inviter was shown for an address that has no account now."""
+    found = _invites(
+        client,
+        "WHERE id IN (SELECT id FROM user_invites WHERE token_sha256 = {hash:String})",
+        {"hash": token_hash(token)},
+    )
+    if not found:
+        return None
+    current_token, invite = found[0]
+    if current_token != token_hash(token) or invite.status != "open" or not _live(invite, datetime.now(UTC)):
+        return None
+    return None if invite_refusal(client, invite) else invite
+
+
+def invite_refusal(client: Client, invite: Invite) -> str | None:
+    """Why `invite` may not be accepted now, or None."""
+    if invite.inviter != OPERATOR:
+        inviter = get_user(client, invite.inviter)
+        if inviter is None or not inviter.may(invite.site, "owner"):
+            return "its inviter may no longer grant it"
+    created = invite.created_at or invite.expires_at - INVITE_LIFETIME
+    removed = _last_removal(client, invite.email, invite.site)
+    if removed is not None and created <= removed:
+        return "it is older than the invitee's removal"
+    if not invite.proven:
+        existing = get_user(client, invite.email)
+        if existing is None or not existing.has_password:
+            return "its link was shown to the inviter, and the address has no account"
+    return None
+
+
+def _last_removal(client: Client, email: str, site: str) -> datetime | None:
+    """When `email` last lost its account, or its role on `site`."""
     rows = client.query(
         """
-        SELECT argMax(email, changed_at), argMax(site, changed_at), argMax(role, changed_at),
-               argMax(expires_at, changed_at), argMax(used, changed_at)
-        FROM user_invites WHERE token_sha256 = {hash:String} GROUP BY token_sha256
+        SELECT max(changed_at) FROM (
+          SELECT changed_at FROM users WHERE email = {email:String} AND removed = 1
+          UNION ALL
+          SELECT changed_at FROM user_roles
+          WHERE email = {email:String} AND site = {site:String} AND removed = 1
+        )
         """,
-        parameters={"hash": token_hash(token)},
+        parameters={"email": email, "site": site},
     ).result_rows
-    if not rows:
+    moment = rows[0][0] if rows else None
+    if moment is None or _utc(moment).year < 1971:  # max() of no rows is the epoch
         return None
-    email, site, role, expires_at, used = rows[0]
-    expires_at = expires_at.replace(tzinfo=UTC) if expires_at.tzinfo is None else expires_at
-    if used or expires_at <= datetime.now(UTC):
-        return None
-    return Invite(email, site, cast(Role, role), expires_at)
+    return _utc(moment)
 
 
 def accept_invite(client: Client, token: str, invite: Invite, password: str) -> User:
     """Give the invitee their role; a new invitee's password is set now, an existing user's
-    must match. The token is spent either way."""
-    existing = get_user(client, invite.email)
+    must match. The token is spent either way. The invitation is checked again here: what held
+    when the page was shown may not hold now."""
+    current = find_invite(client, token)
+    if current is None or current.id != invite.id:
+        raise AccountError("invitation: it does not exist, was used, was revoked or has expired")
+    existing = get_user(client, current.email)
     if existing is not None and existing.has_password:
-        if check_password(client, invite.email, password) is None:
+        if check_password(client, current.email, password) is None:
             raise AccountError("password: not this account's password")
     else:
-        set_password(client, invite.email, password)
-    _write_role(client, invite.email, invite.site, invite.role)
-    client.insert(
-        "user_invites",
-        [
-            [
-                token_hash(token),
-                invite.email,
-                invite.site,
-                invite.role,
-                invite.expires_at,
-                invite.expires_at,
-                1,
-            ]
-        ],
-        column_names=["token_sha256", "email", "site", "role", "created_at", "expires_at", "used"],
-    )
-    user = get_user(client, invite.email)
+        set_password(client, current.email, password)
+    _write_role(client, current.email, current.site, current.role)
+    _write_invite(client, replace(current, status="used"), token_hash(token))
+    user = get_user(client, current.email)
     assert user is not None
     return user
+
+
+def approve_invite(client: Client, invite_id: str, now: datetime | None = None) -> tuple[Invite, str]:
+    """The operator's approval of a pending invitation: a new token (the only usable one, for
+    7 days from now) for the operator to send to the address."""
+    invite = invite_by_id(client, invite_id)
+    if invite is None:
+        raise AccountError(f"id: no waiting invitation {invite_id!r}")
+    if invite.status != "pending":
+        raise AccountError(f"id: invitation {invite_id} is not waiting for approval")
+    now = now or datetime.now(UTC)
+    token = secrets.token_urlsafe(32)
+    approved = replace(invite, status="open", proven=True, expires_at=now + INVITE_LIFETIME)
+    _write_invite(client, approved, token_hash(token))
+    return approved, token
+
+
+def revoke_invite(client: Client, invite_id: str, site: str | None = None) -> Invite:
+    """Revoke waiting invitation `invite_id` (of `site`, when given: an owner revokes only their
+    site's); its link stops working."""
+    found = _invites(client, "WHERE id = {id:String}", {"id": invite_id})
+    invite = found[0][1] if found else None
+    if invite is None or not _live(invite, datetime.now(UTC)) or (site is not None and invite.site != site):
+        raise AccountError(f"id: no waiting invitation {invite_id!r}")
+    _write_invite(client, replace(invite, status="revoked"), found[0][0])
+    return invite
+
+
+def revoke_invites_of(client: Client, email: str, site: str | None = None) -> list[Invite]:
+    """Revoke every waiting invitation of `email` (to `site`, when given): a removal ends them."""
+    revoked = []
+    for invite in list_invites(client, site):
+        if invite.email == email:
+            revoked.append(revoke_invite(client, invite.id))
+    return revoked
 
 
 # -- API keys ---------------------------------------------------------------------------------
@@ -426,22 +610,108 @@ def record(
     address: str = "",
     key_id: str = "",
     detail: str = "",
+    site: str = "",
 ) -> None:
+    """One audit row; `site` is the site it concerns ('' for an account-level row)."""
     client.insert(
         "audit_log",
-        [[action, email[:MAX_EMAIL_CHARS], key_id, outcome, address[:64], detail[:200]]],
-        column_names=["action", "email", "key_id", "outcome", "address", "detail"],
+        [[action, email[:MAX_EMAIL_CHARS], key_id, outcome, address[:64], detail[:200], site[:255]]],
+        column_names=["action", "email", "key_id", "outcome", "address", "detail", "site"],
     )
 
 
-def audit(client: Client, emails: list[str] | None = None, limit: int = 100) -> list[AuditEntry]:
-    """The latest entries, newest first; only those of `emails` when given."""
+def record_sign_in(client: Client, email: str, outcome: str, address: str, operator_email: str) -> None:
+    """A sign-in's audit row. A failed one under an address that has no account is written
+    without it: a stranger must not write rows under whatever address they type."""
+    known = email.lower() == operator_email.strip().lower() or get_user(client, email) is not None
+    if known:
+        record(client, "sign_in", email, outcome, address=address)
+    else:
+        record(client, "sign_in", "", outcome, address=address, detail="unknown account")
+
+
+def key_site(key: ApiKey) -> str:
+    """The site a key's audit rows concern: its one site, or '' for a key over several (then the
+    rows are account-level: an owner of one site must not read its use on another)."""
+    return key.sites[0] if len(key.sites) == 1 else ""
+
+
+def audit(client: Client, sites: list[str] | None = None, limit: int = 100) -> list[AuditEntry]:
+    """The latest entries, newest first; only those concerning `sites` when given ('' in the
+    list adds the account-level rows: sign-ins, keys over several sites)."""
     rows = client.query(
         """
-        SELECT ts, action, email, key_id, outcome, address, detail FROM audit_log
-        WHERE {all:UInt8} OR has({emails:Array(String)}, email)
+        SELECT ts, action, email, key_id, outcome, address, detail, site FROM audit_log
+        WHERE {all:UInt8} OR has({sites:Array(String)}, site)
         ORDER BY ts DESC LIMIT {limit:UInt32}
         """,
-        parameters={"all": int(emails is None), "emails": emails or [], "limit": limit},
+        parameters={"all": int(sites is None), "sites": sites or [], "limit": limit},
     ).result_rows
     return [AuditEntry(*row) for row in rows]
+
+
+# -- changes with their audit row -------------------------------------------------------------
+#
+# The CLI, the API and the Team panel change members and invitations through these, so every
+# change writes its audit row, naming the site it concerns, whichever door it came through.
+
+
+def invite(
+    client: Client,
+    actor: Actor,
+    email: str,
+    site: str,
+    role: str,
+    delivery: Delivery,
+    operator_email: str,
+) -> tuple[Invite, str]:
+    """Invite `email` to `site` as `role` on `actor`'s behalf; the invitation and its token
+    (unusable while pending). No team account may take the operator's own address."""
+    email = clean_email(email)
+    if email == operator_email.strip().lower():
+        raise AccountError(f"email: {email} is the operator's own address (TALLY_OWNER_EMAIL)")
+    token = create_invite(client, email, site, role, inviter=actor.inviter, delivery=delivery)
+    found = _invites(client, "WHERE token_sha256 = {hash:String}", {"hash": token_hash(token)})
+    created = found[0][1]
+    detail = f"{email} {created.site} {created.role} {delivery}"
+    _audited(client, actor, "invite_created", created.site, detail)
+    return created, token
+
+
+def approve(client: Client, actor: Actor, invite_id: str) -> tuple[Invite, str]:
+    """The operator's approval of a pending invitation, with its audit row."""
+    approved, token = approve_invite(client, invite_id)
+    detail = f"{approved.email} {approved.site} {approved.role}"
+    _audited(client, actor, "invite_approved", approved.site, detail)
+    return approved, token
+
+
+def revoke(client: Client, actor: Actor, invite_id: str, site: str | None = None) -> Invite:
+    """Revoke a waiting invitation (of `site`, when given), with its audit row."""
+    revoked = revoke_invite(client, invite_id, site)
+    _audited(client, actor, "invite_revoked", revoked.site, f"{revoked.email} {revoked.site} {revoked.role}")
+    return revoked
+
+
+def change_role(client: Client, actor: Actor, email: str, site: str, role: str) -> None:
+    email = clean_email(email)
+    set_role(client, email, site, role)
+    _audited(client, actor, "role_changed", normalise(site), f"{email} {normalise(site)} {role}")
+
+
+def remove_member(client: Client, actor: Actor, email: str, site: str | None = None) -> None:
+    """Remove `email` from `site` (or the whole account), end their waiting invitations there,
+    and write the audit row (one per site the account had, for a whole account)."""
+    email = clean_email(email)
+    user = get_user(client, email)
+    held = sorted(user.roles) if user else []
+    remove_user(client, email, site)
+    site = normalise(site) if site is not None else None
+    revoke_invites_of(client, email, site)
+    for concerned in [site] if site is not None else held or [""]:
+        _audited(client, actor, "member_removed", concerned, f"{email} {site or 'account'}")
+
+
+def _audited(client: Client, actor: Actor, action: str, site: str, detail: str) -> None:
+    where = {"address": actor.address, "key_id": actor.key_id, "site": site}
+    record(client, action, actor.email, "ok", detail=detail, **where)

@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     # The email the operator's password signs in under: the first owner of every site
     # (storage/users.py). Signing in with this email, or with no email, uses that password.
     owner_email: str = "owner@localhost"
+    # The address members open the dashboard at (e.g. https://stats.example.com): invitation
+    # links sent by mail start with it, never with a request's Host header, which the inviter
+    # chooses. Empty: http://TALLY_DASHBOARD_HOST:TALLY_DASHBOARD_PORT.
+    dashboard_url: str = ""
     # Browsers accept Secure cookies over plain HTTP on loopback only: turn off solely for a
     # dashboard served over plain HTTP on another address (better: put TLS in front).
     dashboard_cookie_secure: bool = True
