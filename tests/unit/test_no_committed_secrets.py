@@ -63,6 +63,15 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/security/test_client_ip.py", KEYWORD, "guess"): (
         "a wrong password the throttle test presents to see it refused"
     ),
+    ("tests/integration/test_dashboard_sign_in.py", KEYWORD, "correct horse battery staple"): (
+        "the sign-in tests' operator password for a dashboard on a temporary store (xkcd's example)"
+    ),
+    ("tests/security/test_sessions.py", KEYWORD, "link password"): (
+        "the password of a shared link the session tests create on the test session's dashboard"
+    ),
+    ("tests/security/test_invitations.py", KEYWORD, "guess"): (
+        "a stranger's wrong password, presented to see the failed sign-in audited"
+    ),
     ("tests/unit/test_team_roles.py", KEYWORD, "pw"): (
         "the operator password of the role tests' in-process dashboard"
     ),
