@@ -293,8 +293,10 @@ def member_refusal(app: Dash, body: dict, user: User) -> str | None:
         return "you have no role on this site"
     if declared.role == "viewer":
         return None
-    if not sites or not all(site is not None and user.may(site, declared.role) for site in sites):
-        return f"your role on this site is not {declared.role}"
+    short = [site for site in sites if site is None or not user.may(site, declared.role)]
+    if not sites or short:
+        held = user.role_on(short[0]) if short and short[0] is not None else None
+        return f"this needs {declared.role} on the site; your role there is {held or 'none'}"
     return None
 
 

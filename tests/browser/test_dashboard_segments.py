@@ -205,10 +205,11 @@ def save_callback_body(settings: Settings) -> dict:
     declared = app.callback_map[output]
     values = {"site": SITE, "segment-save": 1, "segment-name": "Mine", "filters": {"country": "DE"}}
 
-    def entry(item: dict) -> dict:
+    def entry(item: dict) -> dict | list:
         item_id = item["id"]
-        value = values.get(item_id) if isinstance(item_id, str) else []
-        return {"id": item_id, "property": item["property"], "value": value}
+        if item_id.startswith("{"):  # a pattern (ALL) input: as Dash sends it with no such rows
+            return []
+        return {"id": item_id, "property": item["property"], "value": values.get(item_id)}
 
     return {
         "output": output,
