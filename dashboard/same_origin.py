@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, jsonify, render_template_string, request
 
+from dashboard.message_page import MESSAGE_PAGE
+
 # What a browser's own page (or the user typing the address) sends; `same-site` is a sibling
 # subdomain, which is another origin too.
 OWN_FETCH_SITES = frozenset({"same-origin", "none"})
@@ -56,16 +58,7 @@ def install_same_origin_check(server: Flask) -> None:
             response = jsonify({"error": refusal})
             response.status_code = 403
             return response
-        return render_template_string(REFUSED_PAGE), 403
+        return render_template_string(MESSAGE_PAGE, message=FOREIGN_FORM), 403
 
 
-REFUSED_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Tally</title>
-<style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
-font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
-</head><body><p role="alert">This form was sent from another site. Open this Tally's own page
-and send it from there.</p></body></html>
-"""
+FOREIGN_FORM = "This form was sent from another site. Open this Tally's own page and send it from there."

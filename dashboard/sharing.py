@@ -28,6 +28,7 @@ from dashboard.accounts import with_team_panel
 from dashboard.alerts_panel import with_alerts_panel
 from dashboard.auth import FORM_PAGE_STYLE
 from dashboard.client_address import client_address
+from dashboard.message_page import MESSAGE_PAGE, MESSAGE_PAGE_HEAD
 from dashboard.request_bodies import MAX_BODY_BYTES
 from dashboard.request_bodies import refusal as body_refusal
 from dashboard.share_panel import with_share_panel
@@ -224,30 +225,16 @@ def _as_list(component: Any) -> list:
     return [] if children is None or isinstance(children, str) else [children]
 
 
-MESSAGE_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Tally</title>
-<style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
-font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
-</head><body><p role="alert">{{ message }}</p></body></html>
-"""
-
-SIGNED_IN_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Tally</title>
-<style>body { margin: 0; min-height: 100vh; display: grid; place-items: center;
-font-family: system-ui, sans-serif; background: #f4f5f8; color: #1f2430; }</style>
-</head><body><div role="status">
+SIGNED_IN_PAGE = (
+    MESSAGE_PAGE_HEAD
+    + """<body><div role="status">
 <p>This is a shared read-only link to {{ site }}. This browser is signed in to Tally as {{ who }},
 and opening the link here would sign it out, so it stays signed in.</p>
 <p><a href="/">Open the dashboard</a> (its site picker lists {{ site }} if you may see it), or sign
 out first to open the link as its visitors see it.</p>
 </div></body></html>
 """
+)
 
 PASSWORD_PAGE = (
     """<!doctype html>
