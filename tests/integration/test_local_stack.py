@@ -58,7 +58,7 @@ def _dashboard_session(env: dict[str, str]) -> str:
         f"http://127.0.0.1:{env['TALLY_DASHBOARD_PORT']}/login", data={"password": password}, timeout=30
     )
     assert response.status_code == 302, response.text
-    return response.headers["set-cookie"].split(";", 1)[0]
+    return f"tally_session={response.cookies['tally_session']}"  # not the device mark beside it
 
 
 def _dashboard_total(env: dict[str, str]) -> str:
