@@ -16,6 +16,7 @@ from storage import shared_links
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.callbacks import goal_add_request
 
 pytestmark = pytest.mark.integration
 
@@ -60,25 +61,7 @@ def test_a_shared_link_cannot_change_its_sites_goals(
     a read-only link changes no configuration."""
     client, created = shared
     site = created.link.site
-    add_goal = {
-        "output": "..goal-status.children...goals-version.data..",
-        "outputs": [
-            {"id": "goal-status", "property": "children"},
-            {"id": "goals-version", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "goal-add", "property": "n_clicks", "value": 1},
-            {"id": {"type": "goal-remove", "name": ["ALL"]}, "property": "n_clicks", "value": []},
-        ],
-        "state": [
-            {"id": "site", "property": "value", "value": site},
-            {"id": "goal-event", "property": "value", "value": "Signup"},
-            {"id": "goal-page", "property": "value", "value": ""},
-            {"id": "goal-currency", "property": "value", "value": ""},
-            {"id": "goals-version", "property": "data", "value": 0},
-        ],
-        "changedPropIds": ["goal-add.n_clicks"],
-    }
+    add_goal = goal_add_request(site, "Signup")
     assert client.post("/_dash-update-component", json=add_goal).status_code == 403
     assert goal_store.list_goals(connect(dashboard_settings), site) == []
 

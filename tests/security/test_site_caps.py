@@ -29,6 +29,7 @@ from storage import (
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.callbacks import goal_add_request
 from tests.fixtures.cli import run_tally
 from tests.security.conftest import Tenants, bearer, signed_in
 
@@ -63,25 +64,7 @@ def test_an_owner_cannot_add_goals_past_the_cap_from_the_dashboard_or_the_cli(
     goals.apply_goals(
         client, site, [goals.make_goal(site, f"Event{n}") for n in range(site_caps.GOALS.limit)], []
     )
-    add_goal = {
-        "output": "..goal-status.children...goals-version.data..",
-        "outputs": [
-            {"id": "goal-status", "property": "children"},
-            {"id": "goals-version", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "goal-add", "property": "n_clicks", "value": 1},
-            {"id": {"type": "goal-remove", "name": ["ALL"]}, "property": "n_clicks", "value": []},
-        ],
-        "state": [
-            {"id": "site", "property": "value", "value": site},
-            {"id": "goal-event", "property": "value", "value": "OneTooMany"},
-            {"id": "goal-page", "property": "value", "value": ""},
-            {"id": "goal-currency", "property": "value", "value": ""},
-            {"id": "goals-version", "property": "data", "value": 0},
-        ],
-        "changedPropIds": ["goal-add.n_clicks"],
-    }
+    add_goal = goal_add_request(site, "OneTooMany")
     operator = signed_in(tenants.server)
     try:
         # The session cookie is Secure (TALLY_DASHBOARD_COOKIE_SECURE defaults on), which httpx
