@@ -28,7 +28,7 @@ from storage import users
 from storage.client import connect
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
-from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.dashboard_server import DashboardServer, server_environment
 from tests.fixtures.ports import free_port
 from tests.fixtures.service_process import running_module
 from tests.fixtures.smtp_inbox import Inbox
@@ -193,19 +193,16 @@ def mailing_server(dashboard_settings: Settings, inbox: tuple[Inbox, int]) -> It
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     home = dashboard_settings.home_dir
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("TALLY_")} | {
-        "TALLY_HOME": str(home),
-        "TALLY_CLICKHOUSE_URL": dashboard_settings.clickhouse_url,
-        "TALLY_CLICKHOUSE_PASSWORD": dashboard_settings.clickhouse_password,
-        "TALLY_DASHBOARD_PORT": str(port),
-        "TALLY_DASHBOARD_SOURCE": "raw",
-        "TALLY_DASHBOARD_URL": url,
-        "TALLY_SMTP_HOST": "127.0.0.1",
-        "TALLY_SMTP_PORT": str(inbox[1]),
-        "TALLY_SMTP_STARTTLS": "false",
-        "TALLY_SMTP_FROM": "tally@example.com",
-        "TALLY_OWNER_EMAIL": OPERATOR_EMAIL,
-    }
+    environment = server_environment(
+        dashboard_settings,
+        port,
+        TALLY_DASHBOARD_URL=url,
+        TALLY_SMTP_HOST="127.0.0.1",
+        TALLY_SMTP_PORT=str(inbox[1]),
+        TALLY_SMTP_STARTTLS="false",
+        TALLY_SMTP_FROM="tally@example.com",
+        TALLY_OWNER_EMAIL=OPERATOR_EMAIL,
+    )
     log_path = home / "dashboard-mailing.log"
     with running_module("dashboard.app", environment, log_path, f"{url}/healthz"):
         password = (home / "dashboard_password").read_text().strip()

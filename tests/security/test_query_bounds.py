@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
@@ -27,7 +26,7 @@ from dashboard.store import thread_local_clients
 from storage import queries
 from storage.query_limits import stats_limits
 from tally.settings import Settings
-from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.dashboard_server import DashboardServer, server_environment
 from tests.fixtures.ports import free_port
 from tests.fixtures.service_process import running_module
 from tests.security.conftest import Tenants, bearer, opened_share
@@ -239,14 +238,7 @@ def impatient_server(dashboard_settings: Settings, tenants: Tenants) -> Iterator
     microsecond), as a query that ran past the real 10 s would."""
     port = free_port()
     home = dashboard_settings.home_dir
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("TALLY_")} | {
-        "TALLY_HOME": str(home),
-        "TALLY_CLICKHOUSE_URL": dashboard_settings.clickhouse_url,
-        "TALLY_CLICKHOUSE_PASSWORD": dashboard_settings.clickhouse_password,
-        "TALLY_DASHBOARD_PORT": str(port),
-        "TALLY_DASHBOARD_SOURCE": "raw",
-        "TALLY_STATS_QUERY_TIMEOUT_S": "0.000001",
-    }
+    environment = server_environment(dashboard_settings, port, TALLY_STATS_QUERY_TIMEOUT_S="0.000001")
     url, log_path = f"http://127.0.0.1:{port}", home / "impatient-dashboard.log"
     with running_module("dashboard.app", environment, log_path, f"{url}/healthz"):
         yield DashboardServer(url, tenants.server.api_key, tenants.server.password, log_path)
