@@ -8,12 +8,17 @@ import os
 import re
 import time
 import uuid
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
+from storage import queries
+from storage.client import connect
+from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
+from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
 
@@ -65,3 +70,25 @@ def test_events_for_made_up_sites_share_registry_rereads(collector_url: str) -> 
     rereads = site_rereads(collector_url) - before
     assert 1 <= rereads <= elapsed_s / RECHECK_INTERVAL_S + 1
     assert rereads < 100
+
+
+def test_a_registered_site_is_offered_to_pick_behind_a_thousand_busier_ones(settings: Settings) -> None:
+    """The site picker lists the archive's busiest sites (at most 1000) and then every registered
+    site: a tenant's quiet site is never pushed out of its own picker by the busy ones."""
+    clickhouse = connect(settings)
+    run = uuid.uuid4().hex[:8]
+    now = datetime.now(UTC)
+    busy = [
+        page_view(f"busy-{n}-{run}.example.com", f"v{k}", now, "/")
+        for n in range(1001)
+        for k in range(3)
+    ]
+    quiet, silent = f"quiet-{run}.example.com", f"silent-{run}.example.com"
+    rows, columns = archive_rows([*busy, page_view(quiet, "v", now, "/")])
+    clickhouse.insert("events", rows, column_names=columns)
+    add_site(clickhouse, quiet)
+    add_site(clickhouse, silent)
+    offered = queries.sites(clickhouse)
+    assert quiet in offered and silent in offered
+    assert len(offered) == len(set(offered))  # a registered site with events is listed once
+    assert f"unregistered-{run}.example.com" not in offered
