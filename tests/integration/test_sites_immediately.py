@@ -79,9 +79,7 @@ def test_a_registered_site_is_offered_to_pick_behind_a_thousand_busier_ones(sett
     run = uuid.uuid4().hex[:8]
     now = datetime.now(UTC)
     busy = [
-        page_view(f"busy-{n}-{run}.example.com", f"v{k}", now, "/")
-        for n in range(1001)
-        for k in range(3)
+        page_view(f"busy-{n}-{run}.example.com", f"v{k}", now, "/") for n in range(1001) for k in range(3)
     ]
     quiet, silent = f"quiet-{run}.example.com", f"silent-{run}.example.com"
     rows, columns = archive_rows([*busy, page_view(quiet, "v", now, "/")])
