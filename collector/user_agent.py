@@ -17,6 +17,8 @@ import crawleruseragents
 import re2
 from ua_parser import Domain, Parser, RegexResolver, load_builtins
 
+from storage.client_names import plausible_name
+
 TABLET_HINTS = ("ipad", "tablet", "kindle", "silk/", "playbook", "nexus 7", "nexus 9", "nexus 10")
 MOBILE_HINTS = ("mobi", "iphone", "ipod", "android", "windows phone", "opera mini", "blackberry")
 
@@ -41,7 +43,12 @@ def classify(user_agent: str) -> Client:
     parsed = _parser()(user_agent, Domain.USER_AGENT | Domain.OS)
     browser = parsed.user_agent.family if parsed.user_agent else ""
     os = parsed.os.family if parsed.os else ""
-    return Client(browser=_known(browser), os=_known(os), device=device_class(user_agent))
+    # Stored as Plausible's API names them (storage/client_names.py: `Mac`, not `Mac OS X`).
+    return Client(
+        browser=plausible_name("browser", _known(browser)),
+        os=plausible_name("os", _known(os)),
+        device=device_class(user_agent),
+    )
 
 
 def device_class(user_agent: str) -> str:

@@ -273,15 +273,16 @@ class TrafficModel:
                 return
 
 
-# (device, browser, os) as the collector's enrichment names them: for events built already
-# enriched (benchmarks, tests), which skip the collector.
+# (device, browser, os) as the collector's enrichment names them (Plausible's names,
+# storage/client_names.py): for events built already enriched (benchmarks, tests), which skip
+# the collector.
 PARSED_CLIENTS = [
     ("desktop", "Chrome", "Windows"),
-    ("desktop", "Firefox", "Linux"),
-    ("desktop", "Safari", "Mac OS X"),
-    ("mobile", "Mobile Safari", "iOS"),
-    ("mobile", "Chrome Mobile", "Android"),
-    ("tablet", "Mobile Safari", "iOS"),
+    ("desktop", "Firefox", "GNU/Linux"),
+    ("desktop", "Safari", "Mac"),
+    ("mobile", "Safari", "iOS"),
+    ("mobile", "Chrome", "Android"),
+    ("tablet", "Safari", "iOS"),
 ]
 
 

@@ -34,6 +34,8 @@ from datetime import UTC, date, datetime, timedelta
 from clickhouse_connect.driver.client import Client
 
 from storage.calendar import bucket_sql, next_bucket, zone
+from storage.client_names import NAMES as CLIENT_NAMES
+from storage.client_names import plausible_name_sql
 from storage.goals import Goal
 from storage.queries import raw
 from storage.queries.contract import (
@@ -227,10 +229,13 @@ def _summed(
         sql, piece_parameters = _piece_sql(q, dimension, piece, f"p{index}", suffix)
         parts.append(sql)
         parameters |= piece_parameters
+    rows = " UNION ALL ".join(parts)
+    if dimension in CLIENT_NAMES:  # rollup rows of older browser/OS names join their new name's
+        rows = f"SELECT * REPLACE ({plausible_name_sql(dimension, 'value')} AS value) FROM ({rows})"
     sql = (
         "SELECT t, value, sum(pageviews) AS pageviews, sum(visitors) AS visitors, sum(sessions) AS sessions, "
         "sum(bounces) AS bounces, sum(duration_ms) AS duration_ms FROM ("
-        + " UNION ALL ".join(parts)
+        + rows
         + ") GROUP BY t, value HAVING pageviews != 0 OR visitors != 0 OR sessions != 0"
     )
     return sql, parameters

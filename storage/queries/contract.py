@@ -109,7 +109,11 @@ Once the stream jobs have processed an event both give the same numbers. The def
   contains_not (some value is / none is a substring), matches / matches_not (some RE2 regular
   expression matches / none does, anywhere in the value unless anchored), combined with and,
   or and not. On `props.KEY`, is_not and the *_not operators also keep the events without KEY
-  (as Plausible counts them: a missing property is none of the values).
+  (as Plausible counts them: a missing property is none of the values); the value `(none)`
+  (NOT_SET) in an is / is_not on `props.KEY` is "KEY not set", so `is (none)` keeps the events
+  without KEY and `is_not (none)` only those with it (Plausible's meaning). Browser and OS
+  values are Plausible's names, an older stored or given name read as its new one
+  (storage/client_names.py: `Mac OS X` is `Mac`).
 
 Late events (issue 30; stream_jobs/jvm/.../VisitorActivity.java): `agg` counts an event the
 stream jobs receive up to the allowed lateness behind their watermark (TALLY_ALLOWED_LATENESS_S,
@@ -152,6 +156,8 @@ import re2  # google-re2: the library ClickHouse's match() compiles patterns wit
 
 from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
 from storage.channels import ChannelRule, rules_parameters
+from storage.client_names import NAMES as CLIENT_NAMES
+from storage.client_names import plausible_name, plausible_name_sql, plausible_values
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
 
 if TYPE_CHECKING:
@@ -198,8 +204,9 @@ def screen_size_sql(width: str) -> str:
 EVENT_DIMENSIONS = {
     "path": "path",
     "country": "country",
-    "browser": "browser",
-    "os": "os",
+    # named as Plausible's API names them, stored rows of older names too (storage/client_names.py)
+    "browser": plausible_name_sql("browser"),
+    "os": plausible_name_sql("os"),
     "device": "device",
     "language": "language",
     "screen_size": screen_size_sql("screen_width"),
@@ -219,6 +226,9 @@ DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
 GOAL_FILTER = "goal"
 PROPS_FILTER = "props."
 MAX_PROPERTY_KEY = 300  # the collector's limit on a property key
+# A property value that means "the event does not carry the property" in an is / is_not
+# filter (Plausible's: `event:props:plan==(none)` counts the events without `plan`).
+NOT_SET = "(none)"
 GOAL_VISITOR = "cityHash64(visitor_key, toDate(ts))"
 INTERVAL_SQL = {"minute": "toStartOfMinute", "hour": "toStartOfHour", "day": "toStartOfDay"}
 # The shortest length of each bucket (a month: 28 days), to bound how many a range holds.
@@ -331,7 +341,7 @@ class StatsQuery:
             **rules_parameters(self.channel_rules or ()),
         }
         for index, (name, value) in enumerate(self.filters.items()):
-            parameters[f"filter_{index}"] = value
+            parameters[f"filter_{index}"] = plausible_name(name, value)  # `Mac OS X` is `Mac`
             if name.startswith(PROPS_FILTER):
                 parameters[f"filter_{index}_key"] = name.removeprefix(PROPS_FILTER)
         if self.goal is not None:
@@ -539,7 +549,8 @@ def fill(q: StatsQuery, interval: Interval, rows: list[tuple]) -> list[Point]:
 
 
 def session_row(row: dict[str, object]) -> SessionRow:
-    return SessionRow(**{name: row[name] for name in SessionRow.__dataclass_fields__})
+    named = {name: plausible_name(name, str(row[name])) for name in CLIENT_NAMES}
+    return SessionRow(**{name: named.get(name, row[name]) for name in SessionRow.__dataclass_fields__})
 
 
 def is_filter(name: str) -> bool:
@@ -683,7 +694,7 @@ def _expression_sql(
             return f"NOT ({parts[0]})"
         return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
     name = f"{prefix}_{len(parameters)}"
-    parameters[name] = list(expression.values)
+    parameters[name] = list(plausible_values(expression.dimension, expression.values))
     values = f"{{{name}:Array(String)}}"
     column, key = (columns if columns is not None else EVENT_DIMENSIONS).get(expression.dimension), ""
     session = columns is None and expression.dimension in SESSION_FILTERS
@@ -703,6 +714,8 @@ def _expression_sql(
     }[positive]
     if key:  # a missing property is no value: it never is, contains or matches one
         test = f"(mapContains(props, {{{key}:String}}) AND {test})"
+        if positive == "is" and NOT_SET in expression.values:  # Plausible's "(none)": not set
+            test = f"({test} OR NOT mapContains(props, {{{key}:String}}))"
     test = f"NOT {test}" if expression.operator.endswith("_not") else test
     # source is_not X: the events of the sessions whose source is not X
     return members_condition(test, expression.dimension) if session else test

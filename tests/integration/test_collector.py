@@ -123,7 +123,7 @@ def test_beacon_pageview_is_on_the_log_enriched_and_without_the_ip(
         390,
         "en-GB",
     )
-    assert (event.browser, event.os, event.device, event.country) == ("Mobile Safari", "iOS", "mobile", "GB")
+    assert (event.browser, event.os, event.device, event.country) == ("Safari", "iOS", "mobile", "GB")
     assert len(event.visitor_id) == 16 and len(event.ip_hash) == 16
     assert "81.2.69.142" not in event.to_json().decode()
 

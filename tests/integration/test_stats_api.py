@@ -20,6 +20,7 @@ from flask.testing import FlaskClient
 from dashboard.app import build_app
 from storage import queries
 from storage.client import connect
+from storage.client_names import plausible_name
 from storage.queries import StatsQuery
 from tally.event import PageViewEvent
 from tally.settings import Settings
@@ -165,9 +166,10 @@ def expected_aggregate(start: datetime, end: datetime, **filters: str) -> dict[s
 
 
 def event_value(e: PageViewEvent, by: str) -> str:
-    """An event dimension's value; screen_size by the documented classes (Plausible's)."""
+    """An event dimension's value; screen_size by the documented classes (Plausible's), browser
+    and OS by Plausible's names (the stored "Linux" is "GNU/Linux")."""
     if by != "screen_size":
-        return getattr(e, by)
+        return plausible_name(by, getattr(e, by))
     width = e.screen_width
     return "" if not width else next((c for c, below in SCREEN_CLASSES if width < below), "Desktop")
 
@@ -306,7 +308,7 @@ def test_sessions_list_entry_exit_duration_and_bounce(api: FlaskClient, auth: di
         "country": "CH",
         "device": "desktop",
         "browser": "Firefox",
-        "os": "Linux",
+        "os": "GNU/Linux",  # stored "Linux": named as Plausible names it (storage/client_names.py)
     }
     assert len(body) == len(sessions_in(DAY, DAY + timedelta(days=1)))
     assert [s["start"] for s in body] == sorted((s["start"] for s in body), reverse=True)

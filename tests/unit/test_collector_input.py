@@ -27,6 +27,10 @@ ANDROID_CHROME = (
     "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/130.0.0.0 Mobile Safari/537.36"
 )
+MAC_SAFARI = (
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/18.1 Safari/605.1.15"
+)
 LOOPBACK = parse_networks("127.0.0.1/8,::1/128")
 
 
@@ -224,11 +228,14 @@ def test_pipeline_drops_with_a_typed_reason(
     ("user_agent", "browser", "os", "device"),
     [
         (WINDOWS_CHROME, "Chrome", "Windows", "desktop"),
-        (IPAD_SAFARI, "Mobile Safari", "iOS", "tablet"),
-        (ANDROID_CHROME, "Chrome Mobile", "Android", "mobile"),
+        (IPAD_SAFARI, "Safari", "iOS", "tablet"),
+        (ANDROID_CHROME, "Chrome", "Android", "mobile"),
+        (MAC_SAFARI, "Safari", "Mac", "desktop"),
     ],
 )
-def test_user_agent_gives_browser_os_and_device(user_agent: str, browser: str, os: str, device: str) -> None:
+def test_user_agent_gives_browser_os_and_device_named_as_plausible_names_them(
+    user_agent: str, browser: str, os: str, device: str
+) -> None:
     event = enriched(_draft(), _context(ua=user_agent), pipeline())
     assert (event.browser, event.os, event.device) == (browser, os, device)
 
@@ -255,7 +262,7 @@ def test_user_agents_the_parser_never_saw_are_parsed_by_its_rules() -> None:
         client = classify(
             f"Mozilla/5.0 (X11; Linux x86_64; rv:13{build}.0) Gecko/20100101 Firefox/13{build}.0"
         )
-        assert (client.browser, client.os, client.device) == ("Firefox", "Linux", "desktop")
+        assert (client.browser, client.os, client.device) == ("Firefox", "GNU/Linux", "desktop")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,292 @@
+"""Wrong answers found by asking Tally what Plausible's own API tests ask (issue 31), each through
+the real HTTP doors (`POST /api/v2/query`, Plausible's v1 parameters on `/api/v1/stats/*`)
+against the real ClickHouse engine, on both sources where the report has two.
+
+Plausible's behaviour, from its source (plausible/analytics):
+- lib/plausible/stats/sql/special_metrics.ex: conversion_rate = converted visitors / the visitors
+  of the same query without its goal and top-level `event:props` filters;
+- lib/plausible/stats/filters/legacy_stats_api_filter_parser.ex: v1 values split on `|` unless
+  escaped (`\\|` is a `|`), `event:goal` values are goal names (never patterns);
+- lib/plausible/stats/sql/where_builder.ex: a property `is (none)` is "the event does not carry it";
+- lib/plausible/stats/legacy/breakdown.ex: a v1 breakdown by `visit:utm_*` (entry/exit page,
+  country) leaves out the value that means none;
+- lib/plausible/stats/query_builder.ex: `{:last_n_days, n}` is the n days before the
+  reference date (`date`, else today), that day left out;
+- lib/plausible/ingestion/event.ex: browser and OS names (UAInspector's, mobile variants merged):
+  `Mac`, `GNU/Linux`, `Safari` (for Mobile Safari), `Chrome` (for Chrome Mobile).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from flask.testing import FlaskClient
+
+from dashboard.app import build_app
+from storage import goals as goal_store
+from storage.client import connect
+from storage.rollup_backfill import backfill_rollups
+from storage.sites import add_site
+from tally.settings import Settings
+from tests.fixtures.events import archive_rows, page_view
+
+pytestmark = pytest.mark.integration
+
+SITE = "plausible-fixes.example.com"
+DAY = datetime(2026, 11, 10, tzinfo=UTC)  # a Tuesday
+NOW = DAY + timedelta(days=2, hours=12)  # the API's clock: today is 2026-11-12
+ONE_DAY = ["2026-11-10", "2026-11-10"]
+V1_DAY = {"site_id": SITE, "period": "custom", "date": "2026-11-10,2026-11-10"}
+SOURCES = ["raw", "agg"]
+
+
+def at(hours: float) -> datetime:
+    return DAY + timedelta(hours=hours)
+
+
+# m: stored before the collector named clients Plausible's way (the archive holds these names);
+# n: stored since; w: Windows from a newsletter; x: GNU/Linux (stored as the parser's "Linux").
+OLD_MAC = {"browser": "Mobile Safari", "os": "Mac OS X", "country": "DE"}
+NEW_MAC = {"browser": "Safari", "os": "Mac", "country": "DE"}
+WINDOWS = {"browser": "Chrome", "os": "Windows", "country": "CH"}
+LINUX = {"browser": "Firefox", "os": "Linux", "country": "CH"}
+EVENTS = [
+    page_view(SITE, "m", at(9), "/blog/x/y", **OLD_MAC),
+    page_view(SITE, "m", at(9.1), "/pricing", **OLD_MAC),
+    page_view(SITE, "n", at(10), "/", **NEW_MAC),
+    page_view(SITE, "n", at(10.05), "/", name="Share", props={"tag": "a|b"}, **NEW_MAC),
+    page_view(SITE, "w", at(11), "/", utm_source="newsletter", **WINDOWS),
+    page_view(SITE, "w", at(11.05), "/", name="Signup", props={"plan": "pro"}, **WINDOWS),
+    page_view(SITE, "x", at(12), "/blog", **LINUX),
+    page_view(SITE, "x", at(12.05), "/blog", name="Signup", **LINUX),  # no plan
+    page_view(SITE, "y", at(34), "/", **WINDOWS),  # the next day, 2026-11-11
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def store(dashboard_settings: Settings) -> Client:
+    client = connect(dashboard_settings)
+    rows, columns = archive_rows(EVENTS)
+    client.insert("events", rows, column_names=columns)
+    add_site(client, SITE)
+    goal_store.add_goal(client, goal_store.make_goal(SITE, "Signup"))
+    goal_store.add_goal(client, goal_store.make_goal(SITE, page_pattern="/blog**"))
+    backfill_rollups(client, SITE, (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=3)).date())
+    return client
+
+
+@pytest.fixture(scope="module")
+def api(dashboard_settings: Settings, store: Client) -> FlaskClient:
+    return build_app(dashboard_settings, clock=lambda: NOW).server.test_client()
+
+
+@pytest.fixture(scope="module")
+def auth(dashboard_settings: Settings) -> dict[str, str]:
+    return {"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"}
+
+
+def v2(api: FlaskClient, auth: dict[str, str], source: str = "raw", **body: Any) -> list[list[Any]]:
+    """[dimensions..., metrics...] per result row of a v2 query over ONE_DAY."""
+    response = api.post(
+        "/api/v2/query",
+        json={"site_id": SITE, "date_range": ONE_DAY, **body},
+        headers=auth,
+        query_string={"source": source},
+    )
+    assert response.status_code == 200, response.get_json()
+    return [[*row["dimensions"], *row["metrics"]] for row in response.get_json()["results"]]
+
+
+def v1(api: FlaskClient, auth: dict[str, str], path: str, **params: str) -> Any:
+    response = api.get(f"/api/v1/stats/{path}", query_string=params, headers=auth)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()["results"]
+
+
+# --- 1. a page goal filter with a page breakdown --------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_page_goal_filter_with_page_breakdown_shows_the_converted_visitors_pages(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    """Was a 400 "the goal filter's goal was not looked up" (the engagement read skipped the
+    goal lookup): m converted on /blog/x/y and x on /blog; their page views are the pages'."""
+    rows = v2(
+        api, auth, source, metrics=["visitors", "pageviews"], dimensions=["event:page"],
+        filters=[["is", "event:goal", ["Visit /blog**"]]], order_by=[["event:page", "asc"]],
+    )  # fmt: skip
+    assert rows == [["/blog", 1, 1], ["/blog/x/y", 1, 1], ["/pricing", 1, 1]]
+    breakdown = v1(
+        api, auth, "breakdown", **V1_DAY, property="event:page", metrics="visitors,pageviews",
+        filters="event:goal==Visit /blog**", source=source,
+    )  # fmt: skip
+    assert sorted(breakdown, key=lambda row: row["page"]) == [
+        {"page": "/blog", "visitors": 1, "pageviews": 1},
+        {"page": "/blog/x/y", "visitors": 1, "pageviews": 1},
+        {"page": "/pricing", "visitors": 1, "pageviews": 1},
+    ]
+
+
+# --- 2. conversion rate with a goal and a property filter ------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_conversion_rate_with_goal_and_property_filter_is_over_the_sites_visitors(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    """Was 0 (divided by the visitors of the page views carrying a plan: none). w signed up
+    with plan pro: 1 of the day's 4 visitors."""
+    filters = [["is", "event:goal", ["Signup"]], ["is", "event:props:plan", ["pro"]]]
+    assert v2(api, auth, source, metrics=["visitors", "events", "conversion_rate"], filters=filters) == [
+        [1, 1, 25.0]
+    ]
+    goals = v2(
+        api, auth, source, metrics=["visitors", "conversion_rate"], dimensions=["event:goal"],
+        filters=[["is", "event:props:plan", ["pro"]]],
+    )  # fmt: skip
+    assert goals == [["Signup", 1, 25.0]]
+    aggregate = v1(
+        api, auth, "aggregate", **V1_DAY, metrics="visitors,conversion_rate",
+        filters="event:goal==Signup;event:props:plan==pro", source=source,
+    )  # fmt: skip
+    assert aggregate == {"visitors": {"value": 1}, "conversion_rate": {"value": 25.0}}
+
+
+# --- 3. browsers and operating systems named Plausible's way ---------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_os_and_browser_breakdowns_use_plausibles_names_for_old_and_new_rows(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    """m's rows hold the parser's `Mac OS X` / `Mobile Safari`, n's Plausible's `Mac` / `Safari`:
+    one row each, in Plausible's name; agg (rollups) and raw (archive) alike."""
+    by_os = v2(api, auth, source, metrics=["visitors", "pageviews"], dimensions=["visit:os"])
+    assert sorted(by_os) == [["GNU/Linux", 1, 1], ["Mac", 2, 3], ["Windows", 1, 1]]
+    by_browser = v2(api, auth, source, metrics=["visitors"], dimensions=["visit:browser"])
+    assert sorted(by_browser) == [["Chrome", 1], ["Firefox", 1], ["Safari", 2]]
+
+
+@pytest.mark.parametrize(
+    ("filters", "visitors"),
+    [
+        ([["is", "visit:os", ["Mac"]]], 2),
+        ([["is", "visit:os", ["Mac OS X"]]], 2),  # an old name is read as its new one
+        ([["is_not", "visit:os", ["Mac"]]], 2),
+        ([["is", "visit:browser", ["Safari"]], ["is", "visit:os", ["GNU/Linux", "Mac"]]], 2),
+        ([["contains", "visit:os", ["Linux"]]], 1),
+    ],
+)
+def test_filters_written_for_plausible_match_old_and_new_client_names(
+    api: FlaskClient, auth: dict[str, str], filters: list[Any], visitors: int
+) -> None:
+    assert v2(api, auth, metrics=["visitors"], filters=filters) == [[visitors]]
+
+
+def test_v1_os_filter_and_breakdown_use_plausibles_names(api: FlaskClient, auth: dict[str, str]) -> None:
+    assert v1(api, auth, "aggregate", **V1_DAY, filters="visit:os==Mac") == {"visitors": {"value": 2}}
+    breakdown = v1(api, auth, "breakdown", **V1_DAY, property="visit:os", filters="visit:browser==Safari")
+    assert breakdown == [{"os": "Mac", "visitors": 2}]
+
+
+# --- 4. v1 `period=7d&date=D` ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_v1_seven_days_with_a_date_are_the_seven_days_before_it(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    """Plausible's {:last_n_days, 7} relative to D is D-7 … D-1: with D = the 11th, the 4th to the
+    10th (m, n, w, x; not y on the 11th); with D = the 12th, the 5th to the 11th (y too)."""
+    week = v1(api, auth, "aggregate", site_id=SITE, period="7d", date="2026-11-11", source=source)
+    assert week == {"visitors": {"value": 4}}
+    later = v1(api, auth, "aggregate", site_id=SITE, period="7d", date="2026-11-12", source=source)
+    assert later == {"visitors": {"value": 5}}
+    series = v1(api, auth, "timeseries", site_id=SITE, period="7d", date="2026-11-11", source=source)
+    assert [point["date"] for point in series] == [f"2026-11-{day:02}" for day in range(4, 11)]
+    assert [point["visitors"] for point in series] == [0, 0, 0, 0, 0, 0, 4]
+    # without a date, today (the 12th) is the reference day
+    assert v1(api, auth, "aggregate", site_id=SITE, period="7d", source=source) == later
+
+
+# --- 5. v1 UTM breakdowns without the blank row ----------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_v1_utm_breakdown_leaves_out_visits_without_a_campaign(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    breakdown = v1(api, auth, "breakdown", **V1_DAY, property="visit:utm_source", source=source)
+    assert breakdown == [{"utm_source": "newsletter", "visitors": 1}]
+    # v2 answers the blank value as a row of its own, as Plausible's v2 does (no extra filter)
+    assert sorted(v2(api, auth, source, metrics=["visitors"], dimensions=["visit:utm_source"])) == [
+        ["", 3],
+        ["newsletter", 1],
+    ]
+
+
+# --- 6. a property value `(none)` ------------------------------------------------------------------
+
+
+def custom_events(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return {row["name"]: row["events"] for row in rows}
+
+
+def test_property_none_filters_the_events_without_the_property(
+    api: FlaskClient, auth: dict[str, str]
+) -> None:
+    """x's Signup carries no plan, w's plan pro: `(none)` is "not set", not a value."""
+    without = v1(
+        api, auth, "breakdown", **V1_DAY, property="event:name", metrics="visitors,events",
+        filters="event:props:plan==(none)",
+    )  # fmt: skip
+    assert custom_events(without) == {"pageview": 5, "Share": 1, "Signup": 1}
+    with_plan = v1(
+        api, auth, "breakdown", **V1_DAY, property="event:name", metrics="visitors,events",
+        filters="event:props:plan!=(none)",
+    )  # fmt: skip
+    assert custom_events(with_plan) == {"Signup": 1}
+    assert v2(
+        api, auth, metrics=["visitors", "events"], dimensions=["event:name"],
+        filters=[["is", "event:props:plan", ["(none)", "pro"]]], order_by=[["event:name", "asc"]],
+    ) == [["Share", 1, 1], ["Signup", 2, 2], ["pageview", 4, 5]]  # fmt: skip
+
+
+# --- 7. the `\|` escape in v1 filters --------------------------------------------------------------
+
+
+def test_v1_escaped_pipe_is_a_pipe_within_the_value(api: FlaskClient, auth: dict[str, str]) -> None:
+    escaped = v1(
+        api, auth, "breakdown", **V1_DAY, property="event:name", metrics="events",
+        filters="event:props:tag==a\\|b",
+    )  # fmt: skip
+    assert custom_events(escaped) == {"Share": 1}
+    either = v1(
+        api, auth, "breakdown", **V1_DAY, property="event:name", metrics="events",
+        filters="event:props:tag==a|b",
+    )  # fmt: skip
+    assert custom_events(either) == {}  # neither `a` nor `b`
+
+
+# --- 8. a page goal `Visit /blog**` ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_page_goal_with_double_star_converts_pages_below_it(
+    api: FlaskClient, auth: dict[str, str], source: str
+) -> None:
+    """`/blog**` is any path starting /blog: m's /blog/x/y and x's /blog both convert; the goal's
+    numbers agree on the rollups' goal tables (agg) and the archive (raw)."""
+    goals = v2(
+        api, auth, source, metrics=["visitors", "events", "conversion_rate"], dimensions=["event:goal"]
+    )
+    assert sorted(goals) == [["Signup", 2, 2, 50.0], ["Visit /blog**", 2, 2, 50.0]]
+    aggregate = v1(
+        api, auth, "aggregate", **V1_DAY, metrics="visitors,events", filters="event:goal==Visit /blog**",
+        source=source,
+    )  # fmt: skip
+    assert aggregate == {"visitors": {"value": 2}, "events": {"value": 2}}
