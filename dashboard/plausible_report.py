@@ -27,6 +27,7 @@ from dashboard.plausible_query import (
 )
 from storage import queries
 from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery
+from storage.queries.contract import PROPS_FILTER, Condition, Logic, conversion_rate
 from storage.sites import InvalidDomain, list_sites, normalise
 
 ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
@@ -123,9 +124,38 @@ def aggregate(
         result |= {
             "visitors": goal.visitors,
             "events": goal.events,
-            "conversion_rate": percent(goal.conversion_rate),
+            "conversion_rate": conversion_percents(client, q, [goal], source)[0],
         }
     return result
+
+
+def conversion_base(q: StatsQuery) -> StatsQuery:
+    """The query whose visitors a conversion rate divides by: Plausible's, `q` without its goal
+    filter and its top-level property filters (special_metrics.ex: "X / Y where Y is the same
+    … without goal or props filters"): a goal with `plan is pro` converts some of the site's
+    visitors, not all of the few page views that carry a plan."""
+    where = q.where
+    if isinstance(where, Condition) and where.dimension.startswith(PROPS_FILTER):
+        where = None
+    elif isinstance(where, Logic) and where.operator == "and":
+        kept = tuple(
+            part
+            for part in where.operands
+            if not (isinstance(part, Condition) and part.dimension.startswith(PROPS_FILTER))
+        )
+        where = (kept[0] if len(kept) == 1 else Logic("and", kept)) if kept else None
+    filters = {name: value for name, value in q.filters.items() if name != GOAL_FILTER}
+    return replace(q, where=where, filters=filters, goal=None)
+
+
+def conversion_percents(client: Client, q: StatsQuery, goals: list[GoalRow], source: Source) -> list[float]:
+    """The goals' conversion rates in percent (2 places) over conversion_base(q)'s visitors; the
+    goal report's own rates where `q` has no filter that the base leaves out."""
+    base = conversion_base(q)
+    if base == q:
+        return [percent(goal.conversion_rate) for goal in goals]
+    visitors = int(queries.aggregate(client, base, source=source)["visitors"])
+    return [percent(conversion_rate(goal.visitors, visitors)) for goal in goals]
 
 
 def visit_metrics(totals: dict[str, float]) -> dict[str, object]:
@@ -150,13 +180,10 @@ def goal_row(client: Client, q: StatsQuery, name: str, source: Source) -> GoalRo
 
 def goal_rows(client: Client, q: StatsQuery, source: Source) -> list[Row]:
     """Each goal with conversions in the range (Plausible leaves out goals without)."""
+    converted = [row for row in queries.goals(client, q, source=source) if row.visitors or row.events]
     return [
-        Row(
-            (row.goal,),
-            {"visitors": row.visitors, "events": row.events, "conversion_rate": percent(row.conversion_rate)},
-        )
-        for row in queries.goals(client, q, source=source)
-        if row.visitors or row.events
+        Row((row.goal,), {"visitors": row.visitors, "events": row.events, "conversion_rate": rate})
+        for row, rate in zip(converted, conversion_percents(client, q, converted, source), strict=True)
     ]
 
 

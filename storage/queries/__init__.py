@@ -249,11 +249,11 @@ def session_breakdown(
 def engagement(
     client: Client, q: StatsQuery, paths: list[str], source: Source = "raw"
 ) -> dict[str, PageEngagement]:
-    """Time on page and scroll depth of each of `paths` (contract.py), those with engagement."""
-    validate(q)
+    """Time on page and scroll depth of each of `paths` (contract.py), those with engagement;
+    with a goal filter, the converted visitors' (the goal looked up as every report does)."""
+    q = with_goal(client, q)
     if not paths:
         return {}
-    q = with_channel_filter_rules(client, q)
     return answering(client, q, source).engagement(client, q, paths)
 
 
