@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
 from clickhouse_connect.driver.client import Client
 
 from dashboard.plausible_imports import all_time_first_day, with_imports
-from dashboard.plausible_query import QueryError, plan, validated
+from dashboard.plausible_query import GOAL_DIMENSION, QueryError, plan, validated
 from dashboard.plausible_report import Report, run, site_of
+from storage.calendar import local_date, zone
 from storage.sites import site_timezone
 
 Endpoint = Literal["aggregate", "timeseries", "breakdown"]
@@ -42,6 +43,23 @@ V1_INTERVALS = {"date": "time:day", "month": "time:month"}
 DEFAULT_BREAKDOWN_LIMIT, MAX_BREAKDOWN_LIMIT = 100, 1000
 # event:page==/blog/**|/docs ; visit:country!=DE — a key, == or != (or ~ for contains), values.
 V1_FILTER = re.compile(r"^\s*([a-z_]+:[^=!~]+?)\s*(==|!=|~)\s*(.*?)\s*$", re.DOTALL)
+# `|` separates values unless escaped: `a\|b` is the one value `a|b` (Plausible v1's rule).
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+# v1's "last N days" periods: the N whole days before the reference day (`date`, else today),
+# that day itself left out, as Plausible's query builder reads them ({:last_n_days, n}).
+V1_LAST_DAYS = {"7d": 7, "30d": 30}
+# A v1 breakdown by these leaves out the value that means "none" (Plausible's
+# Legacy.Breakdown adds `is_not` filters for them: no campaign, no entry page, unknown country).
+V1_BREAKDOWN_LEAVES_OUT = {
+    "visit:utm_source": ("",),
+    "visit:utm_medium": ("",),
+    "visit:utm_campaign": ("",),
+    "visit:utm_content": ("",),
+    "visit:utm_term": ("",),
+    "visit:entry_page": ("",),
+    "visit:exit_page": ("",),
+    "visit:country": ("", "ZZ"),
+}
 
 
 def requested(args: Mapping[str, Any]) -> bool:
@@ -64,11 +82,12 @@ def answer(
     source = values.get("source", "agg")
     if source not in ("agg", "raw"):
         raise QueryError("source: must be agg or raw (Tally's).")
-    body = v2_body(endpoint, values)
-    site = site_of(client, body["site_id"])
+    site = site_of(client, values.get("site_id", ""))
+    timezone = site_timezone(client, site)
+    body = v2_body(endpoint, values, local_date(now, zone(timezone)))
     with_imported = bool(body.get("include", {}).get("imports"))
     first_day = all_time_first_day(client, site, with_imported) if body["date_range"] == "all" else None
-    query = plan(validated({**body, "site_id": site}), now, first_day, site_timezone(client, site))
+    query = plan(validated({**body, "site_id": site}), now, first_day, timezone)
     report = run(client, query, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     report, _ = with_imports(client, query, report, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     return shaped(endpoint, query.metrics, values, report, body)
@@ -86,16 +105,17 @@ def single_values(args: Mapping[str, Sequence[str]]) -> dict[str, str]:
     return {name: given[0] for name, given in args.items()}
 
 
-def v2_body(endpoint: Endpoint, values: dict[str, str]) -> dict[str, Any]:
+def v2_body(endpoint: Endpoint, values: dict[str, str], now: date) -> dict[str, Any]:
+    """The v2 query a v1 call means; `now` is today in the site's zone (for `7d`, `30d`)."""
     period = values.get("period", "30d")
     metrics = [name.strip() for name in values.get("metrics", "visitors").split(",")]
     body: dict[str, Any] = {
         "site_id": values.get("site_id", ""),
         "metrics": metrics,
-        "date_range": date_range(period, values.get("date")),
+        "date_range": date_range(period, values.get("date"), now),
         "filters": v1_filters(values.get("filters", "")),
     }
-    if period != "custom" and "date" in values:
+    if period not in ("custom", *V1_LAST_DAYS) and "date" in values:
         body["date"] = values["date"]
     if values.get("with_imported", "false") not in ("true", "false"):
         raise QueryError("with_imported: true or false.")
@@ -123,7 +143,9 @@ def v2_body(endpoint: Endpoint, values: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-def date_range(period: str, day: str | None) -> str | list[str]:
+def date_range(period: str, day: str | None, today: date) -> str | list[str]:
+    if period in V1_LAST_DAYS:
+        return last_days(V1_LAST_DAYS[period], day, today)
     if period != "custom":
         return period
     parts = (day or "").split(",")
@@ -132,9 +154,20 @@ def date_range(period: str, day: str | None) -> str | list[str]:
     return [part.strip() for part in parts]
 
 
+def last_days(days: int, day: str | None, today: date) -> list[str]:
+    """[first, last] of the `days` days before `day` (else `today`), that day left out."""
+    try:
+        reference = date.fromisoformat(day) if day is not None else today
+    except ValueError:
+        raise QueryError(f"Invalid date '{day}'.") from None
+    return [(reference - timedelta(days=days)).isoformat(), (reference - timedelta(days=1)).isoformat()]
+
+
 def v1_filters(text: str) -> list[list[Any]]:
-    """v1 `key==a|b;key2!=c` as v2 filters; `*` (within a path segment) and `**` (across
-    segments) make a value a pattern, matched as an anchored regular expression."""
+    """v1 `key==a|b;key2!=c` as v2 filters; `\\|` is a `|` within a value; `*` (within a path
+    segment) and `**` (across segments) make a value a pattern, matched as an anchored regular
+    expression. A goal's values are goal names, never patterns (`Visit /blog**` is the page
+    goal of that name, as Plausible reads it)."""
     result: list[list[Any]] = []
     for part in (piece for piece in text.split(";") if piece.strip()):
         found = V1_FILTER.match(part)
@@ -143,8 +176,10 @@ def v1_filters(text: str) -> list[list[Any]]:
                 f"Invalid filter '{part}': expected e.g. event:page==/blog/** or visit:country!=DE."
             )
         key, operator, value = found.groups()
-        options = [option for option in value.split("|")]
-        if operator == "~":
+        options = [option.replace("\\|", "|") for option in UNESCAPED_PIPE.split(value)]
+        if key == GOAL_DIMENSION and operator == "==":
+            result.append(["is", key, options])
+        elif operator == "~":
             result.append(["contains", key, options])
         elif any("*" in option for option in options):
             patterns = [wildcard_regex(option) for option in options]
@@ -186,11 +221,14 @@ def shaped(
                 for label in report.time_labels
             ]
         }
-    key = str(body["dimensions"][0]).rsplit(":", 1)[-1]
+    dimension = str(body["dimensions"][0])
+    key = dimension.rsplit(":", 1)[-1]
     offset, limit = body["pagination"]["offset"], body["pagination"]["limit"]
+    left_out = V1_BREAKDOWN_LEAVES_OUT.get(dimension, ())
+    rows = [row for row in report.rows if row.dimensions[0] not in left_out]
     return {
         "results": [
             {key: row.dimensions[0], **{name: row.metrics.get(name) for name in metrics}}
-            for row in report.rows[offset : offset + limit]
+            for row in rows[offset : offset + limit]
         ]
     }

@@ -204,7 +204,7 @@ def test_relative_date_ranges(api: FlaskClient, auth: dict[str, str]) -> None:
         ("visit:country", [["DE", 2, 2], ["CH", 1, 3]]),
         ("visit:device", [["Desktop", 1, 3], ["Laptop", 1, 1], ["Mobile", 1, 1]]),
         ("visit:browser", [["Firefox", 1, 3], ["Chrome", 1, 1], ["Safari", 1, 1]]),
-        ("visit:os", [["Linux", 1, 3], ["Windows", 1, 1], ["iOS", 1, 1]]),
+        ("visit:os", [["GNU/Linux", 1, 3], ["Windows", 1, 1], ["iOS", 1, 1]]),  # stored "Linux"
     ],
 )
 def test_dimensions(
@@ -501,16 +501,16 @@ def test_v1_aggregate_in_v1_shape(api: FlaskClient, auth: dict[str, str], source
             "events": {"value": 7},
         }
     }
-    assert v1(api, auth, "aggregate", site_id=SITE, period="7d")[1] == {"results": {"visitors": {"value": 4}}}
+    # v1's 7d: the 7 days before today (the 11th), today left out (Plausible's {:last_n_days, 7})
+    assert v1(api, auth, "aggregate", site_id=SITE, period="7d")[1] == {"results": {"visitors": {"value": 3}}}
 
 
 def test_v1_timeseries_lists_every_bucket(api: FlaskClient, auth: dict[str, str]) -> None:
     status, answer = v1(api, auth, "timeseries", site_id=SITE, period="7d", metrics="visitors,pageviews")
     assert status == 200, answer
-    assert answer["results"] == [
-        *({"date": f"2026-11-0{day}", "visitors": 0, "pageviews": 0} for day in range(5, 10)),
+    assert answer["results"] == [  # the 7 days before today (the 11th)
+        *({"date": f"2026-11-0{day}", "visitors": 0, "pageviews": 0} for day in range(4, 10)),
         {"date": "2026-11-10", "visitors": 3, "pageviews": 5},
-        {"date": "2026-11-11", "visitors": 1, "pageviews": 1},
     ]
     _, hourly = v1(api, auth, "timeseries", site_id=SITE, period="day", date="2026-11-10")
     assert len(hourly["results"]) == 24
