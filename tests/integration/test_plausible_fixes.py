@@ -18,6 +18,7 @@ Plausible's behaviour, from its source (plausible/analytics):
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -290,3 +291,20 @@ def test_page_goal_with_double_star_converts_pages_below_it(
         source=source,
     )  # fmt: skip
     assert aggregate == {"visitors": {"value": 2}, "events": {"value": 2}}
+
+
+@pytest.mark.parametrize("os_name", ["Mac", "Mac OS X"])
+def test_tallys_own_api_filter_by_os_matches_old_and_new_rows(
+    api: FlaskClient, auth: dict[str, str], os_name: str
+) -> None:
+    """Tally's own stats API (`site=`, a filters object) reads the same table: both names, 2."""
+    response = api.get(
+        "/api/v1/stats/aggregate",
+        query_string={
+            "site": SITE, "from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z",
+            "filters": json.dumps({"os": os_name}), "source": "raw",
+        },
+        headers=auth,
+    )  # fmt: skip
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["visitors"] == 2
