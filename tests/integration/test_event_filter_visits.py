@@ -7,6 +7,7 @@ the matching events. Asked through storage.queries on both sources, Tally's /api
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from storage.queries import Condition, Source, StatsQuery
 from storage.rollup_backfill import backfill_rollups
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.cli import run_tally
 from tests.fixtures.events import archive_rows, page_view
 from tests.fixtures.stats_api import api_json
 
@@ -210,3 +212,30 @@ def test_plausible_v2_page_filter_counts_whole_visits(api: FlaskClient, dashboar
         dimensions=["visit:source"], order_by=[["visit:source", "asc"]],
     )  # fmt: skip
     assert by_source == [["google.com", 1, 100, 0], ["twitter.com", 1, 0, 120]]
+
+
+def test_plausible_v2_visit_and_event_filters_together_count_whole_visits(
+    api: FlaskClient, dashboard_settings: Settings
+) -> None:
+    """A visit filter next to an event filter (Plausible's visits among those holding the event)."""
+    filters = [["is", "visit:source", ["twitter.com"]], ["is", "event:page", ["/pricing"]]]
+    metrics = ["visits", "bounce_rate", "visit_duration", "pageviews"]
+    assert v2(api, dashboard_settings, metrics=metrics, filters=filters) == [[1, 0, 120, 1]]
+    by_entry = v2(
+        api, dashboard_settings, metrics=["visits"], filters=filters, dimensions=["visit:entry_page"]
+    )
+    assert by_entry == [["/", 1]]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_cli_page_filter_prints_whole_visits(
+    dashboard_settings: Settings, store: Client, source: str
+) -> None:
+    done = run_tally(
+        os.environ | dashboard_settings.environment(), "stats", SITE, "--from", RANGE["from"], "--to",
+        RANGE["to"], "--filters", json.dumps(PRICING), "--source", source, "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert (printed["pageviews"], printed["sessions"], printed["bounce_rate"]) == (2, 2, 0.5)
+    assert printed["avg_session_duration_s"] == 60.0
