@@ -37,6 +37,7 @@ from storage.queries.contract import (
     page_engagement,
     session_row,
 )
+from storage.queries.session_filters import SESSION_FILTERS
 from storage.tables import EVENTS
 
 # What RAW_VISITORS counts distinct: a visitor on a day.
@@ -118,7 +119,7 @@ FROM
         )) AS session
     FROM {events}
     WHERE site = {{site:String}} AND {names}
-      AND {days}{visitors}
+      AND {days}{restriction}
     GROUP BY visitor_key
 )
 WHERE start >= {{{start}:DateTime64(3, 'UTC')}} AND start < {{{end}:DateTime64(3, 'UTC')}}{kept}
@@ -180,19 +181,30 @@ def raw_sessions_sql(
 
 
 def _filter_parts(q: StatsQuery, days: str) -> dict[str, str]:
-    """_SESSIONS' parts for q's filters: unfiltered, every session with all its page views
-    matched; filtered, those keeping the whole sessions that hold a passing event."""
-    if not q.filtered:
-        return {"names": "name IN ('pageview', 'engagement')", "matched": "", "visitors": "",
+    """_SESSIONS' parts for q's filters: unfiltered, or filtered on session properties only, the
+    sessions of the passing events (whole sessions already), all their page views matched; under
+    any other filter, those keeping the whole sessions that hold a passing event."""
+    if not q.filtered or on_sessions_only(q):
+        return {"names": "name IN ('pageview', 'engagement')", "matched": "", "restriction": q.filter_sql(),
                 "matched_pageviews": "pageviews", "kept": ""}  # fmt: skip
     filters = q.filter_sql()
     return {
         "names": "1",  # custom events too: one passing the filters keeps its session
         "matched": _MATCHED.format(filters=filters),
-        "visitors": _MATCHED_VISITORS.format(events=EVENTS, days=days, filters=filters),
+        "restriction": _MATCHED_VISITORS.format(events=EVENTS, days=days, filters=filters),
         "matched_pageviews": _MATCHED_PAGEVIEWS,
         "kept": _KEPT,
     }
+
+
+def on_sessions_only(q: StatsQuery) -> bool:
+    """Whether all of q's filters are on a session's properties (source, UTMs, channel, entry or
+    exit page: session_filters.py). The events passing them are whole sessions already (every
+    page view of a session, its engagement and custom events), so sessionising just those gives
+    the same sessions, and skips computing the sessions' membership a second time (a month of
+    300k page views, source = google.com: 294 ms against 696 ms)."""
+    named = set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
+    return named <= set(SESSION_FILTERS)
 
 
 def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
