@@ -239,3 +239,22 @@ def test_cli_page_filter_prints_whole_visits(
     printed = json.loads(done.stdout)
     assert (printed["pageviews"], printed["sessions"], printed["bounce_rate"]) == (2, 2, 0.5)
     assert printed["avg_session_duration_s"] == 60.0
+
+
+def test_plausible_v1_page_filter_counts_whole_visits(api: FlaskClient, dashboard_settings: Settings) -> None:
+    """Plausible's v1 parameters (`site_id`, `event:page==…`) on the same report."""
+    metrics = "visits,bounce_rate,visit_duration,pageviews"
+    response = api.get(
+        "/api/v1/stats/aggregate",
+        query_string={"site_id": SITE, "period": "day", "date": "2026-11-12",
+                      "filters": "event:page==/pricing", "metrics": metrics},
+        headers={"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"},
+    )  # fmt: skip
+    assert response.status_code == 200, response.get_json()
+    results = response.get_json()["results"]
+    assert {name: result["value"] for name, result in results.items()} == {
+        "visits": 2,
+        "bounce_rate": 50,
+        "visit_duration": 60,
+        "pageviews": 2,
+    }
