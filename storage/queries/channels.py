@@ -27,7 +27,7 @@ PROPERTIES = ("referrer_domain", "utm_source", "utm_medium")
 
 def session_breakdown(client: Client, q: StatsQuery, limit: int) -> list[SessionBreakdownRow]:
     sql = (
-        f"SELECT {channel_sql(*PROPERTIES)} AS value, sum(pageviews) AS pageviews, "
+        f"SELECT {channel_sql(*PROPERTIES)} AS value, sum(matched_pageviews) AS pageviews, "
         f"{SESSION_VISITORS} AS visitors, count() AS sessions, countIf(is_bounce) AS bounces, "
         "toInt64(round(sum(duration_s) * 1000)) AS duration_ms "
         f"FROM ({raw_sessions_sql(q, PROPERTIES)}) GROUP BY value "

@@ -41,7 +41,7 @@ Once the stream jobs have processed an event both give the same numbers. The def
   view, or more than the gap after the last; after midnight UTC, the daily salt gives its
   visitor another visitor_id) changes nothing. Engagement events never start,
   extend or split a session: its start, end, duration, page views and entry/exit pages are
-  its page views'. With filters, the engagement events must pass them too.
+  its page views'. Under filters a session is counted whole (filters, below), its engaged time too.
 - bounce: a session with exactly one page view whose visitor was not engaged in it (engaged
   time < engaged_bounce_ms); bounce_rate = bounces / sessions (0 if none). Plausible differs:
   its engagement events never affect the bounce rate (custom events do); Tally counts a
@@ -93,6 +93,12 @@ Once the stream jobs have processed an event both give the same numbers. The def
 - filters restrict the events every report counts: a dimension (path, country, …) to events
   with that value; `goal` to the visitors (day, visitor) who converted on that goal in the
   range (all their events in the range count); `props.KEY` to events carrying KEY = value.
+  Sessions are not rebuilt from the passing events (Plausible's visits): the sessions counted are
+  the whole sessions, formed from all of the site's page views, that hold an event passing the
+  filters — one of their page views, or a custom event of their visitor within [first page view,
+  last page view + session_gap_s] — and their sessions, bounces, durations and session properties
+  (source, UTMs, channel, entry/exit page) are the whole sessions'; page views and visitors,
+  in totals and in session breakdowns alike, are the passing page views'.
   A filtered report is computed from the archive (raw) on either source.
 - session filters: a session property (entry_path, exit_path, referrer_domain, utm_source,
   utm_medium, utm_campaign, utm_content, utm_term, as the session breakdowns define them, and

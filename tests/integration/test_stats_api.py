@@ -132,11 +132,10 @@ def pageviews_in(start: datetime, end: datetime, **filters: str) -> list[PageVie
 
 
 def sessions_in(start: datetime, end: datetime, **filters: str) -> list[Session]:
-    """Consecutive page views of a visitor with gaps ≤ 30 min; a session belongs where it starts."""
+    """Consecutive page views of a visitor with gaps ≤ 30 min; a session belongs where it starts.
+    Under filters, the whole sessions holding a page view that passes them (Plausible's visits)."""
     by_visitor: dict[str, list[PageViewEvent]] = defaultdict(list)
-    for event in sorted(
-        pageviews_in(DAY - timedelta(days=1), DAY + timedelta(days=2), **filters), key=lambda e: e.ts
-    ):
+    for event in sorted(pageviews_in(DAY - timedelta(days=1), DAY + timedelta(days=2)), key=lambda e: e.ts):
         by_visitor[event.visitor_id].append(event)
     sessions = []
     for visitor, events in by_visitor.items():
@@ -147,7 +146,8 @@ def sessions_in(start: datetime, end: datetime, **filters: str) -> list[Session]
                 current = []
             current.append(event)
         sessions.append(Session(visitor, current))
-    return [s for s in sessions if start <= s.start < end]
+    matching = set(map(id, pageviews_in(DAY - timedelta(days=1), DAY + timedelta(days=2), **filters)))
+    return [s for s in sessions if start <= s.start < end and any(id(e) in matching for e in s.events)]
 
 
 def expected_aggregate(start: datetime, end: datetime, **filters: str) -> dict[str, float]:
@@ -272,6 +272,8 @@ def test_filters_restrict_the_page_views_counted(api: FlaskClient, auth: dict[st
     _, body = get(api, auth, "/stats/aggregate", **DAY_RANGE, filters=filters, source="raw")
     assert body == expected_aggregate(DAY, DAY + timedelta(days=1), path="/pricing")
     assert (body["pageviews"], body["visitors"], body["sessions"]) == (2, 2, 2)
+    # whole visits holding a /pricing page view: a's 40-minute one from / and a one-page one
+    assert (body["bounce_rate"], body["avg_session_duration_s"]) == (0.5, 1200.0)
 
 
 def test_a_filter_by_screen_size_or_language_counts_those_page_views(
