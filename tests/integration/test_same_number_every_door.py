@@ -9,7 +9,8 @@ The week's edges are local midnights in Berlin (23:00 UTC): page views at 23:30 
 before and the night it ends are out of the week and in it by the zone alone. The server reads
 with an engaged-bounce threshold of 5 s, not the built-in 10 s, and some one-page visits are read
 for 7 s: a door that left the setting out (the email report did) counts them as bounces. Every
-door reads the archive (`raw`): no stream jobs fill the rollups here, so agg would answer zeros.
+door but the dashboard is asked of both sources: the rollups and sessions are built from the archive
+as the stream jobs build them (storage/rollup_backfill.py); the dashboard reads agg, its default.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -31,8 +33,9 @@ from dashboard.email_reports import build_report, text_part
 from dashboard.periods import period
 from storage import goals
 from storage.client import connect
-from storage.queries import questions
+from storage.queries import Source, questions
 from storage.report_subscriptions import ReportPeriod
+from storage.rollup_backfill import backfill_rollups
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
@@ -90,22 +93,30 @@ def settings(dashboard_settings: Settings) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def server(settings: Settings, dashboard_server: DashboardServer) -> Iterator[DashboardServer]:
-    """The real dashboard server (python -m dashboard.app) on the shared store, with `settings`'
-    threshold; its password is the session server's (the same home)."""
+def server(settings: Settings) -> Iterator[DashboardServer]:
+    """The real dashboard server (python -m dashboard.app) on the shared store and home, with
+    `settings`' threshold, reading agg (its default) for the dashboard."""
     port = free_port()
-    environment = server_environment(settings, port, TALLY_ENGAGED_BOUNCE_MS=str(ENGAGED_BOUNCE_MS))
+    environment = server_environment(
+        settings, port, TALLY_ENGAGED_BOUNCE_MS=str(ENGAGED_BOUNCE_MS), TALLY_DASHBOARD_SOURCE="agg"
+    )
     url, log_path = f"http://127.0.0.1:{port}", settings.home_dir / "doors-dashboard.log"
     with running_module("dashboard.app", environment, log_path, f"{url}/healthz"):
-        yield DashboardServer(url, dashboard_server.api_key, dashboard_server.password, log_path)
+        password = (settings.home_dir / "dashboard_password").read_text().strip()  # made on first start
+        yield DashboardServer(url, settings.resolved_api_key(), password, log_path)
 
 
 @pytest.fixture(scope="module")
 def site(settings: Settings) -> str:
+    """The week's traffic in the archive and, as the stream jobs would have written them, in the
+    rollups and sessions (storage/rollup_backfill.py, with the server's threshold)."""
     name = f"doors-{uuid.uuid4().hex[:8]}.example.com"
     client = connect(settings)
     rows, columns = archive_rows(week_traffic(name))
     client.insert("events", rows, column_names=columns)
+    # the UTC days holding the week's events (23:00 UTC on 1 November to 23:30 UTC on the 8th)
+    backfill_rollups(client, name, FIRST - timedelta(days=1), LAST + timedelta(days=1),
+                     engaged_bounce_ms=ENGAGED_BOUNCE_MS)  # fmt: skip
     add_site(client, name, timezone=ZONE)
     goals.add_goal(client, goals.make_goal(name, event_name=GOAL))
     return name
@@ -116,65 +127,79 @@ def browser(server: DashboardServer) -> httpx.Client:
     return signed_in(server)
 
 
-# --- the doors ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Doors:
+    """Every front door of one Tally, asked about the week of `site`; each door but the dashboard
+    reads `source` (the dashboard reads its setting, agg: it is asked as a user sees it)."""
+
+    server: DashboardServer
+    settings: Settings
+    browser: httpx.Client
+    site: str
+    source: Source
+
+    def dashboard(self, output: str, filters: dict[str, str], *extra: dict) -> Any:
+        """A Dash callback of the Overview as the page posts it, for the week (a custom range)."""
+        week = period("custom", datetime.now(UTC), FIRST, LAST, timezone=ZONE).to_store()
+        component, prop = output.split(".")
+        inputs = [
+            {"id": "site", "property": "value", "value": self.site},
+            {"id": "period", "property": "data", "value": week},
+            {"id": "filters", "property": "data", "value": filters},
+            *extra,
+        ]
+        request = {"output": output, "outputs": {"id": component, "property": prop}, "inputs": inputs,
+                   "changedPropIds": [], "state": []}  # fmt: skip
+        origin = {"Origin": self.server.url}
+        answer = self.browser.post("/_dash-update-component", json=request, headers=origin)
+        assert answer.status_code == 200, answer.text[:500]
+        return answer.json()["response"][component][prop]
+
+    def api(self, path: str, **query: str) -> Any:
+        """`/api/v1` with Tally's parameters, for the week."""
+        return self.get(path, site=self.site, **WEEK, source=self.source, **query)
+
+    def plausible_v1(self, path: str, **query: str) -> Any:
+        """`/api/v1` with Plausible's parameters (site_id), for the week."""
+        return self.get(path, site_id=self.site, period="custom", date=PLAUSIBLE_WEEK, source=self.source,
+                        **query)["results"]  # fmt: skip
+
+    def get(self, path: str, **query: str) -> Any:
+        answer = httpx.get(f"{self.server.url}/api/v1{path}", params=query, headers=self.key(), timeout=30)
+        assert answer.status_code == 200, answer.text[:500]
+        return answer.json()
+
+    def v2(self, **body: Any) -> list[dict]:
+        """`/api/v2/query`, for the week."""
+        document = {"site_id": self.site, "date_range": PLAUSIBLE_WEEK.split(","), **body}
+        url = f"{self.server.url}/api/v2/query?source={self.source}"
+        answer = httpx.post(url, json=document, headers=self.key(), timeout=30)
+        assert answer.status_code == 200, answer.text[:500]
+        return answer.json()["results"]
+
+    def cli(self, *options: str) -> Any:
+        """`tally stats SITE … --json`, for the week."""
+        done = run_tally(os.environ | self.settings.environment(), "stats", self.site, "--from", WEEK["from"],
+                         "--to", WEEK["to"], "--source", self.source, "--json", *options)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def email(self, defined: questions.Definitions | None = None) -> str:
+        """The weekly report's text as it is mailed, read with the settings' definitions (as the
+        sender reads them) or those given."""
+        week = ReportPeriod("weekly", FIRST, LAST, FIRST - timedelta(days=7), FIRST - timedelta(days=1), ZONE)
+        client = connect(self.settings)
+        return text_part(build_report(client, self.site, week, self.source, defined or self.settings))
+
+    def key(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.server.api_key}"}
 
 
-def dashboard(browser: httpx.Client, site: str, output: str, filters: dict[str, str], *extra: dict) -> Any:
-    """A Dash callback of the Overview as the page posts it, for the week (a custom range)."""
-    week = period("custom", datetime.now(UTC), FIRST, LAST, timezone=ZONE).to_store()
-    component, prop = output.split(".")
-    inputs = [
-        {"id": "site", "property": "value", "value": site},
-        {"id": "period", "property": "data", "value": week},
-        {"id": "filters", "property": "data", "value": filters},
-        *extra,
-    ]
-    request = {"output": output, "outputs": {"id": component, "property": prop}, "inputs": inputs,
-               "changedPropIds": [], "state": []}  # fmt: skip
-    answer = browser.post("/_dash-update-component", json=request, headers={"Origin": str(browser.base_url)})
-    assert answer.status_code == 200, answer.text[:500]
-    return answer.json()["response"][component][prop]
-
-
-def api(server: DashboardServer, path: str, **query: str) -> Any:
-    answer = httpx.get(f"{server.url}/api/v1{path}", params=query, headers=bearer(server), timeout=30)
-    assert answer.status_code == 200, answer.text[:500]
-    return answer.json()
-
-
-def v2(server: DashboardServer, site: str, **body: Any) -> list[dict]:
-    document = {"site_id": site, "date_range": PLAUSIBLE_WEEK.split(","), **body}
-    answer = httpx.post(
-        f"{server.url}/api/v2/query?source=raw", json=document, headers=bearer(server), timeout=30
-    )
-    assert answer.status_code == 200, answer.text[:500]
-    return answer.json()["results"]
-
-
-def cli(settings: Settings, site: str, *options: str) -> Any:
-    done = run_tally(os.environ | settings.environment(), "stats", site, "--from", WEEK["from"], "--to",
-                     WEEK["to"], "--source", "raw", "--json", *options)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def email(settings: Settings, site: str, defined: questions.Definitions | None = None) -> str:
-    """The weekly report's text as it is mailed (the Monday after the week), read with the
-    settings' definitions (as the sender reads them) or those given."""
-    week = ReportPeriod("weekly", FIRST, LAST, FIRST - timedelta(days=7), FIRST - timedelta(days=1), ZONE)
-    return text_part(build_report(connect(settings), site, week, "raw", defined or settings))
-
-
-def bearer(server: DashboardServer) -> dict[str, str]:
-    return {"Authorization": f"Bearer {server.api_key}"}
-
-
-def tally_week(**query: str) -> dict[str, str]:
-    return {**WEEK, "source": "raw", **query}
-
-
-def plausible_week(site: str, **query: str) -> dict[str, str]:
-    return {"site_id": site, "period": "custom", "date": PLAUSIBLE_WEEK, "source": "raw", **query}
+@pytest.fixture(params=["raw", "agg"])
+def doors(
+    server: DashboardServer, settings: Settings, browser: httpx.Client, site: str, request: Any
+) -> Doors:
+    return Doors(server, settings, browser, site, request.param)
 
 
 # --- reading what the dashboard and the email show ---------------------------------------------
@@ -239,17 +264,15 @@ def count(text: str) -> int:
 # --- the questions -----------------------------------------------------------------------------
 
 
-def test_totals_of_the_week_are_the_same_number_from_every_door(
-    server: DashboardServer, settings: Settings, browser: httpx.Client, site: str
-) -> None:
-    tally = api(server, "/stats/aggregate", site=site, **tally_week())
+def test_totals_of_the_week_are_the_same_number_from_every_door(doors: Doors) -> None:
+    tally = doors.api("/stats/aggregate")
     assert tally["pageviews"] > 20 and 0 < tally["bounce_rate"] < 1  # a week worth comparing
 
-    cards = metric_values(dashboard(browser, site, "top-metrics.children", {}))
+    cards = metric_values(doors.dashboard("top-metrics.children", {}))
     assert {key: float(value) for key, value in cards.items()} == {
         metric.key: pytest.approx(tally[metric.key]) for metric in display.METRICS
     }
-    assert {k: v for k, v in cli(settings, site).items() if k in tally} == tally
+    assert {k: v for k, v in doors.cli().items() if k in tally} == tally
 
     metrics = ["visitors", "visits", "pageviews", "bounce_rate", "visit_duration"]
     plausible = {
@@ -257,104 +280,93 @@ def test_totals_of_the_week_are_the_same_number_from_every_door(
         "bounce_rate": round(tally["bounce_rate"] * 100),
         "visit_duration": round(tally["avg_session_duration_s"]),
     }  # fmt: skip
-    (row,) = v2(server, site, metrics=metrics)
+    (row,) = doors.v2(metrics=metrics)
     assert dict(zip(metrics, row["metrics"], strict=True)) == plausible
-    v1 = api(server, "/stats/aggregate", **plausible_week(site, metrics=",".join(metrics)))
-    assert {name: v1["results"][name]["value"] for name in metrics} == plausible
+    v1 = doors.plausible_v1("/stats/aggregate", metrics=",".join(metrics))
+    assert {name: v1[name]["value"] for name in metrics} == plausible
 
-    mailed = email(settings, site)
+    mailed = doors.email()
     for metric in display.METRICS:
         assert f"{metric.label}: {display.metric_value(metric, tally[metric.key])} (" in mailed, metric.key
-    # The threshold matters to this week: a door reading with the built-in one shows another number.
-    assert email(settings, site, questions.Defined()) != mailed
+    if doors.source == "raw":  # (agg's bounces were counted with the threshold as the rollups were written)
+        # The threshold matters to this week: a door reading with the built-in one shows another number.
+        assert doors.email(questions.Defined()) != mailed
 
 
-def test_top_pages_are_the_same_rows_from_every_door(
-    server: DashboardServer, settings: Settings, browser: httpx.Client, site: str
-) -> None:
-    rows = api(server, "/stats/breakdown", site=site, by="path", **tally_week())
+def test_top_pages_are_the_same_rows_from_every_door(doors: Doors) -> None:
+    rows = doors.api("/stats/breakdown", by="path")
     visitors = {row["value"]: row["visitors"] for row in rows}
     assert len(visitors) == len(PAGES)
 
-    shown = shown_rows(dashboard(browser, site, "pages-list.children", {},
-                                 {"id": "pages-by", "property": "value", "value": "path"}))  # fmt: skip
+    tab = {"id": "pages-by", "property": "value", "value": "path"}
+    shown = shown_rows(doors.dashboard("pages-list.children", {}, tab))
     assert {cells[0]: (count(cells[1]), count(cells[2])) for cells in shown} == {
         row["value"]: (row["visitors"], row["pageviews"]) for row in rows
     }
-    assert cli(settings, site, "--by", "path") == rows
-    results = v2(server, site, metrics=["visitors"], dimensions=["event:page"])
+    assert doors.cli("--by", "path") == rows
+    results = doors.v2(metrics=["visitors"], dimensions=["event:page"])
     assert {row["dimensions"][0]: row["metrics"][0] for row in results} == visitors
-    v1 = api(server, "/stats/breakdown", **plausible_week(site, property="event:page"))
-    assert {row["page"]: row["visitors"] for row in v1["results"]} == visitors
-    assert email_section(email(settings, site), "Top pages:") == [
+    v1 = doors.plausible_v1("/stats/breakdown", property="event:page")
+    assert {row["page"]: row["visitors"] for row in v1} == visitors
+    assert email_section(doors.email(), "Top pages:") == [
         f"{row['value']}: {row['visitors']} visitors" for row in rows
     ]
 
 
-def test_top_sources_of_a_page_are_the_same_rows_from_every_door(
-    server: DashboardServer, settings: Settings, browser: httpx.Client, site: str
-) -> None:
+def test_top_sources_of_a_page_are_the_same_rows_from_every_door(doors: Doors) -> None:
     on_page = {"path": FILTER_PAGE}
-    rows = api(server, "/stats/breakdown", site=site, by="referrer_domain",
-               filters=json.dumps(on_page), **tally_week())  # fmt: skip
+    rows = doors.api("/stats/breakdown", by="referrer_domain", filters=json.dumps(on_page))
     visitors = {row["value"]: row["visitors"] for row in rows}
-    everywhere = api(server, "/stats/breakdown", site=site, by="referrer_domain", **tally_week())
+    everywhere = doors.api("/stats/breakdown", by="referrer_domain")
     assert len(visitors) > 1 and visitors != {row["value"]: row["visitors"] for row in everywhere}
 
     tab = {"id": "sources-by", "property": "value", "value": "referrer_domain"}
-    shown = shown_rows(dashboard(browser, site, "sources-list.children", on_page, tab))
+    shown = shown_rows(doors.dashboard("sources-list.children", on_page, tab))
     assert {cells[0]: count(cells[1]) for cells in shown} == {
         display.dimension_value("referrer_domain", value): n for value, n in visitors.items()
     }
-    assert cli(settings, site, "--by", "referrer_domain", "--filters", json.dumps(on_page)) == rows
-    results = v2(server, site, metrics=["visitors"], dimensions=["visit:source"],
-                 filters=[["is", "event:page", [FILTER_PAGE]]])  # fmt: skip
+    assert doors.cli("--by", "referrer_domain", "--filters", json.dumps(on_page)) == rows
+    results = doors.v2(metrics=["visitors"], dimensions=["visit:source"],
+                       filters=[["is", "event:page", [FILTER_PAGE]]])  # fmt: skip
     assert {tally_source(row["dimensions"][0]): row["metrics"][0] for row in results} == visitors
-    on_page_v1 = plausible_week(site, property="visit:source", filters=f"event:page=={FILTER_PAGE}")
-    v1 = api(server, "/stats/breakdown", **on_page_v1)
-    assert {tally_source(row["source"]): row["visitors"] for row in v1["results"]} == visitors
+    v1 = doors.plausible_v1("/stats/breakdown", property="visit:source", filters=f"event:page=={FILTER_PAGE}")
+    assert {tally_source(row["source"]): row["visitors"] for row in v1} == visitors
 
 
-def test_visitors_by_day_are_the_same_series_from_every_door(
-    server: DashboardServer, settings: Settings, browser: httpx.Client, site: str
-) -> None:
-    points = api(server, "/stats/timeseries", site=site, interval="day", **tally_week())
+def test_visitors_by_day_are_the_same_series_from_every_door(doors: Doors) -> None:
+    points = doors.api("/stats/timeseries", interval="day")
     by_day = {point["t"][:10]: point["visitors"] for point in points}
     assert list(by_day) == [str(FIRST + timedelta(days=n)) for n in range(7)]
 
-    figure = dashboard(browser, site, "main-chart.figure", {},
-                       {"id": "chart-metric", "property": "value", "value": "visitors"})  # fmt: skip
-    line = figure["data"][-1]  # the period's own line, drawn over the compared one
+    metric = {"id": "chart-metric", "property": "value", "value": "visitors"}
+    line = doors.dashboard("main-chart.figure", {}, metric)["data"][-1]  # the period's, over the compared
     assert plotted(line["y"]) == list(by_day.values())
     assert [str(day)[:10] for day in line["x"]] == list(by_day)
-    assert cli(settings, site, "--interval", "day") == points
-    results = v2(server, site, metrics=["visitors"], dimensions=["time:day"])
+    assert doors.cli("--interval", "day") == points
+    results = doors.v2(metrics=["visitors"], dimensions=["time:day"])
     assert {row["dimensions"][0][:10]: row["metrics"][0] for row in results} == by_day
-    v1 = api(server, "/stats/timeseries", **plausible_week(site, interval="date"))
-    assert {row["date"][:10]: row["visitors"] for row in v1["results"]} == by_day
-    assert email_section(email(settings, site), f"Visitors per day ({ZONE}):") == [
+    v1 = doors.plausible_v1("/stats/timeseries", interval="date")
+    assert {row["date"][:10]: row["visitors"] for row in v1} == by_day
+    assert email_section(doors.email(), f"Visitors per day ({ZONE}):") == [
         f"{day}: {n}" for day, n in by_day.items()
     ]
 
 
-def test_a_goals_conversions_are_the_same_from_every_door(
-    server: DashboardServer, settings: Settings, browser: httpx.Client, site: str
-) -> None:
-    (goal,) = api(server, "/stats/goals", site=site, **tally_week())
+def test_a_goals_conversions_are_the_same_from_every_door(doors: Doors) -> None:
+    (goal,) = doors.api("/stats/goals")
     assert goal["goal"] == GOAL and 0 < goal["conversion_rate"] < 1
 
-    (shown,) = shown_rows(dashboard(browser, site, "goals-list.children", {},
-                                    {"id": "goals-version", "property": "data", "value": 0}))  # fmt: skip
+    version = {"id": "goals-version", "property": "data", "value": 0}
+    (shown,) = shown_rows(doors.dashboard("goals-list.children", {}, version))
     assert shown[:4] == [GOAL, display.count(goal["visitors"]), display.count(goal["events"]),
                          f"{goal['conversion_rate'] * 100:.1f}%"]  # fmt: skip
-    assert cli(settings, site, "--goals") == [goal]
-    percent = round(goal["conversion_rate"] * 100, 2)
-    results = v2(server, site, metrics=["visitors", "events", "conversion_rate"],
-                 dimensions=["event:goal"])  # fmt: skip
-    assert [row["metrics"] for row in results if row["dimensions"] == [GOAL]] == [
-        [goal["visitors"], goal["events"], percent]
-    ]
-    by_goal = plausible_week(site, property="event:goal", metrics="visitors,events,conversion_rate")
-    v1 = api(server, "/stats/breakdown", **by_goal)
-    assert [(row["visitors"], row["events"], row["conversion_rate"]) for row in v1["results"] if
-            row["goal"] == GOAL] == [(goal["visitors"], goal["events"], percent)]  # fmt: skip
+    assert doors.cli("--goals") == [goal]
+    numbers = [goal["visitors"], goal["events"], round(goal["conversion_rate"] * 100, 2)]
+    results = doors.v2(metrics=["visitors", "events", "conversion_rate"], dimensions=["event:goal"])
+    assert [row["metrics"] for row in results if row["dimensions"] == [GOAL]] == [numbers]
+    v1 = doors.plausible_v1(
+        "/stats/breakdown", property="event:goal", metrics="visitors,events,conversion_rate"
+    )
+    assert [
+        [row["visitors"], row["events"], row["conversion_rate"]] for row in v1 if row["goal"] == GOAL
+    ] == [numbers]
