@@ -195,14 +195,14 @@ def filter_expression(item: object, depth: int) -> Expression:
 
 
 def stats_query(
-    arguments: Arguments, now: datetime, defined: questions.Definitions, timezone: str = UTC_NAME,
+    arguments: Arguments, now: datetime, defined: questions.VisitDefinitions, timezone: str = UTC_NAME,
     first_day: date | None = None,
 ) -> StatsQuery:  # fmt: skip
     return window_queries(arguments, now, defined, timezone, first_day)[0]
 
 
 def window_queries(
-    arguments: Arguments, now: datetime, defined: questions.Definitions, timezone: str = UTC_NAME,
+    arguments: Arguments, now: datetime, defined: questions.VisitDefinitions, timezone: str = UTC_NAME,
     first_day: date | None = None,
 ) -> tuple[StatsQuery, StatsQuery | None]:  # fmt: skip
     """The report asked for, and the same report over the compared range (None without compare):

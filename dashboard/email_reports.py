@@ -59,7 +59,7 @@ class Report:
 
 
 def build_report(
-    client: Client, site: str, period: ReportPeriod, source: Source, defined: questions.Definitions
+    client: Client, site: str, period: ReportPeriod, source: Source, defined: questions.VisitDefinitions
 ) -> Report:
     """The period's numbers in the site's time zone: its local days, as the dashboard shows them,
     with the definitions the dashboard reads with (the engaged-bounce threshold too)."""

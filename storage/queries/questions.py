@@ -68,7 +68,7 @@ PLAUSIBLE_PROPS = "event:props:"
 MAX_DEPTH = 10
 
 
-class Definitions(Protocol):
+class VisitDefinitions(Protocol):
     """What a visit is and when it bounces: Settings, or the current definitions version's."""
 
     @property
@@ -90,7 +90,7 @@ def question(
     site: str,
     start: datetime,
     end: datetime,
-    defined: Definitions | None = None,
+    defined: VisitDefinitions | None = None,
     *,
     timezone: str = UTC_NAME,
     filters: dict[str, str] | None = None,

@@ -184,7 +184,7 @@ class Doors:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def email(self, defined: questions.Definitions | None = None) -> str:
+    def email(self, defined: questions.VisitDefinitions | None = None) -> str:
         """The weekly report's text as it is mailed, read with the settings' definitions (as the
         sender reads them) or those given."""
         week = ReportPeriod("weekly", FIRST, LAST, FIRST - timedelta(days=7), FIRST - timedelta(days=1), ZONE)
