@@ -31,11 +31,13 @@ import pytest
 from dashboard import display
 from dashboard.email_reports import build_report, text_part
 from dashboard.periods import period
+from dashboard.segments import checked
 from storage import goals
 from storage.client import connect
 from storage.queries import Source, questions
 from storage.report_subscriptions import ReportPeriod
 from storage.rollup_backfill import backfill_rollups
+from storage.segments import add_segment, find_segment
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
@@ -54,6 +56,9 @@ PAGES = ["/", "/pricing", "/blog/kafka", "/docs"]
 SOURCES = ["google.com", "twitter.com", "news.ycombinator.com", ""]
 FILTER_PAGE = "/pricing"
 GOAL = "Signup"
+SEGMENT = "Pricing from Google"
+SEGMENT_FILTERS = [["is", "event:page", [FILTER_PAGE]], ["is", "visit:source", ["google.com"]]]
+SEGMENT_AS_TALLY_FILTERS = {"path": FILTER_PAGE, "referrer_domain": "google.com"}
 DIRECT = "Direct / None"  # Plausible's name of no source; Tally's is ""
 ENGAGED_BOUNCE_MS = 5_000  # not the built-in 10 s (tally/settings.py)
 READ_MS = 7_000  # a one-page visit read this long is a bounce only by the built-in threshold
@@ -119,6 +124,8 @@ def site(settings: Settings) -> str:
                      engaged_bounce_ms=ENGAGED_BOUNCE_MS)  # fmt: skip
     add_site(client, name, timezone=ZONE)
     goals.add_goal(client, goals.make_goal(name, event_name=GOAL))
+    checked(SEGMENT_FILTERS)  # as the dashboard and the API check a segment before saving it
+    add_segment(client, name, SEGMENT, SEGMENT_FILTERS)
     return name
 
 
@@ -370,3 +377,23 @@ def test_a_goals_conversions_are_the_same_from_every_door(doors: Doors) -> None:
     assert [
         [row["visitors"], row["events"], row["conversion_rate"]] for row in v1 if row["goal"] == GOAL
     ] == [numbers]
+
+
+def test_a_saved_segments_totals_are_the_numbers_of_the_filters_it_holds_from_every_door(
+    doors: Doors,
+) -> None:
+    """The dashboard applies a segment by name, /api/v2 by id, the other doors are given its filters."""
+    tally = doors.api("/stats/aggregate", filters=json.dumps(SEGMENT_AS_TALLY_FILTERS))
+    assert 0 < tally["visitors"] < doors.api("/stats/aggregate")["visitors"]
+
+    cards = metric_values(doors.dashboard("top-metrics.children", {"segment": SEGMENT}))
+    assert {key: float(value) for key, value in cards.items()} == {
+        metric.key: pytest.approx(tally[metric.key]) for metric in display.METRICS
+    }
+    printed = doors.cli("--filters", json.dumps(SEGMENT_AS_TALLY_FILTERS))
+    assert {k: v for k, v in printed.items() if k in tally} == tally
+    segment_id = find_segment(connect(doors.settings), doors.site, SEGMENT).id
+    metrics = ["visitors", "pageviews"]
+    for filters in ([["is", "segment", [segment_id]]], SEGMENT_FILTERS):
+        (row,) = doors.v2(metrics=metrics, filters=filters)
+        assert row["metrics"] == [tally["visitors"], tally["pageviews"]], filters
