@@ -15,7 +15,8 @@ from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
-from dashboard import backtest_request, comparisons, plausible_v1, provenance
+from dashboard import backtest_request, plausible_v1, provenance
+from dashboard import stats_answers as answers
 from dashboard.access import key_refusal, route_access
 from dashboard.api_access import authorise, scoped_site
 from dashboard.api_parameters import Arguments, BadParameter
@@ -25,11 +26,12 @@ from dashboard.openapi import openapi_document
 from dashboard.plausible_query import QueryError
 from dashboard.plausible_report import SiteNotFound
 from dashboard.segments_api import register_segments_api
+from dashboard.stats_answers import goal_json, iso
 from dashboard.store import ClientFactory, StoreUnavailable
 from dashboard.whatif_api import register_whatif_api
 from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
-from storage.queries import EventRow, FunnelStep, GoalRow, Point, SessionRow, Source, StatsQuery, StepResult
+from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
 from storage.query_limits import limit_message
 from storage.saved_funnels import InvalidFunnel, find_funnel
@@ -96,9 +98,8 @@ def stats_api(
         client, site = clients(), parameters.site(arguments)
         first_day = queries.first_day(client, site) if arguments.get("period") == "all" else None
         q, compared = parameters.window_queries(
-            arguments, clock(), defined.settings().session_gap_s, defined.settings().engaged_bounce_ms,
-            site_timezone(client, site), first_day,
-        )  # fmt: skip
+            arguments, clock(), defined.settings(), site_timezone(client, site), first_day
+        )
         return arguments, q, compared
 
     def answered(answer: object, arguments: Arguments, q: StatsQuery, source: Source) -> Response:
@@ -132,21 +133,7 @@ def stats_api(
             return plausible
         arguments, q, compared = asked_with_comparison()
         source = parameters.source(arguments)
-        current = queries.aggregate(clients(), q, source=source)
-        if compared is None:
-            return answered(current, arguments, q, source)
-        previous = queries.aggregate(clients(), compared, source=source)
-        return answered(
-            current
-            | {
-                "comparison": {"from": iso(compared.start, q.timezone), "to": iso(compared.end, q.timezone)}
-                | previous,
-                "change": comparisons.changes(current, previous),
-            },
-            arguments,
-            q,
-            source,
-        )
+        return answered(answers.aggregate(clients(), q, compared, source), arguments, q, source)
 
     @api.get("/stats/timeseries")
     def timeseries() -> Response:
@@ -155,14 +142,7 @@ def stats_api(
         arguments, q, compared = asked_with_comparison()
         interval = parameters.interval(arguments, q)
         source = parameters.source(arguments)
-        points = [
-            point_json(point, q.timezone) for point in queries.timeseries(clients(), q, interval, source)
-        ]
-        if compared is None:
-            return answered(points, arguments, q, source)
-        previous = queries.timeseries(clients(), compared, interval, source=source)
-        paired = comparisons.paired(points, [point_json(point, q.timezone) for point in previous])
-        return answered(paired, arguments, q, source)
+        return answered(answers.timeseries(clients(), q, compared, interval, source), arguments, q, source)
 
     @api.get("/stats/breakdown")
     def breakdown() -> Response:
@@ -173,18 +153,7 @@ def stats_api(
         goal = parameters.goal(arguments, by)
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
         source = parameters.source(arguments)
-        if by == parameters.EVENT_NAME_BREAKDOWN or by.startswith(parameters.PROP_BREAKDOWN):
-            events = [event_json(row) for row in custom_breakdown(q, by, goal, limit, source)]
-            return answered(events, arguments, q, source)
-        rows = queries.breakdown(clients(), q, by, limit, source=source)
-        answer = [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
-        if by == "path":  # a page's engagement (storage/queries/contract.py), 0 without any
-            engaged = queries.engagement(clients(), q, [r.value for r in rows], source=source)
-            for row in answer:
-                page = engaged.get(str(row["value"]))
-                row["time_on_page_s"] = page.time_on_page_s if page else 0.0
-                row["scroll_depth"] = page.scroll_depth if page else 0.0
-        return answered(answer, arguments, q, source)
+        return answered(answers.breakdown(clients(), q, by, goal, limit, source), arguments, q, source)
 
     @api.get("/stats/funnel")
     def funnel() -> Response:
@@ -210,18 +179,11 @@ def stats_api(
         except InvalidFunnel as error:
             raise BadParameter("funnel", str(error)) from None
 
-    def custom_breakdown(q: StatsQuery, by: str, goal: str, limit: int, source: Source) -> list[EventRow]:
-        if by == parameters.EVENT_NAME_BREAKDOWN:
-            return queries.custom_events(clients(), q, limit, source)
-        key = by.removeprefix(parameters.PROP_BREAKDOWN)
-        return queries.properties(clients(), q, key, goal, limit, source)  # an unknown goal: 400 naming it
-
     @api.get("/stats/goals")
     def goals() -> Response:
         arguments, q = asked()
         source = parameters.source(arguments)
-        rows = queries.goals(clients(), q, source=source)
-        return answered([goal_json(row) for row in rows], arguments, q, source)
+        return answered(answers.goals(clients(), q, source), arguments, q, source)
 
     @api.get("/stats/realtime")
     def realtime() -> Response:
@@ -235,9 +197,7 @@ def stats_api(
                 realtime_json(realtime_breakdown(clients(), site, breakdown, now, limit), breakdown)
             )
         live = queries.realtime(clients(), site, now=now, source=source)
-        window = StatsQuery(
-            site, now - queries.LIVE_WINDOW, now, session_gap_s=defined.settings().session_gap_s
-        )
+        window = questions.question(site, now - queries.LIVE_WINDOW, now, defined.settings())
         return answered(live, arguments, window, source)
 
     @api.get("/sessions")
@@ -361,43 +321,6 @@ def error(status: int, message: str) -> Response:
     response = jsonify({"error": message})
     response.status_code = status
     return response
-
-
-def iso(moment: datetime, timezone: str = "UTC") -> str:
-    """ISO-8601 as the API's parameters take it: in UTC with a Z, or in the site's zone with its
-    offset (a bucket of a Berlin site starts at 2026-03-29T00:00:00+01:00)."""
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    if timezone != "UTC":
-        return moment.astimezone(queries.zone(timezone)).isoformat()
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def point_json(point: Point, timezone: str = "UTC") -> dict[str, object]:
-    return {"t": iso(point.t, timezone), "pageviews": point.pageviews, "visitors": point.visitors}
-
-
-def event_json(row: EventRow) -> dict[str, object]:
-    return {"value": row.value, "events": row.events, "visitors": row.visitors}
-
-
-def goal_json(row: GoalRow) -> dict[str, object]:
-    """A goal's numbers; revenue as exact decimal strings (2 places), null for other goals."""
-    revenue = None
-    if row.currency:
-        revenue = {
-            "currency": row.currency,
-            "total": f"{row.revenue_total:.2f}",
-            "average": f"{row.revenue_average:.2f}",
-            "events": row.revenue_events,
-        }
-    return {
-        "goal": row.goal,
-        "kind": row.kind,
-        "visitors": row.visitors,
-        "events": row.events,
-        "conversion_rate": row.conversion_rate,
-        "revenue": revenue,
-    }
 
 
 def session_json(row: SessionRow) -> dict[str, object]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from dashboard import periods
 from storage import queries
 from storage.calendar import UTC_NAME, shift_local, zone
-from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, Source, StatsQuery
+from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, Source, StatsQuery, questions
 from storage.queries.contract import FILTER_OPERATORS
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 
@@ -195,43 +195,28 @@ def filter_expression(item: object, depth: int) -> Expression:
 
 
 def stats_query(
-    arguments: Arguments,
-    now: datetime,
-    session_gap_s: int,
-    engaged_bounce_ms: int,
-    timezone: str = UTC_NAME,
+    arguments: Arguments, now: datetime, defined: questions.VisitDefinitions, timezone: str = UTC_NAME,
     first_day: date | None = None,
-) -> StatsQuery:
-    return window_queries(arguments, now, session_gap_s, engaged_bounce_ms, timezone, first_day)[0]
+) -> StatsQuery:  # fmt: skip
+    return window_queries(arguments, now, defined, timezone, first_day)[0]
 
 
 def window_queries(
-    arguments: Arguments,
-    now: datetime,
-    session_gap_s: int,
-    engaged_bounce_ms: int,
-    timezone: str = UTC_NAME,
+    arguments: Arguments, now: datetime, defined: questions.VisitDefinitions, timezone: str = UTC_NAME,
     first_day: date | None = None,
-) -> tuple[StatsQuery, StatsQuery | None]:
-    """The report asked for, and the same report over the compared range (None without compare)."""
+) -> tuple[StatsQuery, StatsQuery | None]:  # fmt: skip
+    """The report asked for, and the same report over the compared range (None without compare):
+    the question (storage/queries/questions.py) the API's and the CLI's parameters ask."""
     asked = window(arguments, now, timezone, first_day)
     equal, where = filters(arguments)
-    q = StatsQuery(
-        site(arguments),
-        asked.start,
-        asked.end,
-        filters=equal,
-        where=where,
-        session_gap_s=session_gap_s,
-        engaged_bounce_ms=engaged_bounce_ms,
-        timezone=timezone,
+    q = questions.question(
+        site(arguments), asked.start, asked.end, defined, timezone=timezone, filters=equal, where=where
     )
     try:
         queries.validate(q)  # the query layer's own vocabulary decides which filters exist
     except queries.UnsupportedQuery as refused:
         raise BadParameter("filters", str(refused)) from None
-    compared = replace(q, start=asked.compared[0], end=asked.compared[1]) if asked.compared else None
-    return q, compared
+    return q, questions.over(q, asked.compared) if asked.compared else None
 
 
 def interval(arguments: Arguments, q: StatsQuery) -> Interval:

@@ -33,7 +33,7 @@ from dashboard import display
 from storage import definitions, queries
 from storage.calendar import local_date, zone
 from storage.client import connect
-from storage.queries import BreakdownRow, Source, StatsQuery
+from storage.queries import BreakdownRow, Source, questions
 from storage.query_limits import stats_limits
 from storage.report_subscriptions import ReportPeriod, Subscription, due, record_delivery
 from tally.settings import Settings
@@ -59,11 +59,12 @@ class Report:
 
 
 def build_report(
-    client: Client, site: str, period: ReportPeriod, source: Source, session_gap_s: int
+    client: Client, site: str, period: ReportPeriod, source: Source, defined: questions.VisitDefinitions
 ) -> Report:
-    """The period's numbers in the site's time zone: its local days, as the dashboard shows them."""
-    q = StatsQuery(site, *period.span, session_gap_s=session_gap_s, timezone=period.timezone)
-    previous = StatsQuery(site, *period.previous_span, session_gap_s=session_gap_s, timezone=period.timezone)
+    """The period's numbers in the site's time zone: its local days, as the dashboard shows them,
+    with the definitions the dashboard reads with (the engaged-bounce threshold too)."""
+    q = questions.question(site, *period.span, defined, timezone=period.timezone)
+    previous = questions.over(q, period.previous_span)
     tz = zone(period.timezone)
     points = queries.timeseries(client, q, "day", source=source)
     visitors = {local_date(point.t, tz): point.visitors for point in points}
@@ -215,12 +216,12 @@ def send_due(settings: Settings, client: Client, now: datetime) -> list[Sent]:
             "no SMTP server: set TALLY_SMTP_HOST (and TALLY_SMTP_PORT, _USER, _PASSWORD, _FROM)"
         )
     sent: list[Sent] = []
-    # The current definitions version's gap (storage/definitions.py), the environment's before one.
-    current = definitions.current_or_none(client)
-    gap_s = settings.session_gap_s if current is None else current.definitions.session_gap_s
+    # The current definitions version's (storage/definitions.py), the environment's before one:
+    # the gap and the engaged-bounce threshold the dashboard and the API read with.
+    defined = definitions.CurrentDefinitions(settings, lambda: client).settings()
     with smtp_connection(settings) as smtp:
         for subscription, period in pending:
-            report = build_report(client, subscription.site, period, settings.dashboard_source, gap_s)
+            report = build_report(client, subscription.site, period, settings.dashboard_source, defined)
             smtp.send_message(message(report, settings.smtp_from, subscription.email))
             record_delivery(client, subscription, period)
             sent.append((subscription, period))

@@ -15,7 +15,7 @@ from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from storage import queries, readonly_sql
 from storage.definitions import CurrentDefinitions
-from storage.queries import StatsQuery
+from storage.queries import questions
 from tally.csv_cells import csv_text, plain
 from tally.settings import Settings
 
@@ -96,13 +96,8 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
             raise PreventUpdate
         period = Period.from_store(period_data)
         filters = explore_filters(None, path, country, device)
-        q = StatsQuery(
-            site,
-            period.start,
-            period.end,
-            filters=filters,
-            session_gap_s=defined.settings().session_gap_s,
-            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
+        q = questions.question(
+            site, period.start, period.end, defined.settings(), timezone=period.timezone, filters=filters
         )
         totals = queries.aggregate(clients(), q, source="raw")
         return (

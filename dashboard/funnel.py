@@ -16,12 +16,11 @@ from dashboard import display
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
-from dashboard.segments import applied
 from dashboard.store import ClientFactory
 from storage import queries
 from storage import saved_funnels as funnel_store
 from storage.definitions import CurrentDefinitions
-from storage.queries import FunnelStep, StatsQuery, StepResult
+from storage.queries import FunnelStep, StepResult, questions
 from tally.settings import Settings
 
 EXAMPLE = "/product/*\nSignup\n/checkout\n/thanks"
@@ -196,15 +195,10 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
         if not text or not text.strip():
             return notice(NO_STEPS)
         period = Period.from_store(period_data)
-        q = StatsQuery(
-            site,
-            period.start,
-            period.end,
-            filters=dict(filters or {}),
-            session_gap_s=defined.settings().session_gap_s,
-            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
+        q = questions.question(
+            site, period.start, period.end, defined.settings(), timezone=period.timezone, filters=filters
         )
-        q = applied(clients(), q)  # a saved segment's filters
+        q = questions.with_saved_segment(clients(), q)
         report = queries.funnel(clients(), q, parse_steps(text), source=source)
         return funnel_chart(report.steps)
 

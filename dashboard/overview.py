@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 from dash.exceptions import PreventUpdate
 
-from dashboard import components, display, figures, periods, segments
+from dashboard import components, display, figures, periods
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.goals_panel import register_goals
@@ -21,7 +21,7 @@ from dashboard.sharing import visible_sites
 from dashboard.store import ClientFactory
 from storage import queries
 from storage.definitions import CurrentDefinitions
-from storage.queries import Source, StatsQuery
+from storage.queries import Source, StatsQuery, questions
 from storage.rate_limits import rate_limit_status
 from storage.sites import site_timezone
 from tally.settings import Settings
@@ -45,8 +45,8 @@ def compared_name(period: Period) -> str:
 
 def filterable(dimension: str) -> bool:
     """Whether the query layer can filter by a dimension: asked of it, not assumed here."""
-    probe = StatsQuery(
-        "", datetime(2000, 1, 1, tzinfo=UTC), datetime(2000, 1, 2, tzinfo=UTC), {dimension: ""}
+    probe = questions.question(
+        "", datetime(2000, 1, 1, tzinfo=UTC), datetime(2000, 1, 2, tzinfo=UTC), filters={dimension: ""}
     )
     try:
         queries.validate(probe)
@@ -66,16 +66,10 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
 
     def stats_query(site: str, period: Period, filters: dict[str, str], previous: bool = False) -> StatsQuery:
         start, end = (period.previous_start, period.previous_end) if previous else (period.start, period.end)
-        q = StatsQuery(
-            site,
-            start,
-            end,
-            filters=dict(filters or {}),
-            session_gap_s=defined.settings().session_gap_s,
-            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
-            timezone=period.timezone,
+        q = questions.question(
+            site, start, end, defined.settings(), timezone=period.timezone, filters=filters
         )
-        return segments.applied(clients(), q)  # a saved segment's filters (dashboard/segments.py)
+        return questions.with_saved_segment(clients(), q)  # a saved segment's filters
 
     def inputs_ready(site: str | None, period_data: dict | None) -> Period | None:
         if period_data is None:

@@ -27,7 +27,7 @@ from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.definitions import CurrentDefinitions, Version
-from storage.queries import Source
+from storage.queries import Source, questions
 from storage.query_limits import limit_message
 from storage.sites import site_timezone
 from tally.settings import Settings
@@ -160,8 +160,7 @@ def plausible_meta(
     client: object, settings: Settings, query: PlausibleQuery, report: Report, version: Version | None = None
 ) -> dict[str, object]:
     """Tally's provenance fields (dashboard/provenance.py), added to Plausible's `meta`."""
-    gap, bounce = settings.session_gap_s, settings.engaged_bounce_ms
-    q = queries.StatsQuery(query.site, query.start, query.end, session_gap_s=gap, engaged_bounce_ms=bounce)
+    q = questions.question(query.site, query.start, query.end, settings, timezone=query.timezone)
     return provenance.meta(client, settings, q, report.source, version)
 
 

@@ -30,7 +30,7 @@ from dashboard.plausible_report import ALL_ROWS, Report, Row, bucket_label, orde
 from storage import imports, queries
 from storage.calendar import local_date, local_midnight, zone
 from storage.imports import Numbers
-from storage.queries import Source, StatsQuery
+from storage.queries import Source, StatsQuery, questions
 
 IMPORTED_METRICS = frozenset(
     {"visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration"}
@@ -81,14 +81,8 @@ def with_imports(
         reason = "no_imported_data"
     if reason is not None:
         return report, {"imports_included": False, "imports_skip_reason": reason}
-    q = StatsQuery(
-        query.site,
-        query.start,
-        query.end,
-        session_gap_s=session_gap_s,
-        engaged_bounce_ms=engaged_bounce_ms,
-        timezone=query.timezone,
-    )
+    defined = questions.Defined(session_gap_s, engaged_bounce_ms)
+    q = questions.question(query.site, query.start, query.end, defined, timezone=query.timezone)
     if query.dimension is None:
         rows = [
             Row((), visit_metrics(combined(queries.aggregate(client, q, source=source), totals(client, q))))

@@ -26,7 +26,7 @@ from dashboard.plausible_query import (
     props_key,
 )
 from storage import queries
-from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery
+from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery, questions
 from storage.queries.contract import PROPS_FILTER, Condition, Logic, conversion_rate
 from storage.sites import InvalidDomain, list_sites, normalise
 
@@ -67,14 +67,9 @@ def site_of(client: Client, site_id: str) -> str:
 def run(
     client: Client, query: PlausibleQuery, source: Source, session_gap_s: int, engaged_bounce_ms: int
 ) -> Report:
-    q = StatsQuery(
-        query.site,
-        query.start,
-        query.end,
-        session_gap_s=session_gap_s,
-        engaged_bounce_ms=engaged_bounce_ms,
-        where=query.where,
-        timezone=query.timezone,
+    defined = questions.Defined(session_gap_s, engaged_bounce_ms)
+    q = questions.question(
+        query.site, query.start, query.end, defined, timezone=query.timezone, where=query.where
     )
     goal_q = replace(q, filters={GOAL_FILTER: query.goal}) if query.goal else q
     answered: Source = queries.answered_source(client, goal_q, source)

@@ -25,7 +25,7 @@ from dashboard.sharing import shared_link
 from dashboard.store import ClientFactory
 from storage import queries
 from storage.definitions import CurrentDefinitions, Version
-from storage.queries import Source, StatsQuery
+from storage.queries import Source, StatsQuery, questions
 from storage.queries import provenance as provenance_queries
 from storage.queries.provenance import Provenance
 from tally.settings import Settings
@@ -124,14 +124,10 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
         if not site or period_data is None:
             raise PreventUpdate
         period = Period.from_store(period_data)
-        q = StatsQuery(
-            site,
-            period.start,
-            period.end,
-            filters=dict(filters or {}),
-            session_gap_s=defined.settings().session_gap_s,
-            engaged_bounce_ms=defined.settings().engaged_bounce_ms,
+        q = questions.question(
+            site, period.start, period.end, defined.settings(), timezone=period.timezone, filters=filters
         )
+        q = questions.with_saved_segment(clients(), q)
         found = of(clients(), settings, q, answered_source(clients(), q, source), defined.version())
         tone = "provenance-warning" if found.agreement.status == "disagree" else "provenance-ok"
         # A shared link's viewer sees the line, not the offsets: they count every site's events;

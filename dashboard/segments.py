@@ -1,7 +1,8 @@
 """Saved segments in the dashboard and Plausible's v2 API (storage/segments.py holds them).
 
 A segment is a list of Plausible v2 filters. Tally checks it with the v2 parser when it is
-added: the dashboard applies a segment as the StatsQuery's filter expression (`where`) and goal,
+added; a question applies it (storage/queries/questions.py: with_saved_segment) as the
+StatsQuery's filter expression (`where`) and goal,
 so a segment holds page-view conditions (event:page, visit:country/device/browser/os,
 event:props:*), visit conditions (source, UTM fields, entry and exit page, channel: the events
 of the visits that came that way, storage/queries/session_filters.py) and at most one goal.
@@ -26,16 +27,15 @@ from dashboard import display
 from dashboard.components import notice, panel
 from dashboard.friendly_errors import friendly
 from dashboard.plausible_query import (
-    GOAL_DIMENSION,
-    PAGE_DIMENSION,
     PROPS_DIMENSION,
     Filters,
     QueryError,
     filters,
 )
 from dashboard.store import ClientFactory
-from storage.queries import GOAL_FILTER, Logic, StatsQuery, UnsupportedQuery, validate_expression
+from storage.queries import Logic, UnsupportedQuery, questions, validate_expression
 from storage.queries.contract import PROPS_FILTER
+from storage.queries.questions import PLAUSIBLE_NAMES
 from storage.segments import (
     MAX_NAME,
     InvalidSegment,
@@ -48,7 +48,7 @@ from storage.segments import (
     replace_filters,
 )
 
-SEGMENT_FILTER = "segment"  # the dashboard's filters store: {"segment": name}
+SEGMENT_FILTER = questions.SEGMENT_FILTER  # the dashboard's filters store: {"segment": name}
 SEGMENT_DIMENSION = "segment"  # Plausible's ["is", "segment", [id]]
 
 
@@ -61,11 +61,13 @@ def checked(items: list[Any]) -> Filters:
     if parsed.visits is not None:  # the events of the visits passing them (contract.py)
         where = parsed.visits if parsed.where is None else Logic("and", (parsed.where, parsed.visits))
         parsed = replace(parsed, where=where, visits=None)
-    if parsed.where is not None:
-        try:
+    try:
+        if parsed.where is not None:
             validate_expression(parsed.where)  # e.g. a pattern that is no RE2 expression
-        except UnsupportedQuery as error:
-            raise InvalidSegment(f"filters: {error}") from None
+        # what a question applying it reads (storage/queries/questions.py): the same expression
+        questions.segment_filters(items)
+    except UnsupportedQuery as error:
+        raise InvalidSegment(f"filters: {error}") from None
     return parsed
 
 
@@ -86,18 +88,6 @@ def expand(client: Client, site: str, items: list[Any]) -> list[Any]:
         else:
             expanded.append(item)
     return expanded
-
-
-def applied(client: Client, q: StatsQuery) -> StatsQuery:
-    """`q` with the dashboard's segment filter (if any) turned into its expression and goal."""
-    name = q.filters.get(SEGMENT_FILTER)
-    if name is None:
-        return q
-    rest = {key: value for key, value in q.filters.items() if key != SEGMENT_FILTER}
-    parsed = checked(find_segment(client, q.site, name).filters)
-    if parsed.goal:
-        rest[GOAL_FILTER] = parsed.goal
-    return replace(q, filters=rest, where=parsed.where)
 
 
 def register_segment_picker(app: Dash, clients: ClientFactory) -> None:
@@ -151,25 +141,6 @@ def register_segment_picker(app: Dash, clients: ClientFactory) -> None:
 SEGMENTS_PANEL = "segments-panel"
 RENAME, UPDATE, REMOVE = "segment-rename", "segment-update", "segment-remove"
 NEW_NAME = "segment-new-name"
-# The dashboard's filter names → Plausible's (the segment's syntax); the props.KEY filter is
-# event:props:KEY. Device type and language have no Plausible name, so no segment holds them.
-PLAUSIBLE_NAMES = {
-    "path": PAGE_DIMENSION,
-    "country": "visit:country",
-    "screen_size": "visit:device",
-    "browser": "visit:browser",
-    "os": "visit:os",
-    "referrer_domain": "visit:source",
-    "utm_source": "visit:utm_source",
-    "utm_medium": "visit:utm_medium",
-    "utm_campaign": "visit:utm_campaign",
-    "utm_content": "visit:utm_content",
-    "utm_term": "visit:utm_term",
-    "entry_path": "visit:entry_page",
-    "exit_path": "visit:exit_page",
-    "channel": "visit:channel",
-    GOAL_FILTER: GOAL_DIMENSION,
-}
 
 
 def filters_in_force(client: Client, site: str, chosen: dict[str, str]) -> list[Any]:

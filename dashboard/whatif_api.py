@@ -53,13 +53,7 @@ def register_whatif_api(
             raise SiteNotFound(f"site: {site} is not registered")
         may_manage(site)
         arguments = Arguments(arguments.values | {"site": site})
-        q = stats_query(
-            arguments,
-            clock(),
-            settings.session_gap_s,
-            settings.engaged_bounce_ms,
-            site_timezone(client, site),
-        )
+        q = stats_query(arguments, clock(), settings, site_timezone(client, site))
         added = proposed_goals(site, proposed["add"], proposed["add_page"], arguments.get("currency") or "")
         try:
             comparison = compare_goals(client, q, added, proposed["remove"])

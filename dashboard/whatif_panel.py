@@ -22,7 +22,7 @@ from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from storage import definitions
 from storage.definitions import DefinitionsError, Version
-from storage.queries import StatsQuery
+from storage.queries import questions
 from storage.queries.whatif import METRICS, Comparison, compare, side_tables_exist
 from tally.settings import Settings
 
@@ -126,7 +126,7 @@ def register_whatif_panel(app: Dash, settings: Settings, clients: ClientFactory)
         if current is None or number == current.number or not side_tables_exist(client, number):
             return None
         period = Period.from_store(period_data)
-        q = StatsQuery(site, period.start, period.end, timezone=period.timezone)
+        q = questions.question(site, period.start, period.end, timezone=period.timezone)
         return comparison_table(compare(client, q, current, definitions.get(client, number)))
 
     @app.callback(

@@ -1231,6 +1231,7 @@ def whatif(
     from storage import definitions as stored
     from storage import queries
     from storage.client import connect
+    from storage.queries import questions
     from storage.queries.whatif import compare
 
     if swap and discard:
@@ -1264,7 +1265,7 @@ def whatif(
     client = connect(settings)
     q_sites = [site] if site else queries.sites(client)[:3]
     for name in q_sites:
-        q = queries.StatsQuery(name, first, last)
+        q = questions.question(name, first, last)
         print_comparison(compare(client, q, current, proposed, by=by), console)
     if swap:
         local.swap_to(settings, proposed.number, progress)
@@ -1307,7 +1308,7 @@ def whatif_goals(
     from storage import definitions as stored
     from storage import goals as goal_store
     from storage.client import connect
-    from storage.queries import StatsQuery
+    from storage.queries import questions
     from storage.queries.whatif import compare_goals
     from storage.sites import normalise
 
@@ -1318,7 +1319,7 @@ def whatif_goals(
         raise UserError("--add, --add-page or --remove: name the goals proposed")
     first, last = _days(period, start, end)
     client = connect(current_settings())
-    comparison = compare_goals(client, StatsQuery(site, first, last), added, list(remove_names))
+    comparison = compare_goals(client, questions.question(site, first, last), added, list(remove_names))
     for line in goal_comparison_lines(comparison):
         click.echo(line)
     if apply:
@@ -1356,8 +1357,8 @@ def whatif_channels(
     the sources that change channel: read at query time (channels are derived when read), no replay."""
     from ops.whatif_output import print_channel_comparison
     from storage import channel_rules as store
-    from storage import queries
     from storage.client import connect
+    from storage.queries import questions
     from storage.queries.channels import compare_rules
     from storage.sites import list_sites, normalise
 
@@ -1371,7 +1372,7 @@ def whatif_channels(
         raise UserError(f"site: {site} is not registered (see 'tally sites list')")
     current = tuple(store.list_rules(client, site))
     proposed = store.propose(list(current), changes, list(dropped))
-    q = queries.StatsQuery(site, first, last)
+    q = questions.question(site, first, last)
     print_channel_comparison(compare_rules(client, q, current, proposed), console)
     if apply_rules:
         store.replace_rules(client, site, proposed)

@@ -1,9 +1,10 @@
 """`tally stats` and `tally realtime`: a site's numbers on the command line, as the stats API gives
 them. The options are the API's parameters (`--period 7d --compare previous_period --by channel`,
-`--by event:name`, `--by prop:plan --goal Signup`, `--goals`) and go through the same
-checks (dashboard/api_parameters.py) and the same queries (storage.queries), so a number here is
-the number `/api/v1/stats/aggregate`, `/breakdown`, `/goals` and `/realtime` answer for the same
-arguments. Tab-separated lines, or `--json` for the API's JSON.
+`--by event:name`, `--by prop:plan --goal Signup`, `--goals`) and go through the same checks
+(dashboard/api_parameters.py), the same question builder (storage/queries/questions.py) and the
+same answers (dashboard/stats_answers.py: no Flask app), so a number here is the number
+`/api/v1/stats/aggregate`, `/breakdown`, `/goals` and `/realtime` answer for the same arguments.
+Tab-separated lines, or `--json` for the API's JSON.
 """
 
 from __future__ import annotations
@@ -67,13 +68,16 @@ def arguments(site: str, **options: str | None) -> Any:
 )
 @click.option("--goal", default=None, help="With --by prop:KEY: that goal's events only.")
 @click.option("--goals", "goals", is_flag=True, help="Each goal's conversions (as /api/v1/stats/goals).")
+@click.option(
+    "--interval", default=None, help="minute, hour, day, week or month: each one's numbers (a timeseries)."
+)
 @click.option("--limit", default=None, help="Rows of a breakdown (default 10).")
 @click.option("--filters", default=None, help='JSON, as the API takes it: {"country": "DE"}.')
 @click.option("--source", default=None, help="agg (the rollups, default) or raw (the archive).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 def stats(site: str, from_: str | None, as_json: bool, goals: bool, **options: str | None) -> None:
-    """SITE's numbers over a range: the top-line metrics, a breakdown with --by, or the goals'
-    conversions with --goals."""
+    """SITE's numbers over a range: the top-line metrics, a breakdown with --by, the goals'
+    conversions with --goals, or each day's (hour's…) with --interval."""
     answer = stats_answer(site, from_, options, goals)
     if as_json:
         click.echo(json.dumps(answer, default=str))
@@ -94,15 +98,15 @@ def printed(row: dict[str, Any]) -> list[str]:
         money = [revenue["total"], revenue["currency"]] if revenue else []
         return [str(row[name]) for name in ("goal", "visitors", "events", "conversion_rate")] + money
     numbers = ("events", "visitors") if "events" in row else ("pageviews", "visitors")
-    return [str(row["value"]), *(str(row[name]) for name in numbers)]
+    return [str(row["t" if "t" in row else "value"]), *(str(row[name]) for name in numbers)]
 
 
 def stats_answer(site: str, from_: str | None, options: dict[str, str | None], goals: bool = False) -> Any:
     from dashboard import api_parameters as parameters
-    from dashboard import comparisons
-    from dashboard.api import event_json, goal_json
+    from dashboard import stats_answers as answers
     from storage import queries
     from storage.client import connect
+    from storage.definitions import CurrentDefinitions
     from storage.sites import site_timezone
 
     try:
@@ -117,29 +121,23 @@ def stats_answer(site: str, from_: str | None, options: dict[str, str | None], g
         goal = parameters.goal(asked, by or "")
         if goals and (by is not None or asked.get("compare") is not None):
             raise BadParameter("goals", "a report of its own: not with --by or --compare")
+        if asked.get("interval") is not None and (by is not None or goals):
+            raise BadParameter("interval", "a timeseries of the top-line numbers: not with --by or --goals")
         limit = parameters.limit(asked, 10)
         settings = running_settings()
         client = connect(settings)
+        defined = CurrentDefinitions(settings, lambda: client).settings()  # as the API reads them
         first_day = queries.first_day(client, name) if asked.get("period") == "all" else None
         q, compared = parameters.window_queries(
-            asked, datetime.now(UTC), settings.session_gap_s, settings.engaged_bounce_ms,
-            site_timezone(client, name), first_day,
-        )  # fmt: skip
+            asked, datetime.now(UTC), defined, site_timezone(client, name), first_day
+        )
         if goals:
-            return [goal_json(row) for row in queries.goals(client, q, source=source)]
-        if by == parameters.EVENT_NAME_BREAKDOWN:
-            return [event_json(row) for row in queries.custom_events(client, q, limit, source)]
-        if by is not None and by.startswith(parameters.PROP_BREAKDOWN):
-            key = by.removeprefix(parameters.PROP_BREAKDOWN)
-            return [event_json(row) for row in queries.properties(client, q, key, goal, limit, source)]
+            return answers.goals(client, q, source)
+        if asked.get("interval") is not None:
+            return answers.timeseries(client, q, compared, parameters.interval(asked, q), source)
         if by is not None:
-            rows = queries.breakdown(client, q, by, limit, source=source)
-            return [{"value": r.value, "pageviews": r.pageviews, "visitors": r.visitors} for r in rows]
-        current = queries.aggregate(client, q, source=source)
-        if compared is None:
-            return current
-        previous = queries.aggregate(client, compared, source=source)
-        return current | {"comparison": previous, "change": comparisons.changes(current, previous)}
+            return answers.breakdown(client, q, by, goal, limit, source)
+        return answers.aggregate(client, q, compared, source)
     except BadParameter as refused:
         raise UserError(str(refused)) from None
 

@@ -104,6 +104,30 @@ def test_stats_by_channel_and_country_are_the_apis_rows(
         assert printed == answered and printed, by
 
 
+def test_stats_by_interval_prints_the_apis_timeseries(
+    dashboard_settings: Settings, api: FlaskClient, site: str
+) -> None:
+    asked = (
+        "stats",
+        site,
+        "--from",
+        BEFORE["from"],
+        "--to",
+        BEFORE["to"],
+        "--source",
+        "raw",
+        "--interval",
+        "day",
+    )
+    printed = tally(dashboard_settings, *asked, "--json")
+    assert printed == from_api(
+        api, dashboard_settings, "timeseries", site=site, interval="day", source="raw", **BEFORE
+    )
+    assert [(point["pageviews"], point["visitors"]) for point in printed] == [(2, 2), (6, 6)]
+    lines = run_tally(os.environ | dashboard_settings.environment(), *asked).stdout.splitlines()
+    assert lines == ["2026-11-09T00:00:00Z\t2\t2", "2026-11-10T00:00:00Z\t6\t6"]
+
+
 @pytest.mark.parametrize("source", ["raw", "agg"])
 def test_stats_of_custom_events_properties_and_goals_are_the_apis(
     dashboard_settings: Settings, api: FlaskClient, site: str, source: str
@@ -151,6 +175,8 @@ def test_realtime_prints_the_live_visitors_and_the_last_30_minutes_by_page(
         (["realtime", "x.example.com", "--breakdown", "cities"], "--breakdown:"),
         (["stats", "x.example.com", "--by", "path", "--goal", "Signup"], "--goal: only with"),
         (["stats", "x.example.com", "--goals", "--by", "path"], "--goals: a report of its own"),
+        (["stats", "x.example.com", "--interval", "day", "--by", "path"], "--interval: a timeseries"),
+        (["stats", "x.example.com", "--interval", "fortnight"], "--interval: must be one of"),
     ],
 )
 def test_a_bad_option_is_one_line_naming_it(

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dashboard.api import goal_json
 from dashboard.app import build_app
+from dashboard.stats_answers import goal_json
 from storage import definitions, queries, users
 from storage import goals as goal_store
 from storage.client import connect

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
 
 import httpx
 import pytest
@@ -19,7 +18,8 @@ from storage import shared_links, users
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.dashboard_server import DashboardServer, browser
+from tests.fixtures.dashboard_server import signed_in as signed_in  # the suite's tests import it from here
 
 PASSWORD = "a long member password"
 
@@ -82,36 +82,6 @@ def tenants(dashboard_settings: Settings, dashboard_server: DashboardServer) -> 
         share_a=shared_links.create_link(client, site_a, label="attacker's copy"),
         server=dashboard_server,
     )
-
-
-def browser(server: DashboardServer) -> httpx.Client:
-    """An HTTP client that keeps the dashboard's cookies as a browser on HTTPS would. The server
-    marks its cookies Secure (TALLY_DASHBOARD_COOKIE_SECURE), and the test server is plain HTTP on
-    loopback, where httpx would never send them back; so each Set-Cookie is kept by hand."""
-    client = httpx.Client(base_url=server.url, timeout=30)
-
-    def keep_cookies(response: httpx.Response) -> None:
-        for header in response.headers.get_list("set-cookie"):
-            for name, morsel in SimpleCookie(header).items():
-                # httpx has stored it already, Secure and so never sent here: one plain copy instead.
-                client.cookies.delete(name)
-                if not ((morsel["expires"] and "1970" in morsel["expires"]) or morsel["max-age"] == "0"):
-                    client.cookies.set(name, morsel.value)
-
-    client.event_hooks["response"] = [keep_cookies]
-    return client
-
-
-def signed_in(server: DashboardServer, email: str = "", password: str | None = None) -> httpx.Client:
-    """A browser-like client signed in through the real /login form (the operator with no email)."""
-    browser_client = browser(server)
-    answer = browser_client.post(
-        "/login",
-        data={"email": email, "password": server.password if password is None else password},
-        headers={"Origin": server.url},
-    )
-    assert answer.status_code == 302, (answer.status_code, answer.text[:300])
-    return browser_client
 
 
 def opened_share(server: DashboardServer, link: shared_links.CreatedLink) -> httpx.Client:
