@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from stats import catalogue
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.queries.contract import (
     FILTER_OPERATORS,
@@ -47,24 +48,13 @@ TIME_DIMENSIONS = {
     "time:week": "week",
     "time:month": "month",
 }
-# Plausible's name → Tally's dimension (storage/queries/contract.py). visit:device is
+# Plausible's name → Tally's dimension (the catalogue's, stats/catalogue.py). visit:device is
 # Plausible's screen-size class (Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop), which
 # is Tally's screen_size with the same thresholds, not the user agent's device type.
 DIMENSIONS = {
-    "event:page": "path",
-    "visit:entry_page": "entry_path",
-    "visit:exit_page": "exit_path",
-    "visit:source": "referrer_domain",
-    "visit:utm_source": "utm_source",
-    "visit:utm_medium": "utm_medium",
-    "visit:utm_campaign": "utm_campaign",
-    "visit:utm_content": "utm_content",
-    "visit:utm_term": "utm_term",
-    "visit:country": "country",
-    "visit:device": "screen_size",
-    "visit:browser": "browser",
-    "visit:os": "os",
-    "visit:channel": "channel",  # derived from the session's referrer and UTM (storage/channels.py)
+    entry.plausible: entry.tally
+    for entry in catalogue.DIMENSIONS
+    if entry.plausible and entry.scope != "time" and entry.tally != "name"
 }
 # Those a filter may name: the event-level ones (a filter restricts events; contract.py).
 FILTER_DIMENSIONS = {

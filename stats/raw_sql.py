@@ -1,0 +1,378 @@
+"""The archive compiler: any query of the model (stats/query.py) as one ClickHouse query over
+`events`, with Plausible's semantics (DESIGN.md, "Definitions").
+
+The rows every answer is counted from are the site's events, each carrying its visit: per
+visitor, the page views in time order (same millisecond: by event_id) split where a gap exceeds
+the session gap, as storage/queries/raw.py sessionises them; every other event (custom,
+engagement) belongs to the visit whose [first page view, last page view + gap] holds it (the
+contract's rule for engaged sessions), or to none. Each row has the event's own columns (path,
+country, props, …) and its visit's: visit_start, duration_ms, visit_pageviews, is_bounce and the
+visit dimensions (`visit_<name>`: entry and exit page, source, UTMs, channel). A filter is then a
+condition on a row, whatever it names, so visit properties work inside `or` and `not`.
+
+- event metrics (visitors, pageviews, events) count the matching events in [start, end)
+  (engagement events are never counted; visitors are distinct (UTC day, visitor));
+- visit metrics (visits, bounce_rate, visit_duration, views_per_visit) count the WHOLE visits
+  starting in [start, end) that contain a matching event: by an event dimension, a visit counts
+  once for each value among its matching events (bounce rate by page: the visits that viewed it);
+  by a time dimension, in the bucket its start falls in;
+- has_done / has_not_done: the events of the visitors (UTC day, visitor) who have / have not an
+  event in the range passing the inner filter;
+- percentage: visitors over all visitors matching the filters (no dimension), in percent;
+- exit_rate (by event:page or visit:exit_page): the matching visits leaving from the page over
+  the page's matching page views, in percent.
+
+Values travel as query parameters only; identifiers come from the catalogue (an allow-list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from clickhouse_connect.driver.client import Client
+
+from stats import catalogue
+from stats.query import (
+    Behaviour,
+    Condition,
+    Filter,
+    Logic,
+    Query,
+    dimension_entry,
+    is_time,
+    props_key,
+    validate,
+    wildcard_regex,
+)
+from storage.calendar import bucket_sql
+from storage.channel_rules import list_rules
+from storage.channels import channel_sql, rules_parameters
+from storage.tables import EVENTS
+
+# The archive's columns each row carries, in the order of the tuples the SQL builds: time and
+# event_id's number first (they order a visitor's events), then every column a catalogue entry
+# reads, props and the engaged time.
+ROW_COLUMNS = (
+    "ts", "event_num", "name", "path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
+    "utm_content", "utm_term", "country", "device", "browser", "os", "language", "screen_width", "props",
+    "engagement_ms",
+)  # fmt: skip
+_READ = {"event_num": "UUIDToNum(event_id)", "engagement_ms": "toUInt64(engagement_ms)"}
+
+
+def position(column: str) -> int:
+    return ROW_COLUMNS.index(column) + 1
+
+
+def _visit_columns() -> str:
+    """`visit_<name>` for each visit dimension read from a page view of the visit."""
+    selected = []
+    for entry in catalogue.DIMENSIONS:
+        if entry.scope == "session" and entry.tally != catalogue.CHANNEL:
+            selected.append(f"visit[{entry.view}].{position(entry.raw_sql)} AS visit_{entry.tally}")
+    inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
+    selected.append(f"{channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}")
+    return ",\n    ".join(selected)
+
+
+# One row per event of the site around the range (the day before its first and after its last:
+# a visit may start before midnight, and visitor ids live one UTC day), with its visit.
+_ROWS = """
+SELECT
+    visitor_key,
+    {event_columns},
+    tagged.1 AS visit_no,
+    sessions[visit_no] AS visit,
+    if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
+    visit[1].1 AS visit_start,
+    dateDiff('millisecond', visit[1].1, visit[-1].1) AS duration_ms,
+    length(visit) AS visit_pageviews,
+    engaged[visit_no] AS engaged_ms,
+    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce,
+    {visit_columns}
+FROM
+(
+    SELECT
+        visitor_key,
+        arraySort(e -> (e.1, e.2), groupArray(({read}))) AS timeline,
+        arrayFilter(e -> e.3 = 'pageview', timeline) AS views,
+        arrayFilter(e -> e.3 != 'pageview', timeline) AS others,
+        arraySplit(
+            (view, i) -> i > 1 AND dateDiff('millisecond', views[i - 1].1, view.1) > {{gap_ms:UInt64}},
+            views, arrayEnumerate(views)
+        ) AS sessions,
+        arrayMap(o -> toUInt32(arrayFirstIndex(
+            s -> length(s) > 0 AND o.1 >= s[1].1
+                 AND dateDiff('millisecond', s[-1].1, o.1) <= {{gap_ms:UInt64}},
+            sessions)), others) AS others_visit,
+        arrayMap(k -> arraySum(arrayMap((o, j) -> if(j = k AND o.3 = 'engagement', o.{engagement}, 0),
+                                        others, others_visit)),
+                 arrayEnumerate(sessions)) AS engaged,
+        arrayConcat(
+            arrayFlatten(arrayMap((s, k) -> arrayMap(v -> (toUInt32(k), v), s),
+                                  sessions, arrayEnumerate(sessions))),
+            arrayZip(others_visit, others)
+        ) AS events_with_visit
+    FROM {events}
+    WHERE site = {{site:String}}
+      AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+      AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+    GROUP BY visitor_key
+)
+ARRAY JOIN events_with_visit AS tagged
+"""
+ROWS_SQL = _ROWS.format(
+    event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(ROW_COLUMNS)),
+    visit_columns=_visit_columns(),
+    read=", ".join(_READ.get(name, name) for name in ROW_COLUMNS),
+    engagement=position("engagement_ms"),
+    events=EVENTS,
+)
+IN_RANGE = "ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')}"
+VISIT_IN_RANGE = (
+    "visit_id != 0 AND visit_start >= {start:DateTime64(3, 'UTC')} "
+    "AND visit_start < {end:DateTime64(3, 'UTC')}"
+)
+COUNTED = "name != 'engagement'"  # engagement events are never counted, nor matched
+VISITOR = catalogue.VISITOR
+
+
+@dataclass
+class Compiled:
+    """The SQL and its parameters, and the names of the columns the SQL answers."""
+
+    sql: str
+    parameters: dict[str, object]
+    columns: list[str] = field(default_factory=list)
+
+
+class _Parameters:
+    """Collects a query's parameters, each under a fresh name."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+
+    def add(self, value: object, kind: str) -> str:
+        name = f"p{len(self.values)}"
+        self.values[name] = value
+        return f"{{{name}:{kind}}}"
+
+
+def column_sql(name: str, parameters: _Parameters, side: str = "event") -> str:
+    """The SQL of dimension `name` on a row: an event's column, its visit's (`visit_<name>`),
+    a time bucket (of the event's time, or of the visit's start on the visit side), or a
+    property (`(none)` where the event has none, as Plausible shows it)."""
+    key = props_key(name)
+    if key:
+        parameter = parameters.add(key, "String")
+        return f"if(mapContains(props, {parameter}), props[{parameter}], '(none)')"
+    entry = dimension_entry(name)
+    if entry is None:  # validate() has refused it already
+        raise ValueError(f"unknown dimension {name!r}")
+    if entry.scope == "time":
+        return bucket_sql(entry.raw_sql, "visit_start" if side == "visit" else "ts")  # type: ignore[arg-type]
+    if entry.scope == "session":
+        return f"visit_{entry.tally}"
+    return entry.raw_sql
+
+
+def condition_sql(expression: Filter, parameters: _Parameters) -> str:
+    """The filter as a condition on a row (ROWS_SQL's columns); values are parameters."""
+    if isinstance(expression, Behaviour):
+        inner = condition_sql(expression.inner, parameters)
+        negation = "NOT " if expression.operator == "has_not_done" else ""
+        done = f"SELECT {VISITOR} FROM visit_events WHERE {COUNTED} AND {IN_RANGE} AND {inner}"
+        return f"{VISITOR} {negation}IN ({done})"
+    if isinstance(expression, Logic):
+        parts = [condition_sql(operand, parameters) for operand in expression.operands]
+        if expression.operator == "not":
+            return f"NOT ({parts[0]})"
+        return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
+    return _condition_sql(expression, parameters)
+
+
+def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
+    key = props_key(condition.dimension)
+    column = f"props[{parameters.add(key, 'String')}]" if key else column_sql(condition.dimension, parameters)
+    positive = condition.operator.removesuffix("_not")
+    insensitive = not condition.case_sensitive
+    values = list(condition.values)
+    if positive == "matches_wildcard":
+        values, positive = [wildcard_regex(value) for value in values], "matches"
+    if insensitive and positive == "matches":
+        values = [f"(?i){value}" for value in values]
+    if insensitive and positive == "is":
+        values = [value.lower() for value in values]
+    array = parameters.add(values, "Array(String)")
+    test = {
+        "is": f"has({array}, lowerUTF8({column}))" if insensitive else f"has({array}, {column})",
+        "contains": (
+            f"arrayExists(part -> positionCaseInsensitiveUTF8({column}, part) > 0, {array})"
+            if insensitive
+            else f"arrayExists(part -> position({column}, part) > 0, {array})"
+        ),
+        "matches": f"arrayExists(pattern -> match({column}, pattern), {array})",
+    }[positive]
+    if key:  # a missing property is no value: it never is, contains or matches one
+        test = f"(mapContains(props, {parameters.add(key, 'String')}) AND {test})"
+    return f"NOT {test}" if condition.operator.endswith("_not") else test
+
+
+def compile_query(query: Query, channel_rules: tuple = ()) -> Compiled:
+    """One SQL answering `query`: per combination of its dimensions' values, the counts its
+    metrics are made of (event side, visit side, and what percentage and exit_rate divide by)."""
+    validate(query)
+    parameters = _Parameters()
+    matched = COUNTED
+    if query.filters is not None:
+        matched += f" AND {condition_sql(query.filters, parameters)}"
+    keys = [f"d{index}" for index in range(len(query.dimensions))] or ["k"]
+    event_dims = [f"{column_sql(name, parameters)} AS d{i}" for i, name in enumerate(query.dimensions)] or [
+        "1 AS k"
+    ]
+    visit_dims = [
+        f"{column_sql(name, parameters, 'visit')} AS d{i}" for i, name in enumerate(query.dimensions)
+    ] or ["1 AS k"]
+    group = ", ".join(keys)
+    exits = "0"
+    if "exit_rate" in query.metrics:  # validate(): the one dimension is event:page or visit:exit_page
+        exits = "countIf(exit_path = d0)" if query.dimensions == ("event:page",) else "count()"
+    events_side = (
+        f"SELECT {', '.join(event_dims)}, countIf(name = 'pageview') AS pageviews, count() AS events, "
+        f"uniqExact({VISITOR}) AS visitors FROM visit_events WHERE {matched} AND {IN_RANGE} GROUP BY {group}"
+    )
+    visits_side = (
+        f"SELECT {group}, count() AS visits, countIf(is_bounce) AS bounces, sum(duration_ms) AS duration_ms, "
+        f"sum(visit_pageviews) AS visit_pageviews, {exits} AS exits FROM ("
+        f"SELECT visit_id, {', '.join(visit_dims)}, any(is_bounce) AS is_bounce, "
+        "any(duration_ms) AS duration_ms, any(visit_pageviews) AS visit_pageviews, "
+        "any(visit_exit_path) AS exit_path FROM visit_events "
+        f"WHERE {matched} AND {VISIT_IN_RANGE} GROUP BY visit_id, {group}) GROUP BY {group}"
+    )
+    columns = [
+        *keys,
+        "pageviews",
+        "events",
+        "visitors",
+        "visits",
+        "bounces",
+        "duration_ms",
+        "visit_pageviews",
+        "exits",
+    ]
+    source = f"({events_side}) AS e FULL OUTER JOIN ({visits_side}) AS v USING ({group})"
+    if "exit_rate" in query.metrics:  # the page's page views, whatever visit they are in
+        pages = (
+            f"SELECT path AS d0, countIf(name = 'pageview') AS page_pageviews FROM visit_events "
+            f"WHERE {matched} AND {IN_RANGE} GROUP BY d0"
+        )
+        source = f"(SELECT {', '.join(columns)} FROM {source}) AS ev LEFT JOIN ({pages}) AS p USING (d0)"
+        columns.append("page_pageviews")
+    selected = ", ".join(columns)
+    if "percentage" in query.metrics:  # the share of all visitors matching the filters
+        total = f"SELECT uniqExact({VISITOR}) FROM visit_events WHERE {matched} AND {IN_RANGE}"
+        selected += f", ({total}) AS total_visitors"
+        columns.append("total_visitors")
+    sql = f"WITH visit_events AS ({ROWS_SQL}) SELECT {selected} FROM {source}"
+    base = {
+        "site": query.site,
+        "start": query.start,
+        "end": query.end,
+        "gap_ms": query.session_gap_s * 1000,
+        "engaged_bounce_ms": query.engaged_bounce_ms,
+        "tz": query.timezone,
+        **rules_parameters(channel_rules),
+    }
+    return Compiled(sql, {**base, **parameters.values}, columns)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One combination of dimension values and its metrics, in Plausible's units."""
+
+    dimensions: tuple[object, ...]
+    metrics: dict[str, object]
+
+
+def uses_channel(query: Query) -> bool:
+    names = set(query.dimensions) | _filter_dimensions(query.filters)
+    return "visit:channel" in names
+
+
+def _filter_dimensions(expression: Filter | None) -> set[str]:
+    if expression is None:
+        return set()
+    if isinstance(expression, Behaviour):
+        return _filter_dimensions(expression.inner)
+    if isinstance(expression, Logic):
+        return set().union(*(_filter_dimensions(operand) for operand in expression.operands))
+    return {expression.dimension}
+
+
+def answer(client: Client, query: Query) -> list[Row]:
+    """Every row of `query` from the archive, ordered (query.order_by, then Plausible's default:
+    the first metric descending, time ascending) and paginated."""
+    rules = tuple(list_rules(client, query.site)) if uses_channel(query) else ()
+    compiled = compile_query(query, rules)
+    result = client.query(compiled.sql, parameters=compiled.parameters)
+    rows = [_row(query, dict(zip(compiled.columns, values, strict=True))) for values in result.result_rows]
+    rows = [row for row in rows if row is not None]
+    return paginated(ordered(rows, query), query)
+
+
+def _row(query: Query, counts: dict[str, object]) -> Row | None:
+    numbers = {name: int(value) for name, value in counts.items() if name not in ("k",) and name[0] != "d"}
+    numbers["duration_ms"] = int(counts["duration_ms"])  # type: ignore[arg-type]
+    if not (numbers["visitors"] or numbers["events"] or numbers["visits"]):
+        return None
+    dimensions = tuple(_utc(counts[f"d{index}"]) for index in range(len(query.dimensions)))
+    return Row(dimensions, {name: metric_value(name, numbers) for name in query.metrics})
+
+
+def _utc(value: object) -> object:
+    """A time bucket's start as an aware UTC instant (ClickHouse answers naive UTC)."""
+    return value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+
+
+def metric_value(name: str, n: dict[str, int]) -> object:
+    """A metric from the counts, in Plausible's units: percentages 0-100, whole seconds."""
+    visits = n["visits"]
+    if name in ("visitors", "pageviews", "events", "visits"):
+        return n[name]
+    if name == "bounce_rate":
+        return round(n["bounces"] / visits * 100) if visits else 0
+    if name == "visit_duration":
+        return round(n["duration_ms"] / visits / 1000) if visits else 0
+    if name == "views_per_visit":
+        return round(n["visit_pageviews"] / visits, 2) if visits else 0.0
+    if name == "percentage":
+        return round(n["visitors"] / n["total_visitors"] * 100, 1) if n["total_visitors"] else 0.0
+    if name == "exit_rate":
+        return round(n["exits"] / n["page_pageviews"] * 100, 1) if n["page_pageviews"] else None
+    raise ValueError(f"no engine metric {name!r}")
+
+
+def ordered(rows: list[Row], query: Query) -> list[Row]:
+    """Sorted by the order_by entries, the first deciding; without any, time ascending if a
+    time dimension is asked, else the first metric descending (Plausible's defaults)."""
+    order = query.order_by
+    if not order:
+        time = [name for name in query.dimensions if is_time(name)]
+        order = ((time[0], False),) if time else ((query.metrics[0], True),)
+    result = sorted(rows, key=lambda row: tuple(str(value) for value in row.dimensions))
+    for name, descending in reversed(order):
+        if name in query.dimensions:
+            index = query.dimensions.index(name)
+            result.sort(key=lambda row: str(row.dimensions[index]), reverse=descending)
+        else:
+            result.sort(key=lambda row: _number(row.metrics.get(name)), reverse=descending)
+    return result
+
+
+def paginated(rows: list[Row], query: Query) -> list[Row]:
+    return rows[query.offset : query.offset + query.limit]
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else -1.0
