@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dashboard import plausible_engine
+from dashboard.plausible_engine import EngineParts
 from stats import catalogue
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.queries.contract import (
@@ -133,6 +135,7 @@ class PlausibleQuery:
     order_by: tuple[tuple[str, bool], ...]  # (metric or dimension, descending)
     visits: Expression | None = None  # filters on the sessions' properties
     timezone: str = UTC_NAME
+    engine: EngineParts | None = None  # what only the stats engine answers (dashboard/plausible_engine.py)
 
     @property
     def time_bucket(self) -> str | None:
@@ -163,6 +166,8 @@ def validated(document: dict[str, Any]) -> QueryBody:
 def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str = UTC_NAME) -> PlausibleQuery:
     """The query in Tally's terms; `first_day` is the site's first day with events (for "all"),
     `timezone` the site's (its "day" starts at its midnight)."""
+    if plausible_engine.needs_engine(body):
+        return engine_plan(body, now, first_day, timezone)
     for metric in body.metrics:
         if metric not in METRICS:
             detail = " (not supported by Tally)" if metric in UNSUPPORTED_METRICS else ""
@@ -180,6 +185,21 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
         chosen.visits, timezone,
     )  # fmt: skip
     check_metrics(query)
+    return query
+
+
+def engine_plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str) -> PlausibleQuery:
+    """A query only the stats engine answers (dashboard/plausible_engine.py), checked by it."""
+    start, end = time_range(body.date_range, body.date, now, first_day, timezone)
+    if body.include.time_labels and not any(name in TIME_DIMENSIONS for name in body.dimensions):
+        raise QueryError("Invalid include.time_labels: requires a time dimension.")
+    order_by = orders(body.order_by, body.metrics, body.dimensions)
+    engine = plausible_engine.parts(body, QueryError)
+    query = PlausibleQuery(
+        body, body.site_id, start, end, tuple(body.metrics), None, None, None, order_by, timezone=timezone,
+        engine=engine,
+    )  # fmt: skip
+    plausible_engine.check(query, QueryError)
     return query
 
 
