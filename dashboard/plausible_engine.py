@@ -54,6 +54,9 @@ def needs_engine(body: QueryBody) -> bool:
     """Whether `body` asks what only the engine answers (and nothing it cannot)."""
     if set(body.metrics) & NOT_ENGINE_METRICS or GOAL in body.dimensions or _names_goal(body.filters):
         return False
+    named = {*body.dimensions, *(name for item in body.filters for name in _dimensions(item))}
+    if not all(_known(name) for name in named):  # the reports' refusal names what Tally lacks
+        return False
     if len(body.dimensions) > 1 or set(body.metrics) & ENGINE_METRICS:
         return True
     if any(_engine_filter(item) for item in body.filters):
@@ -66,6 +69,10 @@ def needs_engine(body: QueryBody) -> bool:
     # a filter on visit properties with an event or time dimension
     visit_filter = any(_dimensions(item) and _dimensions(item) <= VISIT_DIMENSIONS for item in body.filters)
     return visit_filter and bool(body.dimensions) and body.dimensions[0] not in VISIT_DIMENSIONS
+
+
+def _known(name: str) -> bool:
+    return model.dimension_entry(name) is not None or bool(model.props_key(name))
 
 
 def _is_time(name: str) -> bool:
