@@ -11,7 +11,6 @@ from stats import catalogue
 # (stats/catalogue.py), and the dashboard's own filters.
 DIMENSION_LABELS = {
     **{entry.tally: entry.label for entry in catalogue.DIMENSIONS if entry.scope != "time"},
-    "goal": "Goal",
     "segment": "Segment",
 }
 # What an empty value means for each dimension.

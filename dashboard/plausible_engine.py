@@ -35,8 +35,10 @@ VISIT_DIMENSIONS = frozenset({
     "visit:utm_campaign", "visit:utm_content", "visit:utm_term", "visit:channel",
 })  # fmt: skip
 GOAL = "event:goal"
-# What the engine does not answer: goals (the reports' goal filter and breakdown), and the
-# metrics only the reports compute.
+# What the engine does not answer: the goals breakdown (the reports' goal report), and the
+# metrics only the reports compute, and a top-level goal filter (the reports' conversions). A goal
+# named inside has_done / has_not_done, or / not, the engine answers as an event filter (the goal's
+# events), as Plausible does.
 NOT_ENGINE_METRICS = frozenset({"conversion_rate", "time_on_page", "scroll_depth"})
 
 
@@ -52,8 +54,10 @@ class EngineParts:
 
 def needs_engine(body: QueryBody) -> bool:
     """Whether `body` asks what only the engine answers (and nothing it cannot)."""
-    if set(body.metrics) & NOT_ENGINE_METRICS or GOAL in body.dimensions or _names_goal(body.filters):
+    if set(body.metrics) & NOT_ENGINE_METRICS or GOAL in body.dimensions:
         return False
+    if any(isinstance(item, list) and item[:2] == ["is", GOAL] for item in body.filters):
+        return False  # the reports' goal filter (conversions of the converted visitors) keeps its meaning
     named = {*body.dimensions, *(name for item in body.filters for name in _dimensions(item))}
     if not all(_known(name) for name in named):  # the reports' refusal names what Tally lacks
         return False
@@ -77,10 +81,6 @@ def _known(name: str) -> bool:
 
 def _is_time(name: str) -> bool:
     return name == "time" or name.startswith("time:")
-
-
-def _names_goal(items: list[Any]) -> bool:
-    return any(GOAL in _dimensions(item) for item in items)
 
 
 def _dimensions(item: Any) -> set[str]:
@@ -186,14 +186,19 @@ def rows(
 ) -> tuple[list, list[str]]:
     """The engine's rows as (dimension values, metrics) pairs, time buckets labelled on the
     site's wall clock as the reports label them, and every bucket's label (include.time_labels)."""
+    from dashboard.plausible_query import QueryError
     from dashboard.plausible_report import bucket_label
 
     stats = stats_query(query, session_gap_s, engaged_bounce_ms)
     time = next((name for name in stats.dimensions if model.is_time(name)), None)
     bucket = model.dimension_entry(time).raw_sql if time else "day"  # type: ignore[union-attr]
     label = bucket_label(query.start, bucket, query.timezone)
+    try:
+        found = raw_sql.answer(client, stats)
+    except model.InvalidQuery as refused:  # what only the store knows: the site's goals
+        raise QueryError(plausible_wording(refused, query.body)) from None
     answered = []
-    for row in raw_sql.answer(client, stats):
+    for row in found:
         values = tuple(
             label(value) if name == time else value
             for name, value in zip(stats.dimensions, row.dimensions, strict=True)

@@ -53,11 +53,7 @@ TIME_DIMENSIONS = {
 # Plausible's name → Tally's dimension (the catalogue's, stats/catalogue.py). visit:device is
 # Plausible's screen-size class (Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop), which
 # is Tally's screen_size with the same thresholds, not the user agent's device type.
-DIMENSIONS = {
-    entry.plausible: entry.tally
-    for entry in catalogue.DIMENSIONS
-    if entry.plausible and entry.scope != "time" and entry.tally != "name"
-}
+DIMENSIONS = catalogue.breakdowns()
 # Those a filter may name: the event-level ones (a filter restricts events; contract.py).
 FILTER_DIMENSIONS = {
     name: DIMENSIONS[name]

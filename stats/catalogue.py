@@ -55,6 +55,7 @@ class Dimension:
     sessions_column: str | None = None  # the `sessions` table's column holding it
     stream_field: str | None = None  # the stream field that feeds it (None: derived or none)
     filterable: bool = True  # whether Plausible's filters may name it
+    groupable: bool = True  # whether the engine groups by it (a goal only filters: storage/goals.py)
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
@@ -75,6 +76,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
               rollup="screen_size", stream_field="screen_size"),
     # Plausible's event name: custom events' names and `pageview` (never in the rollups)
     Dimension("name", "event:name", "Event name", "event", "name"),
+    # a goal's events (storage/goals.py: a custom event's name, or page views matching a pattern);
+    # the engine filters by it, the goals report (storage.queries.goals) breaks down by it
+    Dimension("goal", "event:goal", "Goal", "event", "goal_condition(goal)", groupable=False),
     # visit scope: properties of the visit's first (1) or last (-1) page view
     Dimension("entry_path", "visit:entry_page", "Entry page", "session", "path", view=1,
               rollup="entry_path", sessions_column="entry_path", stream_field="path"),
@@ -150,6 +154,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("time_on_page_s", "time_on_page", "Time on page", "event", "sum(engagement_ms)", engine=False),
     Metric("scroll_depth", "scroll_depth", "Scroll depth", "event", "max(scroll_depth)", engine=False),
 )  # fmt: skip
+
+
+def breakdowns() -> dict[str, str]:
+    """Plausible's name → Tally's of the dimensions the reports break down by one at a time
+    (storage.queries.breakdown / session_breakdown; channels)."""
+    return {
+        entry.plausible: entry.tally
+        for entry in DIMENSIONS
+        if entry.plausible and entry.scope != "time" and entry.groupable and entry.tally != "name"
+    }
 
 
 def dimension(plausible: str) -> Dimension | None:

@@ -31,6 +31,7 @@ TALLY_PREFIX = "tally:"
 MAX_DIMENSIONS = 3
 MAX_DEPTH = 10
 MAX_ROWS = 10_000
+GOAL = "goal"
 
 Operator = Literal[
     "is", "is_not", "contains", "contains_not", "matches", "matches_not",
@@ -177,8 +178,11 @@ def validate_dimensions(dimensions: tuple[str, ...]) -> None:
     if len(dimensions) > MAX_DIMENSIONS:
         raise InvalidQuery("dimensions", f"at most {MAX_DIMENSIONS} dimensions, not {len(dimensions)}")
     for index, name in enumerate(dimensions):
-        if dimension_entry(name) is None and not props_key(name):
+        entry = dimension_entry(name)
+        if entry is None and not props_key(name):
             raise InvalidQuery(f"dimensions[{index}]", f"unknown dimension {name!r}")
+        if entry is not None and not entry.groupable:
+            raise InvalidQuery(f"dimensions[{index}]", f"{name!r} is answered by its own report, alone")
         if name in dimensions[:index]:
             raise InvalidQuery(f"dimensions[{index}]", f"{name!r} is asked twice")
     if sum(is_time(name) for name in dimensions) > 1:
@@ -205,6 +209,8 @@ def validate_filter(expression: Filter, field: str, depth: int, *, inside_behavi
     entry = dimension_entry(expression.dimension)
     if not props_key(expression.dimension) and (entry is None or not entry.filterable):
         raise InvalidQuery(field, f"cannot filter by {expression.dimension!r}")
+    if entry is not None and entry.tally == GOAL and expression.operator not in ("is", "is_not"):
+        raise InvalidQuery(field, f"a goal is filtered by is or is_not, not {expression.operator}")
     if not 0 < len(expression.values) <= MAX_FILTER_VALUES:
         raise InvalidQuery(field, f"a condition has 1 to {MAX_FILTER_VALUES} values")
 

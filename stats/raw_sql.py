@@ -37,6 +37,7 @@ from stats.query import (
     Behaviour,
     Condition,
     Filter,
+    InvalidQuery,
     Logic,
     Query,
     dimension_entry,
@@ -48,6 +49,8 @@ from stats.query import (
 from storage.calendar import bucket_sql
 from storage.channel_rules import list_rules
 from storage.channels import channel_sql, rules_parameters
+from storage.goals import Goal, list_goals
+from storage.page_patterns import pattern_regex
 from storage.tables import EVENTS
 
 # The archive's columns each row carries, in the order of the tuples the SQL builds: time and
@@ -136,6 +139,7 @@ VISIT_IN_RANGE = (
 )
 COUNTED = "name != 'engagement'"  # engagement events are never counted, nor matched
 VISITOR = catalogue.VISITOR
+GOAL_DIMENSION = "event:goal"
 
 
 @dataclass
@@ -148,10 +152,11 @@ class Compiled:
 
 
 class _Parameters:
-    """Collects a query's parameters, each under a fresh name."""
+    """Collects a query's parameters, each under a fresh name; `goals` are the site's, by name."""
 
-    def __init__(self) -> None:
+    def __init__(self, goals: dict[str, Goal] | None = None) -> None:
         self.values: dict[str, object] = {}
+        self.goals = goals or {}
 
     def add(self, value: object, kind: str) -> str:
         name = f"p{len(self.values)}"
@@ -192,7 +197,26 @@ def condition_sql(expression: Filter, parameters: _Parameters) -> str:
     return _condition_sql(expression, parameters)
 
 
+def _goal_sql(condition: Condition, parameters: _Parameters) -> str:
+    """The events of the goals named (storage/goals.py): a custom event's name, or page views whose
+    path matches the goal's pattern; its name and pattern are parameters."""
+    parts = []
+    for name in condition.values:
+        goal = parameters.goals.get(name)
+        if goal is None:
+            raise InvalidQuery("filters", f"the goal {name!r} is not configured for this site")
+        if goal.kind == "page":
+            regex = parameters.add(pattern_regex(goal.page_pattern), "String")
+            parts.append(f"(name = 'pageview' AND match(path, {regex}))")
+        else:
+            parts.append(f"name = {parameters.add(goal.event_name, 'String')}")
+    test = "(" + " OR ".join(parts) + ")"
+    return f"NOT {test}" if condition.operator == "is_not" else test
+
+
 def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
+    if condition.dimension == GOAL_DIMENSION:
+        return _goal_sql(condition, parameters)
     key = props_key(condition.dimension)
     column = f"props[{parameters.add(key, 'String')}]" if key else column_sql(condition.dimension, parameters)
     positive = condition.operator.removesuffix("_not")
@@ -219,11 +243,11 @@ def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
     return f"NOT {test}" if condition.operator.endswith("_not") else test
 
 
-def compile_query(query: Query, channel_rules: tuple = ()) -> Compiled:
+def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None) -> Compiled:
     """One SQL answering `query`: per combination of its dimensions' values, the counts its
     metrics are made of (event side, visit side, and what percentage and exit_rate divide by)."""
     validate(query)
-    parameters = _Parameters()
+    parameters = _Parameters(goals)
     matched = COUNTED
     if query.filters is not None:
         matched += f" AND {condition_sql(query.filters, parameters)}"
@@ -295,11 +319,6 @@ class Row:
     metrics: dict[str, object]
 
 
-def uses_channel(query: Query) -> bool:
-    names = set(query.dimensions) | _filter_dimensions(query.filters)
-    return "visit:channel" in names
-
-
 def _filter_dimensions(expression: Filter | None) -> set[str]:
     if expression is None:
         return set()
@@ -313,8 +332,10 @@ def _filter_dimensions(expression: Filter | None) -> set[str]:
 def answer(client: Client, query: Query) -> list[Row]:
     """Every row of `query` from the archive, ordered (query.order_by, then Plausible's default:
     the first metric descending, time ascending) and paginated."""
-    rules = tuple(list_rules(client, query.site)) if uses_channel(query) else ()
-    compiled = compile_query(query, rules)
+    named = set(query.dimensions) | _filter_dimensions(query.filters)
+    rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
+    goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
+    compiled = compile_query(query, rules, goals)
     result = client.query(compiled.sql, parameters=compiled.parameters)
     rows = [_row(query, dict(zip(compiled.columns, values, strict=True))) for values in result.result_rows]
     rows = [row for row in rows if row is not None]

@@ -15,6 +15,7 @@ from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
+from storage import goals as goal_store
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
@@ -157,3 +158,17 @@ def test_engine_refusals_are_worded_as_plausibles(api: FlaskClient, auth: dict[s
     assert answer["error"] == f"Invalid dimensions '{json.dumps(four)}': at most 3 dimensions, not 4."
     status, answer = post(api, auth, metrics=["visitors"], filters=[["has_done", ["is", "event:page"]]])
     assert status == 400 and answer["error"] == """Invalid filter '["is", "event:page"]'."""
+
+
+def test_has_done_a_goal(api: FlaskClient, auth: dict[str, str], dashboard_settings: Settings) -> None:
+    client = connect(dashboard_settings)
+    goal_store.add_goal(client, goal_store.make_goal(SITE, "Signup"))
+    goal_store.add_goal(client, goal_store.make_goal(SITE, page_pattern="/PRICING/*"))
+    signed_up = ["has_done", ["is", "event:goal", ["Signup"]]]
+    assert results(api, auth, metrics=["visitors", "visits"], filters=[signed_up]) == [[1, 1]]
+    saw_plans = ["has_not_done", ["is", "event:goal", ["Visit /PRICING/*"]]]
+    assert results(api, auth, metrics=["visitors"], filters=[saw_plans]) == [[2]]
+    unknown = ["has_done", ["is", "event:goal", ["Nope"]]]
+    status, answer = post(api, auth, metrics=["visitors"], filters=[unknown])
+    assert status == 400
+    assert answer["error"] == "Invalid filters: the goal 'Nope' is not configured for this site."
