@@ -52,17 +52,37 @@ class EngineParts:
     filters: model.Filter | None
 
 
+# What the reports break down by, and filter by (the rest of the catalogue the engine answers).
+REPORT_DIMENSIONS = frozenset({*catalogue.breakdowns(), "time", GOAL, "event:name"}) | {
+    key for key in (model.key(entry) for entry in catalogue.DIMENSIONS) if key.startswith("time:")
+}
+REPORT_FILTERS = VISIT_DIMENSIONS | {
+    entry.plausible
+    for entry in catalogue.DIMENSIONS
+    if entry.plausible and entry.rollup and entry.scope == "event"
+}
+
+
+def _reports_know(name: str, filtering: bool) -> bool:
+    return bool(model.props_key(name)) or name in (REPORT_FILTERS if filtering else REPORT_DIMENSIONS)
+
+
 def needs_engine(body: QueryBody) -> bool:
     """Whether `body` asks what only the engine answers (and nothing it cannot)."""
     if set(body.metrics) & NOT_ENGINE_METRICS or GOAL in body.dimensions:
         return False
-    if any(isinstance(item, list) and item[:2] == ["is", GOAL] for item in body.filters):
+    if any(_is_goal_filter(item) for item in body.filters):
         return False  # the reports' goal filter (conversions of the converted visitors) keeps its meaning
     named = {*body.dimensions, *(name for item in body.filters for name in _dimensions(item))}
     if not all(_known(name) for name in named):  # the reports' refusal names what Tally lacks
         return False
     if len(body.dimensions) > 1 or set(body.metrics) & ENGINE_METRICS:
         return True
+    filtered = {name for item in body.filters if not _is_goal_filter(item) for name in _dimensions(item)}
+    if not all(_reports_know(name, False) for name in body.dimensions) or not all(
+        _reports_know(name, True) for name in filtered
+    ):
+        return True  # a catalogue dimension only the engine reads (event:hostname, an event:name filter)
     if any(_engine_filter(item) for item in body.filters):
         return True
     time_or_visit = (
@@ -73,6 +93,11 @@ def needs_engine(body: QueryBody) -> bool:
     # a filter on visit properties with an event or time dimension
     visit_filter = any(_dimensions(item) and _dimensions(item) <= VISIT_DIMENSIONS for item in body.filters)
     return visit_filter and bool(body.dimensions) and body.dimensions[0] not in VISIT_DIMENSIONS
+
+
+def _is_goal_filter(item: Any) -> bool:
+    """The reports' goal filter: a top-level `["is", "event:goal", [NAME]]`."""
+    return isinstance(item, list) and item[:2] == ["is", GOAL]
 
 
 def _known(name: str) -> bool:

@@ -61,7 +61,7 @@ FILTER_DIMENSIONS = {
 }
 # Plausible's names Tally knows but cannot answer (it does not record them, or not this way).
 UNSUPPORTED_DIMENSIONS = frozenset({
-    "event:hostname", "visit:referrer", "visit:region", "visit:city",
+    "visit:referrer", "visit:region", "visit:city",
     "visit:country_name", "visit:region_name", "visit:city_name", "visit:device_type",
     "visit:browser_version", "visit:os_version", "visit:entry_page_hostname", "visit:exit_page_hostname",
 })  # fmt: skip

@@ -56,6 +56,14 @@ class Dimension:
     stream_field: str | None = None  # the stream field that feeds it (None: derived or none)
     filterable: bool = True  # whether Plausible's filters may name it
     groupable: bool = True  # whether the engine groups by it (a goal only filters: storage/goals.py)
+    column: str | None = None  # the archive column raw_sql reads, where it is an expression over one
+
+    @property
+    def archive_column(self) -> str | None:
+        """The column of `events` this dimension reads (None: derived from others, or time)."""
+        if self.column:
+            return self.column
+        return self.raw_sql if self.scope != "time" and self.raw_sql.isidentifier() else None
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
@@ -73,12 +81,14 @@ DIMENSIONS: tuple[Dimension, ...] = (
               stream_field="device"),
     Dimension("language", None, "Language", "event", "language", rollup="language", stream_field="language"),
     Dimension("screen_size", "visit:device", "Screen size", "event", screen_size_sql("screen_width"),
-              rollup="screen_size", stream_field="screen_size"),
+              rollup="screen_size", stream_field="screen_size", column="screen_width"),
+    # the page view's host (a site served on several hostnames; never in the rollups)
+    Dimension("hostname", "event:hostname", "Hostname", "event", "hostname"),
     # Plausible's event name: custom events' names and `pageview` (never in the rollups)
     Dimension("name", "event:name", "Event name", "event", "name"),
     # a goal's events (storage/goals.py: a custom event's name, or page views matching a pattern);
     # the engine filters by it, the goals report (storage.queries.goals) breaks down by it
-    Dimension("goal", "event:goal", "Goal", "event", "goal_condition(goal)", groupable=False),
+    Dimension("goal", "event:goal", "Goal", "event", "goal_condition(goal)", groupable=False, column="path"),
     # visit scope: properties of the visit's first (1) or last (-1) page view
     Dimension("entry_path", "visit:entry_page", "Entry page", "session", "path", view=1,
               rollup="entry_path", sessions_column="entry_path", stream_field="path"),
@@ -97,7 +107,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("utm_term", "visit:utm_term", "UTM term", "session", "utm_term", view=1,
               rollup="utm_term", stream_field="utm_term"),
     # derived from the visit's referrer and UTM source and medium (storage/channels.py)
-    Dimension("channel", "visit:channel", "Channel", "session", "channel", view=1),
+    Dimension("channel", "visit:channel", "Channel", "session", "channel", view=1, column="referrer_domain"),
     # time: the bucket an event's time (a visit's start, for visit metrics) falls in, in the site's zone
     Dimension("hour", "time:hour", "Hour", "time", "hour", filterable=False),
     Dimension("day", "time:day", "Day", "time", "day", filterable=False),
@@ -158,12 +168,18 @@ METRICS: tuple[Metric, ...] = (
 
 def breakdowns() -> dict[str, str]:
     """Plausible's name → Tally's of the dimensions the reports break down by one at a time
-    (storage.queries.breakdown / session_breakdown; channels)."""
+    (storage.queries.breakdown / session_breakdown from the rollups' dimensions; channels). The
+    others the stats engine answers (dashboard/plausible_engine.py)."""
     return {
         entry.plausible: entry.tally
         for entry in DIMENSIONS
-        if entry.plausible and entry.scope != "time" and entry.groupable and entry.tally != "name"
+        if entry.plausible and (entry.rollup or entry.tally == CHANNEL)
     }
+
+
+def archive_columns() -> tuple[str, ...]:
+    """The columns of `events` the dimensions read, each once, in catalogue order."""
+    return tuple(dict.fromkeys(entry.archive_column for entry in DIMENSIONS if entry.archive_column))
 
 
 def dimension(plausible: str) -> Dimension | None:

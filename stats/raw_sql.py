@@ -56,11 +56,9 @@ from storage.tables import EVENTS
 # The archive's columns each row carries, in the order of the tuples the SQL builds: time and
 # event_id's number first (they order a visitor's events), then every column a catalogue entry
 # reads, props and the engaged time.
-ROW_COLUMNS = (
-    "ts", "event_num", "name", "path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
-    "utm_content", "utm_term", "country", "device", "browser", "os", "language", "screen_width", "props",
-    "engagement_ms",
-)  # fmt: skip
+ROW_COLUMNS = tuple(
+    dict.fromkeys(("ts", "event_num", "name", *catalogue.archive_columns(), "props", "engagement_ms"))
+)
 _READ = {"event_num": "UUIDToNum(event_id)", "engagement_ms": "toUInt64(engagement_ms)"}
 
 

@@ -172,3 +172,24 @@ def test_has_done_a_goal(api: FlaskClient, auth: dict[str, str], dashboard_setti
     status, answer = post(api, auth, metrics=["visitors"], filters=[unknown])
     assert status == 400
     assert answer["error"] == "Invalid filters: the goal 'Nope' is not configured for this site."
+
+
+def test_a_dimension_only_the_catalogue_names_is_answered(
+    api: FlaskClient, auth: dict[str, str], dashboard_settings: Settings
+) -> None:
+    """event:hostname is one catalogue entry (docs/architecture.md, "Adding a dimension"): the
+    reports never knew it, the engine reads it as a breakdown and as a filter."""
+    site = "hosts.example.com"
+    client = connect(dashboard_settings)
+    views = [
+        page_view(site, "h1", at(9), "/", hostname="a.example.com"),
+        page_view(site, "h1", at(9) + M, "/docs", hostname="docs.example.com"),
+        page_view(site, "h2", at(10), "/", hostname="a.example.com"),
+    ]
+    rows, columns = archive_rows(views)
+    client.insert("events", rows, column_names=columns)
+    add_site(client, site)
+    hosts = results(api, auth, site_id=site, metrics=["visitors", "pageviews"], dimensions=["event:hostname"])
+    assert hosts == [["a.example.com", 2, 2], ["docs.example.com", 1, 1]]
+    docs = ["is", "event:hostname", ["docs.example.com"]]
+    assert results(api, auth, site_id=site, metrics=["visits", "pageviews"], filters=[docs]) == [[1, 1]]
