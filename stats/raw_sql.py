@@ -56,24 +56,38 @@ from storage.tables import EVENTS
 # The archive's columns each row carries, in the order of the tuples the SQL builds: time and
 # event_id's number first (they order a visitor's events), then every column a catalogue entry
 # reads, props and the engaged time.
-ROW_COLUMNS = tuple(
-    dict.fromkeys(("ts", "event_num", "name", *catalogue.archive_columns(), "props", "engagement_ms"))
-)
+# What every row carries: time and event_id's number first (they order a visitor's events), its
+# name and engaged time, and the path (the visit's entry and exit pages); then the columns the
+# query's dimensions and filters read (catalogue.archive_columns), so the arrays carry no more.
+BASE_COLUMNS = ("ts", "event_num", "name", "engagement_ms", "path")
+ROW_COLUMNS = tuple(dict.fromkeys((*BASE_COLUMNS, *catalogue.archive_columns(), "props")))
 _READ = {"event_num": "UUIDToNum(event_id)", "engagement_ms": "toUInt64(engagement_ms)"}
 
 
-def position(column: str) -> int:
-    return ROW_COLUMNS.index(column) + 1
+def columns_read(names: set[str]) -> tuple[str, ...]:
+    """The archive columns rows need for dimensions and filters `names` (ROW_COLUMNS' order)."""
+    needed = set(BASE_COLUMNS)
+    for name in names:
+        if props_key(name):
+            needed.add("props")
+            continue
+        entry = dimension_entry(name)
+        if entry is not None and entry.tally == catalogue.CHANNEL:
+            needed |= {catalogue.by_tally(input_).archive_column for input_ in catalogue.CHANNEL_INPUTS}  # type: ignore[misc]
+        elif entry is not None and entry.archive_column:
+            needed.add(entry.archive_column)
+    return tuple(column for column in ROW_COLUMNS if column in needed)
 
 
-def _visit_columns() -> str:
-    """`visit_<name>` for each visit dimension read from a page view of the visit."""
+def _visit_columns(columns: tuple[str, ...], channel: bool) -> str:
+    """`visit_<name>` for each visit dimension whose column the rows carry (and the channel)."""
     selected = []
     for entry in catalogue.DIMENSIONS:
-        if entry.scope == "session" and entry.tally != catalogue.CHANNEL:
-            selected.append(f"visit[{entry.view}].{position(entry.raw_sql)} AS visit_{entry.tally}")
-    inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
-    selected.append(f"{channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}")
+        if entry.scope == "session" and entry.tally != catalogue.CHANNEL and entry.raw_sql in columns:
+            selected.append(f"visit[{entry.view}].{columns.index(entry.raw_sql) + 1} AS visit_{entry.tally}")
+    if channel:
+        inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
+        selected.append(f"{channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}")
     return ",\n    ".join(selected)
 
 
@@ -123,13 +137,20 @@ FROM
 )
 ARRAY JOIN events_with_visit AS tagged
 """
-ROWS_SQL = _ROWS.format(
-    event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(ROW_COLUMNS)),
-    visit_columns=_visit_columns(),
-    read=", ".join(_READ.get(name, name) for name in ROW_COLUMNS),
-    engagement=position("engagement_ms"),
-    events=EVENTS,
-)
+
+
+def rows_sql(names: set[str]) -> str:
+    """One row per event with its visit, carrying the columns dimensions and filters `names` read."""
+    columns = columns_read(names)
+    return _ROWS.format(
+        event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(columns)),
+        visit_columns=_visit_columns(columns, "visit:channel" in names),
+        read=", ".join(_READ.get(name, name) for name in columns),
+        engagement=columns.index("engagement_ms") + 1,
+        events=EVENTS,
+    )
+
+
 IN_RANGE = "ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')}"
 VISIT_IN_RANGE = (
     "visit_id != 0 AND visit_start >= {start:DateTime64(3, 'UTC')} "
@@ -242,61 +263,59 @@ def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
 
 
 def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None) -> Compiled:
-    """One SQL answering `query`: per combination of its dimensions' values, the counts its
-    metrics are made of (event side, visit side, and what percentage and exit_rate divide by)."""
+    """One SQL answering `query`, reading the rows once: one aggregation with a grouping set per
+    side — the matching events by the dimensions' event values (`event`), each matching visit by
+    its values (`visit`, summed per value in the outer query), the page views by path for
+    exit_rate (`page`), all matching visitors for percentage (`total`). Answers (kind, d0…, counts)."""
     validate(query)
     parameters = _Parameters(goals)
     matched = COUNTED
     if query.filters is not None:
         matched += f" AND {condition_sql(query.filters, parameters)}"
-    keys = [f"d{index}" for index in range(len(query.dimensions))] or ["k"]
-    event_dims = [f"{column_sql(name, parameters)} AS d{i}" for i, name in enumerate(query.dimensions)] or [
-        "1 AS k"
+    dims = query.dimensions
+    event_keys = [f"{column_sql(name, parameters)} AS e{i}" for i, name in enumerate(dims)]
+    visit_keys = [f"{column_sql(name, parameters, 'visit')} AS v{i}" for i, name in enumerate(dims)]
+    sets = [
+        "(" + ", ".join(f"e{i}" for i in range(len(dims))) + ")",
+        "(" + ", ".join(["visit_id", *(f"v{i}" for i in range(len(dims)))]) + ")",
     ]
-    visit_dims = [
-        f"{column_sql(name, parameters, 'visit')} AS d{i}" for i, name in enumerate(query.dimensions)
-    ] or ["1 AS k"]
-    group = ", ".join(keys)
-    exits = "0"
-    if "exit_rate" in query.metrics:  # validate(): the one dimension is event:page or visit:exit_page
-        exits = "countIf(exit_path = d0)" if query.dimensions == ("event:page",) else "count()"
-    events_side = (
-        f"SELECT {', '.join(event_dims)}, countIf(name = 'pageview') AS pageviews, count() AS events, "
-        f"uniqExact({VISITOR}) AS visitors FROM visit_events WHERE {matched} AND {IN_RANGE} GROUP BY {group}"
-    )
-    visits_side = (
-        f"SELECT {group}, count() AS visits, countIf(is_bounce) AS bounces, sum(duration_ms) AS duration_ms, "
-        f"sum(visit_pageviews) AS visit_pageviews, {exits} AS exits FROM ("
-        f"SELECT visit_id, {', '.join(visit_dims)}, any(is_bounce) AS is_bounce, "
-        "any(duration_ms) AS duration_ms, any(visit_pageviews) AS visit_pageviews, "
-        "any(visit_exit_path) AS exit_path FROM visit_events "
-        f"WHERE {matched} AND {VISIT_IN_RANGE} GROUP BY visit_id, {group}) GROUP BY {group}"
-    )
-    columns = [
-        *keys,
-        "pageviews",
-        "events",
-        "visitors",
-        "visits",
-        "bounces",
-        "duration_ms",
-        "visit_pageviews",
-        "exits",
-    ]
-    source = f"({events_side}) AS e FULL OUTER JOIN ({visits_side}) AS v USING ({group})"
+    kinds = ["grouping(visit_id) = 0, 'visit'"]
     if "exit_rate" in query.metrics:  # the page's page views, whatever visit they are in
-        pages = (
-            f"SELECT path AS d0, countIf(name = 'pageview') AS page_pageviews FROM visit_events "
-            f"WHERE {matched} AND {IN_RANGE} GROUP BY d0"
+        sets.append("(page)")  # identity(path): a key of its own, not the same expression as path
+        kinds.append("grouping(page) = 0, 'page'")
+    if "percentage" in query.metrics and dims:  # all the matching visitors
+        sets.append("()")
+        kinds.append("grouping(e0) = 1, 'total'")
+    pages = "exit_rate" in query.metrics
+    # each combination's value: the visit's on the visit side, the page's on the page side
+    value = [f"multiIf(kind = 'visit', v{i}, e{i}) AS d{i}" for i in range(len(dims))]
+    if pages:  # the page's page views are keyed by the page
+        value[0] = "multiIf(kind = 'visit', v0, kind = 'page', page, e0) AS d0"
+    of_visit = "kind = 'visit' AND counts"
+    exits = "0"
+    if pages:  # validate(): the one dimension is event:page or visit:exit_page
+        exits = (
+            f"countIf({of_visit} AND exit_path = v0)" if dims == ("event:page",) else f"countIf({of_visit})"
         )
-        source = f"(SELECT {', '.join(columns)} FROM {source}) AS ev LEFT JOIN ({pages}) AS p USING (d0)"
-        columns.append("page_pageviews")
-    selected = ", ".join(columns)
-    if "percentage" in query.metrics:  # the share of all visitors matching the filters
-        total = f"SELECT uniqExact({VISITOR}) FROM visit_events WHERE {matched} AND {IN_RANGE}"
-        selected += f", ({total}) AS total_visitors"
-        columns.append("total_visitors")
-    sql = f"WITH visit_events AS ({ROWS_SQL}) SELECT {selected} FROM {source}"
+    grouped = [*event_keys, *visit_keys, "visit_id", *(["identity(path) AS page"] if pages else [])]
+    per_set = (
+        f"SELECT {', '.join(grouped)}, "
+        f"multiIf({', '.join(kinds)}, 'event') AS kind, "
+        f"countIf(name = 'pageview' AND {IN_RANGE}) AS pageviews, countIf({IN_RANGE}) AS events, "
+        f"uniqExactIf({VISITOR}, {IN_RANGE}) AS visitors, any({VISIT_IN_RANGE}) AS counts, "
+        "any(is_bounce) AS bounce, any(duration_ms) AS duration, any(visit_pageviews) AS views, "
+        "any(visit_exit_path) AS exit_path "
+        f"FROM visit_events WHERE {matched} AND ({IN_RANGE} OR {VISIT_IN_RANGE}) "
+        f"GROUP BY GROUPING SETS ({', '.join(sets)})"
+    )
+    keys = [f"d{i}" for i in range(len(dims))]
+    sql = (
+        f"WITH visit_events AS ({rows_sql(_names(query))}) "
+        f"SELECT {', '.join(['kind', *value])}, sum(pageviews), sum(events), sum(visitors), "
+        f"countIf({of_visit}), countIf({of_visit} AND bounce), sumIf(duration, {of_visit}), "
+        f"sumIf(views, {of_visit}), {exits} "
+        f"FROM ({per_set}) GROUP BY {', '.join(['kind', *keys])}"
+    )
     base = {
         "site": query.site,
         "start": query.start,
@@ -306,7 +325,13 @@ def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal
         "tz": query.timezone,
         **rules_parameters(channel_rules),
     }
+    columns = ["kind", *keys, "pageviews", "events", "visitors", "visits", "bounces", "duration_ms",
+               "visit_pageviews", "exits"]  # fmt: skip
     return Compiled(sql, {**base, **parameters.values}, columns)
+
+
+def _names(query: Query) -> set[str]:
+    return set(query.dimensions) | _filter_dimensions(query.filters)
 
 
 @dataclass(frozen=True)
@@ -330,23 +355,45 @@ def _filter_dimensions(expression: Filter | None) -> set[str]:
 def answer(client: Client, query: Query) -> list[Row]:
     """Every row of `query` from the archive, ordered (query.order_by, then Plausible's default:
     the first metric descending, time ascending) and paginated."""
-    named = set(query.dimensions) | _filter_dimensions(query.filters)
+    named = _names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
     compiled = compile_query(query, rules, goals)
     result = client.query(compiled.sql, parameters=compiled.parameters)
-    rows = [_row(query, dict(zip(compiled.columns, values, strict=True))) for values in result.result_rows]
-    rows = [row for row in rows if row is not None]
-    return paginated(ordered(rows, query), query)
+    return paginated(ordered(merged(query, compiled.columns, result.result_rows), query), query)
 
 
-def _row(query: Query, counts: dict[str, object]) -> Row | None:
-    numbers = {name: int(value) for name, value in counts.items() if name not in ("k",) and name[0] != "d"}
-    numbers["duration_ms"] = int(counts["duration_ms"])  # type: ignore[arg-type]
-    if not (numbers["visitors"] or numbers["events"] or numbers["visits"]):
-        return None
-    dimensions = tuple(_utc(counts[f"d{index}"]) for index in range(len(query.dimensions)))
-    return Row(dimensions, {name: metric_value(name, numbers) for name in query.metrics})
+COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
+EVENT_COUNTS = ("pageviews", "events", "visitors")
+VISIT_COUNTS = ("visits", "bounces", "duration_ms", "visit_pageviews", "exits")
+
+
+def merged(query: Query, columns: list[str], rows: list[tuple]) -> list[Row]:
+    """Each combination's counts from the sides' rows (compile_query), as metrics."""
+    width = len(query.dimensions)
+    counts: dict[tuple, dict[str, int]] = {}
+    pages: dict[object, int] = {}
+    total = 0
+    for row in rows:
+        named = dict(zip(columns, row, strict=True))
+        key = tuple(_utc(named[f"d{i}"]) for i in range(width))
+        kind = named["kind"]
+        if kind == "page":
+            pages[key[0]] = int(named["pageviews"])
+        elif kind == "total":
+            total = int(named["visitors"])
+        else:
+            wanted = EVENT_COUNTS if kind == "event" else VISIT_COUNTS
+            into = counts.setdefault(key, dict.fromkeys(COUNTS, 0))
+            into.update({name: int(named[name]) for name in wanted})
+    result = []
+    for key, numbers in counts.items():
+        if not (numbers["visitors"] or numbers["events"] or numbers["visits"]):
+            continue
+        numbers["total_visitors"] = total if width else numbers["visitors"]
+        numbers["page_pageviews"] = pages.get(key[0], 0) if width else 0
+        result.append(Row(key, {name: metric_value(name, numbers) for name in query.metrics}))
+    return result
 
 
 def _utc(value: object) -> object:
