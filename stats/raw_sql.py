@@ -27,7 +27,7 @@ Values travel as query parameters only; identifiers come from the catalogue (an 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
@@ -53,9 +53,6 @@ from storage.goals import Goal, list_goals
 from storage.page_patterns import pattern_regex
 from storage.tables import EVENTS
 
-# The archive's columns each row carries, in the order of the tuples the SQL builds: time and
-# event_id's number first (they order a visitor's events), then every column a catalogue entry
-# reads, props and the engaged time.
 # What every row carries: time and event_id's number first (they order a visitor's events), its
 # name and engaged time, and the path (the visit's entry and exit pages); then the columns the
 # query's dimensions and filters read (catalogue.archive_columns), so the arrays carry no more.
@@ -161,13 +158,13 @@ VISITOR = catalogue.VISITOR
 GOAL_DIMENSION = "event:goal"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Compiled:
     """The SQL and its parameters, and the names of the columns the SQL answers."""
 
     sql: str
     parameters: dict[str, object]
-    columns: list[str] = field(default_factory=list)
+    columns: list[str]
 
 
 class _Parameters:
@@ -202,7 +199,7 @@ def column_sql(name: str, parameters: _Parameters, side: str = "event") -> str:
 
 
 def condition_sql(expression: Filter, parameters: _Parameters) -> str:
-    """The filter as a condition on a row (ROWS_SQL's columns); values are parameters."""
+    """The filter as a condition on a row (rows_sql's columns); values are parameters."""
     if isinstance(expression, Behaviour):
         inner = condition_sql(expression.inner, parameters)
         negation = "NOT " if expression.operator == "has_not_done" else ""

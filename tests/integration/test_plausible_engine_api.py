@@ -193,3 +193,17 @@ def test_a_dimension_only_the_catalogue_names_is_answered(
     assert hosts == [["a.example.com", 2, 2], ["docs.example.com", 1, 1]]
     docs = ["is", "event:hostname", ["docs.example.com"]]
     assert results(api, auth, site_id=site, metrics=["visits", "pageviews"], filters=[docs]) == [[1, 1]]
+
+
+def test_comparisons_and_time_labels_work_with_two_dimensions(api: FlaskClient, auth: dict[str, str]) -> None:
+    status, answer = post(
+        api, auth, metrics=["visitors"], dimensions=["time:day", "visit:country"],
+        date_range=["2026-11-10", "2026-11-11"],
+        include={"time_labels": True, "comparisons": {"mode": "previous_period"}},
+    )  # fmt: skip
+    assert status == 200, answer
+    assert answer["meta"]["time_labels"] == ["2026-11-10", "2026-11-11"]
+    assert sorted((row["dimensions"], row["metrics"]) for row in answer["results"]) == [
+        (["2026-11-10", "DE"], [1]), (["2026-11-10", "US"], [2]),
+    ]  # fmt: skip
+    assert all(row["comparison"]["metrics"] == [0] for row in answer["results"])
