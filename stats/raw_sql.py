@@ -76,33 +76,33 @@ def columns_read(names: set[str]) -> tuple[str, ...]:
     return tuple(column for column in ROW_COLUMNS if column in needed)
 
 
-def _visit_columns(columns: tuple[str, ...], channel: bool) -> str:
-    """`visit_<name>` for each visit dimension whose column the rows carry (and the channel)."""
-    selected = []
+def _visit_fields(columns: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, SQL over one visit `s` and its number `k`) of what each row learns of its visit:
+    start, duration, page views, engaged time, and each visit dimension whose column it carries."""
+    fields = [
+        ("visit_start", "s[1].1"),
+        ("duration_ms", "dateDiff('millisecond', s[1].1, s[-1].1)"),
+        ("visit_pageviews", "length(s)"),
+        ("engaged_ms", "engaged[k]"),
+    ]
     for entry in catalogue.DIMENSIONS:
         if entry.scope == "session" and entry.tally != catalogue.CHANNEL and entry.raw_sql in columns:
-            selected.append(f"visit[{entry.view}].{columns.index(entry.raw_sql) + 1} AS visit_{entry.tally}")
-    if channel:
-        inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
-        selected.append(f"{channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}")
-    return ",\n    ".join(selected)
+            fields.append((f"visit_{entry.tally}", f"s[{entry.view}].{columns.index(entry.raw_sql) + 1}"))
+    return fields
 
 
 # One row per event of the site around the range (the day before its first and after its last:
-# a visit may start before midnight, and visitor ids live one UTC day), with its visit.
+# a visit may start before midnight, and visitor ids live one UTC day), with its visit. Each
+# visitor's events are one array of (visit number, event, visit) tuples before the ARRAY JOIN, so
+# nothing else (the visits' page views) is copied into every row.
 _ROWS = """
 SELECT
     visitor_key,
     {event_columns},
     tagged.1 AS visit_no,
-    sessions[visit_no] AS visit,
     if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
-    visit[1].1 AS visit_start,
-    dateDiff('millisecond', visit[1].1, visit[-1].1) AS duration_ms,
-    length(visit) AS visit_pageviews,
-    engaged[visit_no] AS engaged_ms,
-    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce,
-    {visit_columns}
+    {visit_columns},
+    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{channel}
 FROM
 (
     SELECT
@@ -121,11 +121,12 @@ FROM
         arrayMap(k -> arraySum(arrayMap((o, j) -> if(j = k AND o.3 = 'engagement', o.{engagement}, 0),
                                         others, others_visit)),
                  arrayEnumerate(sessions)) AS engaged,
-        arrayConcat(
+        arrayMap((s, k) -> ({visit_tuple}), sessions, arrayEnumerate(sessions)) AS visits,
+        arrayMap(t -> (t.1, t.2, visits[t.1]), arrayConcat(
             arrayFlatten(arrayMap((s, k) -> arrayMap(v -> (toUInt32(k), v), s),
                                   sessions, arrayEnumerate(sessions))),
             arrayZip(others_visit, others)
-        ) AS events_with_visit
+        )) AS events_with_visit
     FROM {events}
     WHERE site = {{site:String}}
       AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
@@ -139,9 +140,18 @@ ARRAY JOIN events_with_visit AS tagged
 def rows_sql(names: set[str]) -> str:
     """One row per event with its visit, carrying the columns dimensions and filters `names` read."""
     columns = columns_read(names)
+    fields = _visit_fields(columns)
+    channel = ""
+    if "visit:channel" in names:
+        inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
+        channel = f",\n    {channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}"
     return _ROWS.format(
         event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(columns)),
-        visit_columns=_visit_columns(columns, "visit:channel" in names),
+        visit_columns=",\n    ".join(
+            f"tagged.3.{index + 1} AS {name}" for index, (name, _) in enumerate(fields)
+        ),
+        visit_tuple=", ".join(sql for _, sql in fields),
+        channel=channel,
         read=", ".join(_READ.get(name, name) for name in columns),
         engagement=columns.index("engagement_ms") + 1,
         events=EVENTS,
