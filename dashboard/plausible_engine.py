@@ -5,7 +5,9 @@ The reports (dashboard/plausible_report.py) answer one dimension at a time from 
 What they refuse and the engine answers: two or three dimensions, visit metrics by an event
 dimension (bounce rate by page), a visit property inside `or` / `not` together with an event
 property, `has_done` / `has_not_done`, `matches_wildcard`, case-insensitive matching
-(`{"case_sensitive": false}`), `percentage` and `exit_rate`. Such a query is answered from the
+(`{"case_sensitive": false}`), `percentage`, `exit_rate`, a visit-property filter with an event or
+time dimension, and a dimension or filter only the catalogue names (`event:hostname`, a filter on
+`event:name`, a goal inside `or`/`not`/`has_done`). Such a query is answered from the
 archive (meta.source "raw") whatever source is asked. Everything the reports answer still goes
 their way. The engine's refusals are reworded as Plausible words its own (`Invalid filter '…'`).
 """
