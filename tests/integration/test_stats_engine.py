@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from stats import raw_sql
 from stats.query import Behaviour, Condition, Filter, InvalidQuery, Logic, Query
+from storage import goals as goal_store
 from storage.client import connect
+from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures import stats_reference
@@ -188,7 +190,13 @@ VALUES = {
     "visit:utm_source": ["", "news"],
     "event:name": ["pageview", "Signup"],
     "event:props:plan": ["pro", "free", "(none)"],
+    "event:goal": ["Signup", "Visit /blog*"],
 }
+# The traffic site's goals: an event goal and a page goal (storage/goals.py).
+GOALS = [
+    goal_store.make_goal(TRAFFIC_SITE, "Signup"),
+    goal_store.make_goal(TRAFFIC_SITE, page_pattern="/blog*"),
+]
 
 
 def generated_traffic(seed: int = 31) -> list[PageViewEvent]:
@@ -234,6 +242,9 @@ TRAFFIC = generated_traffic()
 def traffic(store: Client) -> Client:
     rows, columns = archive_rows(TRAFFIC)
     store.insert("events", rows, column_names=columns)
+    add_site(store, TRAFFIC_SITE)  # goals belong to a registered site
+    for goal in GOALS:
+        goal_store.add_goal(store, goal)
     return store
 
 
@@ -247,6 +258,8 @@ def conditions(dimension: str) -> st.SearchStrategy[Condition]:
         "matches_wildcard",
         "matches_wildcard_not",
     ]
+    if dimension == "event:goal":  # a goal is or is not among the goals named
+        operators = ["is", "is_not"]
     values = VALUES[dimension]
     return st.builds(
         lambda operator, chosen, sensitive: Condition(
@@ -300,7 +313,7 @@ def queries(draw: st.DrawFn) -> Query:
 @given(query=queries())
 def test_engine_answers_as_the_python_count(traffic: Client, query: Query) -> None:
     engine = {row.dimensions: row.metrics for row in raw_sql.answer(traffic, query)}
-    assert engine == stats_reference.answer(TRAFFIC, query), query
+    assert engine == stats_reference.answer(TRAFFIC, query, GOALS), query
 
 
 def test_the_generated_traffic_has_what_the_property_needs() -> None:
