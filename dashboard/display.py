@@ -5,26 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dashboard.countries import country_name
+from stats import catalogue
 
-# Dimension → how a person calls it, for headings and filter chips.
+# Dimension → how a person calls it, for headings and filter chips: the catalogue's labels
+# (stats/catalogue.py), and the dashboard's own filters.
 DIMENSION_LABELS = {
-    "path": "Page",
-    "entry_path": "Entry page",
-    "exit_path": "Exit page",
-    "referrer_domain": "Referrer",
-    "utm_source": "UTM source",
-    "country": "Country",
-    "browser": "Browser",
-    "os": "Operating system",
-    "device": "Device",
-    "utm_medium": "UTM medium",
-    "utm_campaign": "UTM campaign",
-    "utm_content": "UTM content",
-    "utm_term": "UTM term",
-    "language": "Language",
-    "screen_size": "Screen size",
-    "goal": "Goal",
-    "channel": "Channel",
+    **{entry.tally: entry.label for entry in catalogue.DIMENSIONS if entry.scope != "time"},
     "segment": "Segment",
 }
 # What an empty value means for each dimension.

@@ -51,7 +51,7 @@ def all_time_first_day(client: Client, site: str, include_imports: bool) -> date
 
 def skip_reason(query: PlausibleQuery) -> str | None:
     """Why imports cannot join this query (None: they can)."""
-    if query.where is not None or query.goal or query.visits is not None:
+    if query.where is not None or query.goal or query.visits is not None or query.engine is not None:
         return "unsupported_query"
     if not set(query.metrics) <= IMPORTED_METRICS:
         return "unsupported_query"

@@ -17,6 +17,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dashboard import plausible_engine
+from dashboard.plausible_engine import EngineParts
+from stats import catalogue
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.queries.contract import (
     FILTER_OPERATORS,
@@ -47,25 +50,10 @@ TIME_DIMENSIONS = {
     "time:week": "week",
     "time:month": "month",
 }
-# Plausible's name → Tally's dimension (storage/queries/contract.py). visit:device is
+# Plausible's name → Tally's dimension (the catalogue's, stats/catalogue.py). visit:device is
 # Plausible's screen-size class (Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop), which
 # is Tally's screen_size with the same thresholds, not the user agent's device type.
-DIMENSIONS = {
-    "event:page": "path",
-    "visit:entry_page": "entry_path",
-    "visit:exit_page": "exit_path",
-    "visit:source": "referrer_domain",
-    "visit:utm_source": "utm_source",
-    "visit:utm_medium": "utm_medium",
-    "visit:utm_campaign": "utm_campaign",
-    "visit:utm_content": "utm_content",
-    "visit:utm_term": "utm_term",
-    "visit:country": "country",
-    "visit:device": "screen_size",
-    "visit:browser": "browser",
-    "visit:os": "os",
-    "visit:channel": "channel",  # derived from the session's referrer and UTM (storage/channels.py)
-}
+DIMENSIONS = catalogue.breakdowns()
 # Those a filter may name: the event-level ones (a filter restricts events; contract.py).
 FILTER_DIMENSIONS = {
     name: DIMENSIONS[name]
@@ -73,7 +61,7 @@ FILTER_DIMENSIONS = {
 }
 # Plausible's names Tally knows but cannot answer (it does not record them, or not this way).
 UNSUPPORTED_DIMENSIONS = frozenset({
-    "event:hostname", "visit:referrer", "visit:region", "visit:city",
+    "visit:referrer", "visit:region", "visit:city",
     "visit:country_name", "visit:region_name", "visit:city_name", "visit:device_type",
     "visit:browser_version", "visit:os_version", "visit:entry_page_hostname", "visit:exit_page_hostname",
 })  # fmt: skip
@@ -143,6 +131,7 @@ class PlausibleQuery:
     order_by: tuple[tuple[str, bool], ...]  # (metric or dimension, descending)
     visits: Expression | None = None  # filters on the sessions' properties
     timezone: str = UTC_NAME
+    engine: EngineParts | None = None  # what only the stats engine answers (dashboard/plausible_engine.py)
 
     @property
     def time_bucket(self) -> str | None:
@@ -173,6 +162,8 @@ def validated(document: dict[str, Any]) -> QueryBody:
 def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str = UTC_NAME) -> PlausibleQuery:
     """The query in Tally's terms; `first_day` is the site's first day with events (for "all"),
     `timezone` the site's (its "day" starts at its midnight)."""
+    if plausible_engine.needs_engine(body):
+        return engine_plan(body, now, first_day, timezone)
     for metric in body.metrics:
         if metric not in METRICS:
             detail = " (not supported by Tally)" if metric in UNSUPPORTED_METRICS else ""
@@ -190,6 +181,21 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
         chosen.visits, timezone,
     )  # fmt: skip
     check_metrics(query)
+    return query
+
+
+def engine_plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str) -> PlausibleQuery:
+    """A query only the stats engine answers (dashboard/plausible_engine.py), checked by it."""
+    start, end = time_range(body.date_range, body.date, now, first_day, timezone)
+    if body.include.time_labels and not any(name in TIME_DIMENSIONS for name in body.dimensions):
+        raise QueryError("Invalid include.time_labels: requires a time dimension.")
+    order_by = orders(body.order_by, body.metrics, body.dimensions)
+    engine = plausible_engine.parts(body, QueryError)
+    query = PlausibleQuery(
+        body, body.site_id, start, end, tuple(body.metrics), None, None, None, order_by, timezone=timezone,
+        engine=engine,
+    )  # fmt: skip
+    plausible_engine.check(query, QueryError)
     return query
 
 

@@ -160,10 +160,14 @@ from typing import TYPE_CHECKING, Literal
 
 import re2  # google-re2: the library ClickHouse's match() compiles patterns with
 
+from stats import catalogue
+from stats.catalogue import SCREEN_SIZE_WIDEST as SCREEN_SIZE_WIDEST  # re-exported (stream jobs, OpenAPI)
+from stats.catalogue import SCREEN_SIZES as SCREEN_SIZES
+from stats.catalogue import screen_size_sql as screen_size_sql
 from storage.calendar import UTC_NAME, Interval, InvalidTimezone, bucket_starts, zone
 from storage.channels import ChannelRule, rules_parameters
 from storage.client_names import NAMES as CLIENT_NAMES
-from storage.client_names import plausible_name, plausible_name_sql, plausible_values
+from storage.client_names import plausible_name, plausible_values
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
 
 if TYPE_CHECKING:
@@ -193,40 +197,11 @@ LIVE_WINDOW = timedelta(minutes=5)
 RAW_VISITORS = "uniqExact(cityHash64(visitor_key, toDate(ts)))"
 SESSION_VISITORS = "uniqExact(cityHash64(cityHash64(visitor_id), toDate(start)))"
 
-# Screen-size classes: (class, widths below this many px); wider is SCREEN_SIZE_WIDEST, an
-# unknown width (0) is ''. The stream jobs classify with the same table (stream_jobs/activity.py).
-SCREEN_SIZES = (("Mobile", 576), ("Tablet", 992), ("Laptop", 1440))
-SCREEN_SIZE_WIDEST = "Desktop"
-
-
-def screen_size_sql(width: str) -> str:
-    """The ClickHouse expression classing the column `width` (fixed constants, no user value)."""
-    classes = "".join(f"{width} < {below}, '{name}', " for name, below in SCREEN_SIZES)
-    return f"multiIf({width} = 0, '', {classes}'{SCREEN_SIZE_WIDEST}')"
-
-
+# Screen-size classes and the dimensions' columns are the catalogue's (stats/catalogue.py).
 # Dimension name → column or expression (event level), or session property. Never a user
 # string in SQL.
-EVENT_DIMENSIONS = {
-    "path": "path",
-    "country": "country",
-    # named as Plausible's API names them, stored rows of older names too (storage/client_names.py)
-    "browser": plausible_name_sql("browser"),
-    "os": plausible_name_sql("os"),
-    "device": "device",
-    "language": "language",
-    "screen_size": screen_size_sql("screen_width"),
-}
-SESSION_DIMENSIONS = {
-    "entry_path": "entry_path",
-    "exit_path": "exit_path",
-    "referrer_domain": "referrer_domain",
-    "utm_source": "utm_source",
-    "utm_medium": "utm_medium",
-    "utm_campaign": "utm_campaign",
-    "utm_content": "utm_content",
-    "utm_term": "utm_term",
-}
+EVENT_DIMENSIONS = {entry.tally: entry.raw_sql for entry in catalogue.rolled_up("event")}
+SESSION_DIMENSIONS = {entry.tally: entry.tally for entry in catalogue.rolled_up("session")}
 DIMENSIONS = {**EVENT_DIMENSIONS, **SESSION_DIMENSIONS}
 # Filters beyond the dimensions: a goal's converted visitors, a property's value (props.KEY).
 GOAL_FILTER = "goal"

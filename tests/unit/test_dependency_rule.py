@@ -4,6 +4,8 @@ Components (collector, storage, stream_jobs, dashboard, loadgen, alerts) import 
 and storage's public modules, never each other otherwise and never the operator package; only
 the operator package (`ops`: the CLI, the local stack, the local ClickHouse endpoint) and the
 benchmarks (`bench`) may import everything. The foundation imports nothing of Tally's but itself.
+The stats engine (`stats`: query model, catalogue, compiler) imports the foundation and storage's
+public modules only; every component may import it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ COMPONENTS = frozenset({"collector", "storage", "stream_jobs", "dashboard", "loa
 FOUNDATION = "tally"
 OPERATOR = "ops"
 BENCHMARKS = "bench"
-TALLY_PACKAGES = COMPONENTS | {FOUNDATION, OPERATOR, BENCHMARKS}
+ENGINE = "stats"
+TALLY_PACKAGES = COMPONENTS | {FOUNDATION, OPERATOR, BENCHMARKS, ENGINE}
 
 
 def layer(module: str) -> str:
@@ -56,6 +59,8 @@ def allowed(importer: str, imported: str) -> bool:
         return True
     if source == FOUNDATION:
         return target == FOUNDATION
+    if target == ENGINE:  # every component translates into the engine; the engine into nothing above it
+        return source in COMPONENTS or source == ENGINE
     if target in (source, FOUNDATION):
         return True
     return target == "storage" and is_public_storage(imported)
@@ -99,6 +104,8 @@ def test_the_check_sees_every_package() -> None:
         ("tally.settings", "from storage.client import connect"),
         ("dashboard.api", "from storage.queries import _aggregate"),
         ("collector.app", "def lazy():\n    from loadgen.traffic import PAGES"),
+        ("stats.raw_sql", "from dashboard.api import error"),
+        ("stats.query", "from ops.cli import main"),
     ],
 )
 def test_a_forbidden_import_is_reported(importer: str, source: str) -> None:
@@ -114,6 +121,9 @@ def test_a_forbidden_import_is_reported(importer: str, source: str) -> None:
         ("ops.local.stack", "from loadgen.traffic import site_names"),
         ("bench.report", "from ops.local import stack"),
         ("stream_jobs.app", "from stream_jobs import sessions"),
+        ("dashboard.plausible_report", "from stats import raw_sql"),
+        ("storage.queries.contract", "from stats.catalogue import DIMENSIONS"),
+        ("stats.raw_sql", "from storage.channels import channel_sql"),
     ],
 )
 def test_an_allowed_import_passes(importer: str, source: str) -> None:

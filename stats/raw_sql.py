@@ -1,0 +1,451 @@
+"""The archive compiler: any query of the model (stats/query.py) as one ClickHouse query over
+`events`, with Plausible's semantics (DESIGN.md, "Definitions").
+
+The rows every answer is counted from are the site's events, each carrying its visit: per
+visitor, the page views in time order (same millisecond: by event_id) split where a gap exceeds
+the session gap, as storage/queries/raw.py sessionises them; every other event (custom,
+engagement) belongs to the visit whose [first page view, last page view + gap] holds it (the
+contract's rule for engaged sessions), or to none. Each row has the event's own columns (path,
+country, props, …) and its visit's: visit_start, duration_ms, visit_pageviews, is_bounce and the
+visit dimensions (`visit_<name>`: entry and exit page, source, UTMs, channel). A filter is then a
+condition on a row, whatever it names, so visit properties work inside `or` and `not`.
+
+- event metrics (visitors, pageviews, events) count the matching events in [start, end)
+  (engagement events are never counted; visitors are distinct (UTC day, visitor));
+- visit metrics (visits, bounce_rate, visit_duration, views_per_visit) count the WHOLE visits
+  starting in [start, end) that contain a matching event: by an event dimension, a visit counts
+  once for each value among its matching events (bounce rate by page: the visits that viewed it);
+  by a time dimension, in the bucket its start falls in;
+- has_done / has_not_done: the events of the visitors (UTC day, visitor) who have / have not an
+  event in the range passing the inner filter;
+- percentage: visitors over all visitors matching the filters (no dimension), in percent;
+- exit_rate (by event:page or visit:exit_page): the matching visits leaving from the page over
+  the page's matching page views, in percent.
+
+Values travel as query parameters only; identifiers come from the catalogue (an allow-list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from clickhouse_connect.driver.client import Client
+
+from stats import catalogue
+from stats.query import (
+    Behaviour,
+    Condition,
+    Filter,
+    InvalidQuery,
+    Logic,
+    Query,
+    dimension_entry,
+    is_time,
+    props_key,
+    validate,
+    wildcard_regex,
+)
+from storage.calendar import bucket_sql
+from storage.channel_rules import list_rules
+from storage.channels import channel_sql, rules_parameters
+from storage.goals import Goal, list_goals
+from storage.page_patterns import pattern_regex
+from storage.tables import EVENTS
+
+# What every row carries: time and event_id's number first (they order a visitor's events), its
+# name and engaged time, and the path (the visit's entry and exit pages); then the columns the
+# query's dimensions and filters read (catalogue.archive_columns), so the arrays carry no more.
+BASE_COLUMNS = ("ts", "event_num", "name", "engagement_ms", "path")
+ROW_COLUMNS = tuple(dict.fromkeys((*BASE_COLUMNS, *catalogue.archive_columns(), "props")))
+_READ = {"event_num": "UUIDToNum(event_id)", "engagement_ms": "toUInt64(engagement_ms)"}
+
+
+def columns_read(names: set[str]) -> tuple[str, ...]:
+    """The archive columns rows need for dimensions and filters `names` (ROW_COLUMNS' order)."""
+    needed = set(BASE_COLUMNS)
+    for name in names:
+        if props_key(name):
+            needed.add("props")
+            continue
+        entry = dimension_entry(name)
+        if entry is not None and entry.tally == catalogue.CHANNEL:
+            needed |= {catalogue.by_tally(input_).archive_column for input_ in catalogue.CHANNEL_INPUTS}  # type: ignore[misc]
+        elif entry is not None and entry.archive_column:
+            needed.add(entry.archive_column)
+    return tuple(column for column in ROW_COLUMNS if column in needed)
+
+
+def _visit_fields(columns: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, SQL over one visit `s` and its number `k`) of what each row learns of its visit:
+    start, duration, page views, engaged time, and each visit dimension whose column it carries."""
+    fields = [
+        ("visit_start", "s[1].1"),
+        ("duration_ms", "dateDiff('millisecond', s[1].1, s[-1].1)"),
+        ("visit_pageviews", "length(s)"),
+        ("engaged_ms", "engaged[k]"),
+    ]
+    for entry in catalogue.DIMENSIONS:
+        if entry.scope == "session" and entry.tally != catalogue.CHANNEL and entry.raw_sql in columns:
+            fields.append((f"visit_{entry.tally}", f"s[{entry.view}].{columns.index(entry.raw_sql) + 1}"))
+    return fields
+
+
+# One row per event of the site around the range (the day before its first and after its last:
+# a visit may start before midnight, and visitor ids live one UTC day), with its visit. Each
+# visitor's events are one array of (visit number, event, visit) tuples before the ARRAY JOIN, so
+# nothing else (the visits' page views) is copied into every row.
+_ROWS = """
+SELECT
+    visitor_key,
+    {event_columns},
+    tagged.1 AS visit_no,
+    if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
+    {visit_columns},
+    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{channel}
+FROM
+(
+    SELECT
+        visitor_key,
+        arraySort(e -> (e.1, e.2), groupArray(({read}))) AS timeline,
+        arrayFilter(e -> e.3 = 'pageview', timeline) AS views,
+        arrayFilter(e -> e.3 != 'pageview', timeline) AS others,
+        arraySplit(
+            (view, i) -> i > 1 AND dateDiff('millisecond', views[i - 1].1, view.1) > {{gap_ms:UInt64}},
+            views, arrayEnumerate(views)
+        ) AS sessions,
+        arrayMap(o -> toUInt32(arrayFirstIndex(
+            s -> length(s) > 0 AND o.1 >= s[1].1
+                 AND dateDiff('millisecond', s[-1].1, o.1) <= {{gap_ms:UInt64}},
+            sessions)), others) AS others_visit,
+        arrayMap(k -> arraySum(arrayMap((o, j) -> if(j = k AND o.3 = 'engagement', o.{engagement}, 0),
+                                        others, others_visit)),
+                 arrayEnumerate(sessions)) AS engaged,
+        arrayMap((s, k) -> ({visit_tuple}), sessions, arrayEnumerate(sessions)) AS visits,
+        arrayMap(t -> (t.1, t.2, visits[t.1]), arrayConcat(
+            arrayFlatten(arrayMap((s, k) -> arrayMap(v -> (toUInt32(k), v), s),
+                                  sessions, arrayEnumerate(sessions))),
+            arrayZip(others_visit, others)
+        )) AS events_with_visit
+    FROM {events}
+    WHERE site = {{site:String}}
+      AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+      AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+    GROUP BY visitor_key
+)
+ARRAY JOIN events_with_visit AS tagged
+"""
+
+
+def rows_sql(names: set[str]) -> str:
+    """One row per event with its visit, carrying the columns dimensions and filters `names` read."""
+    columns = columns_read(names)
+    fields = _visit_fields(columns)
+    channel = ""
+    if "visit:channel" in names:
+        inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
+        channel = f",\n    {channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}"
+    return _ROWS.format(
+        event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(columns)),
+        visit_columns=",\n    ".join(
+            f"tagged.3.{index + 1} AS {name}" for index, (name, _) in enumerate(fields)
+        ),
+        visit_tuple=", ".join(sql for _, sql in fields),
+        channel=channel,
+        read=", ".join(_READ.get(name, name) for name in columns),
+        engagement=columns.index("engagement_ms") + 1,
+        events=EVENTS,
+    )
+
+
+IN_RANGE = "ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')}"
+VISIT_IN_RANGE = (
+    "visit_id != 0 AND visit_start >= {start:DateTime64(3, 'UTC')} "
+    "AND visit_start < {end:DateTime64(3, 'UTC')}"
+)
+COUNTED = "name != 'engagement'"  # engagement events are never counted, nor matched
+VISITOR = catalogue.VISITOR
+GOAL_DIMENSION = "event:goal"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The SQL and its parameters, and the names of the columns the SQL answers."""
+
+    sql: str
+    parameters: dict[str, object]
+    columns: list[str]
+
+
+class _Parameters:
+    """Collects a query's parameters, each under a fresh name; `goals` are the site's, by name."""
+
+    def __init__(self, goals: dict[str, Goal] | None = None) -> None:
+        self.values: dict[str, object] = {}
+        self.goals = goals or {}
+
+    def add(self, value: object, kind: str) -> str:
+        name = f"p{len(self.values)}"
+        self.values[name] = value
+        return f"{{{name}:{kind}}}"
+
+
+def column_sql(name: str, parameters: _Parameters, side: str = "event") -> str:
+    """The SQL of dimension `name` on a row: an event's column, its visit's (`visit_<name>`),
+    a time bucket (of the event's time, or of the visit's start on the visit side), or a
+    property (`(none)` where the event has none, as Plausible shows it)."""
+    key = props_key(name)
+    if key:
+        parameter = parameters.add(key, "String")
+        return f"if(mapContains(props, {parameter}), props[{parameter}], '(none)')"
+    entry = dimension_entry(name)
+    if entry is None:  # validate() has refused it already
+        raise ValueError(f"unknown dimension {name!r}")
+    if entry.scope == "time":
+        return bucket_sql(entry.raw_sql, "visit_start" if side == "visit" else "ts")  # type: ignore[arg-type]
+    if entry.scope == "session":
+        return f"visit_{entry.tally}"
+    return entry.raw_sql
+
+
+def condition_sql(expression: Filter, parameters: _Parameters) -> str:
+    """The filter as a condition on a row (rows_sql's columns); values are parameters."""
+    if isinstance(expression, Behaviour):
+        inner = condition_sql(expression.inner, parameters)
+        negation = "NOT " if expression.operator == "has_not_done" else ""
+        done = f"SELECT {VISITOR} FROM visit_events WHERE {COUNTED} AND {IN_RANGE} AND {inner}"
+        return f"{VISITOR} {negation}IN ({done})"
+    if isinstance(expression, Logic):
+        parts = [condition_sql(operand, parameters) for operand in expression.operands]
+        if expression.operator == "not":
+            return f"NOT ({parts[0]})"
+        return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
+    return _condition_sql(expression, parameters)
+
+
+def _goal_sql(condition: Condition, parameters: _Parameters) -> str:
+    """The events of the goals named (storage/goals.py): a custom event's name, or page views whose
+    path matches the goal's pattern; its name and pattern are parameters."""
+    parts = []
+    for name in condition.values:
+        goal = parameters.goals.get(name)
+        if goal is None:
+            raise InvalidQuery("filters", f"the goal {name!r} is not configured for this site")
+        if goal.kind == "page":
+            regex = parameters.add(pattern_regex(goal.page_pattern), "String")
+            parts.append(f"(name = 'pageview' AND match(path, {regex}))")
+        else:
+            parts.append(f"name = {parameters.add(goal.event_name, 'String')}")
+    test = "(" + " OR ".join(parts) + ")"
+    return f"NOT {test}" if condition.operator == "is_not" else test
+
+
+def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
+    if condition.dimension == GOAL_DIMENSION:
+        return _goal_sql(condition, parameters)
+    key = props_key(condition.dimension)
+    column = f"props[{parameters.add(key, 'String')}]" if key else column_sql(condition.dimension, parameters)
+    positive = condition.operator.removesuffix("_not")
+    insensitive = not condition.case_sensitive
+    values = list(condition.values)
+    if positive == "matches_wildcard":
+        values, positive = [wildcard_regex(value) for value in values], "matches"
+    if insensitive and positive == "matches":
+        values = [f"(?i){value}" for value in values]
+    if insensitive and positive == "is":
+        values = [value.lower() for value in values]
+    array = parameters.add(values, "Array(String)")
+    test = {
+        "is": f"has({array}, lowerUTF8({column}))" if insensitive else f"has({array}, {column})",
+        "contains": (
+            f"arrayExists(part -> positionCaseInsensitiveUTF8({column}, part) > 0, {array})"
+            if insensitive
+            else f"arrayExists(part -> position({column}, part) > 0, {array})"
+        ),
+        "matches": f"arrayExists(pattern -> match({column}, pattern), {array})",
+    }[positive]
+    if key:  # a missing property is no value: it never is, contains or matches one
+        test = f"(mapContains(props, {parameters.add(key, 'String')}) AND {test})"
+    return f"NOT {test}" if condition.operator.endswith("_not") else test
+
+
+def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None) -> Compiled:
+    """One SQL answering `query`, reading the rows once: one aggregation with a grouping set per
+    side — the matching events by the dimensions' event values (`event`), each matching visit by
+    its values (`visit`, summed per value in the outer query), the page views by path for
+    exit_rate (`page`), all matching visitors for percentage (`total`). Answers (kind, d0…, counts)."""
+    validate(query)
+    parameters = _Parameters(goals)
+    matched = COUNTED
+    if query.filters is not None:
+        matched += f" AND {condition_sql(query.filters, parameters)}"
+    dims = query.dimensions
+    event_keys = [f"{column_sql(name, parameters)} AS e{i}" for i, name in enumerate(dims)]
+    visit_keys = [f"{column_sql(name, parameters, 'visit')} AS v{i}" for i, name in enumerate(dims)]
+    sets = [
+        "(" + ", ".join(f"e{i}" for i in range(len(dims))) + ")",
+        "(" + ", ".join(["visit_id", *(f"v{i}" for i in range(len(dims)))]) + ")",
+    ]
+    kinds = ["grouping(visit_id) = 0, 'visit'"]
+    if "exit_rate" in query.metrics:  # the page's page views, whatever visit they are in
+        sets.append("(page)")  # identity(path): a key of its own, not the same expression as path
+        kinds.append("grouping(page) = 0, 'page'")
+    if "percentage" in query.metrics and dims:  # all the matching visitors
+        sets.append("()")
+        kinds.append("grouping(e0) = 1, 'total'")
+    pages = "exit_rate" in query.metrics
+    # each combination's value: the visit's on the visit side, the page's on the page side
+    value = [f"multiIf(kind = 'visit', v{i}, e{i}) AS d{i}" for i in range(len(dims))]
+    if pages:  # the page's page views are keyed by the page
+        value[0] = "multiIf(kind = 'visit', v0, kind = 'page', page, e0) AS d0"
+    of_visit = "kind = 'visit' AND counts"
+    exits = "0"
+    if pages:  # validate(): the one dimension is event:page or visit:exit_page
+        exits = (
+            f"countIf({of_visit} AND exit_path = v0)" if dims == ("event:page",) else f"countIf({of_visit})"
+        )
+    grouped = [*event_keys, *visit_keys, "visit_id", *(["identity(path) AS page"] if pages else [])]
+    per_set = (
+        f"SELECT {', '.join(grouped)}, "
+        f"multiIf({', '.join(kinds)}, 'event') AS kind, "
+        f"countIf(name = 'pageview' AND {IN_RANGE}) AS pageviews, countIf({IN_RANGE}) AS events, "
+        f"uniqExactIf({VISITOR}, {IN_RANGE}) AS visitors, any({VISIT_IN_RANGE}) AS counts, "
+        "any(is_bounce) AS bounce, any(duration_ms) AS duration, any(visit_pageviews) AS views, "
+        "any(visit_exit_path) AS exit_path "
+        f"FROM visit_events WHERE {matched} AND ({IN_RANGE} OR {VISIT_IN_RANGE}) "
+        f"GROUP BY GROUPING SETS ({', '.join(sets)})"
+    )
+    keys = [f"d{i}" for i in range(len(dims))]
+    sql = (
+        f"WITH visit_events AS ({rows_sql(_names(query))}) "
+        f"SELECT {', '.join(['kind', *value])}, sum(pageviews), sum(events), sum(visitors), "
+        f"countIf({of_visit}), countIf({of_visit} AND bounce), sumIf(duration, {of_visit}), "
+        f"sumIf(views, {of_visit}), {exits} "
+        f"FROM ({per_set}) GROUP BY {', '.join(['kind', *keys])}"
+    )
+    base = {
+        "site": query.site,
+        "start": query.start,
+        "end": query.end,
+        "gap_ms": query.session_gap_s * 1000,
+        "engaged_bounce_ms": query.engaged_bounce_ms,
+        "tz": query.timezone,
+        **rules_parameters(channel_rules),
+    }
+    columns = ["kind", *keys, "pageviews", "events", "visitors", "visits", "bounces", "duration_ms",
+               "visit_pageviews", "exits"]  # fmt: skip
+    return Compiled(sql, {**base, **parameters.values}, columns)
+
+
+def _names(query: Query) -> set[str]:
+    return set(query.dimensions) | _filter_dimensions(query.filters)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One combination of dimension values and its metrics, in Plausible's units."""
+
+    dimensions: tuple[object, ...]
+    metrics: dict[str, object]
+
+
+def _filter_dimensions(expression: Filter | None) -> set[str]:
+    if expression is None:
+        return set()
+    if isinstance(expression, Behaviour):
+        return _filter_dimensions(expression.inner)
+    if isinstance(expression, Logic):
+        return set().union(*(_filter_dimensions(operand) for operand in expression.operands))
+    return {expression.dimension}
+
+
+def answer(client: Client, query: Query) -> list[Row]:
+    """Every row of `query` from the archive, ordered (query.order_by, then Plausible's default:
+    the first metric descending, time ascending) and paginated."""
+    named = _names(query)
+    rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
+    goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
+    compiled = compile_query(query, rules, goals)
+    result = client.query(compiled.sql, parameters=compiled.parameters)
+    return paginated(ordered(merged(query, compiled.columns, result.result_rows), query), query)
+
+
+COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
+EVENT_COUNTS = ("pageviews", "events", "visitors")
+VISIT_COUNTS = ("visits", "bounces", "duration_ms", "visit_pageviews", "exits")
+
+
+def merged(query: Query, columns: list[str], rows: list[tuple]) -> list[Row]:
+    """Each combination's counts from the sides' rows (compile_query), as metrics."""
+    width = len(query.dimensions)
+    counts: dict[tuple, dict[str, int]] = {}
+    pages: dict[object, int] = {}
+    total = 0
+    for row in rows:
+        named = dict(zip(columns, row, strict=True))
+        key = tuple(_utc(named[f"d{i}"]) for i in range(width))
+        kind = named["kind"]
+        if kind == "page":
+            pages[key[0]] = int(named["pageviews"])
+        elif kind == "total":
+            total = int(named["visitors"])
+        else:
+            wanted = EVENT_COUNTS if kind == "event" else VISIT_COUNTS
+            into = counts.setdefault(key, dict.fromkeys(COUNTS, 0))
+            into.update({name: int(named[name]) for name in wanted})
+    result = []
+    for key, numbers in counts.items():
+        if not (numbers["visitors"] or numbers["events"] or numbers["visits"]):
+            continue
+        numbers["total_visitors"] = total if width else numbers["visitors"]
+        numbers["page_pageviews"] = pages.get(key[0], 0) if width else 0
+        result.append(Row(key, {name: metric_value(name, numbers) for name in query.metrics}))
+    return result
+
+
+def _utc(value: object) -> object:
+    """A time bucket's start as an aware UTC instant (ClickHouse answers naive UTC)."""
+    return value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+
+
+def metric_value(name: str, n: dict[str, int]) -> object:
+    """A metric from the counts, in Plausible's units: percentages 0-100, whole seconds."""
+    visits = n["visits"]
+    if name in ("visitors", "pageviews", "events", "visits"):
+        return n[name]
+    if name == "bounce_rate":
+        return round(n["bounces"] / visits * 100) if visits else 0
+    if name == "visit_duration":
+        return round(n["duration_ms"] / visits / 1000) if visits else 0
+    if name == "views_per_visit":
+        return round(n["visit_pageviews"] / visits, 2) if visits else 0.0
+    if name == "percentage":
+        return round(n["visitors"] / n["total_visitors"] * 100, 1) if n["total_visitors"] else 0.0
+    if name == "exit_rate":
+        return round(n["exits"] / n["page_pageviews"] * 100, 1) if n["page_pageviews"] else None
+    raise ValueError(f"no engine metric {name!r}")
+
+
+def ordered(rows: list[Row], query: Query) -> list[Row]:
+    """Sorted by the order_by entries, the first deciding; without any, time ascending if a
+    time dimension is asked, else the first metric descending (Plausible's defaults)."""
+    order = query.order_by
+    if not order:
+        time = [name for name in query.dimensions if is_time(name)]
+        order = ((time[0], False),) if time else ((query.metrics[0], True),)
+    result = sorted(rows, key=lambda row: tuple(str(value) for value in row.dimensions))
+    for name, descending in reversed(order):
+        if name in query.dimensions:
+            index = query.dimensions.index(name)
+            result.sort(key=lambda row: str(row.dimensions[index]), reverse=descending)
+        else:
+            result.sort(key=lambda row: _number(row.metrics.get(name)), reverse=descending)
+    return result
+
+
+def paginated(rows: list[Row], query: Query) -> list[Row]:
+    return rows[query.offset : query.offset + query.limit]
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else -1.0
