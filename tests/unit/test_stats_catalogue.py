@@ -10,6 +10,7 @@ from dashboard import display, plausible_query
 from stats import catalogue
 from stats.query import dimension_entry, key
 from storage.queries import contract
+from storage.client_names import plausible_name_sql
 from stream_jobs import activity
 from tally.settings import PROJECT_ROOT
 
@@ -68,8 +69,9 @@ def test_the_rollups_hold_the_catalogues_dimensions_in_their_order() -> None:
 
 def test_the_query_layer_and_the_plausible_door_derive_from_the_catalogue() -> None:
     assert {
-        "path": "path", "country": "country", "browser": "browser", "os": "os", "device": "device",
-        "language": "language", "screen_size": contract.screen_size_sql("screen_width"),
+        "path": "path", "country": "country", "browser": plausible_name_sql("browser"),
+        "os": plausible_name_sql("os"), "device": "device", "language": "language",
+        "screen_size": contract.screen_size_sql("screen_width"),
     } == contract.EVENT_DIMENSIONS  # fmt: skip
     assert list(contract.SESSION_DIMENSIONS) == [
         "entry_path", "exit_path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
