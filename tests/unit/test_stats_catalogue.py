@@ -9,8 +9,8 @@ import re
 from dashboard import display, plausible_query
 from stats import catalogue
 from stats.query import dimension_entry, key
-from storage.queries import contract
 from storage.client_names import plausible_name_sql
+from storage.queries import contract
 from stream_jobs import activity
 from tally.settings import PROJECT_ROOT
 
