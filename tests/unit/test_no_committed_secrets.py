@@ -9,12 +9,9 @@ and benchmarks, plain to see here, and changing one needs a new look at it.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import stat
 import subprocess
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable
 from pathlib import Path
 
 from detect_secrets import SecretsCollection
@@ -101,17 +98,6 @@ def scan(root: Path, files: Iterable[str]) -> list[tuple[str, PotentialSecret]]:
     return sorted(found, key=lambda item: (item[0], item[1].line_number))
 
 
-def scan_in_parallel(root: Path, files: Sequence[str]) -> list[tuple[str, PotentialSecret]]:
-    """`scan` over the files split between one process per core: the scan is pure Python at
-    about 0.1 s a file, so over the whole repository it took 45 s of the suite on one core."""
-    workers = max(1, min(os.cpu_count() or 1, 4))
-    shares = [list(files[worker::workers]) for worker in range(workers)]
-    # spawn: the test process may hold threads (Kafka clients, servers) that fork would copy.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        found = [item for share in pool.map(scan, [root] * workers, shares) for item in share]
-    return sorted(found, key=lambda item: (item[0], item[1].line_number))
-
-
 def describe(path: str, secret: PotentialSecret) -> str:
     """Where and what, never the value: a real secret must not land in the test's output too."""
     return f"{path}:{secret.line_number}: {secret.type}"
@@ -133,7 +119,7 @@ def test_the_scan_finds_a_planted_secret(tmp_path: Path) -> None:
 def test_no_tracked_file_holds_a_secret() -> None:
     files = repository_files()
     assert "tally/settings.py" in files and len(files) > 100  # the listing is the repository's
-    findings = scan_in_parallel(PROJECT_ROOT, files)
+    findings = scan(PROJECT_ROOT, files)
     unexplained = [
         describe(path, secret)
         for path, secret in findings
