@@ -11,13 +11,20 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench install lint constraints clean-deps tools java maven browser wrk caddy
+.PHONY: run test check bench install lint constraints clean-deps tools java maven browser wrk caddy
 
 run: install
 	$(BIN)/tally up --demo
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The inner loop (a few minutes): lint, then the unit tests and the tests that need only the
+# ClickHouse endpoint and take under about 2 s each (tests/lanes.py picks them).
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest -m fast $(PYTEST_ARGS)
 
 # One fixed scenario on the local stack (about 10 minutes); report under bench/results/.
 bench: install wrk

@@ -5,6 +5,8 @@ each other's way by using their own site names.
 """
 
 pytest_plugins = [
+    "tests.lanes",
+    "tests.folder_timings",
     "tests.fixtures.kafka",
     "tests.fixtures.clickhouse",
     "tests.fixtures.spark",
