@@ -3,7 +3,7 @@
 The body is read with pydantic in Plausible's own shape; what Tally can answer becomes a
 `PlausibleQuery` in Tally's vocabulary (storage.queries' dimensions and filter expressions);
 everything else is refused with `QueryError`, worded as Plausible words its own errors
-(`Unknown metric 'x'.`, `Invalid date_range '…'.`) and naming the part Tally does not support.
+(`Unknown metric 'x'.`, `Invalid date_range "…"`) and naming the part Tally does not support.
 docs/plausible-api.md lists what is supported and how each name maps onto Tally's definitions.
 """
 
@@ -74,10 +74,9 @@ UNSUPPORTED_METRICS = frozenset(
     {"percentage", "group_conversion_rate", "average_revenue", "total_revenue", "exit_rate"}
 )
 UTC_ZONE = ZoneInfo(UTC_NAME)
-# Plausible's relative ranges (its ApiQueryParser): the named ones, any "Nd" (the N whole days
+# Plausible's relative ranges (its ApiQueryParser): day, month, year, all, any "Nd" (the N whole days
 # before the reference day, 1 <= N <= 5000) and any "Nmo" (the N whole months before the
 # reference day's month, 1 <= N <= 100); the reference day itself (its month) is left out.
-NAMED_RANGES = ("day", "month", "year", "all")
 LAST_N = re.compile(r"([0-9]{1,5})(d|mo)")
 MOST_LAST_N = {"d": 5000, "mo": 100}
 RELATIVE_RANGE_PATTERN = r"^(day|month|year|all|[0-9]+d|[0-9]+mo)$"  # dashboard/openapi.py's
@@ -302,7 +301,7 @@ def last_n(date_range: str, reference: date) -> tuple[date, date]:
     QueryError in Plausible's words for anything else."""
     found = LAST_N.fullmatch(date_range)
     if found is None or not 1 <= int(found[1]) <= MOST_LAST_N[found[2]]:
-        raise QueryError(f"Invalid date_range {json.dumps(date_range)}")
+        raise QueryError(f"Invalid date_range {json.dumps(date_range, ensure_ascii=False)}")
     n = int(found[1])
     if found[2] == "d":
         return last_n_days(n, reference)
@@ -310,7 +309,7 @@ def last_n(date_range: str, reference: date) -> tuple[date, date]:
 
 
 def last_n_days(days: int, reference: date) -> tuple[date, date]:
-    """The `days` whole days before `reference`, that day left out (v1's 7d, 30d too)."""
+    """The `days` whole days before `reference`, that day left out (v1's 7d and 30d come here too)."""
     return reference - timedelta(days=days), reference - timedelta(days=1)
 
 
