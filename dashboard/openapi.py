@@ -960,7 +960,12 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
             },
             "date_range": {
                 "oneOf": [
-                    {"type": "string", "enum": list(plausible.RELATIVE_RANGES)},
+                    {
+                        "type": "string",
+                        "pattern": plausible.RELATIVE_RANGE_PATTERN,
+                        "description": "day, month, year, all; Nd: the N days before `date` (1-5000); "
+                        "Nmo: the N whole months before `date`'s month (1-100)",
+                    },
                     {
                         "type": "array",
                         "minItems": 2,
@@ -970,7 +975,11 @@ PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
                     },
                 ]
             },
-            "date": {"type": "string", "format": "date", "description": "the day relative ranges end on"},
+            "date": {
+                "type": "string",
+                "format": "date",
+                "description": "the reference day of relative ranges (default: today)",
+            },
             "dimensions": {
                 "type": "array",
                 "maxItems": 1,

@@ -22,7 +22,7 @@ from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_imports import all_time_first_day, with_imports
 from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
-from dashboard.plausible_report import Report, SiteNotFound, run, site_of
+from dashboard.plausible_report import Report, SiteNotFound, run, shown, site_of
 from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
@@ -86,10 +86,11 @@ def plausible_api(
         gap_s, bounce_ms = now_defined.session_gap_s, now_defined.engaged_bounce_ms
         report = run(client, planned, source, gap_s, bounce_ms)  # type: ignore[arg-type]
         report, imports_meta = with_imports(client, planned, report, source, gap_s, bounce_ms)  # type: ignore[arg-type]
+        report = shown(report, planned)
         answered = answer(planned, report, imports_meta)
         compared = plausible_comparisons.compared_query(planned)
         if compared is not None:  # include.comparisons: the same query over the compared range
-            other = run(client, compared, source, gap_s, bounce_ms)  # type: ignore[arg-type]
+            other = shown(run(client, compared, source, gap_s, bounce_ms), compared)  # type: ignore[arg-type]
             plausible_comparisons.attach(answered, planned, report, compared, other)
         answered["meta"] |= plausible_meta(client, now_defined, planned, report, defined.version())  # type: ignore[operator]
         return jsonify(answered)

@@ -3,13 +3,14 @@
 The body is read with pydantic in Plausible's own shape; what Tally can answer becomes a
 `PlausibleQuery` in Tally's vocabulary (storage.queries' dimensions and filter expressions);
 everything else is refused with `QueryError`, worded as Plausible words its own errors
-(`Unknown metric 'x'.`, `Invalid date_range '…'.`) and naming the part Tally does not support.
+(`Unknown metric 'x'.`, `Invalid date_range "…"`) and naming the part Tally does not support.
 docs/plausible-api.md lists what is supported and how each name maps onto Tally's definitions.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -73,8 +74,26 @@ UNSUPPORTED_METRICS = frozenset(
     {"percentage", "group_conversion_rate", "average_revenue", "total_revenue", "exit_rate"}
 )
 UTC_ZONE = ZoneInfo(UTC_NAME)
-RELATIVE_RANGES = ("day", "7d", "28d", "30d", "91d", "month", "6mo", "12mo", "year", "all")
-DAYS_BACK = {"7d": 7, "28d": 28, "30d": 30, "91d": 91}
+# Plausible's relative ranges (its ApiQueryParser): day, month, year, all, any "Nd" (the N whole days
+# before the reference day, 1 <= N <= 5000) and any "Nmo" (the N whole months before the
+# reference day's month, 1 <= N <= 100); the reference day itself (its month) is left out.
+LAST_N = re.compile(r"([0-9]{1,5})(d|mo)")
+MOST_LAST_N = {"d": 5000, "mo": 100}
+RELATIVE_RANGE_PATTERN = r"^(day|month|year|all|[0-9]+d|[0-9]+mo)$"  # dashboard/openapi.py's
+# How Plausible's results name a blank value, by dimension, and the names its filters take for one.
+NO_REFERRER, NOT_SET = "Direct / None", "(not set)"
+UTM_DIMENSIONS = (
+    "visit:utm_source",
+    "visit:utm_medium",
+    "visit:utm_campaign",
+    "visit:utm_content",
+    "visit:utm_term",
+)
+BLANK_SHOWN = {"visit:source": NO_REFERRER, **dict.fromkeys(UTM_DIMENSIONS, NOT_SET)}
+BLANK_NAMES = {
+    "visit:source": (NO_REFERRER, NOT_SET),
+    **dict.fromkeys(UTM_DIMENSIONS, (NO_REFERRER, NOT_SET)),
+}
 UNSUPPORTED_OPERATORS = frozenset({"matches_wildcard", "matches_wildcard_not", "has_done", "has_not_done"})
 MAX_FILTER_DEPTH = 10
 # Tally's names of the sessions' properties (channel: storage/channels.py)
@@ -162,8 +181,10 @@ def validated(document: dict[str, Any]) -> QueryBody:
 def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str = UTC_NAME) -> PlausibleQuery:
     """The query in Tally's terms; `first_day` is the site's first day with events (for "all"),
     `timezone` the site's (its "day" starts at its midnight)."""
-    if plausible_engine.needs_engine(body):
-        return engine_plan(body, now, first_day, timezone)
+    check_views_per_visit(body)
+    parsed = body.model_copy(update={"filters": stored_values(body.filters)})  # `body` stays the echo
+    if plausible_engine.needs_engine(parsed):
+        return engine_plan(body, parsed, now, first_day, timezone)
     for metric in body.metrics:
         if metric not in METRICS:
             detail = " (not supported by Tally)" if metric in UNSUPPORTED_METRICS else ""
@@ -172,7 +193,7 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
         raise QueryError(f"Metrics cannot be queried multiple times: {body.metrics}.")
     start, end = time_range(body.date_range, body.date, now, first_day, timezone)
     dimension = single_dimension(body.dimensions)
-    chosen = filters(body.filters)
+    chosen = filters(parsed.filters)
     if body.include.time_labels and dimension not in TIME_DIMENSIONS:
         raise QueryError("Invalid include.time_labels: requires a time dimension.")
     order_by = orders(body.order_by, body.metrics, body.dimensions)
@@ -184,19 +205,64 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
     return query
 
 
-def engine_plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str) -> PlausibleQuery:
-    """A query only the stats engine answers (dashboard/plausible_engine.py), checked by it."""
+def engine_plan(
+    body: QueryBody, parsed: QueryBody, now: datetime, first_day: date | None, timezone: str
+) -> PlausibleQuery:
+    """A query only the stats engine answers (dashboard/plausible_engine.py), checked by it;
+    `parsed` is `body` with Plausible's display values in filters as Tally stores them."""
     start, end = time_range(body.date_range, body.date, now, first_day, timezone)
     if body.include.time_labels and not any(name in TIME_DIMENSIONS for name in body.dimensions):
         raise QueryError("Invalid include.time_labels: requires a time dimension.")
     order_by = orders(body.order_by, body.metrics, body.dimensions)
-    engine = plausible_engine.parts(body, QueryError)
+    engine = plausible_engine.parts(parsed, QueryError)
     query = PlausibleQuery(
         body, body.site_id, start, end, tuple(body.metrics), None, None, None, order_by, timezone=timezone,
         engine=engine,
     )  # fmt: skip
     plausible_engine.check(query, QueryError)
     return query
+
+
+def check_views_per_visit(body: QueryBody) -> None:
+    """Plausible refuses views_per_visit with a filter on event:page anywhere in the filters (but
+    inside has_done / has_not_done): the page views of the matching pages per visit is no metric."""
+    if "views_per_visit" in body.metrics and any(page_filtered(item) for item in body.filters):
+        raise QueryError("Metric `views_per_visit` cannot be queried with a filter on `event:page`.")
+
+
+def page_filtered(item: Any) -> bool:
+    if not is_list(item) or len(item) < 2 or not isinstance(item[0], str):
+        return False
+    if item[0] in ("and", "or") and is_list(item[1]):
+        return any(page_filtered(operand) for operand in item[1])
+    if item[0] == "not":
+        return page_filtered(item[1])
+    return item[0] not in ("has_done", "has_not_done") and item[1] == PAGE_DIMENSION
+
+
+def stored_values(items: list[Any]) -> list[Any]:
+    """The filters with Plausible's names of a blank value ("Direct / None", "(not set)") as Tally
+    stores it, "", for `is` / `is_not` (Plausible's WhereBuilder maps them the same way)."""
+    return [stored_value(item) for item in items]
+
+
+def stored_value(item: Any) -> Any:
+    if not is_list(item) or len(item) < 2 or not isinstance(item[0], str):
+        return item
+    if item[0] in ("and", "or") and is_list(item[1]):
+        return [item[0], stored_values(item[1]), *item[2:]]
+    if item[0] in ("not", "has_done", "has_not_done"):
+        return [item[0], stored_value(item[1]), *item[2:]]
+    blanks = BLANK_NAMES.get(item[1]) if isinstance(item[1], str) else None
+    if item[0] not in ("is", "is_not") or blanks is None or len(item) < 3 or not is_list(item[2]):
+        return item
+    return [item[0], item[1], ["" if value in blanks else value for value in item[2]], *item[3:]]
+
+
+def shown_value(dimension: str, value: object) -> object:
+    """A dimension's value as Plausible's results name it: a blank source "Direct / None", a
+    blank UTM "(not set)" (Plausible's SQL.Expression); everything else as stored."""
+    return BLANK_SHOWN.get(dimension, value) if value == "" else value
 
 
 def time_range(
@@ -216,23 +282,35 @@ def time_range(
             raise QueryError(f"Invalid date '{reference}'.") from None
     if isinstance(date_range, list):
         return custom_range(date_range, tz)
-    if date_range not in RELATIVE_RANGES:
-        supported = ", ".join(RELATIVE_RANGES)
-        raise QueryError(
-            f"Invalid date_range '{date_range}' (Tally supports {supported} or two ISO-8601 dates)."
-        )
     if date_range == "day":
         first, last = today, today
-    elif date_range in DAYS_BACK:
-        first, last = today - timedelta(days=DAYS_BACK[date_range] - 1), today
+    elif date_range == "month":
+        first, last = months_back(today, 0), month_end(today)
     elif date_range == "year":
         first, last = today.replace(month=1, day=1), today.replace(month=12, day=31)
     elif date_range == "all":
         first, last = min(first_day or today, today), today
     else:
-        months = {"month": 1, "6mo": 6, "12mo": 12}[date_range]
-        first, last = months_back(today, months - 1), month_end(today)
+        first, last = last_n(date_range, today)
     return local_midnight(first, tz), local_midnight(last + timedelta(days=1), tz)
+
+
+def last_n(date_range: str, reference: date) -> tuple[date, date]:
+    """First and last day of "Nd" (the N days before `reference`) or "Nmo" (the N whole months
+    before `reference`'s month), Plausible's {:last_n_days, N} and {:last_n_months, N};
+    QueryError in Plausible's words for anything else."""
+    found = LAST_N.fullmatch(date_range)
+    if found is None or not 1 <= int(found[1]) <= MOST_LAST_N[found[2]]:
+        raise QueryError(f"Invalid date_range {json.dumps(date_range, ensure_ascii=False)}")
+    n = int(found[1])
+    if found[2] == "d":
+        return last_n_days(n, reference)
+    return months_back(reference, n), months_back(reference, 0) - timedelta(days=1)
+
+
+def last_n_days(days: int, reference: date) -> tuple[date, date]:
+    """The `days` whole days before `reference`, that day left out (v1's 7d and 30d come here too)."""
+    return reference - timedelta(days=days), reference - timedelta(days=1)
 
 
 def custom_range(pair: list[str], tz: ZoneInfo = UTC_ZONE) -> tuple[datetime, datetime]:

@@ -17,6 +17,7 @@ from clickhouse_connect.driver.client import Client
 
 from dashboard import plausible_engine
 from dashboard.plausible_query import (
+    BLANK_SHOWN,
     DIMENSIONS,
     GOAL_DIMENSION,
     NAME_DIMENSION,
@@ -25,6 +26,7 @@ from dashboard.plausible_query import (
     PlausibleQuery,
     QueryError,
     props_key,
+    shown_value,
 )
 from storage import queries
 from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery, questions
@@ -285,6 +287,20 @@ def bucket_label(start: datetime, bucket: str, timezone: str = "UTC") -> Callabl
         return day.isoformat()
 
     return label
+
+
+def shown(report: Report, query: PlausibleQuery) -> Report:
+    """`report` with blank values named as Plausible's results name them ("Direct / None" for a
+    visit without referrer, "(not set)" for a blank UTM), ordered again by those names."""
+    dimensions = query.body.dimensions
+    if not any(name in BLANK_SHOWN for name in dimensions):
+        return report
+    rows = [
+        Row(tuple(shown_value(name, value) for name, value in zip(dimensions, row.dimensions, strict=True)),
+            row.metrics)
+        for row in report.rows
+    ]  # fmt: skip
+    return replace(report, rows=ordered(rows, query))
 
 
 def ordered(rows: list[Row], query: PlausibleQuery) -> list[Row]:

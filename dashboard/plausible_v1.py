@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any, Literal
 
 from clickhouse_connect.driver.client import Client
 
 from dashboard.plausible_imports import all_time_first_day, with_imports
-from dashboard.plausible_query import GOAL_DIMENSION, QueryError, plan, validated
-from dashboard.plausible_report import Report, run, site_of
+from dashboard.plausible_query import (
+    GOAL_DIMENSION,
+    NOT_SET,
+    QueryError,
+    month_end,
+    months_back,
+    plan,
+    validated,
+)
+from dashboard.plausible_report import Report, run, shown, site_of
 from storage.calendar import local_date, zone
 from storage.sites import site_timezone
 
@@ -45,17 +53,19 @@ DEFAULT_BREAKDOWN_LIMIT, MAX_BREAKDOWN_LIMIT = 100, 1000
 V1_FILTER = re.compile(r"^\s*([a-z_]+:[^=!~]+?)\s*(==|!=|~)\s*(.*?)\s*$", re.DOTALL)
 # `|` separates values unless escaped: `a\|b` is the one value `a|b` (Plausible v1's rule).
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
-# v1's "last N days" periods: the N whole days before the reference day (`date`, else today),
-# that day itself left out, as Plausible's query builder reads them ({:last_n_days, n}).
-V1_LAST_DAYS = {"7d": 7, "30d": 30}
+# v1's 6mo and 12mo: the reference day's month (`date`, else today) and the months before it, as
+# Plausible's legacy query builder reads them (v2's "6mo" leaves that month out). v1's "7d", "30d"
+# are v2's: the N whole days before the reference day (dashboard/plausible_query.py's last_n).
+V1_MONTHS = {"6mo": 6, "12mo": 12}
 # A v1 breakdown by these leaves out the value that means "none" (Plausible's
-# Legacy.Breakdown adds `is_not` filters for them: no campaign, no entry page, unknown country).
+# Legacy.Breakdown adds `is_not` filters for them: no campaign, no entry page, unknown country);
+# a blank UTM is named "(not set)" by then (plausible_report.shown).
 V1_BREAKDOWN_LEAVES_OUT = {
-    "visit:utm_source": ("",),
-    "visit:utm_medium": ("",),
-    "visit:utm_campaign": ("",),
-    "visit:utm_content": ("",),
-    "visit:utm_term": ("",),
+    "visit:utm_source": ("", NOT_SET),
+    "visit:utm_medium": ("", NOT_SET),
+    "visit:utm_campaign": ("", NOT_SET),
+    "visit:utm_content": ("", NOT_SET),
+    "visit:utm_term": ("", NOT_SET),
     "visit:entry_page": ("",),
     "visit:exit_page": ("",),
     "visit:country": ("", "ZZ"),
@@ -90,6 +100,7 @@ def answer(
     query = plan(validated({**body, "site_id": site}), now, first_day, timezone)
     report = run(client, query, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
     report, _ = with_imports(client, query, report, source, session_gap_s, engaged_bounce_ms)  # type: ignore[arg-type]
+    report = shown(report, query)
     return shaped(endpoint, query.metrics, values, report, body)
 
 
@@ -115,7 +126,7 @@ def v2_body(endpoint: Endpoint, values: dict[str, str], now: date) -> dict[str, 
         "date_range": date_range(period, values.get("date"), now),
         "filters": v1_filters(values.get("filters", "")),
     }
-    if period not in ("custom", *V1_LAST_DAYS) and "date" in values:
+    if period not in ("custom", *V1_MONTHS) and "date" in values:
         body["date"] = values["date"]
     if values.get("with_imported", "false") not in ("true", "false"):
         raise QueryError("with_imported: true or false.")
@@ -144,23 +155,23 @@ def v2_body(endpoint: Endpoint, values: dict[str, str], now: date) -> dict[str, 
 
 
 def date_range(period: str, day: str | None, today: date) -> str | list[str]:
-    if period in V1_LAST_DAYS:
-        return last_days(V1_LAST_DAYS[period], day, today)
+    if period in V1_MONTHS:
+        reference = reference_day(day, today)
+        first, last = months_back(reference, V1_MONTHS[period] - 1), month_end(reference)
+        return [first.isoformat(), last.isoformat()]
     if period != "custom":
-        return period
+        return period  # v2's meaning, `date` its reference day
     parts = (day or "").split(",")
     if len(parts) != 2:
         raise QueryError("date: with period=custom, two ISO-8601 dates, e.g. date=2026-11-01,2026-11-30.")
     return [part.strip() for part in parts]
 
 
-def last_days(days: int, day: str | None, today: date) -> list[str]:
-    """[first, last] of the `days` days before `day` (else `today`), that day left out."""
+def reference_day(day: str | None, today: date) -> date:
     try:
-        reference = date.fromisoformat(day) if day is not None else today
+        return date.fromisoformat(day) if day is not None else today
     except ValueError:
         raise QueryError(f"Invalid date '{day}'.") from None
-    return [(reference - timedelta(days=days)).isoformat(), (reference - timedelta(days=1)).isoformat()]
 
 
 def v1_filters(text: str) -> list[list[Any]]:

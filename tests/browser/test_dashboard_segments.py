@@ -79,10 +79,22 @@ def api_visitors(server: DashboardServer, page_period: tuple[str, str], filters:
     return int(response.json()["visitors"])
 
 
+def this_week_end() -> str:
+    """Tomorrow (UTC, the site's zone): Plausible's "7d" is the 7 days before `date`, so up to today,
+    the dashboard's last 7 days."""
+    return (datetime.now(UTC).date() + timedelta(days=1)).isoformat()
+
+
 def v2_visitors(server: DashboardServer, filters: list) -> int:
     response = httpx.post(
         f"{server.url}/api/v2/query?source=raw",
-        json={"site_id": SITE, "metrics": ["visitors"], "date_range": "7d", "filters": filters},
+        json={
+            "site_id": SITE,
+            "metrics": ["visitors"],
+            "date_range": "7d",
+            "filters": filters,
+            "date": this_week_end(),
+        },
         headers={"Authorization": f"Bearer {server.api_key}"},
         timeout=30,
     )

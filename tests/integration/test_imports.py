@@ -177,10 +177,10 @@ def test_breakdowns_and_days_add_the_imported_rows(
     assert rows(pages) == [["/", 14, 29], ["/old", 2, 10], ["/pricing", 2, 2]]
     sources = query(api, dashboard_settings, source, metrics=["visitors", "visits"],
                     dimensions=["visit:source"], include=include)  # fmt: skip
-    assert rows(sources) == [["google.com", 13, 15], ["Newsletter", 3, 4], ["", 1, 1]]
+    assert rows(sources) == [["google.com", 13, 15], ["Newsletter", 3, 4], ["Direct / None", 1, 1]]
     media = query(api, dashboard_settings, source, metrics=["visitors", "visits"],
                   dimensions=["visit:utm_medium"], include=include)  # fmt: skip
-    assert rows(media) == [["email", 3, 4], ["", 2, 2]]
+    assert rows(media) == [["email", 3, 4], ["(not set)", 2, 2]]  # Plausible's names of the blanks
     countries = query(api, dashboard_settings, source, metrics=["visitors"],
                       dimensions=["visit:country"], include=include)  # fmt: skip
     assert rows(countries) == [["DE", 13], ["FR", 3], ["CH", 1]]

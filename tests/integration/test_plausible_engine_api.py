@@ -85,8 +85,8 @@ def test_source_by_page(api: FlaskClient, auth: dict[str, str]) -> None:
         ["twitter.com", "/", 1, 1],
         ["twitter.com", "/pricing", 1, 1],
         ["google.com", "/pricing", 1, 1],
-        ["", "/", 1, 1],
-        ["", "/PRICING/Plans", 1, 1],
+        ["Direct / None", "/", 1, 1],
+        ["Direct / None", "/PRICING/Plans", 1, 1],
     ]
 
 
@@ -142,7 +142,7 @@ def test_a_query_the_reports_answer_still_goes_their_way(api: FlaskClient, auth:
     status, answer = post(api, auth, source="raw", metrics=["visitors"], dimensions=["visit:source"])
     assert status == 200 and answer["meta"]["source"] == "raw"
     assert sorted(row["dimensions"] + row["metrics"] for row in answer["results"]) == [
-        ["", 1], ["google.com", 1], ["twitter.com", 1],
+        ["Direct / None", 1], ["google.com", 1], ["twitter.com", 1],
     ]  # fmt: skip
 
 

@@ -12,6 +12,13 @@ Plausible's behaviour, from its source (plausible/analytics):
   country) leaves out the value that means none;
 - lib/plausible/stats/query_builder.ex: `{:last_n_days, n}` is the n days before the
   reference date (`date`, else today), that day left out;
+- lib/plausible/stats/api_query_parser.ex and query_builder.ex: v2's "Nd" (1..5000) is
+  {:last_n_days, N}, "Nmo" (1..100) {:last_n_months, N}: the N whole months before the reference
+  date's month; anything else `Invalid date_range "…"`; views_per_visit with a filter on
+  `event:page` is refused ("Metric `views_per_visit` cannot be queried with a filter on `event:page`.");
+- lib/plausible/stats/sql/expression.ex and where_builder.ex: a blank `visit:source` is shown as
+  "Direct / None", a blank UTM as "(not set)", and an `is` / `is_not` filter with those names
+  matches the blank value;
 - lib/plausible/ingestion/event.ex: browser and OS names (UAInspector's, mobile variants merged):
   `Mac`, `GNU/Linux`, `Safari` (for Mobile Safari), `Chrome` (for Chrome Mobile).
 """
@@ -224,8 +231,9 @@ def test_v1_utm_breakdown_leaves_out_visits_without_a_campaign(
     breakdown = v1(api, auth, "breakdown", **V1_DAY, property="visit:utm_source", source=source)
     assert breakdown == [{"utm_source": "newsletter", "visitors": 1}]
     # v2 answers the blank value as a row of its own, as Plausible's v2 does (no extra filter)
+    # (blank named "(not set)", as Plausible's v2 results name it)
     assert sorted(v2(api, auth, source, metrics=["visitors"], dimensions=["visit:utm_source"])) == [
-        ["", 3],
+        ["(not set)", 3],
         ["newsletter", 1],
     ]
 
@@ -308,3 +316,156 @@ def test_tallys_own_api_filter_by_os_matches_old_and_new_rows(
     )  # fmt: skip
     assert response.status_code == 200, response.get_json()
     assert response.get_json()["visitors"] == 2
+
+
+# --- 9. v2 relative date ranges: Plausible's "Nd" and "Nmo" (shared with v1's 7d, 30d) -------------
+
+RANGES_SITE = "plausible-fixes-ranges.example.com"
+# r: yesterday (the 11th) from twitter.com, two pages; s: yesterday, direct; t: today (the 12th),
+# direct; v: the 5th, direct; u: last month (October 15th), direct, from a newsletter.
+RANGE_EVENTS = [
+    page_view(RANGES_SITE, "r", at(24 + 9), "/", referrer_domain="twitter.com"),
+    page_view(RANGES_SITE, "r", at(24 + 9.1), "/pricing", referrer_domain="twitter.com"),
+    page_view(RANGES_SITE, "s", at(24 + 10), "/pricing"),
+    page_view(RANGES_SITE, "t", at(48 + 1), "/"),
+    page_view(RANGES_SITE, "v", datetime(2026, 11, 5, 8, tzinfo=UTC), "/"),
+    page_view(RANGES_SITE, "u", datetime(2026, 10, 15, 8, tzinfo=UTC), "/", utm_source="newsletter"),
+]  # fmt: skip
+YESTERDAY = ["2026-11-11", "2026-11-11"]
+
+
+@pytest.fixture(scope="module")
+def ranges_site(store: Client) -> str:
+    rows, columns = archive_rows(RANGE_EVENTS)
+    store.insert("events", rows, column_names=columns)
+    add_site(store, RANGES_SITE)
+    backfill_rollups(store, RANGES_SITE, datetime(2026, 10, 1).date(), (NOW + timedelta(days=1)).date())
+    return RANGES_SITE
+
+
+def ranged(api: FlaskClient, auth: dict[str, str], source: str, **body: Any) -> tuple[int, Any]:
+    response = api.post(
+        "/api/v2/query",
+        json={"site_id": RANGES_SITE, "metrics": ["visitors"], **body},
+        headers=auth,
+        query_string={"source": source},
+    )
+    return response.status_code, response.get_json()
+
+
+def rows_of(answer: Any) -> list[list[Any]]:
+    return [[*row["dimensions"], *row["metrics"]] for row in answer["results"]]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_v2_last_n_days_and_months_leave_out_today_and_this_month(
+    api: FlaskClient, auth: dict[str, str], ranges_site: str, source: str
+) -> None:
+    def visitors(date_range: str, **more: str) -> int:
+        status, answer = ranged(api, auth, source, date_range=date_range, **more)
+        assert status == 200, answer
+        return answer["results"][0]["metrics"][0]
+
+    # today is the 12th: "1d" is the 11th (r, s); "7d" the 5th to the 11th (v too); "27d" from
+    # October 16th (not u); "30d" from October 13th (u too); "1mo" is October (u); "12mo" November
+    # 2025 to October 2026; "month" this one (r, s, t, v)
+    expected = {"day": 1, "1d": 2, "7d": 3, "27d": 3, "30d": 4, "month": 4, "1mo": 1, "12mo": 1, "year": 5}
+    assert {name: visitors(name) for name in expected} == expected
+    assert visitors("1d", date="2026-11-06") == 1  # the day before `date`: the 5th (v)
+    assert visitors("2mo", date="2026-12-01") == 5  # October and November
+    _, answer = ranged(api, auth, source, date_range="7d")
+    assert answer["query"]["date_range"] == ["2026-11-05T00:00:00+00:00", "2026-11-11T23:59:59+00:00"]
+    # v1's 7d is the same rule (one copy); v1's 6mo keeps Plausible v1's meaning (this month too)
+    assert v1(api, auth, "aggregate", site_id=RANGES_SITE, period="7d", source=source) == {
+        "visitors": {"value": 3}
+    }
+    assert v1(api, auth, "aggregate", site_id=RANGES_SITE, period="6mo", source=source) == {
+        "visitors": {"value": 5}
+    }
+
+
+@pytest.mark.parametrize("date_range", ["0d", "5001d", "101mo", "7days", "7D", "-7d", "mo", "24h"])
+def test_v2_invalid_relative_range_is_refused_in_plausibles_words(
+    api: FlaskClient, auth: dict[str, str], ranges_site: str, date_range: str
+) -> None:
+    status, answer = ranged(api, auth, "raw", date_range=date_range)
+    assert status == 400
+    assert answer["error"] == f'Invalid date_range "{date_range}"'
+
+
+# --- 10. a visit without referrer is "Direct / None" ------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_direct_visits_are_named_direct_none_in_results_and_filters(
+    api: FlaskClient, auth: dict[str, str], ranges_site: str, source: str
+) -> None:
+    def answered(**body: Any) -> list[list[Any]]:
+        status, answer = ranged(api, auth, source, date_range=YESTERDAY, **body)
+        assert status == 200, answer
+        return rows_of(answer)
+
+    by_source = answered(dimensions=["visit:source"], order_by=[["visit:source", "asc"]])
+    assert by_source == [["Direct / None", 1], ["twitter.com", 1]]
+    assert answered(filters=[["is", "visit:source", ["Direct / None"]]]) == [[1]]  # s
+    assert answered(filters=[["is_not", "visit:source", ["Direct / None"]]]) == [[1]]  # r
+    assert answered(filters=[["is", "visit:source", ["Direct / None", "twitter.com"]]]) == [[2]]
+    # the engine's path (two dimensions) names and filters it the same way
+    both = answered(
+        dimensions=["visit:source", "event:page"], filters=[["is", "visit:source", ["Direct / None"]]]
+    )
+    assert both == [["Direct / None", "/pricing", 1]]
+    # a blank UTM is "(not set)", and a filter with that name matches it (u came from a newsletter)
+    _, answer = ranged(
+        api, auth, source, date_range="all", dimensions=["visit:utm_source"], order_by=[["visitors", "desc"]]
+    )
+    assert rows_of(answer) == [["(not set)", 4], ["newsletter", 1]]
+    _, answer = ranged(
+        api, auth, source, date_range="all", filters=[["is", "visit:utm_source", ["(not set)"]]]
+    )
+    assert rows_of(answer) == [[4]]
+    # v1: the breakdown row and the filter
+    params = {"site_id": RANGES_SITE, "period": "custom", "date": "2026-11-11,2026-11-11", "source": source}
+    breakdown = v1(api, auth, "breakdown", **params, property="visit:source")
+    assert sorted(row["source"] for row in breakdown) == ["Direct / None", "twitter.com"]
+    direct = v1(api, auth, "aggregate", **params, filters="visit:source==Direct / None")
+    assert direct == {"visitors": {"value": 1}}
+
+
+# --- 11. views_per_visit with a page filter ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"filters": [["is", "event:page", ["/pricing"]]]}, "reports"),
+        (
+            {"filters": [["or", [["is", "event:page", ["/"]], ["is", "visit:source", ["twitter.com"]]]]]},
+            "engine",
+        ),
+        ({"filters": [["not", ["contains", "event:page", ["pricing"]]]]}, "reports"),
+        ({"filters": [["is", "event:page", ["/"]]], "dimensions": ["visit:source", "event:page"]}, "engine"),
+    ],
+)
+def test_views_per_visit_with_a_page_filter_is_refused_as_plausible_refuses_it(
+    api: FlaskClient, auth: dict[str, str], ranges_site: str, body: dict[str, Any], path: str
+) -> None:
+    status, answer = ranged(
+        api, auth, "raw", date_range=YESTERDAY, **{**body, "metrics": ["visitors", "views_per_visit"]}
+    )
+    assert status == 400, (path, answer)
+    assert answer["error"] == "Metric `views_per_visit` cannot be queried with a filter on `event:page`."
+
+
+def test_views_per_visit_without_a_page_filter_still_answers(
+    api: FlaskClient, auth: dict[str, str], ranges_site: str
+) -> None:
+    status, answer = ranged(api, auth, "raw", date_range=YESTERDAY, metrics=["views_per_visit"])
+    assert status == 200 and rows_of(answer) == [[1.5]]  # r's 2 pages and s's 1 over 2 visits
+    behaviour = [
+        ["has_done", ["is", "event:page", ["/pricing"]]]
+    ]  # Plausible ignores behavioural filters here
+    status, answer = ranged(
+        api, auth, "raw", date_range=YESTERDAY, metrics=["views_per_visit"], filters=behaviour
+    )
+    assert status == 200, answer

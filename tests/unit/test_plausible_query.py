@@ -26,11 +26,14 @@ def day(text: str) -> datetime:
     ("date_range", "start", "end"),
     [
         ("day", "2026-11-11", "2026-11-12"),
-        ("7d", "2026-11-05", "2026-11-12"),
-        ("30d", "2026-10-13", "2026-11-12"),
+        ("7d", "2026-11-04", "2026-11-11"),  # the 7 days before today, today left out
+        ("30d", "2026-10-12", "2026-11-11"),
+        ("1d", "2026-11-10", "2026-11-11"),
+        ("45d", "2026-09-27", "2026-11-11"),
         ("month", "2026-11-01", "2026-12-01"),
-        ("6mo", "2026-06-01", "2026-12-01"),
-        ("12mo", "2025-12-01", "2026-12-01"),
+        ("6mo", "2026-05-01", "2026-11-01"),  # the 6 whole months before this one
+        ("12mo", "2025-11-01", "2026-11-01"),
+        ("3mo", "2026-08-01", "2026-11-01"),
         ("year", "2026-01-01", "2027-01-01"),
         ("all", "2026-03-02", "2026-11-12"),
         (["2026-11-01", "2026-11-03"], "2026-11-01", "2026-11-04"),
@@ -50,8 +53,10 @@ def test_date_moves_relative_ranges() -> None:
 
 
 @pytest.mark.parametrize(
-    "date_range", ["24h", "realtime", ["2026-11-02", "2026-11-01"], ["x", "y"], ["2026-11-01"]]
-)
+    "date_range",
+    ["24h", "realtime", "0d", "5001d", "101mo", "7D", "7d\n", "-7d", ["2026-11-02", "2026-11-01"], ["x", "y"],
+     ["2026-11-01"]],
+)  # fmt: skip
 def test_unsupported_ranges_are_refused(date_range: str | list[str]) -> None:
     with pytest.raises(QueryError, match="Invalid date_range"):
         time_range(date_range, None, NOW, None)
