@@ -128,17 +128,24 @@ FROM
             arrayZip(others_visit, others)
         )) AS events_with_visit
     FROM {events}
-    WHERE site = {{site:String}}
-      AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
-      AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+    WHERE {around}{prefilter}
     GROUP BY visitor_key
 )
 ARRAY JOIN events_with_visit AS tagged
 """
 
 
-def rows_sql(names: set[str]) -> str:
-    """One row per event with its visit, carrying the columns dimensions and filters `names` read."""
+# The site's events around the range (rows_sql's), as a condition on `events`.
+AROUND = (
+    "site = {site:String} "
+    "AND ts >= toStartOfDay({start:DateTime64(3, 'UTC')}) - INTERVAL 1 DAY "
+    "AND ts < toStartOfDay({end:DateTime64(3, 'UTC')} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY"
+)
+
+
+def rows_sql(names: set[str], prefilter: str = "") -> str:
+    """One row per event with its visit, carrying the columns dimensions and filters `names` read;
+    with `prefilter` (a condition on `events`), only the visitors with an event passing it."""
     columns = columns_read(names)
     fields = _visit_fields(columns)
     channel = ""
@@ -155,6 +162,13 @@ def rows_sql(names: set[str]) -> str:
         read=", ".join(_READ.get(name, name) for name in columns),
         engagement=columns.index("engagement_ms") + 1,
         events=EVENTS,
+        around=AROUND,
+        prefilter=(
+            f"\n      AND visitor_key IN (SELECT visitor_key FROM {EVENTS} WHERE {AROUND} AND {COUNTED} "
+            f"AND {prefilter})"
+            if prefilter
+            else ""
+        ),
     )
 
 
@@ -213,7 +227,11 @@ def condition_sql(expression: Filter, parameters: _Parameters) -> str:
     if isinstance(expression, Behaviour):
         inner = condition_sql(expression.inner, parameters)
         negation = "NOT " if expression.operator == "has_not_done" else ""
-        done = f"SELECT {VISITOR} FROM visit_events WHERE {COUNTED} AND {IN_RANGE} AND {inner}"
+        # an inner filter on the event alone is read from the archive, not from the sessionised rows
+        rows = "visit_events WHERE"
+        if event_only(expression.inner):
+            rows = f"{EVENTS} WHERE site = {{site:String}} AND"
+        done = f"SELECT {VISITOR} FROM {rows} {COUNTED} AND {IN_RANGE} AND {inner}"
         return f"{VISITOR} {negation}IN ({done})"
     if isinstance(expression, Logic):
         parts = [condition_sql(operand, parameters) for operand in expression.operands]
@@ -221,6 +239,31 @@ def condition_sql(expression: Filter, parameters: _Parameters) -> str:
             return f"NOT ({parts[0]})"
         return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
     return _condition_sql(expression, parameters)
+
+
+def event_only(expression: Filter) -> bool:
+    """Whether the filter reads the event alone (no visit dimension): it can then be tested on
+    `events` as on the rows."""
+    if isinstance(expression, Behaviour):
+        return event_only(expression.inner)
+    if isinstance(expression, Logic):
+        return all(event_only(operand) for operand in expression.operands)
+    entry = dimension_entry(expression.dimension)
+    return entry is None or entry.scope != "session"
+
+
+def visitor_prefilter(expression: Filter | None, parameters: _Parameters) -> str:
+    """A condition on `events` that every visitor with a matching event has an event passing:
+    the filter itself if it reads the event alone, else its conjuncts that do ('' if none). Only
+    those visitors need sessionising; the others have no matching row."""
+    if expression is None:
+        return ""
+    if event_only(expression):
+        return condition_sql(expression, parameters)
+    if isinstance(expression, Logic) and expression.operator == "and":
+        parts = [visitor_prefilter(operand, parameters) for operand in expression.operands]
+        return " AND ".join(part for part in parts if part)
+    return ""
 
 
 def _goal_sql(condition: Condition, parameters: _Parameters) -> str:
@@ -317,7 +360,7 @@ def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal
     )
     keys = [f"d{i}" for i in range(len(dims))]
     sql = (
-        f"WITH visit_events AS ({rows_sql(_names(query))}) "
+        f"WITH visit_events AS ({rows_sql(_names(query), visitor_prefilter(query.filters, parameters))}) "
         f"SELECT {', '.join(['kind', *value])}, sum(pageviews), sum(events), sum(visitors), "
         f"countIf({of_visit}), countIf({of_visit} AND bounce), sumIf(duration, {of_visit}), "
         f"sumIf(views, {of_visit}), {exits} "
