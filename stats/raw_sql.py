@@ -172,6 +172,25 @@ def rows_sql(names: set[str], prefilter: str = "") -> str:
     )
 
 
+# The rows of a query that needs no visit (events_alone): the site's events in the range, with
+# no visit (visit_id 0: no visit side counts), so nothing is sessionised.
+_FLAT_ROWS = """
+SELECT visitor_key, {columns}, toUInt64(0) AS visit_id, toDateTime64(0, 3, 'UTC') AS visit_start,
+    toInt64(0) AS duration_ms, toUInt64(0) AS visit_pageviews, false AS is_bounce, '' AS visit_exit_path
+FROM {events}
+WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+"""
+
+
+def flat_rows_sql(names: set[str]) -> str:
+    """The site's events in the range with the columns `names` read, and no visit."""
+    columns = (column for column in columns_read(names) if column != "event_num")
+    return _FLAT_ROWS.format(
+        columns=", ".join(f"{_READ[name]} AS {name}" if name in _READ else name for name in columns),
+        events=EVENTS,
+    )
+
+
 IN_RANGE = "ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')}"
 VISIT_IN_RANGE = (
     "visit_id != 0 AND visit_start >= {start:DateTime64(3, 'UTC')} "
@@ -312,16 +331,44 @@ def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
     return f"NOT {test}" if condition.operator.endswith("_not") else test
 
 
-def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None) -> Compiled:
+EVENT_METRICS = ("visitors", "pageviews", "events", "percentage")
+
+
+def events_alone(query: Query) -> bool:
+    """Whether the query's numbers are counts of its matching events in the range, with neither a
+    visit metric, a visit or time dimension, nor a visit property in the filter: the visits only
+    add the value combinations of matching events after the range in visits starting inside it
+    (a row with no visitor), which `rows="after"` finds."""
+    return (
+        all(name in EVENT_METRICS for name in query.metrics)
+        and all(props_key(name) or dimension_entry(name).scope == "event" for name in query.dimensions)  # type: ignore[union-attr]
+        and (query.filters is None or event_only(query.filters))
+    )
+
+
+def compile_query(
+    query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None, rows: str = "visits"
+) -> Compiled:
     """One SQL answering `query`, reading the rows once: one aggregation with a grouping set per
     side — the matching events by the dimensions' event values (`event`), each matching visit by
     its values (`visit`, summed per value in the outer query), the page views by path for
-    exit_rate (`page`), all matching visitors for percentage (`total`). Answers (kind, d0…, counts)."""
+    exit_rate (`page`), all matching visitors for percentage (`total`). Answers (kind, d0…, counts).
+
+    `rows`: "visits", every event with its visit; "flat", the events in the range with none (for
+    a query events_alone answers); "after", only the visitors with a matching event after the
+    range, sessionised (their `visit` side completes a "flat" answer)."""
     validate(query)
     parameters = _Parameters(goals)
     matched = COUNTED
     if query.filters is not None:
         matched += f" AND {condition_sql(query.filters, parameters)}"
+    if rows == "flat":
+        source = flat_rows_sql(_names(query))
+    else:
+        prefilter = visitor_prefilter(query.filters, parameters)
+        if rows == "after":
+            prefilter = " AND ".join(filter(None, ["ts >= {end:DateTime64(3, 'UTC')}", prefilter]))
+        source = rows_sql(_names(query), prefilter)
     dims = query.dimensions
     event_keys = [f"{column_sql(name, parameters)} AS e{i}" for i, name in enumerate(dims)]
     visit_keys = [f"{column_sql(name, parameters, 'visit')} AS v{i}" for i, name in enumerate(dims)]
@@ -360,7 +407,7 @@ def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal
     )
     keys = [f"d{i}" for i in range(len(dims))]
     sql = (
-        f"WITH visit_events AS ({rows_sql(_names(query), visitor_prefilter(query.filters, parameters))}) "
+        f"WITH visit_events AS ({source}) "
         f"SELECT {', '.join(['kind', *value])}, sum(pageviews), sum(events), sum(visitors), "
         f"countIf({of_visit}), countIf({of_visit} AND bounce), sumIf(duration, {of_visit}), "
         f"sumIf(views, {of_visit}), {exits} "
@@ -405,12 +452,28 @@ def _filter_dimensions(expression: Filter | None) -> set[str]:
 def answer(client: Client, query: Query) -> list[Row]:
     """Every row of `query` from the archive, ordered (query.order_by, then Plausible's default:
     the first metric descending, time ascending) and paginated."""
+    validate(query)
     named = _names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
-    compiled = compile_query(query, rules, goals)
-    result = client.query(compiled.sql, parameters=compiled.parameters)
-    return paginated(ordered(merged(query, compiled.columns, result.result_rows), query), query)
+    if not events_alone(query):
+        compiled = compile_query(query, rules, goals)
+        result = client.query(compiled.sql, parameters=compiled.parameters).result_rows
+        return paginated(ordered(merged(query, compiled.columns, result), query), query)
+    compiled = compile_query(query, rules, goals, rows="flat")
+    kind = compiled.columns.index("kind")  # the flat rows have no visit: their visit side is empty
+    result = [
+        row
+        for row in client.query(compiled.sql, parameters=compiled.parameters).result_rows
+        if row[kind] != "visit"
+    ]
+    after = compile_query(query, rules, goals, rows="after")
+    visits = [
+        row
+        for row in client.query(after.sql, parameters=after.parameters).result_rows
+        if row[kind] == "visit"
+    ]
+    return paginated(ordered(merged(query, compiled.columns, [*result, *visits]), query), query)
 
 
 COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
