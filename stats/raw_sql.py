@@ -91,20 +91,9 @@ def _visit_fields(columns: tuple[str, ...]) -> list[tuple[str, str]]:
     return fields
 
 
-# One row per event of the site around the range (the day before its first and after its last:
-# a visit may start before midnight, and visitor ids live one UTC day), with its visit. Each
-# visitor's events are one array of (visit number, event, visit) tuples before the ARRAY JOIN, so
-# nothing else (the visits' page views) is copied into every row.
-_ROWS = """
-SELECT
-    visitor_key,
-    {event_columns},
-    tagged.1 AS visit_no,
-    if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
-    {visit_columns},
-    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{channel}
-FROM
-(
+# Per visitor: its events in time order (`timeline`), its page views split into visits
+# (`sessions`), each other event's visit number (`others_visit`), each visit's engaged time.
+_TIMELINES = """
     SELECT
         visitor_key,
         arraySort(e -> (e.1, e.2), groupArray(({read}))) AS timeline,
@@ -130,6 +119,23 @@ FROM
     FROM {events}
     WHERE {around}{prefilter}
     GROUP BY visitor_key
+"""
+
+# One row per event of the site around the range (the day before its first and after its last:
+# a visit may start before midnight, and visitor ids live one UTC day), with its visit. Each
+# visitor's events are one array of (visit number, event, visit) tuples before the ARRAY JOIN, so
+# nothing else (the visits' page views) is copied into every row.
+_ROWS = """
+SELECT
+    visitor_key,
+    {event_columns},
+    tagged.1 AS visit_no,
+    if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
+    {visit_columns},
+    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{channel}
+FROM
+(
+{timelines}
 )
 ARRAY JOIN events_with_visit AS tagged
 """
@@ -152,15 +158,23 @@ def rows_sql(names: set[str], prefilter: str = "") -> str:
     if "visit:channel" in names:
         inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
         channel = f",\n    {channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}"
-    return _ROWS.format(
+    arguments = _row_arguments(columns, prefilter)
+    arguments.update(
         event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(columns)),
         visit_columns=",\n    ".join(
             f"tagged.3.{index + 1} AS {name}" for index, (name, _) in enumerate(fields)
         ),
         visit_tuple=", ".join(sql for _, sql in fields),
         channel=channel,
+    )
+    return _ROWS.format(timelines=_TIMELINES.format(**arguments), **arguments)
+
+
+def _row_arguments(columns: tuple[str, ...], prefilter: str) -> dict[str, str]:
+    """_TIMELINES' fields: the columns read, and the visitors (all, or those passing `prefilter`)."""
+    return dict(
         read=", ".join(_READ.get(name, name) for name in columns),
-        engagement=columns.index("engagement_ms") + 1,
+        engagement=str(columns.index("engagement_ms") + 1),
         events=EVENTS,
         around=AROUND,
         prefilter=(
@@ -169,7 +183,48 @@ def rows_sql(names: set[str], prefilter: str = "") -> str:
             if prefilter
             else ""
         ),
+        visit_tuple="0",
     )
+
+
+# The visit side of an unfiltered query by time alone (visits_alone): one row per visit starting
+# in the range, from the visitors' visits (no event is copied into a row), counted by the bucket
+# of its start. Answers compile_query's columns (kind 'visit').
+_VISITS = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_views), 0
+FROM
+(
+    SELECT visit.1 AS visit_start, visit.2 AS duration_ms, visit.3 AS visit_views, visit.4 AS engaged_ms
+    FROM
+    (
+{timelines}
+    )
+    ARRAY JOIN arrayMap((s, k) -> (s[1].1, dateDiff('millisecond', s[1].1, s[-1].1), length(s), engaged[k]),
+                        sessions, arrayEnumerate(sessions)) AS visit
+)
+WHERE visit_start >= {{start:DateTime64(3, 'UTC')}} AND visit_start < {{end:DateTime64(3, 'UTC')}}{group}
+"""
+
+
+def visits_alone(query: Query) -> bool:
+    """Whether the visit side is each visit starting in the range, by the bucket of its start: no
+    filter (every visit has a page view, a matching event), no dimension but time ones."""
+    return query.filters is None and all(is_time(name) for name in query.dimensions)
+
+
+def compile_visits(query: Query) -> Compiled:
+    """The visit side of a query visits_alone answers, as compile_query's rows of kind 'visit'."""
+    parameters = _Parameters()
+    keys = [f"{column_sql(name, parameters, 'visit')} AS d{i}" for i, name in enumerate(query.dimensions)]
+    names = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITS.format(
+        keys="".join(f", {key}" for key in keys),
+        timelines=_TIMELINES.format(**_row_arguments(BASE_COLUMNS, "")),
+        group=f"\nGROUP BY {', '.join(names)}" if names else "",
+    )
+    return Compiled(sql, {**_base(query, ()), **parameters.values}, ["kind", *names, *COUNTS])
 
 
 # The rows of a query that needs no visit (events_alone): the site's events in the range, with
@@ -198,6 +253,7 @@ VISIT_IN_RANGE = (
 )
 COUNTED = "name != 'engagement'"  # engagement events are never counted, nor matched
 VISITOR = catalogue.VISITOR
+COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
 GOAL_DIMENSION = "event:goal"
 
 
@@ -413,7 +469,14 @@ def compile_query(
         f"sumIf(views, {of_visit}), {exits} "
         f"FROM ({per_set}) GROUP BY {', '.join(['kind', *keys])}"
     )
-    base = {
+    base = _base(query, channel_rules)
+    columns = ["kind", *keys, *COUNTS]
+    return Compiled(sql, {**base, **parameters.values}, columns)
+
+
+def _base(query: Query, channel_rules: tuple) -> dict[str, object]:
+    """The parameters every compiled query has."""
+    return {
         "site": query.site,
         "start": query.start,
         "end": query.end,
@@ -422,9 +485,6 @@ def compile_query(
         "tz": query.timezone,
         **rules_parameters(channel_rules),
     }
-    columns = ["kind", *keys, "pageviews", "events", "visitors", "visits", "bounces", "duration_ms",
-               "visit_pageviews", "exits"]  # fmt: skip
-    return Compiled(sql, {**base, **parameters.values}, columns)
 
 
 def _names(query: Query) -> set[str]:
@@ -456,6 +516,8 @@ def answer(client: Client, query: Query) -> list[Row]:
     named = _names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
+    if visits_alone(query):
+        return paginated(ordered(_visits_alone(client, query), query), query)
     if not events_alone(query):
         compiled = compile_query(query, rules, goals)
         result = client.query(compiled.sql, parameters=compiled.parameters).result_rows
@@ -476,9 +538,21 @@ def answer(client: Client, query: Query) -> list[Row]:
     return paginated(ordered(merged(query, compiled.columns, [*result, *visits]), query), query)
 
 
-COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
 EVENT_COUNTS = ("pageviews", "events", "visitors")
 VISIT_COUNTS = ("visits", "bounces", "duration_ms", "visit_pageviews", "exits")
+
+
+def _visits_alone(client: Client, query: Query) -> list[Row]:
+    """A query visits_alone answers: its events counted flat, its visits from the visits alone."""
+    flat = compile_query(query, rows="flat")
+    kind = flat.columns.index("kind")
+    events = [
+        row for row in client.query(flat.sql, parameters=flat.parameters).result_rows if row[kind] != "visit"
+    ]
+    visits = compile_visits(query)
+    return merged(
+        query, flat.columns, [*events, *client.query(visits.sql, parameters=visits.parameters).result_rows]
+    )
 
 
 def merged(query: Query, columns: list[str], rows: list[tuple]) -> list[Row]:

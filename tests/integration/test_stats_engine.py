@@ -316,6 +316,15 @@ def test_engine_answers_as_the_python_count(traffic: Client, query: Query) -> No
     assert engine == stats_reference.answer(TRAFFIC, query, GOALS), query
 
 
+@pytest.mark.parametrize("dimensions", [(), ("time:day",), ("time:hour",)])
+def test_unfiltered_visits_by_time_answer_as_the_python_count(traffic: Client, dimensions: tuple) -> None:
+    """The engine counts these visits from the visits alone (raw_sql.visits_alone): engaged
+    bounces, visits across midnight and events in no visit must come out as the Python count."""
+    query = Query(TRAFFIC_SITE, *RANGE, (*METRICS, "percentage"), dimensions)
+    engine = {row.dimensions: row.metrics for row in raw_sql.answer(traffic, query)}
+    assert engine == stats_reference.answer(TRAFFIC, query, GOALS)
+
+
 def test_the_generated_traffic_has_what_the_property_needs() -> None:
     """Visits straddling midnight, gaps of exactly the session gap, engaged and unengaged bounces:
     otherwise the property test would pass without looking at them."""
