@@ -187,41 +187,69 @@ def _row_arguments(columns: tuple[str, ...], prefilter: str) -> dict[str, str]:
     )
 
 
-# The visit side of an unfiltered query by time alone (visits_alone): one row per visit starting
-# in the range, from the visitors' visits (no event is copied into a row), counted by the bucket
-# of its start. Answers compile_query's columns (kind 'visit').
+# The visit side of an unfiltered query by time and event dimensions (visits_alone): one row per
+# visit starting in the range and value combination among its counted events (page views and
+# custom events, read into the timeline as `values`), the time dimensions by the bucket of its
+# start; no event is copied into a row. Answers compile_query's columns (kind 'visit').
+_VALUES = """arrayDistinct(arrayConcat(
+            arrayMap(v -> tuple({view}), s),
+            arrayMap(o -> tuple({other}),
+                     arrayFilter((o, j) -> j = k AND o.3 != 'engagement', others, others_visit))
+        ))"""
 _VISITS = """
 SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
     countIf(visit_views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
     sum(duration_ms), sum(visit_views), 0
 FROM
 (
-    SELECT visit.1 AS visit_start, visit.2 AS duration_ms, visit.3 AS visit_views, visit.4 AS engaged_ms
+    SELECT visit.1 AS visit_start, visit.2 AS duration_ms, visit.3 AS visit_views, visit.4 AS engaged_ms,
+        visit.5 AS visit_values
     FROM
     (
 {timelines}
     )
-    ARRAY JOIN arrayMap((s, k) -> (s[1].1, dateDiff('millisecond', s[1].1, s[-1].1), length(s), engaged[k]),
-                        sessions, arrayEnumerate(sessions)) AS visit
-)
+    ARRAY JOIN arrayMap((s, k) -> (s[1].1, dateDiff('millisecond', s[1].1, s[-1].1), length(s), engaged[k],
+        {visit_values}), sessions, arrayEnumerate(sessions)) AS visit
+){per_value}
 WHERE visit_start >= {{start:DateTime64(3, 'UTC')}} AND visit_start < {{end:DateTime64(3, 'UTC')}}{group}
 """
 
 
 def visits_alone(query: Query) -> bool:
-    """Whether the visit side is each visit starting in the range, by the bucket of its start: no
-    filter (every visit has a page view, a matching event), no dimension but time ones."""
-    return query.filters is None and all(is_time(name) for name in query.dimensions)
+    """Whether the visit side is each visit starting in the range, once per value combination
+    among its events: no filter (every event but engagement matches), no visit dimension, no
+    exit_rate (which counts pages' page views besides)."""
+    return (
+        query.filters is None
+        and "exit_rate" not in query.metrics
+        and all(props_key(name) or dimension_entry(name).scope != "session" for name in query.dimensions)  # type: ignore[union-attr]
+    )
 
 
 def compile_visits(query: Query) -> Compiled:
     """The visit side of a query visits_alone answers, as compile_query's rows of kind 'visit'."""
     parameters = _Parameters()
-    keys = [f"{column_sql(name, parameters, 'visit')} AS d{i}" for i, name in enumerate(query.dimensions)]
+    read = [*BASE_COLUMNS]  # each event dimension's value joins the events read, after the base
+    keys = []
+    for i, name in enumerate(query.dimensions):
+        if is_time(name):
+            keys.append(f"{column_sql(name, parameters, 'visit')} AS d{i}")
+        else:
+            read.append(column_sql(name, parameters))
+            keys.append(f"value.{len(read) - len(BASE_COLUMNS)} AS d{i}")
+    positions = range(len(BASE_COLUMNS) + 1, len(read) + 1)
+    visit_values = _VALUES.format(
+        view=", ".join(f"v.{index}" for index in positions),
+        other=", ".join(f"o.{index}" for index in positions),
+    )
+    arguments = _row_arguments(BASE_COLUMNS, "")
+    arguments["read"] = ", ".join([arguments["read"], *read[len(BASE_COLUMNS) :]])
     names = [f"d{i}" for i in range(len(keys))]
     sql = _VISITS.format(
         keys="".join(f", {key}" for key in keys),
-        timelines=_TIMELINES.format(**_row_arguments(BASE_COLUMNS, "")),
+        timelines=_TIMELINES.format(**arguments),
+        visit_values=visit_values if positions else "[]",
+        per_value="\nARRAY JOIN visit_values AS value" if len(read) > len(BASE_COLUMNS) else "",
         group=f"\nGROUP BY {', '.join(names)}" if names else "",
     )
     return Compiled(sql, {**_base(query, ()), **parameters.values}, ["kind", *names, *COUNTS])
@@ -516,7 +544,7 @@ def answer(client: Client, query: Query) -> list[Row]:
     named = _names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
-    if visits_alone(query):
+    if visits_alone(query) and not events_alone(query):
         return paginated(ordered(_visits_alone(client, query), query), query)
     if not events_alone(query):
         compiled = compile_query(query, rules, goals)

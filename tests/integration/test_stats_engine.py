@@ -316,10 +316,16 @@ def test_engine_answers_as_the_python_count(traffic: Client, query: Query) -> No
     assert engine == stats_reference.answer(TRAFFIC, query, GOALS), query
 
 
-@pytest.mark.parametrize("dimensions", [(), ("time:day",), ("time:hour",)])
-def test_unfiltered_visits_by_time_answer_as_the_python_count(traffic: Client, dimensions: tuple) -> None:
+@pytest.mark.parametrize(
+    "dimensions",
+    [(), ("time:day",), ("time:hour",), ("event:page",), ("event:props:plan", "time:day"), ("event:name",)],
+)
+def test_unfiltered_visits_by_time_and_event_values_answer_as_the_python_count(
+    traffic: Client, dimensions: tuple
+) -> None:
     """The engine counts these visits from the visits alone (raw_sql.visits_alone): engaged
-    bounces, visits across midnight and events in no visit must come out as the Python count."""
+    bounces, visits across midnight, custom events in a visit or in none, a visit counted once per
+    page or property value among its events, all as the Python count."""
     query = Query(TRAFFIC_SITE, *RANGE, (*METRICS, "percentage"), dimensions)
     engine = {row.dimensions: row.metrics for row in raw_sql.answer(traffic, query)}
     assert engine == stats_reference.answer(TRAFFIC, query, GOALS)
