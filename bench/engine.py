@@ -7,18 +7,25 @@ with the dashboard bench's synthetic archive (bench/dashboard.py: 30 days, 3 pag
 visit, 3 visits per visitor, custom and engagement events) and its goals, then asks each query of
 QUERIES `rounds` times through `raw_sql.answer`, printing the median and the slowest time with the
 load average. `--save` writes every answer; `--compare` checks the answers equal a saved run's,
-so a speed-up is shown to change no answer on the same archive.
+so a speed-up is shown to change no answer on the same archive. `--against OLD/raw_sql.py` times
+another version of the compiler too, round by round interleaved with this one (the same load for
+both, on two cores shared with other work), and checks both answer the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
+
+from clickhouse_connect.driver.client import Client
 
 from bench.dashboard import bench_site, ensure_archive, ensure_goals
 from stats import raw_sql
@@ -50,7 +57,26 @@ def _answers(rows: list[raw_sql.Row]) -> list:
     return [[[str(value) for value in row.dimensions], row.metrics] for row in rows]
 
 
-def run(settings: Settings, events: int, rounds: int) -> dict:
+def _timed(engine: ModuleType, client: Client, query: Query) -> tuple[float, list]:
+    began = time.monotonic()
+    rows = engine.answer(client, query)
+    return time.monotonic() - began, _answers(rows)
+
+
+def _figures(timings: list[float]) -> dict[str, float]:
+    return {"median_s": round(statistics.median(timings), 2), "max_s": round(max(timings), 2)}
+
+
+def load_compiler(path: Path) -> ModuleType:
+    """Another version of stats/raw_sql.py (e.g. `git show main:stats/raw_sql.py > FILE`)."""
+    spec = importlib.util.spec_from_file_location("raw_sql_against", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]  # its dataclasses look it up
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def run(settings: Settings, events: int, rounds: int, against: ModuleType | None = None) -> dict:
     apply_migrations(settings)
     now = datetime(2026, 11, 20, tzinfo=UTC)  # fixed: the same archive is reused between runs
     archive = ensure_archive(settings, events, now)
@@ -61,19 +87,23 @@ def run(settings: Settings, events: int, rounds: int) -> dict:
     report: dict = {"archive": archive, "queries": {}, "answers": {}}
     for name, fields in QUERIES.items():
         query = Query(site, start, now, **fields)
-        timings = []
+        timings: dict[str, list[float]] = {"now": [], "against": []}
         for _ in range(rounds):
-            began = time.monotonic()
-            rows = raw_sql.answer(client, query)
-            timings.append(time.monotonic() - began)
-        report["queries"][name] = {
-            "median_s": round(statistics.median(timings), 2),
-            "max_s": round(max(timings), 2),
-            "load_average": os.getloadavg()[0],
-        }
-        report["answers"][name] = _answers(rows)
-        print(f"{name:28} median {statistics.median(timings):6.2f} s  max {max(timings):6.2f} s  "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+            took, answers = _timed(raw_sql, client, query)
+            timings["now"].append(took)
+            if against is not None:
+                took, before = _timed(against, client, query)
+                timings["against"].append(took)
+                if before != answers:
+                    raise SystemExit(f"{name}: the two compilers answer differently")
+        entry = {**_figures(timings["now"]), "load_average": os.getloadavg()[0]}
+        line = f"{name:24} median {entry['median_s']:5.2f} s  max {entry['max_s']:5.2f} s"
+        if against is not None:
+            entry["against"] = old = _figures(timings["against"])
+            line += f"   against: median {old['median_s']:5.2f} s  max {old['max_s']:5.2f} s"
+        report["queries"][name] = entry
+        report["answers"][name] = answers
+        print(f"{line}  load {entry['load_average']:.2f}", flush=True)
     return report
 
 
@@ -83,6 +113,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--compare", type=Path)
+    parser.add_argument("--against", type=Path, help="another raw_sql.py, timed interleaved with this one")
     arguments = parser.parse_args()
     from tests.fixtures.clickhouse import running_endpoint
     from tests.fixtures.ports import free_port
@@ -91,7 +122,8 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
     with running_endpoint(home, free_port()) as endpoint:
         settings = Settings(home=home, clickhouse_url=endpoint.url, clickhouse_password=endpoint.password)
-        report = run(settings, arguments.events, arguments.rounds)
+        against = load_compiler(arguments.against) if arguments.against else None
+        report = run(settings, arguments.events, arguments.rounds, against)
     if arguments.save:
         arguments.save.write_text(json.dumps(report, indent=1, default=str))
     if arguments.compare:
