@@ -27,6 +27,7 @@ Values travel as query parameters only; identifiers come from the catalogue (an 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -544,43 +545,43 @@ def answer(client: Client, query: Query) -> list[Row]:
     named = _names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
-    if visits_alone(query) and not events_alone(query):
-        return paginated(ordered(_visits_alone(client, query), query), query)
-    if not events_alone(query):
-        compiled = compile_query(query, rules, goals)
-        result = client.query(compiled.sql, parameters=compiled.parameters).result_rows
-        return paginated(ordered(merged(query, compiled.columns, result), query), query)
-    compiled = compile_query(query, rules, goals, rows="flat")
-    kind = compiled.columns.index("kind")  # the flat rows have no visit: their visit side is empty
-    result = [
+    return paginated(
+        ordered(merged(query, answer_columns(query), counted(client, query, rules, goals)), query), query
+    )
+
+
+def answer_columns(query: Query) -> list[str]:
+    """What every compiled query of `query` answers."""
+    return ["kind", *(f"d{i}" for i in range(len(query.dimensions))), *COUNTS]
+
+
+def counted(client: Client, query: Query, rules: tuple, goals: dict[str, Goal]) -> list[tuple]:
+    """The counts' rows (compile_query's columns) by the cheapest exact way: the events flat and
+    the visits from the visits alone (visits_alone), the events flat and the visits of the visitors
+    active after the range (events_alone), or every event with its visit."""
+    if events_alone(query):
+        flat = _rows(client, compile_query(query, rules, goals, rows="flat"), lambda kind: kind != "visit")
+        return flat + _rows(
+            client, compile_query(query, rules, goals, rows="after"), lambda kind: kind == "visit"
+        )
+    if visits_alone(query):
+        flat = _rows(client, compile_query(query, rows="flat"), lambda kind: kind != "visit")
+        return flat + _rows(client, compile_visits(query), lambda kind: True)
+    return _rows(client, compile_query(query, rules, goals), lambda kind: True)
+
+
+def _rows(client: Client, compiled: Compiled, keep: Callable[[str], bool]) -> list[tuple]:
+    """The compiled query's rows whose kind (event, visit, page, total) `keep` keeps."""
+    kind = compiled.columns.index("kind")
+    return [
         row
         for row in client.query(compiled.sql, parameters=compiled.parameters).result_rows
-        if row[kind] != "visit"
+        if keep(row[kind])
     ]
-    after = compile_query(query, rules, goals, rows="after")
-    visits = [
-        row
-        for row in client.query(after.sql, parameters=after.parameters).result_rows
-        if row[kind] == "visit"
-    ]
-    return paginated(ordered(merged(query, compiled.columns, [*result, *visits]), query), query)
 
 
 EVENT_COUNTS = ("pageviews", "events", "visitors")
 VISIT_COUNTS = ("visits", "bounces", "duration_ms", "visit_pageviews", "exits")
-
-
-def _visits_alone(client: Client, query: Query) -> list[Row]:
-    """A query visits_alone answers: its events counted flat, its visits from the visits alone."""
-    flat = compile_query(query, rows="flat")
-    kind = flat.columns.index("kind")
-    events = [
-        row for row in client.query(flat.sql, parameters=flat.parameters).result_rows if row[kind] != "visit"
-    ]
-    visits = compile_visits(query)
-    return merged(
-        query, flat.columns, [*events, *client.query(visits.sql, parameters=visits.parameters).result_rows]
-    )
 
 
 def merged(query: Query, columns: list[str], rows: list[tuple]) -> list[Row]:
