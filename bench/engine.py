@@ -38,6 +38,7 @@ from tally.settings import Settings
 PAGE = Condition("is", "event:page", ("/pricing",))
 QUERIES: dict[str, dict] = {
     "aggregate": {"metrics": ("visitors", "visits", "pageviews", "bounce_rate", "visit_duration")},
+    "visitors by day": {"metrics": ("visitors", "pageviews"), "dimensions": ("time:day",)},
     "visitors by page": {"metrics": ("visitors", "pageviews"), "dimensions": ("event:page",)},
     "source x page": {"metrics": ("visitors", "pageviews"), "dimensions": ("visit:source", "event:page")},
     "bounce rate by page": {"metrics": ("visits", "bounce_rate"), "dimensions": ("event:page",)},

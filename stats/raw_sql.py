@@ -421,13 +421,14 @@ EVENT_METRICS = ("visitors", "pageviews", "events", "percentage")
 
 def events_alone(query: Query) -> bool:
     """Whether the query's numbers are counts of its matching events in the range, with neither a
-    visit metric, a visit or time dimension, nor a visit property in the filter: the visits only
-    add the value combinations of matching events after the range in visits starting inside it
-    (a row with no visitor), which `rows="after"` finds."""
-    return (
-        all(name in EVENT_METRICS for name in query.metrics)
-        and all(props_key(name) or dimension_entry(name).scope == "event" for name in query.dimensions)  # type: ignore[union-attr]
-        and (query.filters is None or event_only(query.filters))
+    visit metric, a visit or (under a filter) time dimension, nor a visit property in the filter:
+    the visits only add the value combinations of matching events after the range in visits
+    starting inside it (a row with no visitor), which `rows="after"` finds."""
+    # unfiltered by time alone: a visit's start bucket holds its first page view, a counted event
+    time_alone = query.filters is None and all(is_time(name) for name in query.dimensions)
+    by_events = all(props_key(name) or dimension_entry(name).scope == "event" for name in query.dimensions)  # type: ignore[union-attr]
+    return all(name in EVENT_METRICS for name in query.metrics) and (
+        time_alone or (by_events and (query.filters is None or event_only(query.filters)))
     )
 
 

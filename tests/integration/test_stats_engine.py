@@ -331,6 +331,14 @@ def test_unfiltered_visits_by_time_and_event_values_answer_as_the_python_count(
     assert engine == stats_reference.answer(TRAFFIC, query, GOALS)
 
 
+@pytest.mark.parametrize("dimensions", [("time:day",), ("time:hour",)])
+def test_unfiltered_visitors_by_time_answer_as_the_python_count(traffic: Client, dimensions: tuple) -> None:
+    """Counted from the events alone (raw_sql.events_alone), with the visits' rows after the range."""
+    query = Query(TRAFFIC_SITE, *RANGE, ("visitors", "pageviews", "events", "percentage"), dimensions)
+    engine = {row.dimensions: row.metrics for row in raw_sql.answer(traffic, query)}
+    assert engine == stats_reference.answer(TRAFFIC, query, GOALS)
+
+
 def test_the_generated_traffic_has_what_the_property_needs() -> None:
     """Visits straddling midnight, gaps of exactly the session gap, engaged and unengaged bounces:
     otherwise the property test would pass without looking at them."""
