@@ -27,6 +27,7 @@ Values travel as query parameters only; identifiers come from the catalogue (an 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -91,20 +92,9 @@ def _visit_fields(columns: tuple[str, ...]) -> list[tuple[str, str]]:
     return fields
 
 
-# One row per event of the site around the range (the day before its first and after its last:
-# a visit may start before midnight, and visitor ids live one UTC day), with its visit. Each
-# visitor's events are one array of (visit number, event, visit) tuples before the ARRAY JOIN, so
-# nothing else (the visits' page views) is copied into every row.
-_ROWS = """
-SELECT
-    visitor_key,
-    {event_columns},
-    tagged.1 AS visit_no,
-    if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
-    {visit_columns},
-    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{channel}
-FROM
-(
+# Per visitor: its events in time order (`timeline`), its page views split into visits
+# (`sessions`), each other event's visit number (`others_visit`), each visit's engaged time.
+_TIMELINES = """
     SELECT
         visitor_key,
         arraySort(e -> (e.1, e.2), groupArray(({read}))) AS timeline,
@@ -128,32 +118,159 @@ FROM
             arrayZip(others_visit, others)
         )) AS events_with_visit
     FROM {events}
-    WHERE site = {{site:String}}
-      AND ts >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
-      AND ts < toStartOfDay({{end:DateTime64(3, 'UTC')}} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY
+    WHERE {around}{prefilter}
     GROUP BY visitor_key
+"""
+
+# One row per event of the site around the range (the day before its first and after its last:
+# a visit may start before midnight, and visitor ids live one UTC day), with its visit. Each
+# visitor's events are one array of (visit number, event, visit) tuples before the ARRAY JOIN, so
+# nothing else (the visits' page views) is copied into every row.
+_ROWS = """
+SELECT
+    visitor_key,
+    {event_columns},
+    tagged.1 AS visit_no,
+    if(visit_no = 0, toUInt64(0), cityHash64(visitor_key, visit_no)) AS visit_id,
+    {visit_columns},
+    visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}} AS is_bounce{channel}
+FROM
+(
+{timelines}
 )
 ARRAY JOIN events_with_visit AS tagged
 """
 
 
-def rows_sql(names: set[str]) -> str:
-    """One row per event with its visit, carrying the columns dimensions and filters `names` read."""
+# The site's events around the range (rows_sql's), as a condition on `events`.
+AROUND = (
+    "site = {site:String} "
+    "AND ts >= toStartOfDay({start:DateTime64(3, 'UTC')}) - INTERVAL 1 DAY "
+    "AND ts < toStartOfDay({end:DateTime64(3, 'UTC')} - INTERVAL 1 MILLISECOND) + INTERVAL 2 DAY"
+)
+
+
+def rows_sql(names: set[str], prefilter: str = "") -> str:
+    """One row per event with its visit, carrying the columns dimensions and filters `names` read;
+    with `prefilter` (a condition on `events`), only the visitors with an event passing it."""
     columns = columns_read(names)
     fields = _visit_fields(columns)
     channel = ""
     if "visit:channel" in names:
         inputs = (f"visit_{name}" for name in catalogue.CHANNEL_INPUTS)
         channel = f",\n    {channel_sql(*inputs)} AS visit_{catalogue.CHANNEL}"
-    return _ROWS.format(
+    arguments = _row_arguments(columns, prefilter)
+    arguments.update(
         event_columns=",\n    ".join(f"tagged.2.{index + 1} AS {name}" for index, name in enumerate(columns)),
         visit_columns=",\n    ".join(
             f"tagged.3.{index + 1} AS {name}" for index, (name, _) in enumerate(fields)
         ),
         visit_tuple=", ".join(sql for _, sql in fields),
         channel=channel,
+    )
+    return _ROWS.format(timelines=_TIMELINES.format(**arguments), **arguments)
+
+
+def _row_arguments(columns: tuple[str, ...], prefilter: str) -> dict[str, str]:
+    """_TIMELINES' fields: the columns read, and the visitors (all, or those passing `prefilter`)."""
+    return dict(
         read=", ".join(_READ.get(name, name) for name in columns),
-        engagement=columns.index("engagement_ms") + 1,
+        engagement=str(columns.index("engagement_ms") + 1),
+        events=EVENTS,
+        around=AROUND,
+        prefilter=(
+            f"\n      AND visitor_key IN (SELECT visitor_key FROM {EVENTS} WHERE {AROUND} AND {COUNTED} "
+            f"AND {prefilter})"
+            if prefilter
+            else ""
+        ),
+        visit_tuple="0",
+    )
+
+
+# The visit side of an unfiltered query by time and event dimensions (visits_alone): one row per
+# visit starting in the range and value combination among its counted events (page views and
+# custom events, read into the timeline as `values`), the time dimensions by the bucket of its
+# start; no event is copied into a row. Answers compile_query's columns (kind 'visit').
+_VALUES = """arrayDistinct(arrayConcat(
+            arrayMap(v -> tuple({view}), s),
+            arrayMap(o -> tuple({other}),
+                     arrayFilter((o, j) -> j = k AND o.3 != 'engagement', others, others_visit))
+        ))"""
+_VISITS = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_views), 0
+FROM
+(
+    SELECT visit.1 AS visit_start, visit.2 AS duration_ms, visit.3 AS visit_views, visit.4 AS engaged_ms,
+        visit.5 AS visit_values
+    FROM
+    (
+{timelines}
+    )
+    ARRAY JOIN arrayMap((s, k) -> (s[1].1, dateDiff('millisecond', s[1].1, s[-1].1), length(s), engaged[k],
+        {visit_values}), sessions, arrayEnumerate(sessions)) AS visit
+){per_value}
+WHERE visit_start >= {{start:DateTime64(3, 'UTC')}} AND visit_start < {{end:DateTime64(3, 'UTC')}}{group}
+"""
+
+
+def visits_alone(query: Query) -> bool:
+    """Whether the visit side is each visit starting in the range, once per value combination
+    among its events: no filter (every event but engagement matches), no visit dimension, no
+    exit_rate (which counts pages' page views besides)."""
+    return (
+        query.filters is None
+        and "exit_rate" not in query.metrics
+        and all(props_key(name) or dimension_entry(name).scope != "session" for name in query.dimensions)  # type: ignore[union-attr]
+    )
+
+
+def compile_visits(query: Query) -> Compiled:
+    """The visit side of a query visits_alone answers, as compile_query's rows of kind 'visit'."""
+    parameters = _Parameters()
+    read = [*BASE_COLUMNS]  # each event dimension's value joins the events read, after the base
+    keys = []
+    for i, name in enumerate(query.dimensions):
+        if is_time(name):
+            keys.append(f"{column_sql(name, parameters, 'visit')} AS d{i}")
+        else:
+            read.append(column_sql(name, parameters))
+            keys.append(f"value.{len(read) - len(BASE_COLUMNS)} AS d{i}")
+    positions = range(len(BASE_COLUMNS) + 1, len(read) + 1)
+    visit_values = _VALUES.format(
+        view=", ".join(f"v.{index}" for index in positions),
+        other=", ".join(f"o.{index}" for index in positions),
+    )
+    arguments = _row_arguments(BASE_COLUMNS, "")
+    arguments["read"] = ", ".join([arguments["read"], *read[len(BASE_COLUMNS) :]])
+    names = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITS.format(
+        keys="".join(f", {key}" for key in keys),
+        timelines=_TIMELINES.format(**arguments),
+        visit_values=visit_values if positions else "[]",
+        per_value="\nARRAY JOIN visit_values AS value" if len(read) > len(BASE_COLUMNS) else "",
+        group=f"\nGROUP BY {', '.join(names)}" if names else "",
+    )
+    return Compiled(sql, {**_base(query, ()), **parameters.values}, ["kind", *names, *COUNTS])
+
+
+# The rows of a query that needs no visit (events_alone): the site's events in the range, with
+# no visit (visit_id 0: no visit side counts), so nothing is sessionised.
+_FLAT_ROWS = """
+SELECT visitor_key, {columns}, toUInt64(0) AS visit_id, toDateTime64(0, 3, 'UTC') AS visit_start,
+    toInt64(0) AS duration_ms, toUInt64(0) AS visit_pageviews, false AS is_bounce, '' AS visit_exit_path
+FROM {events}
+WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+"""
+
+
+def flat_rows_sql(names: set[str]) -> str:
+    """The site's events in the range with the columns `names` read, and no visit."""
+    columns = (column for column in columns_read(names) if column != "event_num")
+    return _FLAT_ROWS.format(
+        columns=", ".join(f"{_READ[name]} AS {name}" if name in _READ else name for name in columns),
         events=EVENTS,
     )
 
@@ -165,6 +282,7 @@ VISIT_IN_RANGE = (
 )
 COUNTED = "name != 'engagement'"  # engagement events are never counted, nor matched
 VISITOR = catalogue.VISITOR
+COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
 GOAL_DIMENSION = "event:goal"
 
 
@@ -213,7 +331,11 @@ def condition_sql(expression: Filter, parameters: _Parameters) -> str:
     if isinstance(expression, Behaviour):
         inner = condition_sql(expression.inner, parameters)
         negation = "NOT " if expression.operator == "has_not_done" else ""
-        done = f"SELECT {VISITOR} FROM visit_events WHERE {COUNTED} AND {IN_RANGE} AND {inner}"
+        # an inner filter on the event alone is read from the archive, not from the sessionised rows
+        rows = "visit_events WHERE"
+        if event_only(expression.inner):
+            rows = f"{EVENTS} WHERE site = {{site:String}} AND"
+        done = f"SELECT {VISITOR} FROM {rows} {COUNTED} AND {IN_RANGE} AND {inner}"
         return f"{VISITOR} {negation}IN ({done})"
     if isinstance(expression, Logic):
         parts = [condition_sql(operand, parameters) for operand in expression.operands]
@@ -221,6 +343,31 @@ def condition_sql(expression: Filter, parameters: _Parameters) -> str:
             return f"NOT ({parts[0]})"
         return "(" + f" {expression.operator.upper()} ".join(parts) + ")"
     return _condition_sql(expression, parameters)
+
+
+def event_only(expression: Filter) -> bool:
+    """Whether the filter reads the event alone (no visit dimension): it can then be tested on
+    `events` as on the rows."""
+    if isinstance(expression, Behaviour):
+        return event_only(expression.inner)
+    if isinstance(expression, Logic):
+        return all(event_only(operand) for operand in expression.operands)
+    entry = dimension_entry(expression.dimension)
+    return entry is None or entry.scope != "session"
+
+
+def visitor_prefilter(expression: Filter | None, parameters: _Parameters) -> str:
+    """A condition on `events` that every visitor with a matching event has an event passing:
+    the filter itself if it reads the event alone, else its conjuncts that do ('' if none). Only
+    those visitors need sessionising; the others have no matching row."""
+    if expression is None:
+        return ""
+    if event_only(expression):
+        return condition_sql(expression, parameters)
+    if isinstance(expression, Logic) and expression.operator == "and":
+        parts = [visitor_prefilter(operand, parameters) for operand in expression.operands]
+        return " AND ".join(part for part in parts if part)
+    return ""
 
 
 def _goal_sql(condition: Condition, parameters: _Parameters) -> str:
@@ -269,16 +416,45 @@ def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
     return f"NOT {test}" if condition.operator.endswith("_not") else test
 
 
-def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None) -> Compiled:
+EVENT_METRICS = ("visitors", "pageviews", "events", "percentage")
+
+
+def events_alone(query: Query) -> bool:
+    """Whether the query's numbers are counts of its matching events in the range, with neither a
+    visit metric, a visit or (under a filter) time dimension, nor a visit property in the filter:
+    the visits only add the value combinations of matching events after the range in visits
+    starting inside it (a row with no visitor), which `rows="after"` finds."""
+    # unfiltered by time alone: a visit's start bucket holds its first page view, a counted event
+    time_alone = query.filters is None and all(is_time(name) for name in query.dimensions)
+    by_events = all(props_key(name) or dimension_entry(name).scope == "event" for name in query.dimensions)  # type: ignore[union-attr]
+    return all(name in EVENT_METRICS for name in query.metrics) and (
+        time_alone or (by_events and (query.filters is None or event_only(query.filters)))
+    )
+
+
+def compile_query(
+    query: Query, channel_rules: tuple = (), goals: dict[str, Goal] | None = None, rows: str = "visits"
+) -> Compiled:
     """One SQL answering `query`, reading the rows once: one aggregation with a grouping set per
     side — the matching events by the dimensions' event values (`event`), each matching visit by
     its values (`visit`, summed per value in the outer query), the page views by path for
-    exit_rate (`page`), all matching visitors for percentage (`total`). Answers (kind, d0…, counts)."""
+    exit_rate (`page`), all matching visitors for percentage (`total`). Answers (kind, d0…, counts).
+
+    `rows`: "visits", every event with its visit; "flat", the events in the range with none (for
+    a query events_alone answers); "after", only the visitors with a matching event after the
+    range, sessionised (their `visit` side completes a "flat" answer)."""
     validate(query)
     parameters = _Parameters(goals)
     matched = COUNTED
     if query.filters is not None:
         matched += f" AND {condition_sql(query.filters, parameters)}"
+    if rows == "flat":
+        source = flat_rows_sql(_names(query))
+    else:
+        prefilter = visitor_prefilter(query.filters, parameters)
+        if rows == "after":
+            prefilter = " AND ".join(filter(None, ["ts >= {end:DateTime64(3, 'UTC')}", prefilter]))
+        source = rows_sql(_names(query), prefilter)
     dims = query.dimensions
     event_keys = [f"{column_sql(name, parameters)} AS e{i}" for i, name in enumerate(dims)]
     visit_keys = [f"{column_sql(name, parameters, 'visit')} AS v{i}" for i, name in enumerate(dims)]
@@ -317,13 +493,20 @@ def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal
     )
     keys = [f"d{i}" for i in range(len(dims))]
     sql = (
-        f"WITH visit_events AS ({rows_sql(_names(query))}) "
+        f"WITH visit_events AS ({source}) "
         f"SELECT {', '.join(['kind', *value])}, sum(pageviews), sum(events), sum(visitors), "
         f"countIf({of_visit}), countIf({of_visit} AND bounce), sumIf(duration, {of_visit}), "
         f"sumIf(views, {of_visit}), {exits} "
         f"FROM ({per_set}) GROUP BY {', '.join(['kind', *keys])}"
     )
-    base = {
+    base = _base(query, channel_rules)
+    columns = ["kind", *keys, *COUNTS]
+    return Compiled(sql, {**base, **parameters.values}, columns)
+
+
+def _base(query: Query, channel_rules: tuple) -> dict[str, object]:
+    """The parameters every compiled query has."""
+    return {
         "site": query.site,
         "start": query.start,
         "end": query.end,
@@ -332,9 +515,6 @@ def compile_query(query: Query, channel_rules: tuple = (), goals: dict[str, Goal
         "tz": query.timezone,
         **rules_parameters(channel_rules),
     }
-    columns = ["kind", *keys, "pageviews", "events", "visitors", "visits", "bounces", "duration_ms",
-               "visit_pageviews", "exits"]  # fmt: skip
-    return Compiled(sql, {**base, **parameters.values}, columns)
 
 
 def _names(query: Query) -> set[str]:
@@ -362,15 +542,45 @@ def _filter_dimensions(expression: Filter | None) -> set[str]:
 def answer(client: Client, query: Query) -> list[Row]:
     """Every row of `query` from the archive, ordered (query.order_by, then Plausible's default:
     the first metric descending, time ascending) and paginated."""
+    validate(query)
     named = _names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if GOAL_DIMENSION in named else {}
-    compiled = compile_query(query, rules, goals)
-    result = client.query(compiled.sql, parameters=compiled.parameters)
-    return paginated(ordered(merged(query, compiled.columns, result.result_rows), query), query)
+    return paginated(
+        ordered(merged(query, answer_columns(query), counted(client, query, rules, goals)), query), query
+    )
 
 
-COUNTS = ("pageviews", "events", "visitors", "visits", "bounces", "duration_ms", "visit_pageviews", "exits")
+def answer_columns(query: Query) -> list[str]:
+    """What every compiled query of `query` answers."""
+    return ["kind", *(f"d{i}" for i in range(len(query.dimensions))), *COUNTS]
+
+
+def counted(client: Client, query: Query, rules: tuple, goals: dict[str, Goal]) -> list[tuple]:
+    """The counts' rows (compile_query's columns) by the cheapest exact way: the events flat and
+    the visits from the visits alone (visits_alone), the events flat and the visits of the visitors
+    active after the range (events_alone), or every event with its visit."""
+    if events_alone(query):
+        flat = _rows(client, compile_query(query, rules, goals, rows="flat"), lambda kind: kind != "visit")
+        return flat + _rows(
+            client, compile_query(query, rules, goals, rows="after"), lambda kind: kind == "visit"
+        )
+    if visits_alone(query):
+        flat = _rows(client, compile_query(query, rows="flat"), lambda kind: kind != "visit")
+        return flat + _rows(client, compile_visits(query), lambda kind: True)
+    return _rows(client, compile_query(query, rules, goals), lambda kind: True)
+
+
+def _rows(client: Client, compiled: Compiled, keep: Callable[[str], bool]) -> list[tuple]:
+    """The compiled query's rows whose kind (event, visit, page, total) `keep` keeps."""
+    kind = compiled.columns.index("kind")
+    return [
+        row
+        for row in client.query(compiled.sql, parameters=compiled.parameters).result_rows
+        if keep(row[kind])
+    ]
+
+
 EVENT_COUNTS = ("pageviews", "events", "visitors")
 VISIT_COUNTS = ("visits", "bounces", "duration_ms", "visit_pageviews", "exits")
 

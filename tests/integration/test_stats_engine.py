@@ -316,6 +316,29 @@ def test_engine_answers_as_the_python_count(traffic: Client, query: Query) -> No
     assert engine == stats_reference.answer(TRAFFIC, query, GOALS), query
 
 
+@pytest.mark.parametrize(
+    "dimensions",
+    [(), ("time:day",), ("time:hour",), ("event:page",), ("event:props:plan", "time:day"), ("event:name",)],
+)
+def test_unfiltered_visits_by_time_and_event_values_answer_as_the_python_count(
+    traffic: Client, dimensions: tuple
+) -> None:
+    """The engine counts these visits from the visits alone (raw_sql.visits_alone): engaged
+    bounces, visits across midnight, custom events in a visit or in none, a visit counted once per
+    page or property value among its events, all as the Python count."""
+    query = Query(TRAFFIC_SITE, *RANGE, (*METRICS, "percentage"), dimensions)
+    engine = {row.dimensions: row.metrics for row in raw_sql.answer(traffic, query)}
+    assert engine == stats_reference.answer(TRAFFIC, query, GOALS)
+
+
+@pytest.mark.parametrize("dimensions", [("time:day",), ("time:hour",)])
+def test_unfiltered_visitors_by_time_answer_as_the_python_count(traffic: Client, dimensions: tuple) -> None:
+    """Counted from the events alone (raw_sql.events_alone), with the visits' rows after the range."""
+    query = Query(TRAFFIC_SITE, *RANGE, ("visitors", "pageviews", "events", "percentage"), dimensions)
+    engine = {row.dimensions: row.metrics for row in raw_sql.answer(traffic, query)}
+    assert engine == stats_reference.answer(TRAFFIC, query, GOALS)
+
+
 def test_the_generated_traffic_has_what_the_property_needs() -> None:
     """Visits straddling midnight, gaps of exactly the session gap, engaged and unengaged bounces:
     otherwise the property test would pass without looking at them."""
