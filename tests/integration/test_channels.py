@@ -12,11 +12,9 @@ from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
-from storage.client import connect
-from storage.rollup_backfill import backfill_rollups
-from storage.sites import add_site
 from tally.settings import Settings
-from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.archive import stored_site
+from tests.fixtures.events import page_view
 from tests.fixtures.stats_api import api_json
 
 pytestmark = pytest.mark.integration
@@ -47,7 +45,6 @@ SESSIONS = {
 
 @pytest.fixture(scope="module")
 def store(dashboard_settings: Settings) -> Client:
-    client = connect(dashboard_settings)
     events = []
     for index, (visitor, (referrer, source, medium, _)) in enumerate(SESSIONS.items()):
         start = DAY + timedelta(hours=1, minutes=index)
@@ -55,11 +52,7 @@ def store(dashboard_settings: Settings) -> Client:
         events.append(page_view(SITE, visitor, start, "/", **fields))
         if visitor == "google":  # a second page: this session does not bounce
             events.append(page_view(SITE, visitor, start + timedelta(seconds=30), "/next", **fields))
-    rows, columns = archive_rows(events)
-    client.insert("events", rows, column_names=columns)
-    add_site(client, SITE)
-    backfill_rollups(client, SITE, DAY.date(), (DAY + timedelta(days=1)).date())
-    return client
+    return stored_site(dashboard_settings, SITE, events, DAY.date(), (DAY + timedelta(days=1)).date())
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,11 @@ from flask.testing import FlaskClient
 
 from dashboard.app import build_app
 from storage import queries
-from storage.client import connect
 from storage.queries import Condition, Source, StatsQuery
-from storage.rollup_backfill import backfill_rollups
-from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.archive import stored_site
 from tests.fixtures.cli import run_tally
-from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.events import page_view
 from tests.fixtures.stats_api import api_json
 
 pytestmark = pytest.mark.integration
@@ -60,12 +58,7 @@ PRICING = {"path": "/pricing"}
 
 @pytest.fixture(scope="module")
 def store(dashboard_settings: Settings) -> Client:
-    client = connect(dashboard_settings)
-    rows, columns = archive_rows(EVENTS)
-    client.insert("events", rows, column_names=columns)
-    add_site(client, SITE)
-    backfill_rollups(client, SITE, DAY.date(), (DAY + timedelta(days=1)).date())
-    return client
+    return stored_site(dashboard_settings, SITE, EVENTS, DAY.date(), (DAY + timedelta(days=1)).date())
 
 
 @pytest.fixture(scope="module")

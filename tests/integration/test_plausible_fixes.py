@@ -35,10 +35,10 @@ from flask.testing import FlaskClient
 
 from dashboard.app import build_app
 from storage import goals as goal_store
-from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures.archive import stored_site
 from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
@@ -76,13 +76,11 @@ EVENTS = [
 
 @pytest.fixture(scope="module")
 def store(dashboard_settings: Settings) -> Client:
-    client = connect(dashboard_settings)
-    rows, columns = archive_rows(EVENTS)
-    client.insert("events", rows, column_names=columns)
-    add_site(client, SITE)
+    client = stored_site(
+        dashboard_settings, SITE, EVENTS, (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=3)).date()
+    )
     goal_store.add_goal(client, goal_store.make_goal(SITE, "Signup"))
     goal_store.add_goal(client, goal_store.make_goal(SITE, page_pattern="/blog**"))
-    backfill_rollups(client, SITE, (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=3)).date())
     return client
 
 
