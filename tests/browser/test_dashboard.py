@@ -160,10 +160,14 @@ async def sign_in(page: Page, server: DashboardServer) -> None:
 
 
 async def pick_site(page: Page, site: str) -> None:
+    # The options come with the picker's first callback (a site chosen, the placeholder gone); a
+    # user opens the list once it is filled.
+    await expect(page.locator("#site")).not_to_contain_text("Pick a site")
     await page.click("#site")
     # The list renders only the options in view: among the many sites of the suite's shared store
-    # the one wanted may be out of it, so narrow it down by typing, as a user would.
-    await page.keyboard.type(site)
+    # the one wanted may be out of it, so narrow it down by searching, as a user would. `fill` waits
+    # for the list's search box (keys typed before it has focus are lost, and the list stays whole).
+    await page.locator("input.dash-dropdown-search").fill(site)
     await page.get_by_role("option", name=site, exact=True).click()
     await expect(page.locator("#site")).to_contain_text(site)
 

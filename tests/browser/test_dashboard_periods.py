@@ -18,13 +18,14 @@ import httpx
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from dashboard import display
 from storage.calendar import local_midnight
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, screenshot, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, pick_site, screenshot, sign_in
 from tests.fixtures.browser import TIMEOUT_MS
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import PATHS, archive_rows, page_view
@@ -70,14 +71,22 @@ def api(server: DashboardServer, path: str, **params: str) -> dict:
 
 
 async def choose(page: Page, picker: str, option: str) -> None:
-    await page.click(f"#{picker}")
-    await page.get_by_role("option", name=option, exact=True).click()
+    # A click that lands while a re-render (the site just picked) replaces the picker opens
+    # nothing: open it again, as a user would, until its option is shown.
+    for attempt in range(3):
+        await page.click(f"#{picker}")
+        try:
+            await page.get_by_role("option", name=option, exact=True).click(timeout=TIMEOUT_MS // 3)
+            break
+        except PlaywrightTimeoutError:
+            if attempt == 2:
+                raise
+            await page.keyboard.press("Escape")
     await expect(page.locator(f"#{picker}")).to_contain_text(option)
 
 
 async def pick_period_and_comparison(page: Page) -> None:
-    await page.click("#site")
-    await page.get_by_role("option", name=SITE, exact=True).click()
+    await pick_site(page, SITE)
     await choose(page, "preset", "Last 30 days")
     await choose(page, "compare", "vs same period last year")
 
