@@ -19,6 +19,7 @@ from storage import goals as goal_store
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
+from tests.fixtures import stats_reference
 from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
@@ -34,18 +35,7 @@ def at(hours: float) -> datetime:
     return DAY + timedelta(hours=hours)
 
 
-TW = {"referrer_domain": "twitter.com", "country": "DE", "screen_width": 390}
-US = {"country": "US", "screen_width": 1920}
-# twitter: / then /pricing 2 min later (one visit of 120 s); google: a one-page /pricing visit (a
-# bounce); direct: / then a Signup, then /PRICING/Plans 3 min after its first page view.
-EVENTS = [
-    page_view(SITE, "tw", at(9), "/", **TW),
-    page_view(SITE, "tw", at(9) + 2 * M, "/pricing", **TW),
-    page_view(SITE, "go", at(10), "/pricing", **{**US, "referrer_domain": "google.com"}),
-    page_view(SITE, "di", at(11), "/", **US),
-    page_view(SITE, "di", at(11) + M, "/", name="Signup", props={"plan": "pro"}, **US),
-    page_view(SITE, "di", at(11) + 3 * M, "/PRICING/Plans", **US),
-]
+EVENTS = stats_reference.three_visits(SITE, DAY)
 
 
 @pytest.fixture(scope="module")

@@ -38,18 +38,7 @@ def at(hours: float) -> datetime:
 
 
 M = timedelta(minutes=1)
-# twitter: / then /pricing 2 min later (one visit of 120 s, no bounce); google: a one-page
-# /pricing visit (a bounce); direct: / only, then a Signup (props plan=pro) and PRICING in capitals.
-TW = {"referrer_domain": "twitter.com", "country": "DE", "screen_width": 390}
-US = {"country": "US", "screen_width": 1920}
-KNOWN = [
-    page_view(SITE, "tw", at(9), "/", **TW),
-    page_view(SITE, "tw", at(9) + 2 * M, "/pricing", **TW),
-    page_view(SITE, "go", at(10), "/pricing", **{**US, "referrer_domain": "google.com"}),
-    page_view(SITE, "di", at(11), "/", **US),
-    page_view(SITE, "di", at(11) + M, "/", name="Signup", props={"plan": "pro"}, **US),
-    page_view(SITE, "di", at(11) + 3 * M, "/PRICING/Plans", **US),
-]
+KNOWN = stats_reference.three_visits(SITE, DAY)
 
 
 @pytest.fixture(scope="module")
