@@ -41,7 +41,10 @@ GOAL = "event:goal"
 # metrics only the reports compute, and a top-level goal filter (the reports' conversions). A goal
 # named inside has_done / has_not_done, or / not, the engine answers as an event filter (the goal's
 # events), as Plausible does.
-NOT_ENGINE_METRICS = frozenset({"conversion_rate", "time_on_page", "scroll_depth"})
+NOT_ENGINE_METRICS = frozenset({
+    "conversion_rate", "group_conversion_rate", "total_revenue", "average_revenue", "time_on_page",
+    "scroll_depth",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)

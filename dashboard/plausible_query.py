@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dashboard import plausible_engine
+from dashboard import plausible_conversions, plausible_engine
 from dashboard.plausible_engine import EngineParts
 from stats import catalogue
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
@@ -68,11 +68,15 @@ UNSUPPORTED_DIMENSIONS = frozenset({
 })  # fmt: skip
 METRICS = (
     "visitors", "visits", "pageviews", "views_per_visit", "bounce_rate", "visit_duration", "events",
-    "conversion_rate", "time_on_page", "scroll_depth",
+    "conversion_rate", "group_conversion_rate", "total_revenue", "average_revenue", "time_on_page",
+    "scroll_depth",
 )  # fmt: skip
-UNSUPPORTED_METRICS = frozenset(
-    {"percentage", "group_conversion_rate", "average_revenue", "total_revenue", "exit_rate"}
-)
+UNSUPPORTED_METRICS = frozenset({"percentage", "exit_rate"})  # the engine's, with other metrics
+# With a goal filter: the converted visitors over all visitors of the same query without its goal
+# and top-level property filters (conversion_rate), or over those of the row's dimension values
+# (group_conversion_rate); revenue metrics: the goal's revenue (plausible_report.py).
+CONVERSION_METRICS = ("conversion_rate", "group_conversion_rate")
+REVENUE_METRICS = ("total_revenue", "average_revenue")
 UTC_ZONE = ZoneInfo(UTC_NAME)
 # Plausible's relative ranges (its ApiQueryParser): day, month, year, all, any "Nd" (the N whole days
 # before the reference day, 1 <= N <= 5000) and any "Nmo" (the N whole months before the
@@ -183,7 +187,7 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
     `timezone` the site's (its "day" starts at its midnight)."""
     check_views_per_visit(body)
     parsed = body.model_copy(update={"filters": stored_values(body.filters)})  # `body` stays the echo
-    if plausible_engine.needs_engine(parsed):
+    if plausible_engine.needs_engine(parsed) or plausible_conversions.by_dimension(parsed):
         return engine_plan(body, parsed, now, first_day, timezone)
     for metric in body.metrics:
         if metric not in METRICS:
@@ -215,6 +219,8 @@ def engine_plan(
         raise QueryError("Invalid include.time_labels: requires a time dimension.")
     order_by = orders(body.order_by, body.metrics, body.dimensions)
     engine = plausible_engine.parts(parsed, QueryError)
+    if plausible_conversions.by_dimension(parsed):
+        engine = plausible_conversions.engine_parts(engine)
     query = PlausibleQuery(
         body, body.site_id, start, end, tuple(body.metrics), None, None, None, order_by, timezone=timezone,
         engine=engine,
@@ -498,17 +504,20 @@ AGGREGATE_METRICS = (
 
 def allowed_metrics(query: PlausibleQuery) -> tuple[str, ...]:
     dimension = query.dimension
+    converting = CONVERSION_METRICS if query.goal else ()
     if dimension is None:
-        return AGGREGATE_METRICS + (("conversion_rate",) if query.goal else ())
+        return AGGREGATE_METRICS + (converting + REVENUE_METRICS if query.goal else ())
     if dimension == GOAL_DIMENSION:
-        return GOAL_METRICS
-    if props_key(dimension) or dimension == NAME_DIMENSION:
-        return PROPS_METRICS
-    if dimension == PAGE_DIMENSION:
-        return PAGE_METRICS
-    if dimension in SESSION_DIMENSIONS or dimension in TIME_DIMENSIONS:
+        return GOAL_METRICS + REVENUE_METRICS
+    if dimension in TIME_DIMENSIONS:
         return SESSION_METRICS
-    return BREAKDOWN_METRICS
+    if props_key(dimension) or dimension == NAME_DIMENSION:
+        return PROPS_METRICS + converting
+    if dimension == PAGE_DIMENSION:
+        return PAGE_METRICS + converting
+    if dimension in SESSION_DIMENSIONS:
+        return SESSION_METRICS + converting
+    return BREAKDOWN_METRICS + converting
 
 
 def check_metrics(query: PlausibleQuery) -> None:
@@ -523,10 +532,9 @@ def check_metrics(query: PlausibleQuery) -> None:
     for metric in query.metrics:
         if metric in allowed:
             continue
-        if metric == "conversion_rate" and not query.goal:
-            raise QueryError(
-                "Metric `conversion_rate` can only be queried with event:goal filters or dimensions."
-            )
+        goal_asked = query.goal or query.dimension == GOAL_DIMENSION
+        if metric in CONVERSION_METRICS + REVENUE_METRICS and not goal_asked:
+            raise QueryError(f"Metric `{metric}` can only be queried with event:goal filters or dimensions.")
         with_what = f"dimension `{query.dimension}`" if query.dimension else "no dimension"
         raise QueryError(
             f"Metric `{metric}` cannot be queried with {with_what} in Tally; with it Tally answers "

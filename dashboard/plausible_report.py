@@ -3,7 +3,7 @@
 No SQL here: each kind of query is one or two storage.queries calls — aggregate (+ custom
 events, or the goal's row), breakdown (+ engagement for pages), timeseries, goals, properties —
 and the numbers are Tally's (contract.py), converted to Plausible's units: percentages 0-100
-(bounce_rate a whole number, conversion_rate 2 places), visit_duration whole seconds,
+(bounce_rate a whole number, conversion rates 1 place), visit_duration whole seconds,
 views_per_visit 2 places. Rows are then ordered and paginated as Plausible does.
 """
 
@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
-from dashboard import plausible_engine
+from dashboard import plausible_conversions, plausible_engine
+from dashboard.plausible_money import money
 from dashboard.plausible_query import (
     BLANK_SHOWN,
     DIMENSIONS,
@@ -72,6 +73,7 @@ def run(
 ) -> Report:
     if query.engine is not None:  # what only the stats engine answers: from the archive
         answered, labels = plausible_engine.rows(client, query, session_gap_s, engaged_bounce_ms)
+        answered = plausible_conversions.added(client, query, answered, session_gap_s, engaged_bounce_ms)
         return Report(ordered([Row(values, metrics) for values, metrics in answered], query), "raw", labels)
     defined = questions.Defined(session_gap_s, engaged_bounce_ms)
     q = questions.question(
@@ -122,12 +124,22 @@ def aggregate(
             result["events"] = int(totals["pageviews"]) + sum(row.events for row in custom)
     if query.goal:
         goal = goal_row(client, q, query.goal, source)
-        result |= {
-            "visitors": goal.visitors,
-            "events": goal.events,
-            "conversion_rate": conversion_percents(client, q, [goal], source)[0],
-        }
+        rate = conversion_percents(client, q, [goal], source)[0]
+        # without a dimension, the group is everything: group_conversion_rate is conversion_rate
+        result |= {"visitors": goal.visitors, "events": goal.events, "conversion_rate": rate}
+        result |= {"group_conversion_rate": rate, **revenue_metrics(goal)}
     return result
+
+
+def revenue_metrics(goal: GoalRow) -> dict[str, object]:
+    """A revenue goal's total and average revenue in its currency, as Plausible shows money;
+    null for a goal without a currency (Plausible's value without a currency to format it in)."""
+    if not goal.currency:
+        return {"total_revenue": None, "average_revenue": None}
+    return {
+        "total_revenue": money(goal.revenue_total, goal.currency),
+        "average_revenue": money(goal.revenue_average, goal.currency),
+    }
 
 
 def conversion_base(q: StatsQuery) -> StatsQuery:
@@ -183,7 +195,10 @@ def goal_rows(client: Client, q: StatsQuery, source: Source) -> list[Row]:
     """Each goal with conversions in the range (Plausible leaves out goals without)."""
     converted = [row for row in queries.goals(client, q, source=source) if row.visitors or row.events]
     return [
-        Row((row.goal,), {"visitors": row.visitors, "events": row.events, "conversion_rate": rate})
+        Row(
+            (row.goal,),
+            {"visitors": row.visitors, "events": row.events, "conversion_rate": rate, **revenue_metrics(row)},
+        )
         for row, rate in zip(converted, conversion_percents(client, q, converted, source), strict=True)
     ]
 
@@ -321,5 +336,6 @@ def _number(value: object) -> float:
 
 
 def percent(rate: float) -> float:
-    """A 0-1 rate with 4 places (contract.py) as Plausible's percentage with 2."""
-    return round(rate * 100, 2)
+    """A 0-1 rate with 4 places (contract.py) as Plausible's percentage with 1 place
+    (special_metrics.ex: `round(x / y * 100, 1)`)."""
+    return round(rate * 100, 1)
