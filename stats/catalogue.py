@@ -54,7 +54,10 @@ class Dimension:
     raw_sql: str
     view: int = 0  # visit dimensions: the page view the value is taken from
     rollup: str | None = None  # the rollups' `dimension` value holding it (None: not rolled up)
-    sessions_column: str | None = None  # the `sessions` table's column holding it
+    # the `sessions` table's column holding it: for a visit dimension its value; for an event
+    # dimension the visit's first page view's value only (a visit may have several: only a
+    # visit-scope reading, e.g. Plausible's visit:device, may be answered from it)
+    sessions_column: str | None = None
     stream_field: str | None = None  # the stream field that feeds it (None: derived or none)
     filterable: bool = True  # whether Plausible's filters may name it
     groupable: bool = True  # whether the engine groups by it (a goal only filters: storage/goals.py)
@@ -82,9 +85,11 @@ DIMENSIONS: tuple[Dimension, ...] = (
     # is the screen-size class below.
     Dimension("device", None, "Device", "event", "device", rollup="device", sessions_column="device",
               stream_field="device"),
-    Dimension("language", None, "Language", "event", "language", rollup="language", stream_field="language"),
+    Dimension("language", None, "Language", "event", "language", rollup="language",
+              sessions_column="language", stream_field="language"),
     Dimension("screen_size", "visit:device", "Screen size", "event", screen_size_sql("screen_width"),
-              rollup="screen_size", stream_field="screen_size", column="screen_width"),
+              rollup="screen_size", sessions_column="screen_size", stream_field="screen_size",
+              column="screen_width"),
     # the page view's host (a site served on several hostnames; never in the rollups)
     Dimension("hostname", "event:hostname", "Hostname", "event", "hostname"),
     # Plausible's event name: custom events' names and `pageview` (never in the rollups)
@@ -106,9 +111,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("utm_campaign", "visit:utm_campaign", "UTM campaign", "session", "utm_campaign", view=1,
               rollup="utm_campaign", sessions_column="utm_campaign", stream_field="utm_campaign"),
     Dimension("utm_content", "visit:utm_content", "UTM content", "session", "utm_content", view=1,
-              rollup="utm_content", stream_field="utm_content"),
+              rollup="utm_content", sessions_column="utm_content", stream_field="utm_content"),
     Dimension("utm_term", "visit:utm_term", "UTM term", "session", "utm_term", view=1,
-              rollup="utm_term", stream_field="utm_term"),
+              rollup="utm_term", sessions_column="utm_term", stream_field="utm_term"),
     # derived from the visit's referrer and UTM source and medium (storage/channels.py)
     Dimension("channel", "visit:channel", "Channel", "session", "channel", view=1, column="referrer_domain"),
     # time: the bucket an event's time (a visit's start, for visit metrics) falls in, in the site's zone

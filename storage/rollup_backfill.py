@@ -123,18 +123,19 @@ _SUMMED = {
     "day_last_visitors": "sum(day_last)",
 }
 
-_SESSIONS = """
-INSERT INTO {table} (site, session_start, visitor_id, session_end, duration_s, pageviews, is_bounce,
-    engaged_ms, entry_path, exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device,
-    browser, os, is_closed, is_deleted, batch_id)
-SELECT {{site:String}}, start, visitor_id, end, duration_s, pageviews, is_bounce, engaged_ms, entry_path,
-    exit_path, referrer_domain, utm_source, utm_medium, utm_campaign, country, device, browser, os, 1, 0, 0
-FROM ({sessions})
-"""
-_SESSION_COLUMNS = (
+# The `sessions` columns each session's properties fill (stream_jobs/activity.py
+# SESSION_ATTRIBUTES, in the order Spark writes them).
+SESSION_COLUMNS = (
     "entry_path", "exit_path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
-    "country", "device", "browser", "os",
+    "country", "device", "browser", "os", "utm_content", "utm_term", "screen_size", "language",
 )  # fmt: skip
+_SESSIONS = f"""
+INSERT INTO {{table}} (site, session_start, visitor_id, session_end, duration_s, pageviews, is_bounce,
+    engaged_ms, {", ".join(SESSION_COLUMNS)}, is_closed, is_deleted, batch_id)
+SELECT {{{{site:String}}}}, start, visitor_id, end, duration_s, pageviews, is_bounce, engaged_ms,
+    {", ".join(SESSION_COLUMNS)}, 1, 0, 0
+FROM ({{sessions}})
+"""
 
 
 # A day's points, computed once and read by the three rollup inserts: as a CTE they were
@@ -202,7 +203,7 @@ def backfill_rollups(
             client.command(points_sql(points_table, q), parameters=q.parameters())
             for table in _TABLES:
                 client.command(rollup_sql(table, points_table, table_suffix), parameters=q.parameters())
-            sessions = raw_sessions_sql(q, _SESSION_COLUMNS)
+            sessions = raw_sessions_sql(q, SESSION_COLUMNS)
             client.command(
                 _SESSIONS.format(table=SESSIONS + table_suffix, sessions=sessions), parameters=q.parameters()
             )

@@ -81,7 +81,7 @@ METRICS = (
 )
 ROLLUP_KEY = ("site", "dimension", "bucket", "value")
 # A session's pages, attribution (of its first page view) and client, as VisitorActivity
-# emits them and `sessions` stores them.
+# emits them (SESSION_ROW_FIELDS after the two paths) and `sessions` stores them.
 SESSION_ATTRIBUTES = (
     "entry_path",
     "exit_path",
@@ -93,6 +93,10 @@ SESSION_ATTRIBUTES = (
     "device",
     "browser",
     "os",
+    "utm_content",
+    "utm_term",
+    "screen_size",
+    "language",
 )
 SESSION_COLUMNS = (
     "site",

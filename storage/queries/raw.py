@@ -63,6 +63,9 @@ SESSION_PROPERTIES = {
     "utm_campaign": ("utm_campaign", 1),
     "utm_content": ("utm_content", 1),
     "utm_term": ("utm_term", 1),
+    # the entry page view's, as `sessions` keeps them (migration 0062): storage/rollup_backfill.py
+    "screen_size": (EVENT_DIMENSIONS["screen_size"], 1),
+    "language": ("language", 1),
 }
 # What the sessions list shows (SessionRow's properties).
 LISTED_PROPERTIES = (

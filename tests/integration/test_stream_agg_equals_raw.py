@@ -1,7 +1,8 @@
 """Once the activity query has read every event, the `agg` source (the rollups and sessions
 Spark derives) answers every report exactly as the `raw` source (the archive) does — while
 sessions are still open, and again once the watermark has closed them all; and Spark writes
-the same rollup rows as the SQL backfill (storage/rollup_backfill.py) builds from the archive.
+the same rollup and session rows as the SQL backfill (storage/rollup_backfill.py) builds from
+the archive.
 
 Traffic: visitors with several sessions each, crossing minute, hour and UTC-midnight
 boundaries; gaps of exactly gap - 1 s and gap + 1 s; page views arriving out of order across
@@ -35,7 +36,7 @@ from storage.client import connect
 from storage.queries import agg, raw
 from storage.rollup_backfill import backfill_rollups
 from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
-from stream_jobs.activity import QUERY_NAME
+from stream_jobs.activity import QUERY_NAME, SESSION_ATTRIBUTES
 from stream_jobs.app import start_queries, stop_gracefully
 from tally.event import PageViewEvent, utc_now
 from tally.settings import Settings
@@ -525,3 +526,23 @@ def assert_spark_equals_backfill(
         spark_rows = rollup_rows(settings, table, sites)
         assert spark_rows, table
         assert spark_rows == rollup_rows(backfilled, table, sites), table
+    # And its sessions, column for column: the entry page view's UTMs, screen size class and
+    # language too (migration 0062), which the traffic varies within a session.
+    spark_sessions = session_rows(settings, sites)
+    assert spark_sessions, "sessions"
+    assert spark_sessions == session_rows(backfilled, sites)
+
+
+_SESSION_COLUMNS = (
+    "site", "session_start", "visitor_id", "session_end", "duration_s", "pageviews", "is_bounce",
+    "engaged_ms", *SESSION_ATTRIBUTES,
+)  # fmt: skip
+
+
+def session_rows(settings: Settings, sites: list[str]) -> list[tuple]:
+    """Each session's newest version (tombstones aside), every column the two writers fill."""
+    sql = (
+        f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions FINAL "
+        "WHERE site IN {sites:Array(String)} AND NOT is_deleted ORDER BY site, session_start, visitor_id"
+    )
+    return connect(settings).query(sql, parameters={"sites": sites}).result_rows

@@ -1,4 +1,5 @@
-"""Sessions from the activity query: gaps, bounces, entry/exit pages, durations, attribution,
+"""Sessions from the activity query: gaps, bounces, entry/exit pages, durations, attribution
+(the first page view's: source, UTMs, screen size class, language),
 a late page view that bridges two sessions (the two rows give way to one, with a tombstone),
 open sessions visible before they close, closed ones marked so; with no allowed lateness, a
 page view behind the watermark for a closed session is late.
@@ -18,6 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from storage import queries
 from storage.client import connect
+from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import start_queries
 from tally.event import PageViewEvent
@@ -28,6 +30,9 @@ from tests.fixtures.spark import minutes_ago, produce, site_names, wait_for, wai
 pytestmark = pytest.mark.integration
 
 GAP = timedelta(seconds=1800)
+# The attribution and client of a visit's first page view, and of a later one, differing in all.
+READER_ENTRY = dict(utm_source="hn", utm_content="hero", utm_term="seo", screen_width=400, language="fr")
+READER_NEXT = dict(utm_source="x", utm_content="footer", utm_term="ads", screen_width=1600, language="en")
 SessionKey = tuple[str, str, datetime]  # site, visitor, start
 Session = dict[str, object]
 
@@ -44,9 +49,10 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     first_round = [
         # one page view: a bounce, duration 0
         page_view(site, "bounce", at(0), path="/landing", referrer_domain="google.com", country="FR"),
-        # three page views, gaps of 10 and 29 min: one session; attribution of the first
-        page_view(site, "reader", at(1), path="/", referrer_domain="news.ycombinator.com", utm_source="hn"),
-        page_view(site, "reader", at(11), path="/blog", referrer_domain="google.com", utm_source="x"),
+        # three page views, gaps of 10 and 29 min: one session; attribution, screen size class
+        # and language of the first (migration 0062)
+        page_view(site, "reader", at(1), path="/", referrer_domain="news.ycombinator.com", **READER_ENTRY),
+        page_view(site, "reader", at(11), path="/blog", referrer_domain="google.com", **READER_NEXT),
         # a gap of exactly the session gap continues the session; 1 ms more starts a new one
         page_view(site, "exact-gap", at(1), path="/a"),
         page_view(site, "exact-gap", at(31), path="/b"),
@@ -69,7 +75,7 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     # Behind the newest event time, but not behind the watermark: it is merged.
     second_round = [
         page_view(site, "bridged", at(15), path="/middle"),
-        page_view(site, "reader", at(40), path="/pricing"),
+        page_view(site, "reader", at(40), path="/pricing", screen_width=1000),
         page_view(site, "returning", at(100), path="/"),
         page_view(site, "returning", at(105), path="/docs"),
         page_view(site, "returning", at(200), path="/again"),
@@ -141,8 +147,19 @@ def _session(site: str, visitor: str, page_views: list[PageViewEvent]) -> dict[S
             "utm_source": first.utm_source,
             "country": first.country,
             "device": first.device,
+            "utm_content": first.utm_content,
+            "utm_term": first.utm_term,
+            "screen_size": screen_size(first.screen_width),
+            "language": first.language,
         }
     }
+
+
+def screen_size(width: int) -> str:
+    """The class of a screen width, by Plausible's thresholds (stats/catalogue.py SCREEN_SIZES)."""
+    if width == 0:
+        return ""
+    return next((name for name, below in SCREEN_SIZES if width < below), SCREEN_SIZE_WIDEST)
 
 
 def sorted_rows(sessions: list[Session]) -> list[tuple]:
@@ -168,7 +185,8 @@ def stored_sessions(settings: Settings, sites: list[str]) -> dict[SessionKey, Se
         connect(settings)
         .query(
             "SELECT site, visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, "
-            "is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device "
+            "is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, "
+            "utm_content, utm_term, screen_size, language "
             "FROM sessions FINAL WHERE site IN {sites:Array(String)} AND NOT is_deleted",
             parameters={"sites": sites},
         )

@@ -9,8 +9,10 @@ import re
 from dashboard import display, plausible_query
 from stats import catalogue
 from stats.query import dimension_entry, key
+from storage import rollup_backfill
 from storage.client_names import plausible_name_sql
-from storage.queries import contract
+from storage.queries import contract, raw
+from storage.schema import migration_files
 from stream_jobs import activity
 from tally.settings import PROJECT_ROOT
 
@@ -65,6 +67,23 @@ def test_the_rollups_hold_the_catalogues_dimensions_in_their_order() -> None:
     agg with no rows, silently (issue 31)."""
     assert java_array("EVENT_DIMENSIONS") == [entry.rollup for entry in catalogue.rolled_up("event")]
     assert java_array("SESSION_DIMENSIONS") == [entry.rollup for entry in catalogue.rolled_up("session")]
+
+
+def test_every_sessions_column_is_written_by_spark_and_by_the_backfill() -> None:
+    """A sessions_column neither writer fills would answer '' for every visit (issue 31): Spark's
+    session row (VisitorActivity.java SESSION_ROW_FIELDS after the two paths, by position), the
+    columns Python stores from it, the backfill's (the archive's sessions, by raw's property SQL)
+    and the migrations' `sessions` table are one list."""
+    java = ("entry_path", "exit_path", *java_array("SESSION_ROW_FIELDS"))
+    assert java == activity.SESSION_ATTRIBUTES == rollup_backfill.SESSION_COLUMNS
+    assert set(rollup_backfill.SESSION_COLUMNS) <= set(raw.SESSION_PROPERTIES)
+    migrations = "\n".join(path.read_text() for path in migration_files())
+    for entry in catalogue.DIMENSIONS:
+        if entry.sessions_column:
+            assert entry.sessions_column in activity.SESSION_ATTRIBUTES, entry
+            assert re.search(rf"\b{entry.sessions_column}\s+(LowCardinality\()?String", migrations), entry
+    stored = {entry.sessions_column for entry in catalogue.DIMENSIONS}
+    assert stored >= {"utm_content", "utm_term", "screen_size", "language"}
 
 
 def test_the_query_layer_and_the_plausible_door_derive_from_the_catalogue() -> None:

@@ -137,6 +137,17 @@ public final class VisitorActivity
     };
 
     /**
+     * A session row's attributes taken from its first page view, in the output's order, after
+     * entry_path and exit_path (stream_jobs/activity.py SESSION_ATTRIBUTES: the `sessions`
+     * columns). utm_content to language came with migration 0062; the state has held their
+     * fields since issue 16, so its encoding did not change.
+     */
+    static final String[] SESSION_ROW_FIELDS = {
+        "referrer_domain", "utm_source", "utm_medium", "utm_campaign", "country", "device", "browser", "os",
+        "utm_content", "utm_term", "screen_size", "language",
+    };
+
+    /**
      * The page view fields the function reads (besides ts_ms and the Kafka offset), in this order.
      * screen_size is the class of the screen width, computed by the query (stream_jobs/activity.py).
      */
@@ -848,21 +859,17 @@ public final class VisitorActivity
         for (String metric : METRICS) {
             schema = schema.add(metric, DataTypes.LongType, true);
         }
-        return schema
+        schema = schema
                 .add("visitor_id", DataTypes.StringType, true)
                 .add("session_start_ms", DataTypes.LongType, true)
                 .add("session_end_ms", DataTypes.LongType, true)
                 .add("session_pageviews", DataTypes.LongType, true)
                 .add("entry_path", DataTypes.StringType, true)
-                .add("exit_path", DataTypes.StringType, true)
-                .add("referrer_domain", DataTypes.StringType, true)
-                .add("utm_source", DataTypes.StringType, true)
-                .add("utm_medium", DataTypes.StringType, true)
-                .add("utm_campaign", DataTypes.StringType, true)
-                .add("country", DataTypes.StringType, true)
-                .add("device", DataTypes.StringType, true)
-                .add("browser", DataTypes.StringType, true)
-                .add("os", DataTypes.StringType, true)
+                .add("exit_path", DataTypes.StringType, true);
+        for (String name : SESSION_ROW_FIELDS) {
+            schema = schema.add(name, DataTypes.StringType, true);
+        }
+        return schema
                 .add("session_engaged_ms", DataTypes.LongType, true)
                 .add("is_bounce", DataTypes.IntegerType, true)
                 .add("is_closed", DataTypes.IntegerType, true)
@@ -912,8 +919,7 @@ public final class VisitorActivity
         values[i++] = session.pageviews;
         values[i++] = session.first.field("path");
         values[i++] = session.last.field("path");
-        for (String name : new String[] {
-                "referrer_domain", "utm_source", "utm_medium", "utm_campaign", "country", "device", "browser", "os"}) {
+        for (String name : SESSION_ROW_FIELDS) {
             values[i++] = session.first.field(name);
         }
         values[i++] = session.engagedMs;
