@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from flask.testing import FlaskClient
@@ -179,79 +179,95 @@ def ensure_derived(settings: Settings, site_name: str) -> dict[str, float]:
     return {"derived_s": round(time.monotonic() - started, 1), "reused": False}
 
 
-def _callback(
-    outputs: list[tuple[str, str]], inputs: dict[str, object], state: dict[str, object] | None = None
-) -> dict:
-    """The body Dash's renderer posts to /_dash-update-component for one callback."""
+def _callback(callbacks: Mapping[str, dict], output: str, values: dict[str, object]) -> dict:
+    """The body Dash's renderer posts to /_dash-update-component for the callback of `output` (a
+    key of the app's callback map, e.g. `top-metrics.children`), built from what the callback
+    declares: every input and state it names, with `values` by `id.property` (None otherwise, as
+    for a component the page has not filled). A callback that is gone, or a value for a property
+    it no longer reads, fails here, naming it, rather than as a 400 from the server."""
+    if output not in callbacks:
+        raise KeyError(f"the dashboard has no callback for {output!r}")
+    declared = callbacks[output]
+    names = [f"{item['id']}.{item['property']}" for item in (*declared["inputs"], *declared["state"])]
+    unknown = set(values) - set(names)
+    if unknown:
+        raise KeyError(f"the callback for {output!r} reads no {sorted(unknown)}")
 
-    def prop(key: str, value: object) -> dict:
-        component, _, name = key.partition(".")
-        return {"id": component, "property": name, "value": value}
+    def prop(item: dict) -> dict:
+        key = f"{item['id']}.{item['property']}"
+        return {"id": item["id"], "property": item["property"], "value": values.get(key)}
 
-    output_specs = [{"id": component, "property": name} for component, name in outputs]
+    outputs = [
+        dict(zip(("id", "property"), key.rsplit(".", 1), strict=True))
+        for key in output.strip(".").split("...")
+    ]
+    changed = next((key for key in values if key in names[: len(declared["inputs"])]), names[0])
     return {
-        "output": (
-            f"{outputs[0][0]}.{outputs[0][1]}"
-            if len(outputs) == 1
-            else ".." + "...".join(f"{c}.{n}" for c, n in outputs) + ".."
-        ),
-        "outputs": output_specs[0] if len(outputs) == 1 else output_specs,
-        "inputs": [prop(key, value) for key, value in inputs.items()],
-        "state": [prop(key, value) for key, value in (state or {}).items()],
-        "changedPropIds": [next(iter(inputs))],
+        "output": output,
+        "outputs": outputs[0] if len(outputs) == 1 else outputs,
+        "inputs": [prop(item) for item in declared["inputs"]],
+        "state": [prop(item) for item in declared["state"]],
+        "changedPropIds": [changed],
     }
 
 
-def callback_requests(site: str, shown: dict[str, str]) -> dict[str, dict]:
-    """One request per Dash callback of the Overview and Explore tabs, as the page makes them."""
+def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str, str]) -> dict[str, dict]:
+    """One request per Dash callback of the Overview and Explore tabs, as the page makes them
+    (bodies built from the app's `callbacks` map: _callback)."""
     common = {"site.value": site, "period.data": shown, "filters.data": {}}
     filtered = {**common, "filters.data": {"path": "/pricing"}}
+
+    def request(outputs: list[tuple[str, str]], inputs: dict[str, object], state: dict | None = None) -> dict:
+        keys = [f"{component}.{name}" for component, name in outputs]
+        output = keys[0] if len(keys) == 1 else ".." + "...".join(keys) + ".."
+        return _callback(callbacks, output, {**inputs, **(state or {})})
+
     return {
-        "site list": _callback(
+        "site list": request(
             [("site", "options"), ("site", "value")], {"clock.n_intervals": 1}, {"site.value": site}
         ),
-        "top metrics": _callback([("top-metrics", "children")], common),
-        "top metrics, filtered": _callback([("top-metrics", "children")], filtered),
-        "chart": _callback([("main-chart", "figure")], {**common, "chart-metric.value": "visitors"}),
-        "top pages": _callback([("pages-list", "children")], {**common, "pages-by.value": "path"}),
-        "entry pages": _callback([("pages-list", "children")], {**common, "pages-by.value": "entry_path"}),
-        "referrers": _callback(
+        "top metrics": request([("top-metrics", "children")], common),
+        "top metrics, filtered": request([("top-metrics", "children")], filtered),
+        "chart": request([("main-chart", "figure")], {**common, "chart-metric.value": "visitors"}),
+        "top pages": request([("pages-list", "children")], {**common, "pages-by.value": "path"}),
+        "entry pages": request([("pages-list", "children")], {**common, "pages-by.value": "entry_path"}),
+        "referrers": request(
             [("sources-list", "children")], {**common, "sources-by.value": "referrer_domain"}
         ),
-        "devices": _callback([("devices-list", "children")], {**common, "devices-by.value": "device"}),
-        "countries + map": _callback([("country-map", "figure"), ("countries-list", "children")], common),
-        "campaigns (utm_medium)": _callback(
+        "devices": request([("devices-list", "children")], {**common, "devices-by.value": "device"}),
+        "countries + map": request([("country-map", "figure"), ("countries-list", "children")], common),
+        "campaigns (utm_medium)": request(
             [("campaigns-list", "children")], {**common, "campaigns-by.value": "utm_medium"}
         ),
-        "languages": _callback([("languages-list", "children")], {**common, "languages-by.data": "language"}),
-        "screen sizes": _callback(
+        "languages": request([("languages-list", "children")], {**common, "languages-by.data": "language"}),
+        "screen sizes": request(
             [("devices-list", "children")], {**common, "devices-by.value": "screen_size"}
         ),
-        "goals": _callback([("goals-list", "children")], {**common, "goals-version.data": 0}),
-        "goals, filtered by a goal": _callback(
+        "goals": request([("goals-list", "children")], {**common, "goals-version.data": 0}),
+        "goals, filtered by a goal": request(
             [("goals-list", "children")],
             {**common, "filters.data": {"goal": "Signup"}, "goals-version.data": 0},
         ),
-        "property keys": _callback(
+        "property keys": request(
             [("property-key", "options"), ("property-key", "value")], common, {"property-key.value": "plan"}
         ),
-        "properties (plan)": _callback(
+        "properties (plan)": request(
             [("properties-list", "children")], {**common, "property-key.value": "plan"}
         ),
-        "funnel (3 steps)": _callback(
+        "funnel (3 steps)": request(
             [("funnel-result", "children")],
             {"funnel-run.n_clicks": 1, **common, "tabs.value": "funnel"},
             {"funnel-steps.value": "/\n/blog/*\nSignup"},
         ),
-        "live visitors": _callback(
+        "live visitors": request(
             [("live-visitors", "children")], {"site.value": site, "refresh.n_intervals": 1}
         ),
-        "live per minute + total": _callback(
+        "live per minute + total": request(
             [("total-pageviews", "children"), ("pageviews-per-minute", "figure")],
             {"site.value": site, "refresh.n_intervals": 1},
         ),
-        "rate limiting": _callback([("rate-limits", "children")], {"clock.n_intervals": 1}),
-        "explore raw totals": _callback(
+        "rate limiting": request([("rate-limits", "children")], {"clock.n_intervals": 1}),
+        "explore raw totals": request(
             [("explore-raw-totals", "children")],
             {
                 **{k: v for k, v in common.items() if k != "filters.data"},
@@ -260,7 +276,7 @@ def callback_requests(site: str, shown: dict[str, str]) -> dict[str, dict]:
                 "explore-device.value": None,
             },
         ),
-        "explore SQL (1,000 rows)": _callback(
+        "explore SQL (1,000 rows)": request(
             [("explore-table", "children"), ("explore-status", "children"), ("explore-last-sql", "data")],
             {"explore-run.n_clicks": 1},
             {
@@ -396,7 +412,7 @@ def run_dashboard_bench(
         name: _latency(
             lambda body=body: browser.post("/_dash-update-component", json=body).status_code, rounds
         )
-        for name, body in callback_requests(site, shown.to_store()).items()
+        for name, body in callback_requests(app.callback_map, site, shown.to_store()).items()
     }
     headers = {"Authorization": f"Bearer {settings.resolved_api_key()}"}
 
