@@ -45,7 +45,16 @@ class Dimension:
 
     raw_sql: for an event dimension, the expression over a row of `events`; for a visit
     dimension, the column of the visit's page view it is taken from (`view`: 1 its first, -1 its
-    last); for a time dimension, the bucket (storage/calendar.py's interval)."""
+    last); for a time dimension, the bucket (storage/calendar.py's interval).
+
+    sessions_array: for an event dimension, the `sessions` column holding every distinct value
+    of it among the visit's page views (Array(String), in order of first view). A condition on
+    the dimension then reads, per visit, "the visit contains a page view passing it":
+    `has(paths, v)`, `arrayExists(p -> <condition on p>, paths)`, which is what a filter on it
+    means for visit metrics (the whole visits containing a matching event: DESIGN.md
+    "Definitions"). Exact for page views only: the array holds no custom event's value, and the
+    archive (stats/raw_sql.py) also keeps a visit whose custom event passes the condition
+    (migration 0063's header says when the two agree)."""
 
     tally: str
     plausible: str | None  # None: Plausible has no such dimension
@@ -58,6 +67,7 @@ class Dimension:
     # dimension the visit's first page view's value only (a visit may have several: only a
     # visit-scope reading, e.g. Plausible's visit:device, may be answered from it)
     sessions_column: str | None = None
+    sessions_array: str | None = None  # see the docstring (None: sessions cannot tell)
     stream_field: str | None = None  # the stream field that feeds it (None: derived or none)
     filterable: bool = True  # whether Plausible's filters may name it
     groupable: bool = True  # whether the engine groups by it (a goal only filters: storage/goals.py)
@@ -73,7 +83,8 @@ class Dimension:
 
 DIMENSIONS: tuple[Dimension, ...] = (
     # event scope, in the rollups' order (VisitorActivity.java EVENT_DIMENSIONS)
-    Dimension("path", "event:page", "Page", "event", "path", rollup="path", stream_field="path"),
+    Dimension("path", "event:page", "Page", "event", "path", rollup="path", sessions_array="paths",
+              stream_field="path"),
     Dimension("country", "visit:country", "Country", "event", "country", rollup="country",
               sessions_column="country", stream_field="country"),
     # named as Plausible's API names them, stored rows of older names too (storage/client_names.py)

@@ -129,11 +129,15 @@ SESSION_COLUMNS = (
     "entry_path", "exit_path", "referrer_domain", "utm_source", "utm_medium", "utm_campaign",
     "country", "device", "browser", "os", "utm_content", "utm_term", "screen_size", "language",
 )  # fmt: skip
+# Then the distinct paths its page views viewed, in order of first view (raw.SESSION_ARRAYS;
+# stream_jobs/activity.py SESSION_PATHS, migration 0063).
+SESSION_ARRAY_COLUMNS = ("paths",)
+_WRITTEN = ", ".join((*SESSION_COLUMNS, *SESSION_ARRAY_COLUMNS))
 _SESSIONS = f"""
 INSERT INTO {{table}} (site, session_start, visitor_id, session_end, duration_s, pageviews, is_bounce,
-    engaged_ms, {", ".join(SESSION_COLUMNS)}, is_closed, is_deleted, batch_id)
+    engaged_ms, {_WRITTEN}, is_closed, is_deleted, batch_id)
 SELECT {{{{site:String}}}}, start, visitor_id, end, duration_s, pageviews, is_bounce, engaged_ms,
-    {", ".join(SESSION_COLUMNS)}, 1, 0, 0
+    {_WRITTEN}, 1, 0, 0
 FROM ({{sessions}})
 """
 
@@ -203,7 +207,7 @@ def backfill_rollups(
             client.command(points_sql(points_table, q), parameters=q.parameters())
             for table in _TABLES:
                 client.command(rollup_sql(table, points_table, table_suffix), parameters=q.parameters())
-            sessions = raw_sessions_sql(q, SESSION_COLUMNS)
+            sessions = raw_sessions_sql(q, (*SESSION_COLUMNS, *SESSION_ARRAY_COLUMNS))
             client.command(
                 _SESSIONS.format(table=SESSIONS + table_suffix, sessions=sessions), parameters=q.parameters()
             )

@@ -98,6 +98,9 @@ SESSION_ATTRIBUTES = (
     "screen_size",
     "language",
 )
+# Then the distinct paths its page views viewed, in order of first view (VisitorActivity's
+# `paths`, an array, after SESSION_ROW_FIELDS; migration 0063): what a page filter's visits read.
+SESSION_PATHS = "paths"
 SESSION_COLUMNS = (
     "site",
     "session_start",
@@ -108,6 +111,7 @@ SESSION_COLUMNS = (
     "is_bounce",
     "engaged_ms",
     *SESSION_ATTRIBUTES,
+    SESSION_PATHS,
     "is_closed",
     "is_deleted",
 )
@@ -178,7 +182,8 @@ def watermark_shift_ms(watermark_s: int) -> int:
 
 # What identifies an output row: rollup deltas add up per (site, minute, dimension, value),
 # panes per (ip_hash, minute), late page views per (site, minute); a session row is unique in
-# its batch (one call per visitor), so grouping by all of its columns passes it through.
+# its batch (one call per visitor), so grouping by all of its columns (its paths too: Spark
+# groups by an array's elements) passes it through.
 _GROUPING = (
     "kind",
     "site",
@@ -191,6 +196,7 @@ _GROUPING = (
     "session_end_ms",
     "session_pageviews",
     *SESSION_ATTRIBUTES,
+    SESSION_PATHS,
     "session_engaged_ms",
     "is_bounce",
     "is_closed",
@@ -285,6 +291,7 @@ def session_rows(rows: pa.Table) -> pa.Table:
         "is_bounce": pc.cast(found["is_bounce"], pa.uint8()),
         "engaged_ms": pc.cast(found["session_engaged_ms"], pa.uint64()),
         **{name: found[name] for name in SESSION_ATTRIBUTES},
+        SESSION_PATHS: found[SESSION_PATHS],
         "is_closed": pc.cast(found["is_closed"], pa.uint8()),
         "is_deleted": pc.cast(found["is_deleted"], pa.uint8()),
     }

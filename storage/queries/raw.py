@@ -67,6 +67,10 @@ SESSION_PROPERTIES = {
     "screen_size": (EVENT_DIMENSIONS["screen_size"], 1),
     "language": ("language", 1),
 }
+# A session's properties over all of its page views: the distinct values of a column, in order
+# of first view (arrayDistinct keeps each value's first occurrence). `paths` (migration 0063): the
+# pages the visit viewed, as `sessions` keeps them, for storage/rollup_backfill.py.
+SESSION_ARRAYS = {"paths": "path"}
 # What the sessions list shows (SessionRow's properties).
 LISTED_PROPERTIES = (
     "entry_path",
@@ -156,8 +160,9 @@ def pageviews_sql(q: StatsQuery) -> str:
 def raw_sessions_sql(
     q: StatsQuery, properties: tuple[str, ...] = LISTED_PROPERTIES, bounds: tuple[str, str] = ("start", "end")
 ) -> str:
-    """The sessions starting in the range with the named properties (SESSION_PROPERTIES); under
-    filters, the whole sessions holding an event that passes them (the comment on _SESSIONS).
+    """The sessions starting in the range with the named properties (SESSION_PROPERTIES,
+    SESSION_ARRAYS); under filters, the whole sessions holding an event that passes them (the
+    comment on _SESSIONS).
 
     Without properties a page view is just its time; with them it is the tuple (ts,
     event_id, columns…), so that page views in the same millisecond are ordered by event_id
@@ -172,9 +177,16 @@ def raw_sessions_sql(
             view="ts", first="session[1]", last="session[-1]", previous="views[i - 1]", current="view",
             properties="", **parts,
         )  # fmt: skip
-    columns = list(dict.fromkeys(SESSION_PROPERTIES[name][0] for name in properties))
+    read = (
+        SESSION_ARRAYS[name] if name in SESSION_ARRAYS else SESSION_PROPERTIES[name][0] for name in properties
+    )
+    columns = list(dict.fromkeys(read))
     selected = ""
     for name in properties:
+        if name in SESSION_ARRAYS:
+            index = 3 + columns.index(SESSION_ARRAYS[name])
+            selected += f",\n    arrayDistinct(arrayMap(v -> v.{index}, session)) AS {name}"
+            continue
         column, view = SESSION_PROPERTIES[name]
         selected += f",\n    session[{view}].{3 + columns.index(column)} AS {name}"
     return _SESSIONS.format(

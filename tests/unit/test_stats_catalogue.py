@@ -86,6 +86,28 @@ def test_every_sessions_column_is_written_by_spark_and_by_the_backfill() -> None
     assert stored >= {"utm_content", "utm_term", "screen_size", "language"}
 
 
+def test_the_pages_a_visit_viewed_are_written_by_spark_and_by_the_backfill() -> None:
+    """The catalogue's sessions_array (the page filter's visits, migration 0063) names a column
+    Spark's session row carries (after SESSION_ROW_FIELDS, VisitorActivity.java's schema and
+    row), Python stores, the backfill writes and a migration adds as Array(String); the page
+    dimension has one, so a planner can answer a page filter's visit metrics from `sessions`."""
+    source = JAVA.read_text()
+    migrations = "\n".join(path.read_text() for path in migration_files())
+    arrays = [entry for entry in catalogue.DIMENSIONS if entry.sessions_array]
+    assert [entry.tally for entry in arrays] == ["path"]
+    for entry in arrays:
+        assert entry.scope == "event" and entry.sessions_array == activity.SESSION_PATHS, entry
+        assert f'.add("{entry.sessions_array}", DataTypes.createArrayType(DataTypes.StringType' in source
+        assert entry.sessions_array in activity.SESSION_COLUMNS, entry
+        assert entry.sessions_array in rollup_backfill.SESSION_ARRAY_COLUMNS, entry
+        assert raw.SESSION_ARRAYS[entry.sessions_array] == entry.archive_column, entry
+        assert re.search(rf"\b{entry.sessions_array}\s+Array\(String\)", migrations), entry
+    # Spark's row: the array right after the attributes, as the schema and the Python side read it
+    schema = re.search(r"for \(String name : SESSION_ROW_FIELDS\) \{\s*schema = .*?\}\s*return schema\s*"
+                       r'\.add\("(\w+)"', source, re.DOTALL)  # fmt: skip
+    assert schema and schema.group(1) == activity.SESSION_PATHS
+
+
 def test_the_query_layer_and_the_plausible_door_derive_from_the_catalogue() -> None:
     assert {
         "path": "path", "country": "country", "browser": plausible_name_sql("browser"),

@@ -14,6 +14,7 @@ import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -383,19 +384,22 @@ public final class VisitorActivity
     }
 
     /**
-     * A session: a run of page views whose gaps are all ≤ gap, and the engaged ms of the
+     * A session: a run of page views whose gaps are all ≤ gap, the distinct paths they viewed (in
+     * order of first view: the `paths` column, migration 0063), and the engaged ms of the
      * engagement events belonging to it (ts in [first, last + gap]).
      */
     static final class Session {
         final Event first;
         final Event last;
         final long pageviews;
+        final List<String> paths;
         long engagedMs;
 
-        Session(Event first, Event last, long pageviews) {
+        Session(Event first, Event last, long pageviews, List<String> paths) {
             this.first = first;
             this.last = last;
             this.pageviews = pageviews;
+            this.paths = paths;
         }
 
         long durationMs() {
@@ -404,7 +408,7 @@ public final class VisitorActivity
 
         boolean sameAs(Session other) {
             return other != null && first == other.first && last == other.last && pageviews == other.pageviews
-                    && engagedMs == other.engagedMs;
+                    && engagedMs == other.engagedMs && paths.equals(other.paths);
         }
     }
 
@@ -670,25 +674,33 @@ public final class VisitorActivity
         return sessions;
     }
 
+    /**
+     * The sessions of these page views (in time order). Every path a session viewed is kept, with
+     * no cap: a visit counts under a page filter if any of its page views matches, however many
+     * pages it viewed (migration 0063), and the state holds each of those page views already.
+     */
     List<Session> sessions(List<Event> events) {
         List<Session> sessions = new ArrayList<>();
         Event first = null;
         Event previous = null;
         long count = 0;
+        LinkedHashSet<String> paths = new LinkedHashSet<>();
         for (Event event : events) {
             if (previous != null && event.ts - previous.ts > gapMs) {
-                sessions.add(new Session(first, previous, count));
+                sessions.add(new Session(first, previous, count, List.copyOf(paths)));
                 first = null;
             }
             if (first == null) {
                 first = event;
                 count = 0;
+                paths.clear();
             }
             count++;
+            paths.add(event.field("path"));
             previous = event;
         }
         if (first != null) {
-            sessions.add(new Session(first, previous, count));
+            sessions.add(new Session(first, previous, count, List.copyOf(paths)));
         }
         return sessions;
     }
@@ -870,6 +882,7 @@ public final class VisitorActivity
             schema = schema.add(name, DataTypes.StringType, true);
         }
         return schema
+                .add("paths", DataTypes.createArrayType(DataTypes.StringType, false), true)
                 .add("session_engaged_ms", DataTypes.LongType, true)
                 .add("is_bounce", DataTypes.IntegerType, true)
                 .add("is_closed", DataTypes.IntegerType, true)
@@ -922,6 +935,7 @@ public final class VisitorActivity
         for (String name : SESSION_ROW_FIELDS) {
             values[i++] = session.first.field(name);
         }
+        values[i++] = session.paths.toArray(new String[0]);
         values[i++] = session.engagedMs;
         values[i++] = bounce ? 1 : 0;
         values[i++] = closed ? 1 : 0;

@@ -1,0 +1,23 @@
+-- Issue 31: a session row says which pages its visit viewed, so that a page filter's visit
+-- metrics (visits, bounce rate, visit duration, views per visit of the WHOLE visits that contain
+-- a matching page view: DESIGN.md "Definitions") can read `sessions`, e.g. has(paths, '/pricing')
+-- or arrayExists(p -> match(p, …), paths), instead of a sessionised archive.
+-- paths: the distinct paths of the visit's page views, in order of first view (ties in one
+-- millisecond go to the smaller event_id, as everywhere); a visit / → /a → / → /b holds
+-- ['/', '/a', '/b']. All of them, uncapped: a cap would make a visit whose matching page came
+-- after it count under raw and not here, and agg must equal raw to the unit. The size is bounded
+-- by what the stream state already holds (every page view of an open session, with its path) and
+-- by the rate limit on page views per client.
+-- What it answers exactly (stats/raw_sql.py): a visit starting in [start, end) counts under a
+-- page condition when ANY of its page views passes it, whenever that page view falls (after
+-- `end` too: the visit is counted whole); `paths` holds all of them, so
+-- session_start in [start, end) AND arrayExists(condition, paths) is raw's set of visits, to the
+-- unit, for page views. Not held: the paths of custom events. raw_sql also keeps a visit whose
+-- custom event (belonging to it: ts in [first page view, last page view + gap]) passes the page
+-- condition; that equals `paths` only when such an event's path is one of its visit's page views
+-- (docs/architecture.md, "Session rows").
+-- Old data: rows written before this migration read [] (no page matches) until `tally replay`
+-- rebuilds the sessions from the log; the stream jobs write `paths` for every session row they
+-- emit after the upgrade (their checkpoint stays valid: the state holds every page view's path).
+ALTER TABLE sessions
+    ADD COLUMN IF NOT EXISTS paths Array(String) DEFAULT [] AFTER language;
