@@ -1,8 +1,9 @@
 """Sessions from the activity query: gaps, bounces, entry/exit pages, durations, attribution
-(the first page view's: source, UTMs, screen size class, language),
-a late page view that bridges two sessions (the two rows give way to one, with a tombstone),
-open sessions visible before they close, closed ones marked so; with no allowed lateness, a
-page view behind the watermark for a closed session is late.
+(the first page view's: source, UTMs, screen size class, language), the distinct pages a visit
+viewed in order of first view (`paths`, migration 0063), a late page view that bridges two
+sessions (the two rows give way to one, with a tombstone, its paths the union), open sessions
+visible before they close, closed ones marked so; with no allowed lateness, a page view behind
+the watermark for a closed session is late.
 
 One run of the activity query over one topic; the expected sessions are computed here from
 the events produced, by the definition (gaps <= session gap).
@@ -58,8 +59,15 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
         page_view(site, "exact-gap", at(31), path="/b"),
         page_view(site, "just-over", at(1), path="/a"),
         page_view(site, "just-over", at(31, 1), path="/b"),
-        # 31 min apart: two sessions, until a late page view in between arrives (below)
+        # / then /a then / then /b: paths ['/', '/a', '/b'] (migration 0063)
+        page_view(site, "wanderer", at(2), path="/"),
+        page_view(site, "wanderer", at(3), path="/a"),
+        page_view(site, "wanderer", at(4), path="/"),
+        page_view(site, "wanderer", at(5), path="/b"),
+        # over 30 min apart: two sessions, until a late page view in between arrives (below);
+        # the second views /first again, so the merged visit's paths hold it once, first
         page_view(site, "bridged", at(0), path="/first"),
+        page_view(site, "bridged", at(30, 500), path="/first"),
         page_view(site, "bridged", at(31), path="/last"),
         # the same visitor id on another site is another visitor
         page_view(other_site, "reader", at(3), path="/elsewhere", device="mobile"),
@@ -83,6 +91,8 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     produce(stream_settings, second_round)
     events = first_round + second_round
     expected = expected_sessions(events)
+    assert expected[(site, "wanderer", at(2))]["paths"] == ["/", "/a", "/b"]
+    assert expected[(site, "bridged", at(0))]["paths"] == ["/first", "/middle", "/last"]
 
     # Spark has closed the sessions that ended more than a gap before its watermark (200 min
     # - 2); the open one ("returning" at 200) is in the table too, not yet closed.
@@ -151,6 +161,7 @@ def _session(site: str, visitor: str, page_views: list[PageViewEvent]) -> dict[S
             "utm_term": first.utm_term,
             "screen_size": screen_size(first.screen_width),
             "language": first.language,
+            "paths": list(dict.fromkeys(view.path for view in page_views)),
         }
     }
 
@@ -186,7 +197,7 @@ def stored_sessions(settings: Settings, sites: list[str]) -> dict[SessionKey, Se
         .query(
             "SELECT site, visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, "
             "is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, "
-            "utm_content, utm_term, screen_size, language "
+            "utm_content, utm_term, screen_size, language, paths "
             "FROM sessions FINAL WHERE site IN {sites:Array(String)} AND NOT is_deleted",
             parameters={"sites": sites},
         )
