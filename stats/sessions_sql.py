@@ -1,0 +1,122 @@
+"""The sessions compiler: the visit metrics of a query of the model (stats/query.py) from the
+stream jobs' `sessions` table (migration 0020_rollups.sql: one row per visit, its newest version
+per (site, session_start, visitor_id), tombstones is_deleted = 1), with the archive compiler's
+semantics to the unit (stats/raw_sql.py).
+
+What it answers (`answers`): visits, bounce_rate, visit_duration and views_per_visit of the
+visits starting in [start, end), by dimensions and under filters that are properties of the
+visit held in a `sessions` column (the catalogue's `sessions_column`: entry and exit page,
+source, UTMs; `visit:channel` from its inputs' columns, with the site's rules) or the bucket of
+the visit's start in the site's zone (time dimensions). Under such a filter every event of a
+visit passes or none does, so "the visits containing a matching event" (raw_sql) are the visits
+passing it. It never answers an event dimension (country, browser, os, device are event scope:
+a visit may have several values), a props, goal or behavioural filter, or an event metric
+(visitors are distinct (UTC day, visitor) among the matching events, which a visit row cannot
+give exactly).
+
+The rows it reads carry raw_sql's names (`visit_start`, `visit_<dimension>`, duration_ms,
+visit_pageviews, engaged_ms), so raw_sql's own expressions for dimensions, time buckets and
+conditions run on them unchanged: the same SQL decides both answers. A visit's numbers are
+raw_sql's: duration the milliseconds from first to last page view (`duration_s` is that / 1000,
+rounded back), a bounce one page view with engaged time below the query's engaged_bounce_ms.
+It answers raw_sql's counting rows of kind 'visit', which raw_sql.merged turns into metrics.
+"""
+
+from __future__ import annotations
+
+from stats import catalogue, raw_sql
+from stats.query import Behaviour, Condition, Filter, Logic, Query, dimension_entry, is_time, validate
+from storage.channels import channel_sql
+from storage.tables import SESSIONS
+
+SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
+
+
+def _visit_column(name: str) -> str | None:
+    """The `sessions` expression of the model's visit dimension `name` (None: not held)."""
+    entry = dimension_entry(name)
+    if entry is None or entry.scope != "session":
+        return None
+    if entry.tally == catalogue.CHANNEL:
+        inputs = [catalogue.by_tally(input_).sessions_column for input_ in catalogue.CHANNEL_INPUTS]
+        return channel_sql(*inputs) if all(inputs) else None  # type: ignore[arg-type]
+    return entry.sessions_column
+
+
+def answers_dimension(name: str) -> bool:
+    """A time bucket, or a visit property `sessions` holds."""
+    return is_time(name) or _visit_column(name) is not None
+
+
+def answers_filter(expression: Filter) -> bool:
+    """Conditions on visit properties `sessions` holds, in and / or / not (no behaviour)."""
+    if isinstance(expression, Behaviour):
+        return False
+    if isinstance(expression, Logic):
+        return all(answers_filter(operand) for operand in expression.operands)
+    return _visit_column(expression.dimension) is not None
+
+
+def answers(query: Query) -> bool:
+    """Whether `sessions` answers the query's visit metrics exactly (its event metrics never)."""
+    return all(answers_dimension(name) for name in query.dimensions) and (
+        query.filters is None or answers_filter(query.filters)
+    )
+
+
+def _named(expression: Filter | None) -> set[str]:
+    if expression is None:
+        return set()
+    if isinstance(expression, Logic):
+        return set().union(*(_named(operand) for operand in expression.operands))
+    assert isinstance(expression, Condition)  # answers_filter() refused behaviours
+    return {expression.dimension}
+
+
+# The newest version of each visit starting in the range (LIMIT 1 BY instead of FINAL, which
+# would merge the whole range; storage/queries/agg.py reads it the same way), tombstones dropped,
+# with raw_sql's names; then the visits passing the filter, counted per combination.
+_VISITS = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_pageviews), 0
+FROM
+(
+    SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
+        toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
+    FROM {sessions}
+    WHERE site = {{site:String}}
+      AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+    ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+    LIMIT 1 BY session_start, visitor_id
+)
+WHERE is_deleted = 0{condition}{group}
+"""
+
+
+def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compiled:
+    """The visit side of `query` (answers() must hold) as raw_sql.compile_query's rows of kind
+    'visit': (kind, d0…, raw_sql.COUNTS)."""
+    validate(query)
+    parameters = raw_sql._Parameters()
+    names = [name for name in dict.fromkeys([*query.dimensions, *_named(query.filters)]) if not is_time(name)]
+    columns = "".join(
+        f",\n        {_visit_column(name)} AS {raw_sql.column_sql(name, parameters)}" for name in names
+    )
+    keys = [
+        f"{raw_sql.column_sql(name, parameters, 'visit')} AS d{i}" for i, name in enumerate(query.dimensions)
+    ]
+    condition = ""
+    if query.filters is not None:
+        condition = f" AND {raw_sql.condition_sql(query.filters, parameters)}"
+    grouped = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITS.format(
+        keys="".join(f", {key}" for key in keys),
+        columns=columns,
+        sessions=SESSIONS,
+        condition=condition,
+        group=f"\nGROUP BY {', '.join(grouped)}" if grouped else "",
+    )
+    return raw_sql.Compiled(
+        sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
+    )
