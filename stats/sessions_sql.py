@@ -27,6 +27,7 @@ from __future__ import annotations
 from stats import catalogue, raw_sql
 from stats.query import Behaviour, Condition, Filter, Logic, Query, dimension_entry, is_time, validate
 from storage.channels import channel_sql
+from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
 from storage.tables import SESSIONS
 
 SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
@@ -120,3 +121,69 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
     return raw_sql.Compiled(
         sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
     )
+
+
+# --- storage.queries' filtered session breakdown (the reports' filters, not the model's) ----------
+# The dashboard's session breakdown (storage/queries raw.session_breakdown) under filters that
+# name only visit properties `sessions` holds: the same sessions (those starting in the range
+# whose properties pass), read from `sessions` instead of sessionising the archive. Channel is
+# left to the archive (its rules are the site's, looked up by the query layer).
+
+
+def report_columns() -> dict[str, str]:
+    """The reports' session properties (Tally's names) `sessions` holds, each its column."""
+    return {
+        entry.tally: entry.sessions_column
+        for entry in catalogue.DIMENSIONS
+        if entry.scope == "session" and entry.sessions_column and entry.tally != catalogue.CHANNEL
+    }
+
+
+def answers_report(q: StatsQuery, by: str) -> bool:
+    """Whether `sessions` answers the session breakdown of `q` by `by` exactly: filtered by visit
+    properties it holds alone (no goal, props, event dimension, channel), `by` held too."""
+    held = report_columns()
+    named = set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
+    return q.filtered and q.goal is None and by in held and named <= set(held)
+
+
+_REPORT_BREAKDOWN = """
+SELECT value, sum(views) AS pageviews, {visitors} AS visitors, count() AS sessions,
+    countIf(views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}) AS bounces,
+    toInt64(round(sum(duration_s) * 1000)) AS duration_ms
+FROM
+(
+    SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
+        {by} AS value{columns}
+    FROM {sessions}
+    WHERE site = {{site:String}}
+      AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+    ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+    LIMIT 1 BY session_start, visitor_id
+)
+WHERE is_deleted = 0{condition}
+GROUP BY value
+ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}
+"""
+
+
+def report_breakdown_sql(q: StatsQuery, by: str) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of raw.session_breakdown's rows (value,
+    pageviews, visitors, sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
+    held = report_columns()
+    named = sorted(set(q.filters) | (dimensions_of(q.where) if q.where is not None else set()))
+    condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
+        f" AND p_{name} = {{filter_{index}:String}}" for index, name in enumerate(q.filters)
+    )
+    parameters: dict[str, object] = {}
+    if q.where is not None:
+        sql, parameters = expression_sql(q.where, {name: f"p_{name}" for name in held}, "sessions_where")
+        condition += f" AND {sql}"
+    sql = _REPORT_BREAKDOWN.format(
+        visitors=SESSION_VISITORS,
+        by=held[by],
+        columns="".join(f", {held[name]} AS p_{name}" for name in named),
+        sessions=SESSIONS,
+        condition=condition,
+    )
+    return sql, parameters

@@ -21,7 +21,11 @@ from hypothesis import strategies as st
 
 from stats import planner, raw_sql
 from stats.query import Condition, Filter, Logic, Query
+from storage import queries as reports
 from storage.client import connect
+from storage.queries import contract as report
+from storage.queries import raw as raw_queries
+from storage.queries.contract import StatsQuery
 from storage.rollup_backfill import backfill_rollups
 from storage.sites import add_site
 from storage.tables import SESSIONS
@@ -83,10 +87,10 @@ _COLUMNS = [
     "site", "session_start", "visitor_id", "session_end", "pageviews", "entry_path", "exit_path",
     "referrer_domain", "utm_medium", "is_deleted", "batch_id",
 ]  # fmt: skip
-_REWRITTEN = f"""
-INSERT INTO {SESSIONS} SELECT * REPLACE (toUInt64(5) AS batch_id) FROM {SESSIONS}
-WHERE site = {{site:String}} AND session_start = {{start:DateTime64(3, 'UTC')}}
-  AND visitor_id = {{visitor:String}}
+_TRUE_VERSION = f"""
+SELECT * FROM {SESSIONS}
+WHERE site = {{site:String}} AND toUnixTimestamp64Milli(session_start) = {{start_ms:Int64}}
+  AND visitor_id = {{visitor:String}} AND batch_id = 0
 """
 
 
@@ -108,10 +112,16 @@ def store(dashboard_settings: Settings) -> Client:
     backfill_rollups(client, SITE, (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=2)).date())
     visits = stats_reference.visits_of(TRAFFIC, timedelta(seconds=1800)).values()
     visit = next(v for v in visits if v and RANGE[0] <= v.start < RANGE[1])
+    # the true version again first (batch 5): a merge with the stale one (batch 3) keeps it too
+    start_ms = round(visit.start.timestamp() * 1000)  # a DateTime64 parameter drops the milliseconds
+    true_version = {"site": SITE, "start_ms": start_ms, "visitor": visit.views[0].visitor_id}
+    found = client.query(_TRUE_VERSION, parameters=true_version)
+    batch = found.column_names.index("batch_id")
+    again = [[5 if index == batch else value for index, value in enumerate(row)] for row in found.result_rows]
+    assert len(again) == 1
+    client.insert(SESSIONS, again, column_names=list(found.column_names))
     for row in _stale_and_tombstoned(visit):  # one part each: no insert merges them
         client.insert(SESSIONS, [row], column_names=_COLUMNS)
-    true_version = {"site": SITE, "start": visit.start, "visitor": visit.views[0].visitor_id}
-    client.command(_REWRITTEN, parameters=true_version)
     return client
 
 
@@ -234,3 +244,53 @@ def test_late_events_in_the_range_send_the_query_to_the_archive(store: Client) -
     answered = planner.answer(store, query)
     assert answered.source == "raw"
     assert _rows(answered.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
+
+
+# --- the dashboard's filtered session breakdown (storage.queries.session_breakdown) -------------
+
+
+def _archive_not_read(*_: object) -> None:
+    raise AssertionError("the archive was read")
+
+
+@pytest.mark.parametrize(
+    ("by", "filters", "where"),
+    [
+        ("referrer_domain", {"utm_medium": "social"}, None),
+        (
+            "entry_path",
+            {},
+            report.Logic(
+                "or",
+                (
+                    report.Condition("is", "referrer_domain", ("twitter.com",)),
+                    report.Condition("contains", "utm_medium", ("mai",)),
+                ),
+            ),
+        ),
+        (
+            "exit_path",
+            {"referrer_domain": "google.com"},
+            report.Logic("not", (report.Condition("is", "entry_path", ("/",)),)),
+        ),
+        ("utm_campaign", {}, report.Condition("is_not", "referrer_domain", ("google.com",))),
+        ("utm_medium", {}, report.Condition("matches_not", "exit_path", ("^/blog",))),
+    ],
+)
+def test_filtered_session_breakdowns_by_visit_properties_are_read_from_sessions(
+    store: Client, monkeypatch: pytest.MonkeyPatch, by: str, filters: dict, where: object
+) -> None:
+    """Under filters on visit properties alone, source agg reads `sessions` (the archive is not
+    read) and answers the archive's rows to the unit."""
+    q = StatsQuery(SITE, *RANGE, filters=filters, where=where)
+    archive = reports.session_breakdown(store, q, by, 50, source="raw")
+    assert reports.sessions_answer(q, by) and archive
+    monkeypatch.setattr(raw_queries, "session_breakdown", _archive_not_read)
+    assert reports.session_breakdown(store, q, by, 50, source="agg") == archive
+
+
+def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive() -> None:
+    q = StatsQuery(SITE, *RANGE, filters={"country": "DE"})
+    assert not reports.sessions_answer(q, "referrer_domain")
+    q = StatsQuery(SITE, *RANGE, where=report.Condition("is", "path", ("/",)))
+    assert not reports.sessions_answer(q, "referrer_domain")
