@@ -21,7 +21,6 @@ so its rows, order and page are those raw_sql alone gives.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
@@ -31,8 +30,6 @@ from storage.channel_rules import list_rules
 from storage.goals import list_goals
 from storage.queries.agg import misses_late_events
 from storage.queries.contract import StatsQuery
-
-Part = Literal["sessions", "archive"]
 
 
 @dataclass(frozen=True)
@@ -78,14 +75,15 @@ def answer(client: Client, query: Query) -> Answer:
     """`query`'s rows as raw_sql.answer gives them, from the sources `plan` picks."""
     validate(query)
     decided = plan(query)
-    if decided.sessions and misses_late_events(client, StatsQuery(query.site, query.start, query.end)):
+    around = StatsQuery(query.site, query.start, query.end, session_gap_s=query.session_gap_s)
+    if decided.sessions and misses_late_events(client, around):
         decided = plan(query, late_events=True)
     if not decided.sessions:
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     counts = raw_sql._rows(client, sessions_sql.compile_sessions(query, rules), lambda kind: kind == "visit")
-    if decided.archive:
+    if decided.archive_flat:  # the archive's part: its events, read flat
         goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
         flat = raw_sql.compile_query(query, rules, goals, rows="flat")
         counts += raw_sql._rows(client, flat, lambda kind: kind != "visit")
