@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from stats import catalogue, raw_sql
 from stats.query import Behaviour, Condition, Filter, Logic, Query, dimension_entry, is_time, validate
+from storage.calendar import Interval, bucket_sql
 from storage.channels import channel_sql
 from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
 from storage.tables import SESSIONS
@@ -123,11 +124,12 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
     )
 
 
-# --- storage.queries' filtered session breakdown (the reports' filters, not the model's) ----------
-# The dashboard's session breakdown (storage/queries raw.session_breakdown) under filters that
-# name only visit properties `sessions` holds: the same sessions (those starting in the range
-# whose properties pass), read from `sessions` instead of sessionising the archive. Channel is
-# left to the archive (its rules are the site's, looked up by the query layer).
+# --- storage.queries' filtered session reports (the reports' filters, not the model's) -----------
+# The dashboard's session breakdown and session timeseries (storage/queries raw.session_breakdown,
+# raw.session_timeseries) under filters that name only visit properties `sessions` holds: the
+# same sessions (those starting in the range whose properties pass), read from `sessions` instead
+# of sessionising the archive. Channel is left to the archive (its rules are the site's, looked up
+# by the query layer).
 
 
 def report_columns() -> dict[str, str]:
@@ -139,39 +141,51 @@ def report_columns() -> dict[str, str]:
     }
 
 
-def answers_report(q: StatsQuery, by: str) -> bool:
-    """Whether `sessions` answers the session breakdown of `q` by `by` exactly: filtered by visit
-    properties it holds alone (no goal, props, event dimension, channel), `by` held too."""
+def _report_named(q: StatsQuery) -> set[str]:
+    return set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
+
+
+def answers_report(q: StatsQuery, by: str | None = None) -> bool:
+    """Whether `sessions` answers the session report of `q` (by `by`, or over time) exactly:
+    filtered by visit properties it holds alone (no goal, props, event dimension, channel)."""
     held = report_columns()
-    named = set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
-    return q.filtered and q.goal is None and by in held and named <= set(held)
+    return q.filtered and q.goal is None and (by is None or by in held) and _report_named(q) <= set(held)
 
 
-_REPORT_BREAKDOWN = """
-SELECT value, sum(views) AS pageviews, {visitors} AS visitors, count() AS sessions,
-    countIf(views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}) AS bounces,
-    toInt64(round(sum(duration_s) * 1000)) AS duration_ms
-FROM
-(
-    SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
-        {by} AS value{columns}
-    FROM {sessions}
-    WHERE site = {{site:String}}
-      AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-    ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-    LIMIT 1 BY session_start, visitor_id
-)
-WHERE is_deleted = 0{condition}
+# The newest version of each session starting in the range, tombstones dropped, passing the
+# report's filters; {by} names its value.
+_REPORT_SESSIONS = """
+    SELECT start, visitor_id, views, engaged_ms, duration_s, value
+    FROM
+    (
+        SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
+            {by} AS value{columns}
+        FROM {sessions}
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+        LIMIT 1 BY session_start, visitor_id
+    )
+    WHERE is_deleted = 0{condition}
+"""
+_BOUNCE = "countIf(views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}})"  # formatted once more
+_DURATION_MS = "toInt64(round(sum(duration_s) * 1000))"
+_REPORT_BREAKDOWN = f"""
+SELECT value, sum(views) AS pageviews, {SESSION_VISITORS} AS visitors, count() AS sessions,
+    {_BOUNCE} AS bounces, {_DURATION_MS} AS duration_ms
+FROM ({{sessions}})
 GROUP BY value
-ORDER BY visitors DESC, pageviews DESC, value LIMIT {{limit:UInt32}}
+ORDER BY visitors DESC, pageviews DESC, value LIMIT {{{{limit:UInt32}}}}
+"""
+_REPORT_TIMESERIES = f"""
+SELECT {{bucket}} AS t, count(), {_BOUNCE}, {_DURATION_MS}
+FROM ({{sessions}})
+GROUP BY t ORDER BY t
 """
 
 
-def report_breakdown_sql(q: StatsQuery, by: str) -> tuple[str, dict[str, object]]:
-    """The SQL (and parameters besides q.parameters()) of raw.session_breakdown's rows (value,
-    pageviews, visitors, sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
+def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, object]]:
     held = report_columns()
-    named = sorted(set(q.filters) | (dimensions_of(q.where) if q.where is not None else set()))
     condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
         f" AND p_{name} = {{filter_{index}:String}}" for index, name in enumerate(q.filters)
     )
@@ -179,11 +193,24 @@ def report_breakdown_sql(q: StatsQuery, by: str) -> tuple[str, dict[str, object]
     if q.where is not None:
         sql, parameters = expression_sql(q.where, {name: f"p_{name}" for name in held}, "sessions_where")
         condition += f" AND {sql}"
-    sql = _REPORT_BREAKDOWN.format(
-        visitors=SESSION_VISITORS,
-        by=held[by],
-        columns="".join(f", {held[name]} AS p_{name}" for name in named),
+    sql = _REPORT_SESSIONS.format(
+        by=held[by] if by else "''",
+        columns="".join(f", {held[name]} AS p_{name}" for name in sorted(_report_named(q))),
         sessions=SESSIONS,
         condition=condition,
     )
     return sql, parameters
+
+
+def report_breakdown_sql(q: StatsQuery, by: str) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of raw.session_breakdown's rows (value,
+    pageviews, visitors, sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
+    sessions, parameters = _report_sessions(q, by)
+    return _REPORT_BREAKDOWN.format(sessions=sessions), parameters
+
+
+def report_timeseries_sql(q: StatsQuery, interval: Interval) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of raw.session_timeseries' rows (bucket,
+    sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
+    sessions, parameters = _report_sessions(q, None)
+    return _REPORT_TIMESERIES.format(bucket=bucket_sql(interval, "start"), sessions=sessions), parameters

@@ -213,6 +213,12 @@ def session_timeseries(
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
     check_bucket_count(q, interval)
+    if source == "agg" and sessions_answer(q) and not agg.misses_late_events(client, q):
+        from stats import sessions_sql
+
+        sql, parameters = sessions_sql.report_timeseries_sql(q, interval)
+        rows = client.query(sql, parameters={**q.parameters(), **parameters}).result_rows
+        return raw.fill_sessions(q, interval, rows)
     return answering(client, q, source).session_timeseries(client, q, interval)
 
 
@@ -248,9 +254,10 @@ def session_breakdown(
     return answering(client, q, source).session_breakdown(client, q, by, limit)
 
 
-def sessions_answer(q: StatsQuery, by: str) -> bool:
-    """Whether the stream jobs' `sessions` answers a filtered session breakdown (filters on visit
-    properties it holds alone: stats/sessions_sql.py), rather than the archive."""
+def sessions_answer(q: StatsQuery, by: str | None = None) -> bool:
+    """Whether the stream jobs' `sessions` answers a filtered session breakdown by `by` (None:
+    the session timeseries), filters on visit properties it holds alone (stats/sessions_sql.py),
+    rather than the archive."""
     from stats import sessions_sql  # stats imports storage.queries: lazily, once both are loaded
 
     return sessions_sql.answers_report(q, by)

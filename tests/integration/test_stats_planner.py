@@ -294,3 +294,21 @@ def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive() -> 
     assert not reports.sessions_answer(q, "referrer_domain")
     q = StatsQuery(SITE, *RANGE, where=report.Condition("is", "path", ("/",)))
     assert not reports.sessions_answer(q, "referrer_domain")
+
+
+@pytest.mark.parametrize("interval", ["hour", "day"])
+@pytest.mark.parametrize(
+    ("filters", "where", "timezone"),
+    [
+        ({"utm_medium": "social"}, None, "UTC"),
+        ({}, report.Logic("not", (report.Condition("contains", "entry_path", ("blog",)),)), "Europe/Berlin"),
+    ],
+)
+def test_filtered_session_timeseries_is_read_from_sessions(
+    store: Client, monkeypatch: pytest.MonkeyPatch, interval: str, filters: dict, where: object, timezone: str
+) -> None:
+    q = StatsQuery(SITE, *RANGE, filters=filters, where=where, timezone=timezone)
+    archive = reports.session_timeseries(store, q, interval, source="raw")  # type: ignore[arg-type]
+    assert reports.sessions_answer(q) and any(point.sessions for point in archive)
+    monkeypatch.setattr(raw_queries, "session_timeseries", _archive_not_read)
+    assert reports.session_timeseries(store, q, interval, source="agg") == archive  # type: ignore[arg-type]
