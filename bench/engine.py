@@ -1,6 +1,6 @@
 """The stats engine's archive compiler (stats/raw_sql.py) timed per query over a synthetic archive.
 
-    python -m bench.engine [--events 1000000] [--rounds 5] [--save FILE] [--compare FILE]
+    python -m bench.engine [--events 1000000] [--rounds 5] [--save FILE] [--compare FILE] [--sessions-only]
 
 Starts a ClickHouse endpoint (ops.clickhouse_endpoint, the chDB engine) in $TALLY_HOME, fills it
 with the dashboard bench's synthetic archive (bench/dashboard.py: 30 days, 3 page views per
@@ -10,6 +10,11 @@ load average. `--save` writes every answer; `--compare` checks the answers equal
 so a speed-up is shown to change no answer on the same archive. `--against OLD/raw_sql.py` times
 another version of the compiler too, round by round interleaved with this one (the same load for
 both, on two cores shared with other work), and checks both answer the same.
+
+SESSION_QUERIES are the shapes the planner (stats/planner.py) answers from `sessions` (built from
+the archive by storage/rollup_backfill.py, as the stream jobs build it): each is timed through
+the planner with source agg and through the archive compiler, round by round interleaved, and
+both answers must be equal. `--sessions-only` times these alone.
 """
 
 from __future__ import annotations
@@ -21,15 +26,16 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 
 from clickhouse_connect.driver.client import Client
 
-from bench.dashboard import bench_site, ensure_archive, ensure_goals
-from stats import raw_sql
-from stats.query import Behaviour, Condition, Query
+from bench.dashboard import bench_site, ensure_archive, ensure_derived, ensure_goals
+from stats import planner, raw_sql
+from stats.query import Behaviour, Condition, Logic, Query
 from storage.client import connect
 from storage.schema import apply_migrations
 from tally.settings import Settings
@@ -50,6 +56,28 @@ QUERIES: dict[str, dict] = {
     "has_done Signup": {
         "metrics": ("visitors", "pageviews"),
         "filters": Behaviour("has_done", Condition("is", "event:name", ("Signup",))),
+    },
+}
+
+NEWSLETTER = Condition("is", "visit:utm_source", ("newsletter",))
+VISIT_METRICS = ("visits", "bounce_rate", "visit_duration", "views_per_visit")
+SESSION_QUERIES: dict[str, dict] = {
+    "visit metrics": {"metrics": VISIT_METRICS},
+    "visit metrics by day": {"metrics": VISIT_METRICS, "dimensions": ("time:day",)},
+    "bounce rate by channel": {"metrics": ("visits", "bounce_rate"), "dimensions": ("visit:channel",)},
+    "source x entry page, utm filter": {
+        "metrics": ("bounce_rate", "visits", "visit_duration"),
+        "dimensions": ("visit:source", "visit:entry_page"),
+        "filters": NEWSLETTER,
+    },
+    "exit pages, source or utm": {
+        "metrics": ("visits", "views_per_visit"),
+        "dimensions": ("visit:exit_page",),
+        "filters": Logic("or", (Condition("contains", "visit:source", ("google",)), NEWSLETTER)),
+    },
+    "visitors + bounce rate by day (joined)": {
+        "metrics": ("visitors", "bounce_rate"),
+        "dimensions": ("time:day",),
     },
 }
 
@@ -77,7 +105,43 @@ def load_compiler(path: Path) -> ModuleType:
     return module
 
 
-def run(settings: Settings, events: int, rounds: int, against: ModuleType | None = None) -> dict:
+def run_sessions(client: Client, site: str, start: datetime, now: datetime, rounds: int) -> dict:
+    """SESSION_QUERIES through the planner (source agg) and the archive compiler, interleaved."""
+    figures: dict = {}
+    for name, fields in SESSION_QUERIES.items():
+        query = Query(site, start, now, source="agg", **fields)
+        timings: dict[str, list[float]] = {"planner": [], "archive": []}
+        for _ in range(rounds):
+            began = time.monotonic()
+            planned = planner.answer(client, query)
+            timings["planner"].append(time.monotonic() - began)
+            took, archive = _timed(raw_sql, client, replace(query, source="raw"))
+            timings["archive"].append(took)
+            if _answers(planned.rows) != archive:
+                raise SystemExit(f"{name}: the planner and the archive answer differently")
+        entry = {
+            "source": planned.source,
+            "planner": _figures(timings["planner"]),
+            "archive": _figures(timings["archive"]),
+            "load_average": os.getloadavg()[0],
+        }
+        figures[name] = entry
+        print(
+            f"{name:40} {entry['source']}: median {entry['planner']['median_s']:5.2f} s "
+            f"max {entry['planner']['max_s']:5.2f} s   archive: median {entry['archive']['median_s']:5.2f} s "
+            f"max {entry['archive']['max_s']:5.2f} s  load {entry['load_average']:.2f}",
+            flush=True,
+        )
+    return figures
+
+
+def run(
+    settings: Settings,
+    events: int,
+    rounds: int,
+    against: ModuleType | None = None,
+    sessions_only: bool = False,
+) -> dict:
     apply_migrations(settings)
     now = datetime(2026, 11, 20, tzinfo=UTC)  # fixed: the same archive is reused between runs
     archive = ensure_archive(settings, events, now)
@@ -86,7 +150,9 @@ def run(settings: Settings, events: int, rounds: int, against: ModuleType | None
     client = connect(settings, send_receive_timeout=600)
     start = now - timedelta(days=30)
     report: dict = {"archive": archive, "queries": {}, "answers": {}}
-    for name, fields in QUERIES.items():
+    report["derived"] = ensure_derived(settings, site)
+    report["sessions"] = run_sessions(client, site, start, now, rounds)
+    for name, fields in ({} if sessions_only else QUERIES).items():
         query = Query(site, start, now, **fields)
         timings: dict[str, list[float]] = {"now": [], "against": []}
         for _ in range(rounds):
@@ -115,6 +181,7 @@ def main() -> None:
     parser.add_argument("--save", type=Path)
     parser.add_argument("--compare", type=Path)
     parser.add_argument("--against", type=Path, help="another raw_sql.py, timed interleaved with this one")
+    parser.add_argument("--sessions-only", action="store_true", help="time SESSION_QUERIES alone")
     arguments = parser.parse_args()
     from tests.fixtures.clickhouse import running_endpoint
     from tests.fixtures.ports import free_port
@@ -124,7 +191,7 @@ def main() -> None:
     with running_endpoint(home, free_port()) as endpoint:
         settings = Settings(home=home, clickhouse_url=endpoint.url, clickhouse_password=endpoint.password)
         against = load_compiler(arguments.against) if arguments.against else None
-        report = run(settings, arguments.events, arguments.rounds, against)
+        report = run(settings, arguments.events, arguments.rounds, against, arguments.sessions_only)
     if arguments.save:
         arguments.save.write_text(json.dumps(report, indent=1, default=str))
     if arguments.compare:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from dashboard.plausible_engine import EngineParts
     from dashboard.plausible_query import PlausibleQuery, QueryBody
+    from stats.query import Source
 
 CONVERSION_METRICS = ("conversion_rate", "group_conversion_rate")
 GOAL = "event:goal"
@@ -50,6 +51,7 @@ def added(
     client: Client,
     query: PlausibleQuery,
     rows: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    source: Source,
     session_gap_s: int,
     engaged_bounce_ms: int,
 ) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
@@ -64,7 +66,7 @@ def added(
     def visitors(dimensions: tuple[str, ...]) -> dict[tuple[Any, ...], int]:
         parts = replace(base, dimensions=dimensions)
         asked = replace(query, engine=parts)
-        found, _ = plausible_engine.rows(client, asked, session_gap_s, engaged_bounce_ms)
+        found, _, _ = plausible_engine.rows(client, asked, source, session_gap_s, engaged_bounce_ms)
         return {values: int(metrics["visitors"]) for values, metrics in found}
 
     total = visitors(()).get((), 0) if "conversion_rate" in asked else 0

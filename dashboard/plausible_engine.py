@@ -1,5 +1,7 @@
 """Plausible's v2 queries that Tally's fixed reports refuse, translated into the stats engine's
-query model (stats/query.py) and answered by its archive compiler (stats/raw_sql.py).
+query model (stats/query.py) and answered through its planner (stats/planner.py): from the
+stream jobs' `sessions` where it holds every metric asked (meta.source "agg"), else from the
+archive (stats/raw_sql.py; meta.source "raw").
 
 The reports (dashboard/plausible_report.py) answer one dimension at a time from a fixed menu.
 What they refuse and the engine answers: two or three dimensions, visit metrics by an event
@@ -7,8 +9,7 @@ dimension (bounce rate by page), a visit property inside `or` / `not` together w
 property, `has_done` / `has_not_done`, `matches_wildcard`, case-insensitive matching
 (`{"case_sensitive": false}`), `percentage`, `exit_rate`, a visit-property filter with an event or
 time dimension, and a dimension or filter only the catalogue names (`event:hostname`, a filter on
-`event:name`, a goal inside `or`/`not`/`has_done`). Such a query is answered from the
-archive (meta.source "raw") whatever source is asked. Everything the reports answer still goes
+`event:name`, a goal inside `or`/`not`/`has_done`). Everything the reports answer still goes
 their way. The engine's refusals are reworded as Plausible words its own (`Invalid filter '…'`).
 """
 
@@ -18,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stats import catalogue, raw_sql
+from stats import catalogue, planner
 from stats import query as model
 from storage.calendar import bucket_starts, zone
 
@@ -178,7 +179,9 @@ def _filter(item: Any, error: type[ValueError], depth: int) -> model.Filter:
     return model.Condition(operator, item[1], tuple(item[2]), sensitive)
 
 
-def stats_query(query: PlausibleQuery, session_gap_s: int, engaged_bounce_ms: int) -> model.Query:
+def stats_query(
+    query: PlausibleQuery, session_gap_s: int, engaged_bounce_ms: int, source: model.Source = "raw"
+) -> model.Query:
     engine = query.engine
     assert engine is not None
     aliases = catalogue.TIME_ALIASES
@@ -186,7 +189,7 @@ def stats_query(query: PlausibleQuery, session_gap_s: int, engaged_bounce_ms: in
     return model.Query(
         query.site, query.start, query.end, engine.metrics, engine.dimensions, engine.filters,
         timezone=query.timezone, order_by=order_by, session_gap_s=session_gap_s,
-        engaged_bounce_ms=engaged_bounce_ms,
+        engaged_bounce_ms=engaged_bounce_ms, source=source,
     )  # fmt: skip
 
 
@@ -212,23 +215,24 @@ def plausible_wording(refused: model.InvalidQuery, body: QueryBody) -> str:
 
 
 def rows(
-    client: Client, query: PlausibleQuery, session_gap_s: int, engaged_bounce_ms: int
-) -> tuple[list, list[str]]:
+    client: Client, query: PlausibleQuery, source: model.Source, session_gap_s: int, engaged_bounce_ms: int
+) -> tuple[list, list[str], model.Source]:
     """The engine's rows as (dimension values, metrics) pairs, time buckets labelled on the
-    site's wall clock as the reports label them, and every bucket's label (include.time_labels)."""
+    site's wall clock as the reports label them, every bucket's label (include.time_labels), and
+    the source that answered (`source` asked: the planner's choice)."""
     from dashboard.plausible_query import QueryError
     from dashboard.plausible_report import bucket_label
 
-    stats = stats_query(query, session_gap_s, engaged_bounce_ms)
+    stats = stats_query(query, session_gap_s, engaged_bounce_ms, source)
     time = next((name for name in stats.dimensions if model.is_time(name)), None)
     bucket = model.dimension_entry(time).raw_sql if time else "day"  # type: ignore[union-attr]
     label = bucket_label(query.start, bucket, query.timezone)
     try:
-        found = raw_sql.answer(client, stats)
+        found = planner.answer(client, stats)
     except model.InvalidQuery as refused:  # what only the store knows: the site's goals
         raise QueryError(plausible_wording(refused, query.body)) from None
     answered = []
-    for row in found:
+    for row in found.rows:
         values = tuple(
             label(value) if name == time else value
             for name, value in zip(stats.dimensions, row.dimensions, strict=True)
@@ -238,4 +242,4 @@ def rows(
     if time:
         starts = bucket_starts(query.start, query.end, bucket, zone(query.timezone))  # type: ignore[arg-type]
         labels = list(dict.fromkeys(label(start) for start in starts))
-    return answered, labels
+    return answered, labels, found.source

@@ -71,10 +71,10 @@ def site_of(client: Client, site_id: str) -> str:
 def run(
     client: Client, query: PlausibleQuery, source: Source, session_gap_s: int, engaged_bounce_ms: int
 ) -> Report:
-    if query.engine is not None:  # what only the stats engine answers: from the archive
-        answered, labels = plausible_engine.rows(client, query, session_gap_s, engaged_bounce_ms)
-        answered = plausible_conversions.added(client, query, answered, session_gap_s, engaged_bounce_ms)
-        return Report(ordered([Row(values, metrics) for values, metrics in answered], query), "raw", labels)
+    if query.engine is not None:  # what only the stats engine answers, from the source its planner picks
+        found, labels, by = plausible_engine.rows(client, query, source, session_gap_s, engaged_bounce_ms)
+        found = plausible_conversions.added(client, query, found, source, session_gap_s, engaged_bounce_ms)
+        return Report(ordered([Row(values, metrics) for values, metrics in found], query), by, labels)
     defined = questions.Defined(session_gap_s, engaged_bounce_ms)
     q = questions.question(
         query.site, query.start, query.end, defined, timezone=query.timezone, where=query.where

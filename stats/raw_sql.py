@@ -15,7 +15,8 @@ condition on a row, whatever it names, so visit properties work inside `or` and 
 - visit metrics (visits, bounce_rate, visit_duration, views_per_visit) count the WHOLE visits
   starting in [start, end) that contain a matching event: by an event dimension, a visit counts
   once for each value among its matching events (bounce rate by page: the visits that viewed it);
-  by a time dimension, in the bucket its start falls in;
+  by a time dimension, in the bucket its start falls in; with visit metrics alone, a combination
+  is a row only where such a visit has it (otherwise where a matching event or visit has it);
 - has_done / has_not_done: the events of the visitors (UTC day, visitor) who have / have not an
   event in the range passing the inner filter;
 - percentage: visitors over all visitors matching the filters (no dimension), in percent;
@@ -417,6 +418,7 @@ def _condition_sql(condition: Condition, parameters: _Parameters) -> str:
 
 
 EVENT_METRICS = ("visitors", "pageviews", "events", "percentage")
+VISIT_METRICS = ("visits", "bounce_rate", "visit_duration", "views_per_visit")
 
 
 def events_alone(query: Query) -> bool:
@@ -605,12 +607,21 @@ def merged(query: Query, columns: list[str], rows: list[tuple]) -> list[Row]:
             into.update({name: int(named[name]) for name in wanted})
     result = []
     for key, numbers in counts.items():
-        if not (numbers["visitors"] or numbers["events"] or numbers["visits"]):
+        if not counts_any(query.metrics, numbers):
             continue
         numbers["total_visitors"] = total if width else numbers["visitors"]
         numbers["page_pageviews"] = pages.get(key[0], 0) if width else 0
         result.append(Row(key, {name: metric_value(name, numbers) for name in query.metrics}))
     return result
+
+
+def counts_any(metrics: tuple[str, ...], numbers: dict[str, int]) -> bool:
+    """Whether a combination is a row: with visit metrics alone, a visit starting in the range
+    has it (as `sessions` counts them: stats/sessions_sql.py; no row of zeros for a source whose
+    visits all started before the range); otherwise a matching event or visit has it."""
+    if set(metrics) <= set(VISIT_METRICS):
+        return bool(numbers["visits"])
+    return bool(numbers["visitors"] or numbers["events"] or numbers["visits"])
 
 
 def _utc(value: object) -> object:

@@ -213,6 +213,12 @@ def session_timeseries(
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
     check_bucket_count(q, interval)
+    if source == "agg" and sessions_answer(q) and not agg.misses_late_events(client, q):
+        from stats import sessions_sql
+
+        sql, parameters = sessions_sql.report_timeseries_sql(q, interval)
+        rows = client.query(sql, parameters={**q.parameters(), **parameters}).result_rows
+        return raw.fill_sessions(q, interval, rows)
     return answering(client, q, source).session_timeseries(client, q, interval)
 
 
@@ -243,7 +249,32 @@ def session_breakdown(
         return channels.session_breakdown(client, with_channel_rules(client, q), limit)
     if by not in SESSION_DIMENSIONS:
         raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
+    if source == "agg" and sessions_answer(q, by) and not agg.misses_late_events(client, q):
+        return _sessions_breakdown(client, q, by, limit)
     return answering(client, q, source).session_breakdown(client, q, by, limit)
+
+
+def sessions_answer(q: StatsQuery, by: str | None = None) -> bool:
+    """Whether the stream jobs' `sessions` answers a filtered session breakdown by `by` (None:
+    the session timeseries), filters on visit properties it holds alone (stats/sessions_sql.py),
+    rather than the archive."""
+    from stats import sessions_sql  # stats imports storage.queries: lazily, once both are loaded
+
+    return sessions_sql.answers_report(q, by)
+
+
+def _sessions_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:
+    """raw.session_breakdown's rows, read from `sessions` (the same sessions, the same numbers)."""
+    from stats import sessions_sql
+
+    sql, parameters = sessions_sql.report_breakdown_sql(q, by)
+    rows = client.query(sql, parameters={**q.parameters(), **parameters, "limit": limit}).result_rows
+    return [
+        SessionBreakdownRow(
+            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
+        )
+        for value, pageviews, visitors, sessions, bounces, duration_ms in rows
+    ]
 
 
 def engagement(

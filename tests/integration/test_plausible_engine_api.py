@@ -1,8 +1,11 @@
 """`POST /api/v2/query` for what Tally's fixed reports refused and the stats engine now answers
 (dashboard/plausible_engine.py, stats/raw_sql.py): several dimensions, visit metrics by an event
 dimension, a visit property inside `or`, has_done / has_not_done, case-insensitive matching,
-matches_wildcard, percentage and exit_rate. Each is answered from the archive (meta.source "raw")
-whatever source is asked, with the numbers Plausible's definitions give on a small archive."""
+matches_wildcard, percentage and exit_rate, with the numbers Plausible's definitions give on a small
+archive. The engine's planner (stats/planner.py) answers visit metrics by and under visit
+properties from the stream jobs' sessions (meta.source "agg", here built from the archive by
+storage/rollup_backfill.py as the stream jobs build it), everything else from the archive
+(meta.source "raw")."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from flask.testing import FlaskClient
 from dashboard.app import build_app
 from storage import goals as goal_store
 from storage.client import connect
+from storage.rollup_backfill import backfill_rollups
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures import stats_reference
@@ -44,6 +48,7 @@ def api(dashboard_settings: Settings) -> FlaskClient:
     rows, columns = archive_rows(EVENTS)
     client.insert("events", rows, column_names=columns)
     add_site(client, SITE)
+    backfill_rollups(client, SITE, DAY.date(), (DAY + timedelta(days=1)).date())
     return build_app(dashboard_settings, clock=lambda: NOW).server.test_client()
 
 
@@ -59,7 +64,8 @@ def post(api: FlaskClient, auth: dict[str, str], source: str = "agg", **body: An
 
 
 def results(api: FlaskClient, auth: dict[str, str], **body: Any) -> list[list[Any]]:
-    """[dimensions..., metrics...] per row, asserting the engine answered (from the archive)."""
+    """[dimensions..., metrics...] per row, asserting the engine answered from the archive (what
+    these queries ask, sessions does not hold)."""
     status, answer = post(api, auth, **body)
     assert status == 200, answer
     assert answer["meta"]["source"] == "raw"
@@ -197,3 +203,43 @@ def test_comparisons_and_time_labels_work_with_two_dimensions(api: FlaskClient, 
         (["2026-11-10", "DE"], [1]), (["2026-11-10", "US"], [2]),
     ]  # fmt: skip
     assert all(row["comparison"]["metrics"] == [0] for row in answer["results"])
+
+
+def test_visit_metrics_by_visit_properties_are_answered_from_sessions(
+    api: FlaskClient, auth: dict[str, str], dashboard_settings: Settings
+) -> None:
+    """Bounce rate by source and entry page under a UTM medium filter: every metric from the
+    sessions table (meta.source "agg"), the same numbers as the archive's (source=raw)."""
+    site = "sessions-door.example.com"
+    social = {"utm_medium": "social"}
+    views = [
+        page_view(site, "a", at(9), "/", referrer_domain="twitter.com", **social),
+        page_view(site, "a", at(9) + 2 * M, "/pricing", referrer_domain="twitter.com", **social),
+        page_view(site, "b", at(10), "/pricing", referrer_domain="twitter.com", **social),
+        page_view(site, "c", at(11), "/", referrer_domain="facebook.com", **social),
+        page_view(site, "d", at(12), "/", referrer_domain="google.com", utm_medium="cpc"),
+    ]
+    client = connect(dashboard_settings)
+    rows, columns = archive_rows(views)
+    client.insert("events", rows, column_names=columns)
+    add_site(client, site)
+    backfill_rollups(client, site, DAY.date(), (DAY + timedelta(days=1)).date())
+    body = {
+        "site_id": site,
+        "metrics": ["bounce_rate", "visits", "visit_duration"],
+        "dimensions": ["visit:source", "visit:entry_page"],
+        "filters": [["is", "visit:utm_medium", ["social"]]],
+        "order_by": [["visit:source", "desc"], ["visit:entry_page", "asc"]],
+    }
+    answers = {}
+    for source in ("agg", "raw"):
+        status, answer = post(api, auth, source=source, **body)
+        assert status == 200, answer
+        assert answer["meta"]["source"] == source
+        answers[source] = [[*row["dimensions"], *row["metrics"]] for row in answer["results"]]
+    assert answers["agg"] == answers["raw"]
+    assert answers["agg"] == [
+        ["twitter.com", "/", 0, 1, 120],
+        ["twitter.com", "/pricing", 100, 1, 0],
+        ["facebook.com", "/", 100, 1, 0],
+    ]

@@ -1,0 +1,91 @@
+"""The planner (Plausible calls its own the table decider): which exact source answers each
+metric of a query of the model (stats/query.py), and their parts joined into raw_sql's answer.
+
+The sources: the stream jobs' `sessions` table (stats/sessions_sql.py) for visit metrics by and
+under the visit properties it holds and time, and the archive (stats/raw_sql.py) for the rest.
+`plan` is the decision alone, a pure function of the query (and of whether late events touch
+its range), so that unit tests check it without ClickHouse:
+- the archive answers everything when `raw` is asked, when page views the stream jobs never
+  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), or
+  when `sessions` answers no metric of the query;
+- `sessions` answers every metric when they are all visit metrics it answers (meta.source agg);
+- otherwise the two are joined only when the archive's part needs no visit (raw_sql.events_alone:
+  its events read flat, nothing sessionised, e.g. visitors and bounce_rate by day, unfiltered);
+  where the archive must sessionise anyway, its visit metrics come with it at no extra cost, so
+  it answers them all (joining would only add the `sessions` read).
+Both parts are raw_sql's counting rows (kind, d0…, counts): the archive's of kind event / total,
+`sessions`' of kind visit. raw_sql.merged, ordered and paginated then make the answer from them,
+so its rows, order and page are those raw_sql alone gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from clickhouse_connect.driver.client import Client
+
+from stats import raw_sql, sessions_sql
+from stats.query import Query, Source, validate
+from storage.channel_rules import list_rules
+from storage.goals import list_goals
+from storage.queries.agg import misses_late_events
+from storage.queries.contract import StatsQuery
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which metrics each source answers; `archive_flat`: the archive's part reads its events
+    flat (raw_sql.events_alone), its visits coming from `sessions`."""
+
+    sessions: tuple[str, ...] = ()
+    archive: tuple[str, ...] = ()
+    archive_flat: bool = False
+
+    @property
+    def source(self) -> Source:
+        """`agg` when every metric comes from the aggregates, else `raw` (meta.source)."""
+        return "agg" if self.sessions and not self.archive else "raw"
+
+
+def plan(query: Query, late_events: bool = False) -> Plan:
+    """The sources of `query`'s metrics; `late_events`: page views the stream jobs never counted
+    touch its range."""
+    everything = Plan(archive=query.metrics)
+    asked_agg = query.source == "agg" and not late_events
+    if not asked_agg or "exit_rate" in query.metrics or not sessions_sql.answers(query):
+        return everything  # exit_rate's exits are the archive's visit side
+    from_sessions = tuple(name for name in query.metrics if name in sessions_sql.SESSION_METRICS)
+    rest = tuple(name for name in query.metrics if name not in sessions_sql.SESSION_METRICS)
+    if not from_sessions:
+        return everything
+    if not rest:
+        return Plan(sessions=from_sessions)
+    if raw_sql.events_alone(replace(query, metrics=rest)):
+        return Plan(sessions=from_sessions, archive=rest, archive_flat=True)
+    return everything
+
+
+@dataclass(frozen=True)
+class Answer:
+    rows: list[raw_sql.Row]
+    source: Source  # `agg` when every metric came from the aggregates (Plan.source)
+
+
+def answer(client: Client, query: Query) -> Answer:
+    """`query`'s rows as raw_sql.answer gives them, from the sources `plan` picks."""
+    validate(query)
+    decided = plan(query)
+    around = StatsQuery(query.site, query.start, query.end, session_gap_s=query.session_gap_s)
+    if decided.sessions and misses_late_events(client, around):
+        decided = plan(query, late_events=True)
+    if not decided.sessions:
+        return Answer(raw_sql.answer(client, query), "raw")
+    named = raw_sql._names(query)
+    rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
+    counts = raw_sql._rows(client, sessions_sql.compile_sessions(query, rules), lambda kind: kind == "visit")
+    if decided.archive_flat:  # the archive's part: its events, read flat
+        goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
+        flat = raw_sql.compile_query(query, rules, goals, rows="flat")
+        counts += raw_sql._rows(client, flat, lambda kind: kind != "visit")
+    merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
+    return Answer(raw_sql.paginated(raw_sql.ordered(merged, query), query), decided.source)

@@ -1,0 +1,216 @@
+"""The sessions compiler: the visit metrics of a query of the model (stats/query.py) from the
+stream jobs' `sessions` table (migration 0020_rollups.sql: one row per visit, its newest version
+per (site, session_start, visitor_id), tombstones is_deleted = 1), with the archive compiler's
+semantics to the unit (stats/raw_sql.py).
+
+What it answers (`answers`): visits, bounce_rate, visit_duration and views_per_visit of the
+visits starting in [start, end), by dimensions and under filters that are properties of the
+visit held in a `sessions` column (the catalogue's `sessions_column`: entry and exit page,
+source, UTMs; `visit:channel` from its inputs' columns, with the site's rules) or the bucket of
+the visit's start in the site's zone (time dimensions). Under such a filter every event of a
+visit passes or none does, so "the visits containing a matching event" (raw_sql) are the visits
+passing it. It never answers an event dimension (country, browser, os, device are event scope:
+a visit may have several values), a props, goal or behavioural filter, or an event metric
+(visitors are distinct (UTC day, visitor) among the matching events, which a visit row cannot
+give exactly).
+
+The rows it reads carry raw_sql's names (`visit_start`, `visit_<dimension>`, duration_ms,
+visit_pageviews, engaged_ms), so raw_sql's own expressions for dimensions, time buckets and
+conditions run on them unchanged: the same SQL decides both answers. A visit's numbers are
+raw_sql's: duration the milliseconds from first to last page view (`duration_s` is that / 1000,
+rounded back), a bounce one page view with engaged time below the query's engaged_bounce_ms.
+It answers raw_sql's counting rows of kind 'visit', which raw_sql.merged turns into metrics.
+"""
+
+from __future__ import annotations
+
+from stats import catalogue, raw_sql
+from stats.query import Behaviour, Condition, Filter, Logic, Query, dimension_entry, is_time, validate
+from storage.calendar import Interval, bucket_sql
+from storage.channels import channel_sql
+from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
+from storage.tables import SESSIONS
+
+SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
+
+
+def _visit_column(name: str) -> str | None:
+    """The `sessions` expression of the model's visit dimension `name` (None: not held)."""
+    entry = dimension_entry(name)
+    if entry is None or entry.scope != "session":
+        return None
+    if entry.tally == catalogue.CHANNEL:
+        inputs = [catalogue.by_tally(input_).sessions_column for input_ in catalogue.CHANNEL_INPUTS]
+        return channel_sql(*inputs) if all(inputs) else None  # type: ignore[arg-type]
+    return entry.sessions_column
+
+
+def answers_dimension(name: str) -> bool:
+    """A time bucket, or a visit property `sessions` holds."""
+    return is_time(name) or _visit_column(name) is not None
+
+
+def answers_filter(expression: Filter) -> bool:
+    """Conditions on visit properties `sessions` holds, in and / or / not (no behaviour)."""
+    if isinstance(expression, Behaviour):
+        return False
+    if isinstance(expression, Logic):
+        return all(answers_filter(operand) for operand in expression.operands)
+    return _visit_column(expression.dimension) is not None
+
+
+def answers(query: Query) -> bool:
+    """Whether `sessions` answers the query's visit metrics exactly (its event metrics never)."""
+    return all(answers_dimension(name) for name in query.dimensions) and (
+        query.filters is None or answers_filter(query.filters)
+    )
+
+
+def _named(expression: Filter | None) -> set[str]:
+    if expression is None:
+        return set()
+    if isinstance(expression, Logic):
+        return set().union(*(_named(operand) for operand in expression.operands))
+    assert isinstance(expression, Condition)  # answers_filter() refused behaviours
+    return {expression.dimension}
+
+
+# The newest version of each visit starting in the range (LIMIT 1 BY instead of FINAL, which
+# would merge the whole range; storage/queries/agg.py reads it the same way), tombstones dropped,
+# with raw_sql's names; then the visits passing the filter, counted per combination.
+_VISITS = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_pageviews), 0
+FROM
+(
+    SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
+        toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
+    FROM {sessions}
+    WHERE site = {{site:String}}
+      AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+    ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+    LIMIT 1 BY session_start, visitor_id
+)
+WHERE is_deleted = 0{condition}{group}
+"""
+
+
+def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compiled:
+    """The visit side of `query` (answers() must hold) as raw_sql.compile_query's rows of kind
+    'visit': (kind, d0…, raw_sql.COUNTS)."""
+    validate(query)
+    parameters = raw_sql._Parameters()
+    names = [name for name in dict.fromkeys([*query.dimensions, *_named(query.filters)]) if not is_time(name)]
+    columns = "".join(
+        f",\n        {_visit_column(name)} AS {raw_sql.column_sql(name, parameters)}" for name in names
+    )
+    keys = [
+        f"{raw_sql.column_sql(name, parameters, 'visit')} AS d{i}" for i, name in enumerate(query.dimensions)
+    ]
+    condition = ""
+    if query.filters is not None:
+        condition = f" AND {raw_sql.condition_sql(query.filters, parameters)}"
+    grouped = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITS.format(
+        keys="".join(f", {key}" for key in keys),
+        columns=columns,
+        sessions=SESSIONS,
+        condition=condition,
+        group=f"\nGROUP BY {', '.join(grouped)}" if grouped else "",
+    )
+    return raw_sql.Compiled(
+        sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
+    )
+
+
+# --- storage.queries' filtered session reports (the reports' filters, not the model's) -----------
+# The dashboard's session breakdown and session timeseries (storage/queries raw.session_breakdown,
+# raw.session_timeseries) under filters that name only visit properties `sessions` holds: the
+# same sessions (those starting in the range whose properties pass), read from `sessions` instead
+# of sessionising the archive. Channel is left to the archive (its rules are the site's, looked up
+# by the query layer).
+
+
+def report_columns() -> dict[str, str]:
+    """The reports' session properties (Tally's names) `sessions` holds, each its column."""
+    return {
+        entry.tally: entry.sessions_column
+        for entry in catalogue.DIMENSIONS
+        if entry.scope == "session" and entry.sessions_column and entry.tally != catalogue.CHANNEL
+    }
+
+
+def _report_named(q: StatsQuery) -> set[str]:
+    return set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
+
+
+def answers_report(q: StatsQuery, by: str | None = None) -> bool:
+    """Whether `sessions` answers the session report of `q` (by `by`, or over time) exactly:
+    filtered by visit properties it holds alone (no goal, props, event dimension, channel)."""
+    held = report_columns()
+    return q.filtered and q.goal is None and (by is None or by in held) and _report_named(q) <= set(held)
+
+
+# The newest version of each session starting in the range, tombstones dropped, passing the
+# report's filters; {by} names its value.
+_REPORT_SESSIONS = """
+    SELECT start, visitor_id, views, engaged_ms, duration_s, value
+    FROM
+    (
+        SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
+            {by} AS value{columns}
+        FROM {sessions}
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+        LIMIT 1 BY session_start, visitor_id
+    )
+    WHERE is_deleted = 0{condition}
+"""
+_BOUNCE = "countIf(views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}})"  # formatted once more
+_DURATION_MS = "toInt64(round(sum(duration_s) * 1000))"
+_REPORT_BREAKDOWN = f"""
+SELECT value, sum(views) AS pageviews, {SESSION_VISITORS} AS visitors, count() AS sessions,
+    {_BOUNCE} AS bounces, {_DURATION_MS} AS duration_ms
+FROM ({{sessions}})
+GROUP BY value
+ORDER BY visitors DESC, pageviews DESC, value LIMIT {{{{limit:UInt32}}}}
+"""
+_REPORT_TIMESERIES = f"""
+SELECT {{bucket}} AS t, count(), {_BOUNCE}, {_DURATION_MS}
+FROM ({{sessions}})
+GROUP BY t ORDER BY t
+"""
+
+
+def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, object]]:
+    held = report_columns()
+    condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
+        f" AND p_{name} = {{filter_{index}:String}}" for index, name in enumerate(q.filters)
+    )
+    parameters: dict[str, object] = {}
+    if q.where is not None:
+        sql, parameters = expression_sql(q.where, {name: f"p_{name}" for name in held}, "sessions_where")
+        condition += f" AND {sql}"
+    sql = _REPORT_SESSIONS.format(
+        by=held[by] if by else "''",
+        columns="".join(f", {held[name]} AS p_{name}" for name in sorted(_report_named(q))),
+        sessions=SESSIONS,
+        condition=condition,
+    )
+    return sql, parameters
+
+
+def report_breakdown_sql(q: StatsQuery, by: str) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of raw.session_breakdown's rows (value,
+    pageviews, visitors, sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
+    sessions, parameters = _report_sessions(q, by)
+    return _REPORT_BREAKDOWN.format(sessions=sessions), parameters
+
+
+def report_timeseries_sql(q: StatsQuery, interval: Interval) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of raw.session_timeseries' rows (bucket,
+    sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
+    sessions, parameters = _report_sessions(q, None)
+    return _REPORT_TIMESERIES.format(bucket=bucket_sql(interval, "start"), sessions=sessions), parameters

@@ -1,0 +1,314 @@
+"""The planner (stats/planner.py) and the sessions compiler (stats/sessions_sql.py) against the real
+ClickHouse engine: over generated traffic (visits across midnight, gaps around the session gap,
+engaged and unengaged bounces, UTMs) whose `sessions` rows storage/rollup_backfill.py builds as
+the stream jobs do, plus a stale version of one visit and a tombstoned visit (what the stream
+jobs leave when a visit grows), every query drawn from the catalogue that the planner answers
+from `sessions` (wholly or partly) answers as the archive compiler does and as the independent
+Python count (tests/fixtures/stats_reference.py).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from hypothesis import HealthCheck, assume, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from stats import planner, raw_sql
+from stats.query import Condition, Filter, Logic, Query
+from storage import queries as reports
+from storage.client import connect
+from storage.queries import contract as report
+from storage.queries import raw as raw_queries
+from storage.queries.contract import StatsQuery
+from storage.rollup_backfill import backfill_rollups
+from storage.sites import add_site
+from storage.tables import SESSIONS
+from tally.event import PageViewEvent
+from tally.settings import Settings
+from tests.fixtures import stats_reference
+from tests.fixtures.events import archive_rows, engagement_event, page_view
+
+pytestmark = pytest.mark.integration
+
+SITE = "stats-planner.example.com"
+DAY = datetime(2026, 11, 10, tzinfo=UTC)
+RANGE = (DAY, DAY + timedelta(days=1))
+PATHS = ["/", "/pricing", "/blog/a", "/Docs"]
+SOURCES = ["", "twitter.com", "google.com"]
+MEDIUMS = ["", "social", "Email"]
+GAPS_S = [10, 120, 1799.999, 1800, 1800.001, 2700]
+
+
+def generated_traffic(seed: int = 3131) -> list[PageViewEvent]:
+    """Visitors around both midnights of DAY, page views at gaps around the session gap, each
+    carrying a source, UTM source, medium and campaign (a visit takes its first page view's),
+    engagement events (engaged or not) and Signups, some before any page view (in no visit)."""
+    rng = random.Random(seed)
+    events = []
+    for number in range(70):
+        visitor = f"v{number}"
+        moment = DAY - timedelta(hours=3) + timedelta(milliseconds=rng.randrange(30 * 3600 * 1000))
+        if number % 5 == 0:  # minutes before one of the range's midnights
+            midnight = DAY + timedelta(days=number % 2)
+            moment = midnight - timedelta(milliseconds=rng.randrange(1, 20 * 60 * 1000))
+        client = {"country": rng.choice(["DE", "US"]), "screen_width": rng.choice([390, 1920])}
+        if rng.random() < 0.15:
+            events.append(page_view(SITE, visitor, moment - timedelta(minutes=1), "/", name="Ping", **client))
+        for _ in range(rng.randint(1, 4)):
+            source = {
+                "referrer_domain": rng.choice(SOURCES),
+                "utm_source": rng.choice(["", "", "news"]),
+                "utm_medium": rng.choice(MEDIUMS),
+                "utm_campaign": rng.choice(["", "autumn"]),
+            }
+            events.append(page_view(SITE, visitor, moment, rng.choice(PATHS), **client, **source))
+            if rng.random() < 0.3:
+                engaged = rng.choice([3_000, 12_000])
+                events.append(engagement_event(SITE, visitor, moment + timedelta(seconds=5), "/", engaged))
+            if rng.random() < 0.2:
+                signup = moment + timedelta(seconds=7)
+                events.append(page_view(SITE, visitor, signup, "/pricing", name="Signup", **client))
+            moment += timedelta(seconds=rng.choice(GAPS_S))
+    return events
+
+
+TRAFFIC = generated_traffic()
+
+# What the stream jobs leave besides the newest rows: an older version of a visit (batch 3, wrong
+# numbers, superseded by its true version written again by batch 5) and a visit that grew a new
+# start (its old key tombstoned by batch 2). Merged or not, the newest version is the true one.
+_COLUMNS = [
+    "site", "session_start", "visitor_id", "session_end", "pageviews", "entry_path", "exit_path",
+    "referrer_domain", "utm_medium", "is_deleted", "batch_id",
+]  # fmt: skip
+_TRUE_VERSION = f"""
+SELECT * FROM {SESSIONS}
+WHERE site = {{site:String}} AND toUnixTimestamp64Milli(session_start) = {{start_ms:Int64}}
+  AND visitor_id = {{visitor:String}} AND batch_id = 0
+"""
+
+
+def _stale_and_tombstoned(visit: stats_reference.Visit) -> list[list[object]]:
+    start, visitor, ghost = visit.start, visit.views[0].visitor_id, DAY + timedelta(hours=12)
+    return [
+        [SITE, start, visitor, start, 9, "/stale", "/stale", "stale.example", "social", 0, 3],
+        [SITE, ghost, "ghost", ghost, 1, "/", "/", "twitter.com", "social", 0, 1],
+        [SITE, ghost, "ghost", ghost, 1, "/", "/", "twitter.com", "social", 1, 2],
+    ]
+
+
+@pytest.fixture(scope="module")
+def store(dashboard_settings: Settings) -> Client:
+    client = connect(dashboard_settings)
+    rows, columns = archive_rows(TRAFFIC)
+    client.insert("events", rows, column_names=columns)
+    add_site(client, SITE)
+    backfill_rollups(client, SITE, (DAY - timedelta(days=1)).date(), (DAY + timedelta(days=2)).date())
+    visits = stats_reference.visits_of(TRAFFIC, timedelta(seconds=1800)).values()
+    visit = next(v for v in visits if v and RANGE[0] <= v.start < RANGE[1])
+    # the true version again first (batch 5): a merge with the stale one (batch 3) keeps it too
+    start_ms = round(visit.start.timestamp() * 1000)  # a DateTime64 parameter drops the milliseconds
+    true_version = {"site": SITE, "start_ms": start_ms, "visitor": visit.views[0].visitor_id}
+    found = client.query(_TRUE_VERSION, parameters=true_version)
+    batch = found.column_names.index("batch_id")
+    again = [[5 if index == batch else value for index, value in enumerate(row)] for row in found.result_rows]
+    assert len(again) == 1
+    client.insert(SESSIONS, again, column_names=list(found.column_names))
+    for row in _stale_and_tombstoned(visit):  # one part each: no insert merges them
+        client.insert(SESSIONS, [row], column_names=_COLUMNS)
+    return client
+
+
+# --- the property: planner(agg) == raw_sql == the Python count ----------------------------------
+
+VISIT_DIMENSIONS = [
+    "visit:source", "visit:entry_page", "visit:exit_page", "visit:utm_source", "visit:utm_medium",
+    "visit:utm_campaign", "visit:channel",
+]  # fmt: skip
+TIME_DIMENSIONS = ["time:day", "time:hour"]
+VISIT_METRICS = ["visits", "bounce_rate", "visit_duration", "views_per_visit"]
+VALUES = {
+    "visit:source": SOURCES,
+    "visit:entry_page": PATHS,
+    "visit:exit_page": PATHS,
+    "visit:utm_source": ["", "news"],
+    "visit:utm_medium": MEDIUMS,
+    "visit:utm_campaign": ["", "autumn"],
+    "visit:channel": ["Direct", "Organic Social", "Email", "Organic Search"],
+}
+OPERATORS = ["is", "is_not", "contains", "contains_not", "matches", "matches_not", "matches_wildcard"]
+
+
+def _operand(operator: str, value: str) -> str:
+    if operator.startswith("matches_wildcard"):
+        return value[:3] + "*" if value else "*"
+    if operator.startswith("matches"):
+        return "^" + value[:4]
+    return value
+
+
+def conditions(dimension: str) -> st.SearchStrategy[Condition]:
+    return st.builds(
+        lambda operator, chosen, sensitive: Condition(
+            operator, dimension, tuple(_operand(operator, value) for value in chosen), sensitive
+        ),
+        st.sampled_from(OPERATORS),
+        st.lists(st.sampled_from(VALUES[dimension]), min_size=1, max_size=2, unique=True),
+        st.booleans(),
+    )
+
+
+leaf = st.sampled_from(VISIT_DIMENSIONS).flatmap(conditions)
+FILTERS: st.SearchStrategy[Filter | None] = st.one_of(
+    st.none(),
+    leaf,
+    st.builds(lambda a, b: Logic("or", (a, b)), leaf, leaf),
+    st.builds(lambda a, b: Logic("and", (a, Logic("not", (b,)))), leaf, leaf),
+)
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> Query:
+    """Visit metrics (sometimes with event metrics) by up to two visit or time dimensions, under a
+    visit-property filter, in UTC or Berlin; only those the planner answers from `sessions`."""
+    dimensions = draw(st.lists(st.sampled_from(VISIT_DIMENSIONS + TIME_DIMENSIONS), max_size=2, unique=True))
+    if sum(name.startswith("time:") for name in dimensions) > 1:
+        dimensions = dimensions[:1]
+    metrics = draw(st.lists(st.sampled_from(VISIT_METRICS), min_size=1, max_size=4, unique=True))
+    if draw(st.integers(0, 3)) == 0:  # a part from the archive, where it needs no visit
+        dimensions = [name for name in dimensions if name.startswith("time:")]
+        metrics.insert(draw(st.integers(0, len(metrics))), draw(st.sampled_from(["visitors", "pageviews"])))
+        filters = None
+    else:
+        filters = draw(FILTERS)
+    timezone = draw(st.sampled_from(["UTC", "UTC", "Europe/Berlin"]))
+    query = Query(SITE, *RANGE, tuple(metrics), tuple(dimensions), filters, timezone=timezone, source="agg")
+    assume(planner.plan(query).sessions)
+    return query
+
+
+def _rows(rows: list[raw_sql.Row]) -> list[tuple]:
+    return [(row.dimensions, row.metrics) for row in rows]
+
+
+def _uses_channel(query: Query) -> bool:
+    return "visit:channel" in query.dimensions or "visit:channel" in repr(query.filters)
+
+
+@hypothesis_settings(
+    max_examples=40,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+@given(query=queries())
+def test_answers_from_sessions_equal_the_archives_and_the_python_count(store: Client, query: Query) -> None:
+    planned = planner.answer(store, query)
+    archive = raw_sql.answer(store, replace(query, source="raw"))
+    assert _rows(planned.rows) == _rows(archive), query  # the same rows, in the same order
+    assert planned.source == planner.plan(query).source
+    if query.timezone == "UTC" and not _uses_channel(query):  # the Python count has neither
+        assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
+def test_bounce_rate_by_source_and_entry_page_under_a_medium_filter_is_from_sessions(store: Client) -> None:
+    query = Query(
+        SITE, *RANGE, ("bounce_rate", "visits", "visit_duration"), ("visit:source", "visit:entry_page"),
+        Condition("is", "visit:utm_medium", ("social",)), source="agg", limit=5, offset=2,
+    )  # fmt: skip
+    planned = planner.answer(store, query)
+    assert planned.source == "agg"
+    assert planned.rows and _rows(planned.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
+
+
+def test_an_asked_raw_source_reads_the_archive(store: Client) -> None:
+    query = Query(SITE, *RANGE, ("visits",), ("visit:source",), source="raw")
+    assert planner.answer(store, query).source == "raw"
+
+
+def test_late_events_in_the_range_send_the_query_to_the_archive(store: Client) -> None:
+    """Page views the stream jobs never counted touch the range: `sessions` misses them."""
+    next_day = (DAY + timedelta(days=1), DAY + timedelta(days=2))  # the property's range stays clean
+    store.insert(
+        "late_events",
+        [["activity", SITE, next_day[0] + timedelta(hours=6), 1, 3]],
+        column_names=["query_name", "site", "window_start", "batch_id", "events"],
+    )
+    query = Query(SITE, *next_day, ("visits", "bounce_rate"), ("visit:source",), source="agg")
+    answered = planner.answer(store, query)
+    assert answered.source == "raw"
+    assert _rows(answered.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
+
+
+# --- the dashboard's filtered session breakdown (storage.queries.session_breakdown) -------------
+
+
+def _archive_not_read(*_: object) -> None:
+    raise AssertionError("the archive was read")
+
+
+@pytest.mark.parametrize(
+    ("by", "filters", "where"),
+    [
+        ("referrer_domain", {"utm_medium": "social"}, None),
+        (
+            "entry_path",
+            {},
+            report.Logic(
+                "or",
+                (
+                    report.Condition("is", "referrer_domain", ("twitter.com",)),
+                    report.Condition("contains", "utm_medium", ("mai",)),
+                ),
+            ),
+        ),
+        (
+            "exit_path",
+            {"referrer_domain": "google.com"},
+            report.Logic("not", (report.Condition("is", "entry_path", ("/",)),)),
+        ),
+        ("utm_campaign", {}, report.Condition("is_not", "referrer_domain", ("google.com",))),
+        ("utm_medium", {}, report.Condition("matches_not", "exit_path", ("^/blog",))),
+    ],
+)
+def test_filtered_session_breakdowns_by_visit_properties_are_read_from_sessions(
+    store: Client, monkeypatch: pytest.MonkeyPatch, by: str, filters: dict, where: object
+) -> None:
+    """Under filters on visit properties alone, source agg reads `sessions` (the archive is not
+    read) and answers the archive's rows to the unit."""
+    q = StatsQuery(SITE, *RANGE, filters=filters, where=where)
+    archive = reports.session_breakdown(store, q, by, 50, source="raw")
+    assert reports.sessions_answer(q, by) and archive
+    monkeypatch.setattr(raw_queries, "session_breakdown", _archive_not_read)
+    assert reports.session_breakdown(store, q, by, 50, source="agg") == archive
+
+
+def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive() -> None:
+    q = StatsQuery(SITE, *RANGE, filters={"country": "DE"})
+    assert not reports.sessions_answer(q, "referrer_domain")
+    q = StatsQuery(SITE, *RANGE, where=report.Condition("is", "path", ("/",)))
+    assert not reports.sessions_answer(q, "referrer_domain")
+
+
+@pytest.mark.parametrize("interval", ["hour", "day"])
+@pytest.mark.parametrize(
+    ("filters", "where", "timezone"),
+    [
+        ({"utm_medium": "social"}, None, "UTC"),
+        ({}, report.Logic("not", (report.Condition("contains", "entry_path", ("blog",)),)), "Europe/Berlin"),
+    ],
+)
+def test_filtered_session_timeseries_is_read_from_sessions(
+    store: Client, monkeypatch: pytest.MonkeyPatch, interval: str, filters: dict, where: object, timezone: str
+) -> None:
+    q = StatsQuery(SITE, *RANGE, filters=filters, where=where, timezone=timezone)
+    archive = reports.session_timeseries(store, q, interval, source="raw")  # type: ignore[arg-type]
+    assert reports.sessions_answer(q) and any(point.sessions for point in archive)
+    monkeypatch.setattr(raw_queries, "session_timeseries", _archive_not_read)
+    assert reports.session_timeseries(store, q, interval, source="agg") == archive  # type: ignore[arg-type]

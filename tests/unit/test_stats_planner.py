@@ -1,0 +1,82 @@
+"""The planner's decision (stats/planner.py plan): which source answers each metric, from the
+query alone, without ClickHouse."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from stats import catalogue
+from stats.planner import Plan, plan
+from stats.query import Behaviour, Condition, Logic, Query
+
+START = datetime(2026, 11, 10, tzinfo=UTC)
+MEDIUM = Condition("is", "visit:utm_medium", ("social",))
+
+
+def query(metrics: tuple[str, ...], dimensions: tuple[str, ...] = (), filters=None, source="agg") -> Query:
+    return Query("example.com", START, START + timedelta(days=1), metrics, dimensions, filters, source=source)
+
+
+def test_visit_metrics_by_and_under_visit_properties_come_from_sessions() -> None:
+    asked = query(("bounce_rate", "visits"), ("visit:source", "visit:entry_page"), MEDIUM)
+    assert plan(asked) == Plan(sessions=("bounce_rate", "visits"))
+    assert plan(asked).source == "agg"
+
+
+def test_channel_time_and_logic_over_visit_properties_come_from_sessions() -> None:
+    either = Logic("or", (MEDIUM, Logic("not", (Condition("contains", "visit:exit_page", ("/blog",)),))))
+    asked = query(("visit_duration", "views_per_visit"), ("visit:channel", "time:hour"), either)
+    assert plan(asked).source == "agg"
+
+
+def test_a_raw_source_or_late_events_read_the_archive() -> None:
+    asked = query(("visits",), ("visit:source",))
+    assert plan(replace(asked, source="raw")) == Plan(archive=("visits",))
+    assert plan(asked, late_events=True) == Plan(archive=("visits",))
+
+
+@pytest.mark.parametrize(
+    ("dimensions", "filters"),
+    [
+        (("visit:country",), None),  # event scope: a visit may have several countries
+        (("event:page",), None),
+        (("event:props:plan",), None),
+        ((), Condition("is", "event:page", ("/pricing",))),
+        ((), Logic("or", (MEDIUM, Condition("is", "visit:browser", ("Chrome",))))),
+        ((), Behaviour("has_done", MEDIUM)),
+    ],
+)
+def test_what_sessions_does_not_hold_reads_the_archive(dimensions: tuple, filters: object) -> None:
+    assert plan(query(("visits", "bounce_rate"), dimensions, filters)).source == "raw"
+    assert not plan(query(("visits", "bounce_rate"), dimensions, filters)).sessions
+
+
+def test_event_metrics_join_sessions_only_where_the_archive_needs_no_visit() -> None:
+    by_day = query(("visitors", "bounce_rate"), ("time:day",))
+    assert plan(by_day) == Plan(sessions=("bounce_rate",), archive=("visitors",), archive_flat=True)
+    assert plan(by_day).source == "raw"
+    by_source = query(("visitors", "bounce_rate"), ("visit:source",))  # the archive sessionises anyway
+    assert plan(by_source) == Plan(archive=("visitors", "bounce_rate"))
+    assert plan(query(("visitors", "pageviews"))) == Plan(archive=("visitors", "pageviews"))
+
+
+def test_exit_rate_reads_the_archive() -> None:
+    assert not plan(query(("visits", "exit_rate"), ("visit:exit_page",))).sessions
+
+
+def test_a_sessions_column_in_the_catalogue_makes_its_dimension_answerable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the planner answers is derived from the catalogue's sessions_column: a column added
+    to `sessions` and named there needs no change in stats/."""
+    asked = query(("visits",), ("visit:utm_term",), Condition("is", "visit:utm_term", ("shoes",)))
+    for held, source in ((None, "raw"), ("utm_term", "agg")):
+        entries = tuple(
+            replace(entry, sessions_column=held) if entry.tally == "utm_term" else entry
+            for entry in catalogue.DIMENSIONS
+        )
+        monkeypatch.setattr(catalogue, "DIMENSIONS", entries)
+        assert plan(asked).source == source
