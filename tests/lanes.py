@@ -111,6 +111,9 @@ SLOW_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "tests/integration/test_sites_timezone_cli.py": ("test_a_site_gets_its_zone_when_added_and_changes_it",),
     "tests/integration/test_stats_api_schemathesis.py": ("test_every_answer_is_documented_and_never_a_5xx",),
+    "tests/integration/test_stats_planner.py": (
+        "test_answers_from_sessions_equal_the_archives_and_the_python_count",
+    ),
     "tests/integration/test_stats_api_timezones.py": (
         "test_last_7_days_are_local_days_labelled_with_their_offset[raw]",
         "test_last_7_days_are_local_days_labelled_with_their_offset[agg]",
