@@ -280,6 +280,21 @@ def test_a_visit_kept_by_a_custom_event_on_a_page_it_never_viewed_is_answered_by
     assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
 
 
+def test_not_a_page_keeps_a_visit_whose_custom_event_is_on_another_page(store: Client) -> None:
+    """`not (page is /blog/a)`: the downloader viewed /blog/a alone, its Download on /files passes
+    (raw_sql's rule: one event passing the whole filter); `paths` cannot tell, so the archive
+    answers (the check takes `not` as its negation: a custom event off /blog/a could pass)."""
+    query = Query(
+        SITE, *RANGE, ("visits", "views_per_visit"), ("time:hour",),
+        Logic("not", (Condition("is", "event:page", ("/blog/a",)),)), source="agg",
+    )  # fmt: skip
+    archive = raw_sql.answer(store, replace(query, source="raw"))
+    assert _rows(_from_sessions(store, query)) != _rows(archive)
+    planned = planner.answer(store, query)
+    assert planned.source == "raw" and _rows(planned.rows) == _rows(archive)
+    assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
 def test_a_custom_event_after_the_ranges_visits_ended_leaves_the_page_filter_to_sessions(
     store: Client,
 ) -> None:
