@@ -4,10 +4,12 @@ metric of a query of the model (stats/query.py), and their parts joined into raw
 The sources: the stream jobs' `sessions` table (stats/sessions_sql.py) for visit metrics by and
 under the visit properties it holds and time, and the archive (stats/raw_sql.py) for the rest.
 `plan` is the decision alone, a pure function of the query (and of whether late events touch
-its range), so that unit tests check it without ClickHouse:
+its range, or other events could pass its page filter), so that unit tests check it without ClickHouse:
 - the archive answers everything when `raw` is asked, when page views the stream jobs never
-  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), or
-  when `sessions` answers no metric of the query;
+  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), when
+  the filter names the page and an event besides page views in the range's visits could pass it
+  (`other_events`: `sessions.paths` holds page views only), or when `sessions` answers no metric
+  of the query;
 - `sessions` answers every metric when they are all visit metrics it answers (meta.source agg);
 - otherwise the two are joined only when the archive's part needs no visit (raw_sql.events_alone:
   its events read flat, nothing sessionised, e.g. visitors and bounce_rate by day, unfiltered);

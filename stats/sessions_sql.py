@@ -9,9 +9,13 @@ visit held in a `sessions` column (the catalogue's `sessions_column`: entry and 
 source, UTMs; `visit:channel` from its inputs' columns, with the site's rules) or the bucket of
 the visit's start in the site's zone (time dimensions). Under such a filter every event of a
 visit passes or none does, so "the visits containing a matching event" (raw_sql) are the visits
-passing it. It never answers an event dimension (country, browser, os, device are event scope:
-a visit may have several values), a props, goal or behavioural filter, or an event metric
-(visitors are distinct (UTC day, visitor) among the matching events, which a visit row cannot
+passing it. Filters on the page too (the catalogue's `sessions_array`: `paths`, the distinct
+paths of the visit's page views): a visit counts when one of its paths passes the WHOLE filter,
+raw_sql's rule for page views — exact only when no other event of the visits could pass it,
+which the planner checks first (other_events_sql). It never answers an event dimension
+(country, browser, os, device are event scope: a visit may have several values), a props, goal
+or behavioural filter, a filter on another event dimension, or an event metric (visitors are
+distinct (UTC day, visitor) among the matching events, which a visit row cannot
 give exactly).
 
 The rows it reads carry raw_sql's names (`visit_start`, `visit_<dimension>`, duration_ms,
