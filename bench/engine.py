@@ -75,6 +75,12 @@ SESSION_QUERIES: dict[str, dict] = {
         "dimensions": ("visit:exit_page",),
         "filters": Logic("or", (Condition("contains", "visit:source", ("google",)), NEWSLETTER)),
     },
+    # custom events land on every page here: the planner's check sends it to the archive
+    "bounce rate, visits by day, page /pricing": {
+        "metrics": ("bounce_rate", "visits"),
+        "dimensions": ("time:day",),
+        "filters": PAGE,
+    },
     "visitors + bounce rate by day (joined)": {
         "metrics": ("visitors", "bounce_rate"),
         "dimensions": ("time:day",),

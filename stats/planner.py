@@ -4,10 +4,12 @@ metric of a query of the model (stats/query.py), and their parts joined into raw
 The sources: the stream jobs' `sessions` table (stats/sessions_sql.py) for visit metrics by and
 under the visit properties it holds and time, and the archive (stats/raw_sql.py) for the rest.
 `plan` is the decision alone, a pure function of the query (and of whether late events touch
-its range), so that unit tests check it without ClickHouse:
+its range, or other events could pass its page filter), so that unit tests check it without ClickHouse:
 - the archive answers everything when `raw` is asked, when page views the stream jobs never
-  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), or
-  when `sessions` answers no metric of the query;
+  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), when
+  the filter names the page and an event besides page views in the range's visits could pass it
+  (`other_events`: `sessions.paths` holds page views only), or when `sessions` answers no metric
+  of the query;
 - `sessions` answers every metric when they are all visit metrics it answers (meta.source agg);
 - otherwise the two are joined only when the archive's part needs no visit (raw_sql.events_alone:
   its events read flat, nothing sessionised, e.g. visitors and bounce_rate by day, unfiltered);
@@ -47,11 +49,14 @@ class Plan:
         return "agg" if self.sessions and not self.archive else "raw"
 
 
-def plan(query: Query, late_events: bool = False) -> Plan:
+def plan(query: Query, late_events: bool = False, other_events: bool = False) -> Plan:
     """The sources of `query`'s metrics; `late_events`: page views the stream jobs never counted
-    touch its range."""
+    touch its range; `other_events`: an event besides page views in its visits could pass its
+    page filter (sessions_sql.other_events_sql), which `paths` does not hold."""
     everything = Plan(archive=query.metrics)
     asked_agg = query.source == "agg" and not late_events
+    if other_events and sessions_sql.reads_paths(query):
+        return everything
     if not asked_agg or "exit_rate" in query.metrics or not sessions_sql.answers(query):
         return everything  # exit_rate's exits are the archive's visit side
     from_sessions = tuple(name for name in query.metrics if name in sessions_sql.SESSION_METRICS)
@@ -63,6 +68,15 @@ def plan(query: Query, late_events: bool = False) -> Plan:
     if raw_sql.events_alone(replace(query, metrics=rest)):
         return Plan(sessions=from_sessions, archive=rest, archive_flat=True)
     return everything
+
+
+def other_events(client: Client, query: Query) -> bool:
+    """Whether an event besides page views could pass the query's page filter in its visits
+    (False without a page filter: nothing to check)."""
+    if not sessions_sql.reads_paths(query):
+        return False
+    compiled = sessions_sql.other_events_sql(query)
+    return bool(client.query(compiled.sql, parameters=compiled.parameters).result_rows)
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,8 @@ def answer(client: Client, query: Query) -> Answer:
     around = StatsQuery(query.site, query.start, query.end, session_gap_s=query.session_gap_s)
     if decided.sessions and misses_late_events(client, around):
         decided = plan(query, late_events=True)
+    if decided.sessions and other_events(client, query):
+        decided = plan(query, other_events=True)
     if not decided.sessions:
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)

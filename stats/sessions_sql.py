@@ -9,9 +9,13 @@ visit held in a `sessions` column (the catalogue's `sessions_column`: entry and 
 source, UTMs; `visit:channel` from its inputs' columns, with the site's rules) or the bucket of
 the visit's start in the site's zone (time dimensions). Under such a filter every event of a
 visit passes or none does, so "the visits containing a matching event" (raw_sql) are the visits
-passing it. It never answers an event dimension (country, browser, os, device are event scope:
-a visit may have several values), a props, goal or behavioural filter, or an event metric
-(visitors are distinct (UTC day, visitor) among the matching events, which a visit row cannot
+passing it. Filters on the page too (the catalogue's `sessions_array`: `paths`, the distinct
+paths of the visit's page views): a visit counts when one of its paths passes the WHOLE filter,
+raw_sql's rule for page views — exact only when no other event of the visits could pass it,
+which the planner checks first (other_events_sql). It never answers an event dimension
+(country, browser, os, device are event scope: a visit may have several values), a props, goal
+or behavioural filter, a filter on another event dimension, or an event metric (visitors are
+distinct (UTC day, visitor) among the matching events, which a visit row cannot
 give exactly).
 
 The rows it reads carry raw_sql's names (`visit_start`, `visit_<dimension>`, duration_ms,
@@ -25,13 +29,14 @@ It answers raw_sql's counting rows of kind 'visit', which raw_sql.merged turns i
 from __future__ import annotations
 
 from stats import catalogue, raw_sql
-from stats.query import Behaviour, Condition, Filter, Logic, Query, dimension_entry, is_time, validate
+from stats.query import Behaviour, Filter, Logic, Query, dimension_entry, is_time, validate
 from storage.calendar import Interval, bucket_sql
 from storage.channels import channel_sql
 from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
-from storage.tables import SESSIONS
+from storage.tables import GOAL_EVENTS_MINUTE, SESSIONS
 
 SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
+_OTHER_EVENTS_COLUMNS = frozenset({"path"})  # goal_events_minute's columns (migration 0022)
 
 
 def _visit_column(name: str) -> str | None:
@@ -50,20 +55,47 @@ def answers_dimension(name: str) -> bool:
     return is_time(name) or _visit_column(name) is not None
 
 
+def _array_entry(name: str) -> catalogue.Dimension | None:
+    """The event dimension `name` if `sessions` holds its values among a visit's page views (the
+    catalogue's `sessions_array`: event:page in `paths`) and other events' values are in
+    goal_events_minute under the same column name (`path`), so that other_events_sql can tell
+    whether the array misses a matching one."""
+    entry = dimension_entry(name)
+    if entry is None or entry.scope != "event" or entry.sessions_array is None:
+        return None
+    return entry if entry.raw_sql in _OTHER_EVENTS_COLUMNS else None
+
+
 def answers_filter(expression: Filter) -> bool:
-    """Conditions on visit properties `sessions` holds, in and / or / not (no behaviour)."""
+    """Conditions on visit properties `sessions` holds and on the page (read from `paths`), in
+    and / or / not (no behaviour)."""
     if isinstance(expression, Behaviour):
         return False
     if isinstance(expression, Logic):
         return all(answers_filter(operand) for operand in expression.operands)
-    return _visit_column(expression.dimension) is not None
+    return _visit_column(expression.dimension) is not None or _array_entry(expression.dimension) is not None
+
+
+def _arrays_named(expression: Filter | None) -> set[str]:
+    """The event dimensions named in the filter whose values a `sessions` array holds."""
+    return {name for name in _named(expression) if _array_entry(name) is not None}
 
 
 def answers(query: Query) -> bool:
-    """Whether `sessions` answers the query's visit metrics exactly (its event metrics never)."""
-    return all(answers_dimension(name) for name in query.dimensions) and (
-        query.filters is None or answers_filter(query.filters)
+    """Whether `sessions` answers the query's visit metrics exactly (its event metrics never),
+    provided, when the filter names the page, that no other event could pass it in the visits
+    concerned (other_events_sql: the planner checks). One array at most: the whole filter is
+    tested on each element of ONE array (an event has one value of each dimension)."""
+    return (
+        all(answers_dimension(name) for name in query.dimensions)
+        and (query.filters is None or answers_filter(query.filters))
+        and len(_arrays_named(query.filters)) <= 1
     )
+
+
+def reads_paths(query: Query) -> bool:
+    """Whether the query's filter names the page, read from `paths` (page views only)."""
+    return bool(_arrays_named(query.filters))
 
 
 def _named(expression: Filter | None) -> set[str]:
@@ -71,7 +103,8 @@ def _named(expression: Filter | None) -> set[str]:
         return set()
     if isinstance(expression, Logic):
         return set().union(*(_named(operand) for operand in expression.operands))
-    assert isinstance(expression, Condition)  # answers_filter() refused behaviours
+    if isinstance(expression, Behaviour):  # answers_filter() refuses them
+        return _named(expression.inner)
     return {expression.dimension}
 
 
@@ -101,7 +134,12 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
     'visit': (kind, d0…, raw_sql.COUNTS)."""
     validate(query)
     parameters = raw_sql._Parameters()
-    names = [name for name in dict.fromkeys([*query.dimensions, *_named(query.filters)]) if not is_time(name)]
+    arrays = _arrays_named(query.filters)
+    names = [
+        name
+        for name in dict.fromkeys([*query.dimensions, *_named(query.filters)])
+        if not is_time(name) and name not in arrays
+    ]
     columns = "".join(
         f",\n        {_visit_column(name)} AS {raw_sql.column_sql(name, parameters)}" for name in names
     )
@@ -110,7 +148,17 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
     ]
     condition = ""
     if query.filters is not None:
-        condition = f" AND {raw_sql.condition_sql(query.filters, parameters)}"
+        test = raw_sql.condition_sql(query.filters, parameters)
+        for name in arrays:  # answers(): one at most
+            entry = _array_entry(name)
+            assert entry is not None and entry.sessions_array is not None
+            # raw_sql's rule: a visit counts when ONE of its events passes the WHOLE filter (the
+            # visit's properties constant over its rows); with page views only, when one of its
+            # paths does. The lambda's variable takes the event column's name (`path`), so
+            # raw_sql's condition reads it unchanged; the inner select has no such column.
+            columns += f",\n        {entry.sessions_array}"
+            test = f"arrayExists({entry.raw_sql} -> {test}, {entry.sessions_array})"
+        condition = f" AND {test}"
     grouped = [f"d{i}" for i in range(len(keys))]
     sql = _VISITS.format(
         keys="".join(f", {key}" for key in keys),
@@ -122,6 +170,53 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
     return raw_sql.Compiled(
         sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
     )
+
+
+# The events besides page views (custom events; migration 0022 holds no engagement event, which
+# raw_sql never matches either) of the visits starting in the range that could pass the filter:
+# from the range's start (a visit's events follow its first page view) to the last page view of
+# those visits plus the gap (an event belongs to the visit whose [first page view, last page view
+# + gap] holds it). Any such event, and `paths` may miss a visit the archive counts.
+_OTHER_EVENTS = """
+SELECT 1 FROM {table}
+WHERE site = {{site:String}} AND name NOT IN ('pageview', 'engagement')
+  AND bucket >= toStartOfMinute({{start:DateTime64(3, 'UTC')}})
+  AND bucket <= (
+      SELECT max(session_end) FROM {sessions}
+      WHERE site = {{site:String}}
+        AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+  ) + toIntervalMillisecond({{gap_ms:UInt64}})
+  AND {possible}
+LIMIT 1
+"""
+
+
+def _possible(expression: Filter, parameters: raw_sql._Parameters, holds: bool = True) -> str:
+    """Whether an event with a row's path could make the filter hold (`holds`) or fail, whatever
+    its visit's properties: page conditions are raw_sql's on the path, visit conditions unknown
+    (either way possible), and / or / not combine the two ways (and holds when all may hold,
+    fails when one may fail; or the converse; not swaps them)."""
+    if isinstance(expression, Logic):
+        if expression.operator == "not":
+            return _possible(expression.operands[0], parameters, not holds)
+        parts = [_possible(operand, parameters, holds) for operand in expression.operands]
+        joiner = " AND " if (expression.operator == "and") == holds else " OR "
+        return "(" + joiner.join(parts) + ")"
+    if isinstance(expression, Behaviour) or _array_entry(expression.dimension) is None:
+        return "1"
+    test = raw_sql.condition_sql(expression, parameters)
+    return test if holds else f"NOT ({test})"
+
+
+def other_events_sql(query: Query) -> raw_sql.Compiled:
+    """One row if an event besides page views, in the visits starting in the range, could pass
+    the query's page filter (reads_paths holds): then `paths` cannot answer it."""
+    assert query.filters is not None
+    parameters = raw_sql._Parameters()
+    sql = _OTHER_EVENTS.format(
+        table=GOAL_EVENTS_MINUTE, sessions=SESSIONS, possible=_possible(query.filters, parameters)
+    )
+    return raw_sql.Compiled(sql, {**raw_sql._base(query, ()), **parameters.values}, ["found"])
 
 
 # --- storage.queries' filtered session reports (the reports' filters, not the model's) -----------

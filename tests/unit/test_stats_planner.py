@@ -44,7 +44,6 @@ def test_a_raw_source_or_late_events_read_the_archive() -> None:
         (("visit:country",), None),  # event scope: a visit may have several countries
         (("event:page",), None),
         (("event:props:plan",), None),
-        ((), Condition("is", "event:page", ("/pricing",))),
         ((), Logic("or", (MEDIUM, Condition("is", "visit:browser", ("Chrome",))))),
         ((), Behaviour("has_done", MEDIUM)),
     ],
@@ -52,6 +51,48 @@ def test_a_raw_source_or_late_events_read_the_archive() -> None:
 def test_what_sessions_does_not_hold_reads_the_archive(dimensions: tuple, filters: object) -> None:
     assert plan(query(("visits", "bounce_rate"), dimensions, filters)).source == "raw"
     assert not plan(query(("visits", "bounce_rate"), dimensions, filters)).sessions
+
+
+PRICING = Condition("is", "event:page", ("/pricing",))
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        PRICING,
+        Condition("matches_wildcard", "event:page", ("/blog*",), case_sensitive=False),
+        Logic("and", (PRICING, Logic("not", (MEDIUM,)))),
+        Logic("or", (MEDIUM, Condition("contains_not", "event:page", ("/docs",)))),
+        Logic("and", (PRICING, Condition("is", "event:page", ("/",)))),  # one page view with both: none
+    ],
+)
+def test_page_filters_come_from_sessions_paths_unless_another_event_could_pass_them(filters: object) -> None:
+    """The page is read from `sessions.paths` (page views only); when an event besides page views
+    in the visits could pass the filter (the planner's check), the archive answers."""
+    asked = query(("visits", "bounce_rate"), ("time:day",), filters)
+    assert plan(asked) == Plan(sessions=("visits", "bounce_rate"))
+    assert plan(asked, other_events=True) == Plan(archive=("visits", "bounce_rate"))
+
+
+def test_the_other_events_check_concerns_page_filters_only() -> None:
+    asked = query(("visits",), ("visit:source",), MEDIUM)
+    assert plan(asked, other_events=True) == Plan(sessions=("visits",))
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        Logic("and", (PRICING, Condition("is", "visit:country", ("DE",)))),  # event scope besides
+        Behaviour("has_done", PRICING),
+        Condition("is", "event:goal", ("Signup",)),
+    ],
+)
+def test_a_page_filter_with_what_sessions_does_not_hold_reads_the_archive(filters: object) -> None:
+    assert plan(query(("visits",), (), filters)) == Plan(archive=("visits",))
+
+
+def test_a_page_dimension_still_reads_the_archive() -> None:
+    assert not plan(query(("visits",), ("event:page",), PRICING)).sessions
 
 
 def test_event_metrics_join_sessions_only_where_the_archive_needs_no_visit() -> None:
