@@ -79,6 +79,15 @@ def other_events(client: Client, query: Query) -> bool:
     return bool(client.query(compiled.sql, parameters=compiled.parameters).result_rows)
 
 
+def rows_before_paths(client: Client, query: Query) -> bool:
+    """Whether the query reads a `sessions` column added with `paths` (0062 / 0063) over a range
+    holding visits written before them: those read '' / [] until `tally replay`."""
+    if not sessions_sql.reads_columns_since_paths(query):
+        return False
+    compiled = sessions_sql.rows_before_paths_sql(query)
+    return bool(client.query(compiled.sql, parameters=compiled.parameters).result_rows)
+
+
 @dataclass(frozen=True)
 class Answer:
     rows: list[raw_sql.Row]
@@ -94,6 +103,8 @@ def answer(client: Client, query: Query) -> Answer:
         decided = plan(query, late_events=True)
     if decided.sessions and other_events(client, query):
         decided = plan(query, other_events=True)
+    if decided.sessions and rows_before_paths(client, query):
+        decided = plan(query, late_events=True)  # as for late events: sessions lacks what the range needs
     if not decided.sessions:
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)

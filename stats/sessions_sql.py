@@ -93,6 +93,31 @@ def answers(query: Query) -> bool:
     )
 
 
+# Columns that rows written before migrations 0062 / 0063 (the stream jobs' jar before them) do not
+# fill: such a row reads '' / [] until `tally replay` rebuilds it. A row without `paths` is one of
+# them (every visit has a page view), so it marks the ranges where these columns cannot be trusted.
+COLUMNS_SINCE_PATHS = frozenset({"utm_content", "utm_term"})
+
+
+def reads_columns_since_paths(query: Query) -> bool:
+    """Whether the query reads `paths`, or a visit column added with it (COLUMNS_SINCE_PATHS)."""
+    named = {*query.dimensions, *_named(query.filters)}
+    return reads_paths(query) or any(_visit_column(name) in COLUMNS_SINCE_PATHS for name in named)
+
+
+def rows_before_paths_sql(query: Query) -> raw_sql.Compiled:
+    """One row if a visit starting in the range was written before `paths` existed (empty)."""
+    parameters = raw_sql._Parameters()
+    moment = "DateTime64(3, 'UTC')"
+    site = parameters.add(query.site, "String")
+    start, end = parameters.add(query.start, moment), parameters.add(query.end, moment)
+    sql = (
+        f"SELECT 1 FROM {SESSIONS} WHERE site = {site} AND session_start >= {start} "
+        f"AND session_start < {end} AND empty(paths) AND is_deleted = 0 LIMIT 1"
+    )
+    return raw_sql.Compiled(sql, parameters.values, ["found"])
+
+
 def reads_paths(query: Query) -> bool:
     """Whether the query's filter names the page, read from `paths` (page views only)."""
     return bool(_arrays_named(query.filters))
