@@ -364,6 +364,31 @@ def api_requests(
     return requests
 
 
+def plausible_requests(site: str, start: datetime, end: datetime) -> dict[str, dict]:
+    """Plausible v2 queries (POST /api/v2/query) the reports refuse and the stats engine answers:
+    its planner picks `sessions` or the archive (stats/planner.py)."""
+    dates = [start.date().isoformat(), (end - timedelta(microseconds=1)).date().isoformat()]
+    common = {"site_id": site, "date_range": dates}
+    return {
+        "v2: visitors by source x page (archive)": {
+            **common, "metrics": ["visitors"], "dimensions": ["visit:source", "event:page"],
+        },
+        "v2: bounce rate, visits by source x entry page (sessions)": {
+            **common, "metrics": ["bounce_rate", "visits"],
+            "dimensions": ["visit:source", "visit:entry_page"],
+        },
+        "v2: visit duration by day, utm_source filter in an or (sessions)": {
+            **common, "metrics": ["visit_duration", "visits"], "dimensions": ["time:day"],
+            "filters": [
+                ["or", [["is", "visit:utm_source", ["twitter"]], ["is", "visit:source", ["github.com"]]]]
+            ],
+        },
+        "v2: bounce rate by page (archive)": {
+            **common, "metrics": ["bounce_rate"], "dimensions": ["event:page"],
+        },
+    }  # fmt: skip
+
+
 def _latency(
     request: Callable[[], int], rounds: int, before: Callable[[], object] | None = None
 ) -> dict[str, float]:
@@ -428,6 +453,10 @@ def run_dashboard_bench(
             api["funnel, 3 steps (agg, cold: no day stored)"] = _latency(
                 api_call(path, query), rounds, before=lambda: forget_funnel_days(settings, site)
             )
+    for name, body in plausible_requests(site, shown.start, shown.end).items():
+        api[name] = _latency(
+            lambda body=body: browser.post("/api/v2/query", json=body, headers=headers).status_code, rounds
+        )
     report = {
         "archive": {**archives[events], "site": site, "span_days": SPAN.days},
         "derived_tables": derived[events],
