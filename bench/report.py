@@ -335,13 +335,15 @@ def headline(report: dict) -> list[tuple[str, str, str]]:
         return text + (f"; batches {batch['events_per_s']:,.0f} events/s (target ≥ 50,000)" if batch else "")
 
     def dashboard(result: dict) -> str:
-        timings = {**result["callbacks"], **{f"API {k}": v for k, v in result["api"].items()}}
+        every = {**result["callbacks"], **{f"API {k}": v for k, v in result["api"].items()}}
+        timings = {k: v for k, v in every.items() if "p95_ms" in v}
+        failed = sorted(k for k in every if k not in timings)
         over = sorted((v["p95_ms"], k) for k, v in timings.items() if v["p95_ms"] > 300)
         worst = max(v["p95_ms"] for v in timings.values())
         return (
-            f"{len(timings) - len(over)} of {len(timings)} requests ≤ 300 ms p95 over "
+            f"{len(timings) - len(over)} of {len(every)} requests ≤ 300 ms p95 over "
             f"{result['archive']['events']:,} events, {result['period']['preset']}; "
-            f"slowest p95 {worst:,.0f} ms"
+            f"slowest p95 {worst:,.0f} ms" + (f"; failed: {', '.join(failed)}" if failed else "")
         )
 
     def latency(result: dict) -> str:
