@@ -18,7 +18,7 @@ from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
 from tally.settings import Settings
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import archive_rows, page_view
 
 pytestmark = pytest.mark.integration
@@ -30,14 +30,7 @@ NEW_COLUMNS = ("utm_content", "utm_term", "screen_size", "language")
 
 def migrated(tmp_path_factory: pytest.TempPathFactory, endpoint: Endpoint, name: str) -> Settings:
     """A database of its own, every migration applied."""
-    settings = Settings(
-        home=tmp_path_factory.mktemp(name),
-        clickhouse_url=endpoint.url,
-        clickhouse_password=endpoint.password,
-        clickhouse_database=name,
-    )
-    apply_migrations(settings)
-    return settings
+    return own_database_settings(tmp_path_factory.mktemp(name), endpoint, name)
 
 
 def stored(client: Client) -> list[tuple]:
