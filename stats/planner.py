@@ -49,13 +49,19 @@ class Plan:
         return "agg" if self.sessions and not self.archive else "raw"
 
 
-def plan(query: Query, late_events: bool = False, other_events: bool = False) -> Plan:
+def plan(
+    query: Query, late_events: bool = False, other_events: bool = False, rows_before_paths: bool = False
+) -> Plan:
     """The sources of `query`'s metrics; `late_events`: page views the stream jobs never counted
     touch its range; `other_events`: an event besides page views in its visits could pass its
-    page filter (sessions_sql.other_events_sql), which `paths` does not hold."""
+    page filter (sessions_sql.other_events_sql), which `paths` does not hold; `rows_before_paths`:
+    its range holds visits written before migrations 0062 / 0063, which read '' / [] in the
+    columns added then (sessions_sql.COLUMNS_SINCE_PATHS, `paths`)."""
     everything = Plan(archive=query.metrics)
     asked_agg = query.source == "agg" and not late_events
     if other_events and sessions_sql.reads_paths(query):
+        return everything
+    if rows_before_paths and sessions_sql.reads_columns_since_paths(query):
         return everything
     if not asked_agg or "exit_rate" in query.metrics or not sessions_sql.answers(query):
         return everything  # exit_rate's exits are the archive's visit side
@@ -73,18 +79,19 @@ def plan(query: Query, late_events: bool = False, other_events: bool = False) ->
 def other_events(client: Client, query: Query) -> bool:
     """Whether an event besides page views could pass the query's page filter in its visits
     (False without a page filter: nothing to check)."""
-    if not sessions_sql.reads_paths(query):
-        return False
-    compiled = sessions_sql.other_events_sql(query)
-    return bool(client.query(compiled.sql, parameters=compiled.parameters).result_rows)
+    return sessions_sql.reads_paths(query) and _found(client, sessions_sql.other_events_sql(query))
 
 
 def rows_before_paths(client: Client, query: Query) -> bool:
     """Whether the query reads a `sessions` column added with `paths` (0062 / 0063) over a range
     holding visits written before them: those read '' / [] until `tally replay`."""
-    if not sessions_sql.reads_columns_since_paths(query):
-        return False
-    compiled = sessions_sql.rows_before_paths_sql(query)
+    return sessions_sql.reads_columns_since_paths(query) and _found(
+        client, sessions_sql.rows_before_paths_sql(query)
+    )
+
+
+def _found(client: Client, compiled: raw_sql.Compiled) -> bool:
+    """Whether a check's query (one row or none) found a row."""
     return bool(client.query(compiled.sql, parameters=compiled.parameters).result_rows)
 
 
@@ -104,7 +111,7 @@ def answer(client: Client, query: Query) -> Answer:
     if decided.sessions and other_events(client, query):
         decided = plan(query, other_events=True)
     if decided.sessions and rows_before_paths(client, query):
-        decided = plan(query, late_events=True)  # as for late events: sessions lacks what the range needs
+        decided = plan(query, rows_before_paths=True)
     if not decided.sessions:
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)

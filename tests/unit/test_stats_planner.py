@@ -79,6 +79,16 @@ def test_the_other_events_check_concerns_page_filters_only() -> None:
     assert plan(asked, other_events=True) == Plan(sessions=("visits",))
 
 
+def test_visits_written_before_paths_send_only_what_reads_the_new_columns_to_the_archive() -> None:
+    """Rows from before migrations 0062 / 0063 read '' / [] in the columns added then."""
+    by_content = query(("visits",), ("visit:utm_content",))
+    by_page = query(("visits",), ("time:day",), PRICING)
+    by_source = query(("visits",), ("visit:source",), MEDIUM)
+    for asked in (by_content, by_page):
+        assert plan(asked, rows_before_paths=True) == Plan(archive=("visits",))
+    assert plan(by_source, rows_before_paths=True) == Plan(sessions=("visits",))
+
+
 @pytest.mark.parametrize(
     "filters",
     [
