@@ -265,11 +265,64 @@ def _report_named(q: StatsQuery) -> set[str]:
     return set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
 
 
-def answers_report(q: StatsQuery, by: str | None = None) -> bool:
+#: The reports' page filter (`path` = a page, a dict filter), read from `paths`: a visit passes
+#: when it viewed the page. raw's sessions count a visit holding a passing page view or custom
+#: event (storage/queries/raw.py, _SESSIONS), so `paths` answers only where no custom event with
+#: the page's path lies in the range's visits (report_doubts_sql checks); and under it raw counts
+#: a visit's matching page views only, which `paths` cannot count: only reports without page
+#: views read it (the session timeseries, the aggregate's visits).
+PAGE = "path"
+
+
+def answers_report(q: StatsQuery, by: str | None = None, page_views: bool = True) -> bool:
     """Whether `sessions` answers the session report of `q` (by `by`, or over time) exactly:
-    filtered by visit properties it holds alone (no goal, props, event dimension, channel)."""
+    filtered by visit properties it holds alone (no goal, props, event dimension, channel), or
+    by the page too when the report counts no page views (`page_views` False), provided
+    report_doubts_sql finds nothing."""
+    held = set(report_columns())
+    pages = set() if page_views else {PAGE}
+    in_where = dimensions_of(q.where) if q.where is not None else set()
+    return (
+        q.filtered
+        and q.goal is None
+        and (by is None or by in held)
+        and set(q.filters) <= held | pages
+        and in_where <= held
+    )
+
+
+_PAGE_IN_OTHER_EVENTS = f"""
+SELECT 1 FROM {GOAL_EVENTS_MINUTE}
+WHERE site = {{site:String}} AND name NOT IN ('pageview', 'engagement') AND path = {{{{page}}:String}}
+  AND bucket >= toStartOfMinute({{start:DateTime64(3, 'UTC')}})
+  AND bucket <= (
+      SELECT max(session_end) FROM {SESSIONS}
+      WHERE site = {{site:String}}
+        AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+  ) + toIntervalMillisecond({{gap_ms:UInt64}})
+LIMIT 1
+"""
+_VISITS_BEFORE_PATHS = f"""
+SELECT 1 FROM {SESSIONS}
+WHERE site = {{site:String}} AND is_deleted = 0 AND empty(paths)
+  AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+LIMIT 1
+"""
+
+
+def report_doubts_sql(q: StatsQuery) -> list[str]:
+    """Queries (over q.parameters()) each finding a row when `sessions` cannot answer `q` exactly
+    after all: a custom event with the filtered page's path in the range's visits (other_events_sql's
+    check for the reports' page filter), or, when it reads `paths` or a column added with it
+    (COLUMNS_SINCE_PATHS), a visit of the range written before migrations 0062 / 0063."""
     held = report_columns()
-    return q.filtered and q.goal is None and (by is None or by in held) and _report_named(q) <= set(held)
+    doubts = []
+    if PAGE in q.filters:
+        index = list(q.filters).index(PAGE)
+        doubts.append(_PAGE_IN_OTHER_EVENTS.replace("{page}", f"filter_{index}"))
+    if PAGE in q.filters or any(held.get(name) in COLUMNS_SINCE_PATHS for name in _report_named(q)):
+        doubts.append(_VISITS_BEFORE_PATHS)
+    return doubts
 
 
 # The newest version of each session starting in the range, tombstones dropped, passing the
@@ -297,6 +350,10 @@ FROM ({{sessions}})
 GROUP BY value
 ORDER BY visitors DESC, pageviews DESC, value LIMIT {{{{limit:UInt32}}}}
 """
+_REPORT_TOTALS = f"""
+SELECT count(), {_BOUNCE}, {_DURATION_MS}
+FROM ({{sessions}})
+"""
 _REPORT_TIMESERIES = f"""
 SELECT {{bucket}} AS t, count(), {_BOUNCE}, {_DURATION_MS}
 FROM ({{sessions}})
@@ -307,7 +364,10 @@ GROUP BY t ORDER BY t
 def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, object]]:
     held = report_columns()
     condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
-        f" AND p_{name} = {{filter_{index}:String}}" for index, name in enumerate(q.filters)
+        f" AND has(paths, {{filter_{index}:String}})"
+        if name == PAGE
+        else f" AND p_{name} = {{filter_{index}:String}}"
+        for index, name in enumerate(q.filters)
     )
     parameters: dict[str, object] = {}
     if q.where is not None:
@@ -315,7 +375,8 @@ def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, obje
         condition += f" AND {sql}"
     sql = _REPORT_SESSIONS.format(
         by=held[by] if by else "''",
-        columns="".join(f", {held[name]} AS p_{name}" for name in sorted(_report_named(q))),
+        columns="".join(f", {held[name]} AS p_{name}" for name in sorted(_report_named(q) - {PAGE}))
+        + (", paths" if PAGE in q.filters else ""),
         sessions=SESSIONS,
         condition=condition,
     )
@@ -334,3 +395,10 @@ def report_timeseries_sql(q: StatsQuery, interval: Interval) -> tuple[str, dict[
     sessions, bounces, duration_ms) from `sessions` (answers_report holds)."""
     sessions, parameters = _report_sessions(q, None)
     return _REPORT_TIMESERIES.format(bucket=bucket_sql(interval, "start"), sessions=sessions), parameters
+
+
+def report_totals_sql(q: StatsQuery) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of the filtered aggregate's visits (sessions,
+    bounces, duration_ms) from `sessions` (answers_report holds without page views)."""
+    sessions, parameters = _report_sessions(q, None)
+    return _REPORT_TOTALS.format(sessions=sessions), parameters

@@ -181,7 +181,24 @@ def answering(client: Client, q: StatsQuery, source: Source) -> ModuleType:
 
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
     q = with_goal(client, q)
+    if source == "agg" and sessions_answer(client, q, page_views=False):
+        return _aggregate_with_sessions(client, q)
     return answering(client, q, source).aggregate(client, q)
+
+
+def _aggregate_with_sessions(client: Client, q: StatsQuery) -> dict[str, float]:
+    """raw.aggregate's numbers of a filtered `q`: its visits read from `sessions`; its page views
+    and visitors from the rollups' row of the page when the filter is that page alone (the row a
+    breakdown by page reads), else from the archive's passing page views."""
+    from stats import sessions_sql
+
+    sql, parameters = sessions_sql.report_totals_sql(q)
+    sessions, bounces, duration_ms = client.query(
+        sql, parameters={**q.parameters(), **parameters}
+    ).result_rows[0]
+    page_alone = q.where is None and list(q.filters) == [sessions_sql.PAGE]
+    pageviews, visitors = (agg if page_alone else raw).page_totals(client, q)
+    return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
 
 
 def timeseries(
@@ -213,7 +230,7 @@ def session_timeseries(
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
     check_bucket_count(q, interval)
-    if source == "agg" and sessions_answer(q) and not agg.misses_late_events(client, q):
+    if source == "agg" and sessions_answer(client, q, page_views=False):
         from stats import sessions_sql
 
         sql, parameters = sessions_sql.report_timeseries_sql(q, interval)
@@ -249,18 +266,25 @@ def session_breakdown(
         return channels.session_breakdown(client, with_channel_rules(client, q), limit)
     if by not in SESSION_DIMENSIONS:
         raise UnsupportedQuery(f"a session breakdown is by one of {sorted(SESSION_DIMENSIONS)}")
-    if source == "agg" and sessions_answer(q, by) and not agg.misses_late_events(client, q):
+    if source == "agg" and sessions_answer(client, q, by):
         return _sessions_breakdown(client, q, by, limit)
     return answering(client, q, source).session_breakdown(client, q, by, limit)
 
 
-def sessions_answer(q: StatsQuery, by: str | None = None) -> bool:
-    """Whether the stream jobs' `sessions` answers a filtered session breakdown by `by` (None:
-    the session timeseries), filters on visit properties it holds alone (stats/sessions_sql.py),
-    rather than the archive."""
+def sessions_answer(client: Client, q: StatsQuery, by: str | None = None, page_views: bool = True) -> bool:
+    """Whether the stream jobs' `sessions` answers a filtered session report by `by` (None: over
+    time, or in total) exactly, rather than the archive: filters on the visit properties it holds
+    (and on the page, in a report without page views: stats/sessions_sql.py answers_report), no
+    late page views in the range (`sessions` never counted them), and none of the doubts
+    sessions_sql.report_doubts_sql looks for."""
     from stats import sessions_sql  # stats imports storage.queries: lazily, once both are loaded
 
-    return sessions_sql.answers_report(q, by)
+    if not sessions_sql.answers_report(q, by, page_views) or agg.misses_late_events(client, q):
+        return False
+    parameters = q.parameters()
+    return not any(
+        client.query(sql, parameters=parameters).result_rows for sql in sessions_sql.report_doubts_sql(q)
+    )
 
 
 def _sessions_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[SessionBreakdownRow]:

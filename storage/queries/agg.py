@@ -28,7 +28,7 @@ time: a filtered report is answered from the archive (raw.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
@@ -250,6 +250,21 @@ def aggregate(client: Client, q: StatsQuery, suffix: str = "") -> dict[str, floa
     rows = client.query(sql, parameters=parameters).result_rows
     _, _, pageviews, visitors, sessions, bounces, duration_ms = rows[0] if rows else (0,) * 7
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
+
+
+def page_totals(client: Client, q: StatsQuery) -> tuple[int, int]:
+    """raw.page_totals under a filter on the page alone ({"path": page}): the rollups' row of
+    that page, the row breakdown(q, "path") reads."""
+    pieces = plan(q.start, q.end, "day", label=UNTIMED)
+    if not pieces:
+        return 0, 0
+    sql, parameters = _summed(replace(q, filters={}), "path", pieces)
+    rows = client.query(
+        f"SELECT pageviews, visitors FROM ({sql}) WHERE value = {{page:String}}",
+        parameters={**parameters, "page": q.filters["path"]},
+    ).result_rows
+    pageviews, visitors = rows[0] if rows else (0, 0)
+    return int(pageviews), int(visitors)
 
 
 def aligned(q: StatsQuery, interval: Interval) -> bool:

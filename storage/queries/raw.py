@@ -222,10 +222,16 @@ def on_sessions_only(q: StatsQuery) -> bool:
     return named <= set(SESSION_FILTERS)
 
 
-def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+def page_totals(client: Client, q: StatsQuery) -> tuple[int, int]:
+    """The page views in the range that pass the filters, and their visitors."""
     pageviews, visitors = client.query(
         f"SELECT count(), {RAW_VISITORS} " + pageviews_sql(q), parameters=q.parameters()
     ).result_rows[0]
+    return pageviews, visitors
+
+
+def aggregate(client: Client, q: StatsQuery) -> dict[str, float]:
+    pageviews, visitors = page_totals(client, q)
     sessions, bounces, duration_s = client.query(
         f"SELECT count(), countIf(is_bounce), avgOrDefault(duration_s) FROM ({raw_sessions_sql(q, ())})",
         parameters=q.parameters(),

@@ -363,16 +363,55 @@ def test_filtered_session_breakdowns_by_visit_properties_are_read_from_sessions(
     read) and answers the archive's rows to the unit."""
     q = StatsQuery(SITE, *RANGE, filters=filters, where=where)
     archive = reports.session_breakdown(store, q, by, 50, source="raw")
-    assert reports.sessions_answer(q, by) and archive
+    assert reports.sessions_answer(store, q, by) and archive
     monkeypatch.setattr(raw_queries, "session_breakdown", _archive_not_read)
     assert reports.session_breakdown(store, q, by, 50, source="agg") == archive
 
 
-def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive() -> None:
+def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive(store: Client) -> None:
     q = StatsQuery(SITE, *RANGE, filters={"country": "DE"})
-    assert not reports.sessions_answer(q, "referrer_domain")
+    assert not reports.sessions_answer(store, q, "referrer_domain")
     q = StatsQuery(SITE, *RANGE, where=report.Condition("is", "path", ("/",)))
-    assert not reports.sessions_answer(q, "referrer_domain")
+    assert not reports.sessions_answer(store, q, "referrer_domain")
+    # Under a page filter a breakdown counts the visits' matching page views, which `paths` cannot.
+    q = StatsQuery(SITE, *RANGE, filters={"path": "/blog/a"})
+    assert not reports.sessions_answer(store, q, "referrer_domain")
+    assert reports.sessions_answer(store, q, page_views=False)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"path": "/blog/a"},
+        {"path": "/Docs", "utm_medium": "social"},
+        {"referrer_domain": "twitter.com"},
+        {"utm_medium": "Email", "path": "/blog/a"},
+    ],
+)
+def test_filtered_aggregates_read_visits_from_sessions_and_a_page_alone_from_the_rollups(
+    store: Client, monkeypatch: pytest.MonkeyPatch, filters: dict
+) -> None:
+    """The Overview's top metrics under a filter: visits, bounce rate and duration from
+    `sessions` (a page filter from `paths`), page views and visitors of a page filter alone from
+    the rollups' row of that page; the archive's numbers to the unit."""
+    q = StatsQuery(SITE, *RANGE, filters=filters)
+    archive = reports.aggregate(store, q, source="raw")
+    assert reports.sessions_answer(store, q, page_views=False) and archive["sessions"]
+    monkeypatch.setattr(raw_queries, "aggregate", _archive_not_read)
+    if list(filters) == ["path"]:
+        monkeypatch.setattr(raw_queries, "page_totals", _archive_not_read)
+    assert reports.aggregate(store, q, source="agg") == archive
+
+
+@pytest.mark.parametrize("page", ["/pricing", "/", "/files"])
+def test_a_page_a_custom_event_of_the_range_has_sends_the_aggregate_to_the_archive(
+    store: Client, page: str
+) -> None:
+    """Signups happen on /pricing, Pings on / and a Download on /files inside visits of the range: raw counts
+    those visits under the page filter, `paths` (page views only) would not."""
+    q = StatsQuery(SITE, *RANGE, filters={"path": page})
+    assert not reports.sessions_answer(store, q, page_views=False)
+    assert reports.aggregate(store, q, source="agg") == reports.aggregate(store, q, source="raw")
 
 
 @pytest.mark.parametrize("interval", ["hour", "day"])
@@ -381,6 +420,7 @@ def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive() -> 
     [
         ({"utm_medium": "social"}, None, "UTC"),
         ({}, report.Logic("not", (report.Condition("contains", "entry_path", ("blog",)),)), "Europe/Berlin"),
+        ({"path": "/blog/a"}, None, "UTC"),
     ],
 )
 def test_filtered_session_timeseries_is_read_from_sessions(
@@ -388,7 +428,7 @@ def test_filtered_session_timeseries_is_read_from_sessions(
 ) -> None:
     q = StatsQuery(SITE, *RANGE, filters=filters, where=where, timezone=timezone)
     archive = reports.session_timeseries(store, q, interval, source="raw")  # type: ignore[arg-type]
-    assert reports.sessions_answer(q) and any(point.sessions for point in archive)
+    assert reports.sessions_answer(store, q, page_views=False) and any(point.sessions for point in archive)
     monkeypatch.setattr(raw_queries, "session_timeseries", _archive_not_read)
     assert reports.session_timeseries(store, q, interval, source="agg") == archive  # type: ignore[arg-type]
 
