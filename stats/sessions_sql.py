@@ -33,7 +33,7 @@ from stats.query import Behaviour, Filter, Logic, Query, dimension_entry, is_tim
 from storage.calendar import Interval, bucket_sql
 from storage.channels import channel_sql
 from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
-from storage.tables import GOAL_EVENTS_MINUTE, SESSIONS
+from storage.tables import EVENTS, GOAL_EVENTS_MINUTE, SESSIONS
 
 SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
 _OTHER_EVENTS_COLUMNS = frozenset({"path"})  # goal_events_minute's columns (migration 0022)
@@ -265,12 +265,13 @@ def _report_named(q: StatsQuery) -> set[str]:
     return set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
 
 
-#: The reports' page filter (`path` = a page, a dict filter), read from `paths`: a visit passes
-#: when it viewed the page. raw's sessions count a visit holding a passing page view or custom
-#: event (storage/queries/raw.py, _SESSIONS), so `paths` answers only where no custom event with
-#: the page's path lies in the range's visits (report_doubts_sql checks); and under it raw counts
-#: a visit's matching page views only, which `paths` cannot count: only reports without page
-#: views read it (the session timeseries, the aggregate's visits).
+#: The reports' page filter (`path` = a page, a dict filter). raw's sessions keep a visit holding
+#: a passing page view or a passing custom event of its visitor within [first page view, last page
+#: view + gap] (storage/queries/raw.py, _SESSIONS): read here as the page in the visit's `paths`,
+#: or a custom event at the page (from the archive: custom events are few, and narrowed by path)
+#: inside the visit's window. Under it raw counts a visit's matching page views only, which
+#: `paths` cannot count: only reports without page views read it (the session timeseries, the
+#: aggregate's visits).
 PAGE = "path"
 
 
@@ -291,17 +292,6 @@ def answers_report(q: StatsQuery, by: str | None = None, page_views: bool = True
     )
 
 
-_PAGE_IN_OTHER_EVENTS = f"""
-SELECT 1 FROM {GOAL_EVENTS_MINUTE}
-WHERE site = {{site:String}} AND name NOT IN ('pageview', 'engagement') AND path = {{{{page}}:String}}
-  AND bucket >= toStartOfMinute({{start:DateTime64(3, 'UTC')}})
-  AND bucket <= (
-      SELECT max(session_end) FROM {SESSIONS}
-      WHERE site = {{site:String}}
-        AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-  ) + toIntervalMillisecond({{gap_ms:UInt64}})
-LIMIT 1
-"""
 _VISITS_BEFORE_PATHS = f"""
 SELECT 1 FROM {SESSIONS}
 WHERE site = {{site:String}} AND is_deleted = 0 AND empty(paths)
@@ -312,17 +302,12 @@ LIMIT 1
 
 def report_doubts_sql(q: StatsQuery) -> list[str]:
     """Queries (over q.parameters()) each finding a row when `sessions` cannot answer `q` exactly
-    after all: a custom event with the filtered page's path in the range's visits (other_events_sql's
-    check for the reports' page filter), or, when it reads `paths` or a column added with it
-    (COLUMNS_SINCE_PATHS), a visit of the range written before migrations 0062 / 0063."""
+    after all: when it reads `paths` or a column added with it (COLUMNS_SINCE_PATHS), a visit of
+    the range written before migrations 0062 / 0063 (those read [] / '' until `tally replay`)."""
     held = report_columns()
-    doubts = []
-    if PAGE in q.filters:
-        index = list(q.filters).index(PAGE)
-        doubts.append(_PAGE_IN_OTHER_EVENTS.replace("{page}", f"filter_{index}"))
     if PAGE in q.filters or any(held.get(name) in COLUMNS_SINCE_PATHS for name in _report_named(q)):
-        doubts.append(_VISITS_BEFORE_PATHS)
-    return doubts
+        return [_VISITS_BEFORE_PATHS]
+    return []
 
 
 # The newest version of each session starting in the range, tombstones dropped, passing the
@@ -331,16 +316,36 @@ _REPORT_SESSIONS = """
     SELECT start, visitor_id, views, engaged_ms, duration_s, value
     FROM
     (
-        SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
-            {by} AS value{columns}
+        SELECT session_start AS start, visitor_id, session_end, is_deleted, pageviews AS views, engaged_ms,
+            duration_s, {by} AS value{columns}
         FROM {sessions}
         WHERE site = {{site:String}}
           AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
         ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
         LIMIT 1 BY session_start, visitor_id
-    )
+    ) AS visit{custom}
     WHERE is_deleted = 0{condition}
 """
+# Per visitor, the times of its custom events at the filtered page ({page}: its parameter), from
+# the range's start to the end of the range's last visit plus the gap (no visit of the range holds
+# a later one).
+_CUSTOM_AT_PAGE = """
+    LEFT JOIN
+    (
+        SELECT visitor_id, groupArray(ts) AS custom_at_page FROM {events}
+        WHERE site = {{site:String}} AND name NOT IN ('pageview', 'engagement') AND path = {{{page}:String}}
+          AND ts >= {{start:DateTime64(3, 'UTC')}}
+          AND ts <= (
+              SELECT max(session_end) FROM {sessions}
+              WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+                AND session_start < {{end:DateTime64(3, 'UTC')}}
+          ) + toIntervalMillisecond({{gap_ms:UInt64}})
+        GROUP BY visitor_id
+    ) AS custom USING visitor_id"""
+_PAGE_CONDITION = (
+    " AND (has(paths, {{{page}:String}}) OR arrayExists("
+    "t -> t >= start AND dateDiff('millisecond', session_end, t) <= {{gap_ms:UInt64}}, custom_at_page))"
+)
 _BOUNCE = "countIf(views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}})"  # formatted once more
 _DURATION_MS = "toInt64(round(sum(duration_s) * 1000))"
 _REPORT_BREAKDOWN = f"""
@@ -364,11 +369,13 @@ GROUP BY t ORDER BY t
 def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, object]]:
     held = report_columns()
     condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
-        f" AND has(paths, {{filter_{index}:String}})"
+        _PAGE_CONDITION.format(page=f"filter_{index}")
         if name == PAGE
         else f" AND p_{name} = {{filter_{index}:String}}"
         for index, name in enumerate(q.filters)
     )
+    page = f"filter_{list(q.filters).index(PAGE)}" if PAGE in q.filters else None
+    custom = _CUSTOM_AT_PAGE.format(events=EVENTS, sessions=SESSIONS, page=page) if page else ""
     parameters: dict[str, object] = {}
     if q.where is not None:
         sql, parameters = expression_sql(q.where, {name: f"p_{name}" for name in held}, "sessions_where")
@@ -378,6 +385,7 @@ def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, obje
         columns="".join(f", {held[name]} AS p_{name}" for name in sorted(_report_named(q) - {PAGE}))
         + (", paths" if PAGE in q.filters else ""),
         sessions=SESSIONS,
+        custom=custom,
         condition=condition,
     )
     return sql, parameters
