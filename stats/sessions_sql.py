@@ -33,7 +33,7 @@ from stats.query import Behaviour, Filter, Logic, Query, dimension_entry, is_tim
 from storage.calendar import Interval, bucket_sql
 from storage.channels import channel_sql
 from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
-from storage.tables import EVENTS, GOAL_EVENTS_MINUTE, SESSIONS
+from storage.tables import CUSTOM_EVENTS_BY_PAGE, GOAL_EVENTS_MINUTE, SESSIONS
 
 SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
 _OTHER_EVENTS_COLUMNS = frozenset({"path"})  # goal_events_minute's columns (migration 0022)
@@ -268,10 +268,9 @@ def _report_named(q: StatsQuery) -> set[str]:
 #: The reports' page filter (`path` = a page, a dict filter). raw's sessions keep a visit holding
 #: a passing page view or a passing custom event of its visitor within [first page view, last page
 #: view + gap] (storage/queries/raw.py, _SESSIONS): read here as the page in the visit's `paths`,
-#: or a custom event at the page (from the archive: custom events are few, and narrowed by path)
-#: inside the visit's window. Under it raw counts a visit's matching page views only, which
-#: `paths` cannot count: only reports without page views read it (the session timeseries, the
-#: aggregate's visits).
+#: or a custom event at the page (custom_events_by_page, migration 0064) inside the visit's
+#: window. Under it raw counts a visit's matching page views only, which `paths` cannot count:
+#: only reports without page views read it (the session timeseries, the aggregate's visits).
 PAGE = "path"
 
 
@@ -316,36 +315,41 @@ _REPORT_SESSIONS = """
     SELECT start, visitor_id, views, engaged_ms, duration_s, value
     FROM
     (
-        SELECT session_start AS start, visitor_id, session_end, is_deleted, pageviews AS views, engaged_ms,
-            duration_s, {by} AS value{columns}
+        SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
+            {by} AS value{columns}
         FROM {sessions}
         WHERE site = {{site:String}}
           AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
         ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
         LIMIT 1 BY session_start, visitor_id
-    ) AS visit{custom}
+    )
     WHERE is_deleted = 0{condition}
 """
-# Per visitor, the times of its custom events at the filtered page ({page}: its parameter), from
-# the range's start to the end of the range's last visit plus the gap (no visit of the range holds
-# a later one).
-_CUSTOM_AT_PAGE = """
-    LEFT JOIN
-    (
-        SELECT visitor_id, groupArray(ts) AS custom_at_page FROM {events}
-        WHERE site = {{site:String}} AND name NOT IN ('pageview', 'engagement') AND path = {{{page}:String}}
-          AND ts >= {{start:DateTime64(3, 'UTC')}}
-          AND ts <= (
-              SELECT max(session_end) FROM {sessions}
-              WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
-                AND session_start < {{end:DateTime64(3, 'UTC')}}
-          ) + toIntervalMillisecond({{gap_ms:UInt64}})
-        GROUP BY visitor_id
-    ) AS custom USING visitor_id"""
-_PAGE_CONDITION = (
-    " AND (has(paths, {{{page}:String}}) OR arrayExists("
-    "t -> t >= start AND dateDiff('millisecond', session_end, t) <= {{gap_ms:UInt64}}, custom_at_page))"
-)
+# Whether the visit viewed the page is taken from each version before the newest is picked (a
+# flag travels through that sort cheaper than the array).
+_VIEWED_PAGE = ", has(paths, {{{page}:String}}) AS viewed_page"
+# The visits of the range (newest versions) holding a custom event at the filtered page ({page}:
+# its parameter) in their window: only the few visitors with such an event are read and joined.
+_PAGE_CONDITION = f""" AND (viewed_page OR (start, visitor_id) IN (
+        SELECT start, visitor_id
+        FROM
+        (
+            SELECT session_start AS start, visitor_id, session_end
+            FROM {SESSIONS}
+            WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+              AND session_start < {{end:DateTime64(3, 'UTC')}}
+              AND visitor_id IN (SELECT visitor_id FROM custom_at_page)
+            ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+            LIMIT 1 BY session_start, visitor_id
+        ) AS visit
+        INNER JOIN custom_at_page USING visitor_id
+        WHERE ts >= start AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}}
+    ))"""
+_CUSTOM_AT_PAGE = """WITH custom_at_page AS (
+        SELECT visitor_id, ts FROM {custom_events}
+        WHERE site = {{site:String}} AND path = {{{page}:String}} AND ts >= {{start:DateTime64(3, 'UTC')}}
+    )
+"""
 _BOUNCE = "countIf(views = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}})"  # formatted once more
 _DURATION_MS = "toInt64(round(sum(duration_s) * 1000))"
 _REPORT_BREAKDOWN = f"""
@@ -369,13 +373,15 @@ GROUP BY t ORDER BY t
 def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, object]]:
     held = report_columns()
     condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
-        _PAGE_CONDITION.format(page=f"filter_{index}")
-        if name == PAGE
-        else f" AND p_{name} = {{filter_{index}:String}}"
+        _PAGE_CONDITION if name == PAGE else f" AND p_{name} = {{filter_{index}:String}}"
         for index, name in enumerate(q.filters)
     )
     page = f"filter_{list(q.filters).index(PAGE)}" if PAGE in q.filters else None
-    custom = _CUSTOM_AT_PAGE.format(events=EVENTS, sessions=SESSIONS, page=page) if page else ""
+    custom = (
+        _CUSTOM_AT_PAGE.format(custom_events=CUSTOM_EVENTS_BY_PAGE, sessions=SESSIONS, page=page)
+        if page
+        else ""
+    )
     parameters: dict[str, object] = {}
     if q.where is not None:
         sql, parameters = expression_sql(q.where, {name: f"p_{name}" for name in held}, "sessions_where")
@@ -383,11 +389,11 @@ def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, obje
     sql = _REPORT_SESSIONS.format(
         by=held[by] if by else "''",
         columns="".join(f", {held[name]} AS p_{name}" for name in sorted(_report_named(q) - {PAGE}))
-        + (", paths" if PAGE in q.filters else ""),
+        + (_VIEWED_PAGE.format(page=page) if page else ""),
         sessions=SESSIONS,
-        custom=custom,
         condition=condition,
     )
+    sql = custom + sql
     return sql, parameters
 
 

@@ -37,6 +37,9 @@ GOAL_PROPS_MINUTE = "goal_props_minute"
 # goal_events_minute at day resolution, per path and every path together (migration 0026).
 GOAL_EVENTS_DAY = "goal_events_day"
 GOAL_VISITORS_DAY = "goal_visitors_day"
+# Each custom event's (site, path, ts, visitor) by page (migration 0064): the visits a custom
+# event at a page keeps under a page filter, for reports read from `sessions`.
+CUSTOM_EVENTS_BY_PAGE = "custom_events_by_page"
 # Funnels per UTC day (migration 0046): archive_days fingerprints each (site, day) of the
 # archive (a materialized view on `events`); funnel_days keeps a funnel's result per day and
 # the fingerprint it was computed from (storage/queries/funnel_days.py). Derived from the
