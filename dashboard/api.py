@@ -33,7 +33,7 @@ from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
-from storage.query_limits import limit_message
+from storage.query_limits import limit_message, log_failure
 from storage.saved_funnels import InvalidFunnel, find_funnel
 from storage.sites import InvalidDomain, normalise, site_timezone
 from tally.settings import Settings
@@ -293,7 +293,7 @@ def stats_api(
 
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:
-        log.warning("stats_api_store_unavailable", path=request.path, error=str(failure)[:300])
+        log_failure(log, "stats_api", failure, path=request.path)
         stopped = limit_message(failure, settings)  # a query past its bounds, not a store down
         response = error(503, stopped or "the analytics store is not answering; try again shortly")
         response.headers["Retry-After"] = "5"

@@ -12,7 +12,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.store import StoreUnavailable
 from storage.queries import UnsupportedQuery
-from storage.query_limits import limit_exceeded
+from storage.query_limits import log_failure
 
 log = structlog.get_logger()
 
@@ -34,8 +34,8 @@ def friendly(fallback: Callable[[str], Any]) -> Callable[[Render], Render]:
             except UnsupportedQuery as refused:
                 return fallback(str(refused))
             except StoreUnavailable as failure:
-                log.warning("dashboard_store_unavailable", callback=render.__name__, error=str(failure)[:300])
-                stopped = limit_exceeded(failure)  # a query past its bounds, not a store down
+                # a query past its bounds, not a store down
+                stopped = log_failure(log, "dashboard", failure, callback=render.__name__)
                 return fallback(TOO_COSTLY.format(stopped) if stopped else STORE_DOWN)
             except Exception:
                 log.exception("dashboard_callback_failed", callback=render.__name__)

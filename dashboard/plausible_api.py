@@ -28,7 +28,7 @@ from dashboard.store import ClientFactory, StoreUnavailable
 from storage import queries
 from storage.definitions import CurrentDefinitions, Version
 from storage.queries import Source, questions
-from storage.query_limits import limit_message
+from storage.query_limits import limit_message, log_failure
 from storage.sites import site_timezone
 from tally.settings import Settings
 
@@ -117,7 +117,7 @@ def plausible_api(
 
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:
-        log.warning("plausible_api_store_unavailable", error=str(failure)[:300])
+        log_failure(log, "plausible_api", failure, path=request.path)
         stopped = limit_message(failure, settings)  # a query past its bounds, not a store down
         response = error(
             503, f"The {stopped}." if stopped else "The analytics store is not answering; try again shortly."

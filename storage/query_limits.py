@@ -10,6 +10,8 @@ what stops any cost the pattern check did not foresee.
 
 from __future__ import annotations
 
+from typing import Any
+
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from tally.settings import Settings
@@ -68,3 +70,15 @@ def limit_message(failure: ClickHouseError, settings: Settings) -> str | None:
         f"{settings.stats_query_memory_bytes // 1024**2:,} MiB): choose a shorter period or fewer "
         "or simpler filters"
     )
+
+
+def log_failure(log: Any, door: str, failure: ClickHouseError, **context: object) -> str | None:
+    """Log a failed stats query as what it was, `<door>_query_stopped` with the limit that stopped
+    it, or `<door>_store_unavailable` (an operator alerting on outages must not page for a query
+    too costly); returns the limit's words, or None for an outage."""
+    stopped = limit_exceeded(failure)
+    if stopped:
+        log.warning(f"{door}_query_stopped", limit=stopped, **context)
+    else:
+        log.warning(f"{door}_store_unavailable", error=str(failure)[:300], **context)
+    return stopped
