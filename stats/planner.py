@@ -6,10 +6,11 @@ under the visit properties it holds and time, and the archive (stats/raw_sql.py)
 `plan` is the decision alone, a pure function of the query (and of whether late events touch
 its range, or other events could pass its page filter), so that unit tests check it without ClickHouse:
 - the archive answers everything when `raw` is asked, when page views the stream jobs never
-  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), when
-  the filter names the page and an event besides page views in the range's visits could pass it
-  (`other_events`: `sessions.paths` holds page views only), or when `sessions` answers no metric
-  of the query;
+  counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), or
+  when `sessions` answers no metric of the query;
+- when the filter names the page and an event besides page views in the range's visits could
+  pass it (`other_events`: `sessions.paths` holds page views only), `sessions` also keeps the
+  visits such a custom event belongs to (Plan.custom_events: read from custom_events_by_page);
 - `sessions` answers every metric when they are all visit metrics it answers (meta.source agg);
 - otherwise the two are joined only when the archive's part needs no visit (raw_sql.events_alone:
   its events read flat, nothing sessionised, e.g. visitors and bounce_rate by day, unfiltered);
@@ -42,6 +43,9 @@ class Plan:
     sessions: tuple[str, ...] = ()
     archive: tuple[str, ...] = ()
     archive_flat: bool = False
+    # `sessions`' page filter also keeps the visits a custom event passing it belongs to
+    # (sessions_sql.compile_sessions), since one could (other_events)
+    custom_events: bool = False
 
     @property
     def source(self) -> Source:
@@ -54,13 +58,13 @@ def plan(
 ) -> Plan:
     """The sources of `query`'s metrics; `late_events`: page views the stream jobs never counted
     touch its range; `other_events`: an event besides page views in its visits could pass its
-    page filter (sessions_sql.other_events_sql), which `paths` does not hold; `rows_before_paths`:
+    page filter (sessions_sql.other_events_sql), which `paths` does not hold, so `sessions` reads
+    the custom events too (Plan.custom_events); `rows_before_paths`:
     its range holds visits written before migrations 0062 / 0063, which read '' / [] in the
     columns added then (sessions_sql.COLUMNS_SINCE_PATHS, `paths`)."""
     everything = Plan(archive=query.metrics)
     asked_agg = query.source == "agg" and not late_events
-    if other_events and sessions_sql.reads_paths(query):
-        return everything
+    custom_events = other_events and sessions_sql.reads_paths(query)
     if rows_before_paths and sessions_sql.reads_columns_since_paths(query):
         return everything
     if not asked_agg or "exit_rate" in query.metrics or not sessions_sql.answers(query):
@@ -70,9 +74,9 @@ def plan(
     if not from_sessions:
         return everything
     if not rest:
-        return Plan(sessions=from_sessions)
+        return Plan(sessions=from_sessions, custom_events=custom_events)
     if raw_sql.events_alone(replace(query, metrics=rest)):
-        return Plan(sessions=from_sessions, archive=rest, archive_flat=True)
+        return Plan(sessions=from_sessions, archive=rest, archive_flat=True, custom_events=custom_events)
     return everything
 
 
@@ -116,7 +120,8 @@ def answer(client: Client, query: Query) -> Answer:
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
-    counts = raw_sql._rows(client, sessions_sql.compile_sessions(query, rules), lambda kind: kind == "visit")
+    visits = sessions_sql.compile_sessions(query, rules, custom_events=decided.custom_events)
+    counts = raw_sql._rows(client, visits, lambda kind: kind == "visit")
     if decided.archive_flat:  # the archive's part: its events, read flat
         goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
         flat = raw_sql.compile_query(query, rules, goals, rows="flat")

@@ -154,9 +154,40 @@ WHERE is_deleted = 0{condition}{group}
 """
 
 
-def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compiled:
+# The visits of the range (newest versions) that a custom event passing the filter keeps (raw's
+# rule: one event of the visit, within [first page view, last page view + gap], passes the whole
+# filter with the visit's properties): read from custom_events_by_page (migration 0064), only the
+# events whose path could pass ({possible}) and only their visitors' visits.
+_KEPT_BY_CUSTOM_EVENTS = """(visit_start, visitor_id) IN (
+        SELECT visit_start, visitor_id
+        FROM
+        (
+            SELECT session_start AS visit_start, visitor_id, session_end, is_deleted{columns}
+            FROM {sessions}
+            WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+              AND session_start < {{end:DateTime64(3, 'UTC')}} AND visitor_id IN (
+                  SELECT visitor_id FROM {custom_events}
+                  WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible})
+            ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+            LIMIT 1 BY session_start, visitor_id
+        ) AS visit
+        INNER JOIN
+        (
+            SELECT visitor_id, ts, path FROM {custom_events}
+            WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
+        ) AS custom USING visitor_id
+        WHERE is_deleted = 0 AND ts >= visit_start
+          AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}
+    )"""
+
+
+def compile_sessions(
+    query: Query, channel_rules: tuple = (), custom_events: bool = False
+) -> raw_sql.Compiled:
     """The visit side of `query` (answers() must hold) as raw_sql.compile_query's rows of kind
-    'visit': (kind, d0…, raw_sql.COUNTS)."""
+    'visit': (kind, d0…, raw_sql.COUNTS); with `custom_events`, a page filter also keeps the
+    visits a custom event passing it belongs to (the planner asks for it when other_events_sql
+    finds one that could: `paths` holds page views only)."""
     validate(query)
     parameters = raw_sql._Parameters()
     arrays = _arrays_named(query.filters)
@@ -174,6 +205,13 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
     condition = ""
     if query.filters is not None:
         test = raw_sql.condition_sql(query.filters, parameters)
+        kept_by_custom_events = _KEPT_BY_CUSTOM_EVENTS.format(
+            columns=columns,
+            sessions=SESSIONS,
+            custom_events=CUSTOM_EVENTS_BY_PAGE,
+            possible=_possible(query.filters, parameters),
+            test=test,
+        )
         for name in arrays:  # answers(): one at most
             entry = _array_entry(name)
             assert entry is not None and entry.sessions_array is not None
@@ -183,7 +221,12 @@ def compile_sessions(query: Query, channel_rules: tuple = ()) -> raw_sql.Compile
             # raw_sql's condition reads it unchanged; the inner select has no such column.
             columns += f",\n        {entry.sessions_array}"
             test = f"arrayExists({entry.raw_sql} -> {test}, {entry.sessions_array})"
-        condition = f" AND {test}"
+            if custom_events:
+                test = f"({test} OR {kept_by_custom_events})"
+        # Tested on each version before the newest is picked, as a flag: the sort then carries
+        # no array (`paths`).
+        columns += f",\n        {test} AS passes"
+        condition = " AND passes"
     grouped = [f"d{i}" for i in range(len(keys))]
     sql = _VISITS.format(
         keys="".join(f", {key}" for key in keys),

@@ -263,11 +263,12 @@ def test_bounce_rate_and_visits_by_day_under_a_page_filter_are_from_sessions_pat
     assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
 
 
-def test_a_visit_kept_by_a_custom_event_on_a_page_it_never_viewed_is_answered_by_the_archive(
+def test_a_visit_kept_by_a_custom_event_on_a_page_it_never_viewed_is_counted_from_sessions(
     store: Client,
 ) -> None:
     """`paths` holds page views only: the Download on /files keeps its visit in the archive's
-    count, not in `sessions`'; the check on goal_events_minute sends the query to the archive."""
+    count, not in `paths`'; the check on goal_events_minute finds it, and `sessions` reads the
+    custom events at /files too (custom_events_by_page)."""
     query = Query(
         SITE, *RANGE, ("visits", "bounce_rate"), (), Condition("is", "event:page", ("/files",)), source="agg"
     )
@@ -276,14 +277,14 @@ def test_a_visit_kept_by_a_custom_event_on_a_page_it_never_viewed_is_answered_by
     assert _rows(_from_sessions(store, query)) != _rows(archive)  # the edge is real
     assert planner.other_events(store, query)
     planned = planner.answer(store, query)
-    assert planned.source == "raw" and _rows(planned.rows) == _rows(archive)
+    assert planned.source == "agg" and _rows(planned.rows) == _rows(archive)
     assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
 
 
 def test_not_a_page_keeps_a_visit_whose_custom_event_is_on_another_page(store: Client) -> None:
     """`not (page is /blog/a)`: the downloader viewed /blog/a alone, its Download on /files passes
-    (raw_sql's rule: one event passing the whole filter); `paths` cannot tell, so the archive
-    answers (the check takes `not` as its negation: a custom event off /blog/a could pass)."""
+    (raw_sql's rule: one event passing the whole filter); `paths` cannot tell, the custom events
+    can (the check takes `not` as its negation: a custom event off /blog/a could pass)."""
     query = Query(
         SITE, *RANGE, ("visits", "views_per_visit"), ("time:hour",),
         Logic("not", (Condition("is", "event:page", ("/blog/a",)),)), source="agg",
@@ -291,7 +292,7 @@ def test_not_a_page_keeps_a_visit_whose_custom_event_is_on_another_page(store: C
     archive = raw_sql.answer(store, replace(query, source="raw"))
     assert _rows(_from_sessions(store, query)) != _rows(archive)
     planned = planner.answer(store, query)
-    assert planned.source == "raw" and _rows(planned.rows) == _rows(archive)
+    assert planned.source == "agg" and _rows(planned.rows) == _rows(archive)
     assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
 
 

@@ -66,12 +66,15 @@ PRICING = Condition("is", "event:page", ("/pricing",))
         Logic("and", (PRICING, Condition("is", "event:page", ("/",)))),  # one page view with both: none
     ],
 )
-def test_page_filters_come_from_sessions_paths_unless_another_event_could_pass_them(filters: object) -> None:
+def test_page_filters_come_from_sessions_paths_and_custom_events_when_one_could_pass_them(
+    filters: object,
+) -> None:
     """The page is read from `sessions.paths` (page views only); when an event besides page views
-    in the visits could pass the filter (the planner's check), the archive answers."""
+    in the visits could pass the filter (the planner's check), `sessions` reads the custom events
+    too (custom_events_by_page)."""
     asked = query(("visits", "bounce_rate"), ("time:day",), filters)
     assert plan(asked) == Plan(sessions=("visits", "bounce_rate"))
-    assert plan(asked, other_events=True) == Plan(archive=("visits", "bounce_rate"))
+    assert plan(asked, other_events=True) == Plan(sessions=("visits", "bounce_rate"), custom_events=True)
 
 
 def test_the_other_events_check_concerns_page_filters_only() -> None:
