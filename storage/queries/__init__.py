@@ -196,9 +196,13 @@ def _aggregate_with_sessions(client: Client, q: StatsQuery) -> dict[str, float]:
     sessions, bounces, duration_ms = client.query(
         sql, parameters={**q.parameters(), **parameters}
     ).result_rows[0]
-    page_alone = q.where is None and list(q.filters) == [sessions_sql.PAGE]
-    pageviews, visitors = (agg if page_alone else raw).page_totals(client, q)
+    pageviews, visitors = (agg if page_alone(q) else raw).page_totals(client, q)
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
+
+
+def page_alone(q: StatsQuery) -> bool:
+    """Whether q's one filter is the page (`path` = a page): the rollups hold its rows."""
+    return q.where is None and list(q.filters) == ["path"]
 
 
 def timeseries(
@@ -208,6 +212,10 @@ def timeseries(
     if interval not in INTERVALS:
         raise UnsupportedQuery(f"interval must be one of {', '.join(INTERVALS)}")
     check_bucket_count(q, interval)  # every door's cap, wherever its range came from
+    if source == "agg" and page_alone(q) and not agg.misses_late_events(client, q):
+        points = agg.page_timeseries(client, q, interval)
+        if points is not None:
+            return points
     return answering(client, q, source).timeseries(client, q, interval)
 
 

@@ -382,6 +382,23 @@ def timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point]
     return fill(q, interval, rows.result_rows)
 
 
+def page_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[Point] | None:
+    """raw.timeseries under a filter on the page alone ({"path": page}): the rollups' rows of that
+    page per bucket, when the range's buckets are UTC ones (`aligned`); None otherwise (a local
+    bucket is read from the totals rows only: local_summed)."""
+    if not aligned(q, interval):
+        return None
+    pieces = plan(q.start, q.end, interval)
+    if not pieces:
+        return fill(q, interval, [])
+    sql, parameters = _summed(replace(q, filters={}), "path", pieces)
+    rows = client.query(
+        f"SELECT t, pageviews, visitors FROM ({sql}) WHERE value = {{page:String}} ORDER BY t",
+        parameters={**parameters, "page": q.filters["path"]},
+    )
+    return fill(q, interval, rows.result_rows)
+
+
 def breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> list[BreakdownRow]:
     pieces = plan(q.start, q.end, "day", label=UNTIMED)
     if not pieces:

@@ -410,6 +410,22 @@ def test_filtered_aggregates_read_visits_from_sessions_and_a_page_alone_from_the
     assert reports.aggregate(store, q, source="agg") == archive
 
 
+@pytest.mark.parametrize("interval", ["minute", "hour", "day"])
+@pytest.mark.parametrize("page", ["/pricing", "/blog/a", "/files"])
+def test_a_timeseries_filtered_by_a_page_alone_is_read_from_the_rollups(
+    store: Client, monkeypatch: pytest.MonkeyPatch, interval: str, page: str
+) -> None:
+    """The Overview's chart under a page filter: page views and visitors per bucket from the
+    rollups' rows of that page (a range starting mid-hour, so edge minutes are read too)."""
+    q = StatsQuery(
+        SITE, DAY + timedelta(hours=9, minutes=17), DAY + timedelta(hours=13), filters={"path": page}
+    )
+    archive = reports.timeseries(store, q, interval, source="raw")  # type: ignore[arg-type]
+    monkeypatch.setattr(raw_queries, "timeseries", _archive_not_read)
+    assert reports.timeseries(store, q, interval, source="agg") == archive  # type: ignore[arg-type]
+    assert any(point.pageviews for point in archive) == (page != "/files")
+
+
 @pytest.mark.parametrize("interval", ["hour", "day"])
 @pytest.mark.parametrize(
     ("filters", "where", "timezone"),
