@@ -244,7 +244,13 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
         ),
         "top metrics": request([("top-metrics", "children")], common),
         "top metrics, filtered": request([("top-metrics", "children")], filtered),
+        "top metrics, filtered by source": request(
+            [("top-metrics", "children")], {**common, "filters.data": {"referrer_domain": "google.com"}}
+        ),
         "chart": request([("main-chart", "figure")], {**common, "chart-metric.value": "visitors"}),
+        "chart, filtered": request(
+            [("main-chart", "figure")], {**filtered, "chart-metric.value": "visitors"}
+        ),
         "top pages": request([("pages-list", "children")], {**common, "pages-by.value": "path"}),
         "entry pages": request([("pages-list", "children")], {**common, "pages-by.value": "entry_path"}),
         "referrers": request(
