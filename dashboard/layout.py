@@ -3,7 +3,7 @@
 
 Static structure only; dashboard.overview and dashboard.explore fill it. The ids `site`,
 `total-pageviews`, `pageviews-per-minute` and `refresh` are also read by
-tests/integration/test_local_stack.py.
+tests/fault/test_local_stack.py.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             return "0"
         return display.count(queries.realtime(clients(), site, now=clock(), source=source)["visitors"])
 
-    # Read by tests/integration/test_local_stack.py through /_dash-update-component: keep
+    # Read by tests/fault/test_local_stack.py through /_dash-update-component: keep
     # these two outputs and two inputs as they are.
     @app.callback(
         Output("total-pageviews", "children"),

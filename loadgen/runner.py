@@ -161,10 +161,12 @@ async def run(
     batch_size: int = 0,
     truth: GroundTruth | None = None,
     on_progress: Callable[[RunSummary], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[RunSummary, GroundTruth]:
-    """Send `rate` page views/s for `duration_s` (0: until cancelled); batches of
+    """Send `rate` page views/s for `duration_s` (0: until cancelled, or until `stop()` says
+    so: a caller that ends the run when something else has happened); batches of
     `batch_size` through /api/events when it is set. Stops early at the first 400
-    (`summary.refusal`)."""
+    (`summary.refusal`). Answers still due when it stops are awaited and counted."""
     summary, truth = RunSummary(), truth or GroundTruth()
     schedule = VisitSchedule(model)
     per_request = max(1, batch_size)
@@ -175,7 +177,7 @@ async def run(
         start = time.monotonic()
         for sequence in itertools.count():
             intended = start + sequence * per_request / rate
-            if (duration_s and intended - start >= duration_s) or summary.refusal:
+            if (duration_s and intended - start >= duration_s) or summary.refusal or (stop and stop()):
                 break
             if (delay := intended - time.monotonic()) > 0:
                 await asyncio.sleep(delay)

@@ -193,26 +193,39 @@ def wait_until_healthy(settings: Settings, component: Component) -> None:
 
 
 def stop_stack(settings: Settings, timeout_s: float = 120) -> None:
-    """Stop every component (reverse start order) and supervisord itself; wait until all are gone."""
+    """Stop every component and supervisord itself; wait until all are gone.
+
+    Last started first, one priority at a time: stopAllProcesses signals all at once, and the
+    archiver then lost ClickHouse and Kafka under it while it was still finishing a batch. The
+    components of one priority stop together, as `tally up` starts them: a cluster's three
+    brokers (its KRaft voters too) stopped one by one left the last without a quorum to approve
+    its controlled shutdown, and supervisord killed it after its 30 s grace."""
     if not supervisor_running(settings):
         return
     server = rpc(settings)
     pids = [info["pid"] for info in server.supervisor.getAllProcessInfo() if info["pid"]]
     supervisord_pid = server.supervisor.getPID()
-    # One at a time, last started first: stopAllProcesses signals all at once, and the
-    # archiver then lost ClickHouse and Kafka under it while it was still finishing a batch.
-    configs = sorted(server.supervisor.getAllConfigInfo(), key=lambda c: c["process_prio"], reverse=True)
-    for config in configs:
-        try:
-            server.supervisor.stopProcess(config["name"], True)
-        except xmlrpc.client.Fault as fault:
-            if "NOT_RUNNING" not in fault.faultString:
-                raise
+    configs = server.supervisor.getAllConfigInfo()
+    for priority in sorted({config["process_prio"] for config in configs}, reverse=True):
+        _stop_together(server, [config["name"] for config in configs if config["process_prio"] == priority])
     server.supervisor.shutdown()
     deadline = time.monotonic() + timeout_s
     while any(_alive(pid) for pid in [*pids, supervisord_pid]):
         if time.monotonic() > deadline:
             raise StackError(f"some processes did not stop: {[p for p in pids if _alive(p)]}")
+        time.sleep(0.2)
+
+
+def _stop_together(server: xmlrpc.client.ServerProxy, names: list[str]) -> None:
+    """Signal each, then wait until none is stopping (supervisord kills one that outlives its
+    stopwaitsecs)."""
+    for name in names:
+        try:
+            server.supervisor.stopProcess(name, False)
+        except xmlrpc.client.Fault as fault:
+            if "NOT_RUNNING" not in fault.faultString:
+                raise
+    while any(server.supervisor.getProcessInfo(name)["statename"] == "STOPPING" for name in names):
         time.sleep(0.2)
 
 

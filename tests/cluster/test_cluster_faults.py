@@ -24,7 +24,15 @@ from ops.local.cluster import layout
 from storage.client import connect
 from tally.settings import Settings
 from tally.topics import topic_config
-from tests.fault.scenario import Traffic, component_pid, healthy, sigkill_tree, verify_clean
+from tests.fault.scenario import (
+    Traffic,
+    component_pid,
+    healthy,
+    inject,
+    kill_and_wait_for_recovery,
+    sigkill_tree,
+    verify_clean,
+)
 from tests.fixtures.archive import archived
 from tests.fixtures.cluster_stack import (
     BrokerNetwork,
@@ -37,16 +45,19 @@ from tests.fixtures.local_stack import LocalStack, eventually
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 RATE_PER_COLLECTOR = 15
+#: Traffic before each failover and after it (the traffic also runs throughout it).
+AROUND_THE_FAULT_S = 5
 
 
 @dataclass
 class BothCollectors:
-    """Page views sent to each collector of the cluster at once, with their ground truth."""
+    """Page views sent to each collector of the cluster at once, with their ground truth: for
+    `duration_s`, or (0) until `finish()`."""
 
     runs: list[Traffic] = field(default_factory=list)
 
     @classmethod
-    def start(cls, stack: LocalStack, site: str, duration_s: float, seed: int) -> BothCollectors:
+    def start(cls, stack: LocalStack, site: str, seed: int, duration_s: float = 0) -> BothCollectors:
         settings = stack.settings
         traffic = cls()
         for n, port in enumerate(layout(settings).collector_ports(settings)):
@@ -156,19 +167,24 @@ def test_killed_partition_leader_costs_latency_not_errors(cluster_stack: LocalSt
     event gets its 202, later than usual."""
     stack, settings = cluster_stack, cluster_stack.settings
     site = new_site(stack, "leader-kill")
-    traffic = BothCollectors.start(stack, site, duration_s=40, seed=21)
-    time.sleep(10)
-    partition, leader = eventually(lambda: led_by_a_plain_broker(settings), "a leader not the controller", 60)
-    sigkill_tree(component_pid(stack, f"kafka-{leader}"))
-    # The controller fences the dead broker; another in-sync replica leads its partition.
-    eventually(
-        lambda: (
-            partition_leaders(settings.kafka_bootstrap, "pageviews").get(partition, (leader, []))[0]
-            not in (leader, -1)
-        ),
-        f"a new leader for partition {partition}",
-        60,
-    )
+
+    def kill_a_leader() -> None:
+        partition, leader = eventually(
+            lambda: led_by_a_plain_broker(settings), "a leader not the controller", 60
+        )
+        sigkill_tree(component_pid(stack, f"kafka-{leader}"))
+        # The controller fences the dead broker; another in-sync replica leads its partition.
+        eventually(
+            lambda: (
+                partition_leaders(settings.kafka_bootstrap, "pageviews").get(partition, (leader, []))[0]
+                not in (leader, -1)
+            ),
+            f"a new leader for partition {partition}",
+            60,
+        )
+
+    traffic = BothCollectors.start(stack, site, seed=21)
+    inject([kill_a_leader], AROUND_THE_FAULT_S)  # traffic before the kill, through the failover, and after it
     summary, truth = traffic.finish()
     # acks=all is met by the two replicas left: the failover costs latency, not one 503.
     assert summary.statuses == Counter({202: summary.sent}), summary.statuses
@@ -193,11 +209,14 @@ def test_killed_active_controller_costs_latency_not_errors(cluster_stack: LocalS
     (~10 s at load 16 on 2 cores), still inside the collectors' 30 s wait."""
     stack, settings = cluster_stack, cluster_stack.settings
     site = new_site(stack, "controller-kill")
-    traffic = BothCollectors.start(stack, site, duration_s=40, seed=25)
-    time.sleep(10)
-    controller = active_controller(settings)
-    sigkill_tree(component_pid(stack, f"kafka-{controller}"))
-    eventually(lambda: active_controller(settings) != controller, "a newly elected active controller", 60)
+
+    def kill_the_controller() -> None:
+        controller = active_controller(settings)
+        sigkill_tree(component_pid(stack, f"kafka-{controller}"))
+        eventually(lambda: active_controller(settings) != controller, "a newly elected active controller", 60)
+
+    traffic = BothCollectors.start(stack, site, seed=25)
+    inject([kill_the_controller], AROUND_THE_FAULT_S)
     summary, truth = traffic.finish()
     assert summary.statuses == Counter({202: summary.sent}), summary.statuses
     assert_archive_equals_truth(settings, site, truth)
@@ -214,14 +233,19 @@ def test_killed_archiver_leaves_its_partitions_to_the_other(cluster_stack: Local
     stack, settings = cluster_stack, cluster_stack.settings
     rpc = supervisor.rpc(settings)
     site = new_site(stack, "archiver-kill")
-    traffic = BothCollectors.start(stack, site, duration_s=30, seed=22)
-    time.sleep(8)
-    before = component_pid(stack, "archiver-1")
-    sigkill_tree(before)
-    # supervisord restarts it; keep it stopped, so archiver-2 alone holds the group's
-    # partitions for the rest of the run.
-    eventually(lambda: component_pid(stack, "archiver-1") not in (None, before), "archiver-1 restarted", 60)
-    rpc.supervisor.stopProcess("archiver-1", True)
+
+    def kill_and_keep_archiver_1_away() -> None:
+        before = component_pid(stack, "archiver-1")
+        sigkill_tree(before)
+        # supervisord restarts it; keep it stopped, so archiver-2 alone holds the group's
+        # partitions for the rest of the run.
+        eventually(
+            lambda: component_pid(stack, "archiver-1") not in (None, before), "archiver-1 restarted", 60
+        )
+        rpc.supervisor.stopProcess("archiver-1", True)
+
+    traffic = BothCollectors.start(stack, site, seed=22)
+    inject([kill_and_keep_archiver_1_away], AROUND_THE_FAULT_S)
     try:
         summary, truth = traffic.finish()
         assert summary.accepted == summary.sent, summary.statuses
@@ -235,10 +259,10 @@ def test_killed_spark_worker_leaves_the_stream_jobs_to_the_other(cluster_stack: 
     stack, settings = cluster_stack, cluster_stack.settings
     driver = component_pid(stack, "spark")
     site = new_site(stack, "worker-kill")
-    traffic = BothCollectors.start(stack, site, duration_s=40, seed=23)
-    time.sleep(15)
-    # The worker and its executor at once, in the middle of the 1 s micro-batches.
-    sigkill_tree(component_pid(stack, "spark-worker-1"))
+    traffic = BothCollectors.start(stack, site, seed=23)
+    # The worker and its executor at once, in the middle of the 1 s micro-batches; traffic goes
+    # on until supervisord has restarted it and every instance is healthy, and a while after.
+    inject([lambda: kill_and_wait_for_recovery(stack, "spark-worker-1")], AROUND_THE_FAULT_S)
     summary, truth = traffic.finish()
     assert summary.accepted == summary.sent, summary.statuses
     assert_archive_equals_truth(settings, site, truth)
@@ -261,20 +285,23 @@ def test_cut_off_broker_rejoins_and_catches_up(
         pytest.skip(f"brokers run without namespaces here: {can_make_networks()}")
     stack, settings = cluster_stack, cluster_stack.settings
     site = new_site(stack, "cut-off")
-    traffic = BothCollectors.start(stack, site, duration_s=45, seed=24)
-    time.sleep(8)
     leader, _ = eventually(
         lambda: partition_leaders(settings.kafka_bootstrap, "pageviews").get(0), "partition 0's leader", 30
     )
     process = component_pid(stack, f"kafka-{leader}")
-    broker_network.cut_off(leader)
-    try:
-        # Alive but unreachable: fenced by the controllers, out of every ISR, while the
-        # other two take the writes it misses.
-        eventually(lambda: out_of_every_isr(settings, leader), f"kafka-{leader} out of every ISR", 60)
-        time.sleep(5)
-    finally:
-        broker_network.reconnect(leader)
+
+    def cut_off_a_while() -> None:
+        broker_network.cut_off(leader)
+        try:
+            # Alive but unreachable: fenced by the controllers, out of every ISR, while the
+            # other two take the writes it misses.
+            eventually(lambda: out_of_every_isr(settings, leader), f"kafka-{leader} out of every ISR", 60)
+            time.sleep(5)
+        finally:
+            broker_network.reconnect(leader)
+
+    traffic = BothCollectors.start(stack, site, seed=24)
+    inject([cut_off_a_while], AROUND_THE_FAULT_S)
     summary, truth = traffic.finish()
     # It rejoined as the same process (nobody restarted it) and caught up: in sync everywhere.
     eventually(lambda: in_sync_everywhere(settings), f"kafka-{leader} back in every ISR", 180)
@@ -315,7 +342,7 @@ def test_replay_and_verify_on_the_cluster_agree_with_the_archive(cluster_stack: 
     rebuilds equals the raw archive for every site the module's faults touched."""
     stack, settings = cluster_stack, cluster_stack.settings
     site = new_site(stack, "replay")
-    summary, truth = BothCollectors.start(stack, site, duration_s=10, seed=26).finish()
+    summary, truth = BothCollectors.start(stack, site, seed=26, duration_s=10).finish()
     assert summary.accepted == summary.sent, summary.statuses
     assert_archive_equals_truth(settings, site, truth)
     # The commands below are not told where the cluster listens: they read it from the home.

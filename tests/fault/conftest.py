@@ -1,17 +1,33 @@
-"""The fault tests share one local stack: each breaks it on purpose, waits until every
-component is healthy again and leaves it so (each asserts that), on a site of its own. Starting
-and stopping a stack per module cost about a minute each time for nothing the tests check."""
+"""The tests that run the whole local stack share one: the walking skeleton's
+(test_local_stack.py, which also checks `tally up -d` and `tally down` themselves) and the fault
+tests', which each break it on purpose, wait until every component is healthy again and leave it
+so (each asserts that), on a site of its own. Starting and stopping a stack per module cost about
+a minute each time for nothing the tests check."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.fixtures.local_stack import LocalStack, running_stack
+
+HERE = Path(__file__).parent
+#: Stops the shared stack (`tally down`), so it runs after every other test here.
+STOPS_THE_STACK = "test_local_stack.py::test_down_leaves_no_process_or_port_behind"
 
 
 @pytest.fixture(scope="package")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     with running_stack(tmp_path_factory.mktemp("fault-stack-home")) as stack:
         yield stack
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The stack's `tally down` test moves behind this package's last test (not to the end of
+    the session: the package's stack would then be started a second time for it)."""
+    for down in [item for item in items if item.nodeid.endswith(STOPS_THE_STACK)]:
+        last = max(index for index, item in enumerate(items) if item.path.is_relative_to(HERE))
+        items.remove(down)  # the ones after it move up by one: `last` is now right behind the last
+        items.insert(last, down)

@@ -23,7 +23,6 @@ pytestmark = pytest.mark.fault
 
 SITE = "fault.example.com"
 RATE = 40
-DURATION_S = 150
 
 
 def clickhouse_away(stack: LocalStack, seconds: float) -> None:
@@ -92,19 +91,20 @@ def test_accepted_events_survive_a_crash_of_each_component(local_stack: LocalSta
     stack, settings = local_stack, local_stack.settings
     # Accepted from the moment `sites add` returns (collector/known_sites.py): no wait.
     assert stack.tally("sites", "add", SITE).returncode == 0
-    traffic = Traffic.start(stack, SITE, RATE, DURATION_S, seed=11)
+    traffic = Traffic.start(stack, SITE, RATE, seed=11)
     faults: list[Fault] = [
-        (10, lambda: kill_and_wait_for_recovery(stack, "collector")),
-        (30, lambda: kill_and_wait_for_recovery(stack, "archiver")),
-        (50, lambda: kill_and_wait_for_recovery(stack, "spark")),
-        (75, lambda: kill_and_wait_for_recovery(stack, "kafka")),
-        (100, lambda: clickhouse_away(stack, 30)),
+        lambda: kill_and_wait_for_recovery(stack, "collector"),
+        lambda: kill_and_wait_for_recovery(stack, "archiver"),
+        lambda: kill_and_wait_for_recovery(stack, "spark"),
+        lambda: kill_and_wait_for_recovery(stack, "kafka"),
+        lambda: clickhouse_away(stack, 30),
     ]
     inject(faults)
     summary, truth = traffic.finish()
     accepted = len(truth.counted())
-    # The faults were survived, not the traffic stopped.
-    assert accepted > RATE * DURATION_S * 0.5, summary.statuses
+    # The faults were survived, not the traffic stopped: most of what was sent got its 202. (The
+    # sender runs behind its rate while answers are slow, so what it sent is the measure.)
+    assert summary.refusal is None and accepted > summary.sent * 0.5, summary.statuses
     eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
     time.sleep(3)
     count, unique = archived(settings, SITE)

@@ -24,7 +24,6 @@ pytestmark = pytest.mark.fault
 
 SITE = "pause.example.com"
 RATE = 30
-DURATION_S = 130
 
 
 def pause_and_thaw(stack: LocalStack, name: str, seconds: float) -> None:
@@ -49,20 +48,22 @@ def test_accepted_events_survive_a_pause_of_each_component(local_stack: LocalSta
     log_before = archiver_log.stat().st_size if archiver_log.exists() else 0
     # Accepted from the moment `sites add` returns (collector/known_sites.py): no wait.
     assert stack.tally("sites", "add", SITE).returncode == 0
-    traffic = Traffic.start(stack, SITE, RATE, DURATION_S, seed=12)
+    traffic = Traffic.start(stack, SITE, RATE, seed=12)
     # Each longer than what notices it: the archiver's consumer session (10 s), the
     # collector's send timeout (10 s), Spark's and the clients' request timeouts.
     faults: list[Fault] = [
-        (10, lambda: pause_and_thaw(stack, "archiver", 15)),
-        (30, lambda: pause_and_thaw(stack, "spark", 20)),
-        (55, lambda: pause_and_thaw(stack, "kafka", 15)),
-        (80, lambda: pause_and_thaw(stack, "clickhouse", 15)),
-        (100, lambda: pause_and_thaw(stack, "collector", 12)),
+        lambda: pause_and_thaw(stack, "archiver", 15),
+        lambda: pause_and_thaw(stack, "spark", 20),
+        lambda: pause_and_thaw(stack, "kafka", 15),
+        lambda: pause_and_thaw(stack, "clickhouse", 15),
+        lambda: pause_and_thaw(stack, "collector", 12),
     ]
     inject(faults)
     summary, truth = traffic.finish()
     accepted = len(truth.counted())
-    assert accepted > RATE * DURATION_S * 0.5, summary.statuses
+    # The pauses were survived, not the traffic stopped: most of what was sent got its 202. (The
+    # sender runs behind its rate while answers are slow, so what it sent is the measure.)
+    assert summary.refusal is None and accepted > summary.sent * 0.5, summary.statuses
     eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
     time.sleep(3)
     count, unique = archived(settings, SITE)

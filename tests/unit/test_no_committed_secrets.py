@@ -9,6 +9,7 @@ and benchmarks, plain to see here, and changing one needs a new look at it.
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 from collections.abc import Iterable
@@ -90,11 +91,15 @@ def repository_files() -> list[str]:
 
 
 def scan(root: Path, files: Iterable[str]) -> list[tuple[str, PotentialSecret]]:
-    """detect-secrets with every plugin and its default filters (`default_settings`)."""
+    """detect-secrets with every plugin and its default filters (`default_settings`).
+
+    One process per core (detect-secrets' own `scan_files`, which hands the settings to each
+    process): the scan is CPU-bound, ~27 plugins over each of the repository's ~70,000 lines, and
+    took 19 s on one of CI's two cores. The findings are the same as file by file.
+    """
     found = SecretsCollection(root=str(root))
     with default_settings():
-        for name in files:
-            found.scan_file(name)
+        found.scan_files(*files, num_processors=os.cpu_count())
     return sorted(found, key=lambda item: (item[0], item[1].line_number))
 
 

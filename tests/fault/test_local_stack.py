@@ -1,6 +1,9 @@
 """The walking skeleton, end to end, through the user's own commands:
 `tally up -d` → POST /api/event → Kafka → archiver → ClickHouse `events` and Spark's
-per-minute counts → `tally query` and the dashboard → `tally status` → `tally down`."""
+per-minute counts → `tally query` and the dashboard → `tally status` → `tally down`.
+
+The stack is the one the fault tests share (tests/fault/conftest.py starts it with `tally up -d`):
+a second one cost 46-80 s. Its `tally down` test runs after all of theirs."""
 
 from __future__ import annotations
 
