@@ -105,17 +105,19 @@ def reads_columns_since_paths(query: Query) -> bool:
     return reads_paths(query) or any(_visit_column(name) in COLUMNS_SINCE_PATHS for name in named)
 
 
+# One row if a visit starting in the range was written before `paths` existed (empty); over the
+# parameters site, start, end (the engine's raw_sql._base, the reports' q.parameters()).
+_VISITS_BEFORE_PATHS = f"""
+SELECT 1 FROM {SESSIONS}
+WHERE site = {{site:String}} AND is_deleted = 0 AND empty(paths)
+  AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+LIMIT 1
+"""
+
+
 def rows_before_paths_sql(query: Query) -> raw_sql.Compiled:
     """One row if a visit starting in the range was written before `paths` existed (empty)."""
-    parameters = raw_sql._Parameters()
-    moment = "DateTime64(3, 'UTC')"
-    site = parameters.add(query.site, "String")
-    start, end = parameters.add(query.start, moment), parameters.add(query.end, moment)
-    sql = (
-        f"SELECT 1 FROM {SESSIONS} WHERE site = {site} AND session_start >= {start} "
-        f"AND session_start < {end} AND empty(paths) AND is_deleted = 0 LIMIT 1"
-    )
-    return raw_sql.Compiled(sql, parameters.values, ["found"])
+    return raw_sql.Compiled(_VISITS_BEFORE_PATHS, raw_sql._base(query, ()), ["found"])
 
 
 def reads_paths(query: Query) -> bool:
@@ -205,13 +207,7 @@ def compile_sessions(
     condition = ""
     if query.filters is not None:
         test = raw_sql.condition_sql(query.filters, parameters)
-        kept_by_custom_events = _KEPT_BY_CUSTOM_EVENTS.format(
-            columns=columns,
-            sessions=SESSIONS,
-            custom_events=CUSTOM_EVENTS_BY_PAGE,
-            possible=_possible(query.filters, parameters),
-            test=test,
-        )
+        event_test, visit_columns = test, columns  # for the custom events: one event, its visit
         for name in arrays:  # answers(): one at most
             entry = _array_entry(name)
             assert entry is not None and entry.sessions_array is not None
@@ -222,7 +218,14 @@ def compile_sessions(
             columns += f",\n        {entry.sessions_array}"
             test = f"arrayExists({entry.raw_sql} -> {test}, {entry.sessions_array})"
             if custom_events:
-                test = f"({test} OR {kept_by_custom_events})"
+                kept = _KEPT_BY_CUSTOM_EVENTS.format(
+                    columns=visit_columns,
+                    sessions=SESSIONS,
+                    custom_events=CUSTOM_EVENTS_BY_PAGE,
+                    possible=_possible(query.filters, parameters),
+                    test=event_test,
+                )
+                test = f"({test} OR {kept})"
         # Tested on each version before the newest is picked, as a flag: the sort then carries
         # no array (`paths`).
         columns += f",\n        {test} AS passes"
@@ -334,14 +337,6 @@ def answers_report(q: StatsQuery, by: str | None = None, page_views: bool = True
     )
 
 
-_VISITS_BEFORE_PATHS = f"""
-SELECT 1 FROM {SESSIONS}
-WHERE site = {{site:String}} AND is_deleted = 0 AND empty(paths)
-  AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-LIMIT 1
-"""
-
-
 def report_doubts_sql(q: StatsQuery) -> list[str]:
     """Queries (over q.parameters()) each finding a row when `sessions` cannot answer `q` exactly
     after all: when it reads `paths` or a column added with it (COLUMNS_SINCE_PATHS), a visit of
@@ -420,11 +415,7 @@ def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, obje
         for index, name in enumerate(q.filters)
     )
     page = f"filter_{list(q.filters).index(PAGE)}" if PAGE in q.filters else None
-    custom = (
-        _CUSTOM_AT_PAGE.format(custom_events=CUSTOM_EVENTS_BY_PAGE, sessions=SESSIONS, page=page)
-        if page
-        else ""
-    )
+    custom = _CUSTOM_AT_PAGE.format(custom_events=CUSTOM_EVENTS_BY_PAGE, page=page) if page else ""
     parameters: dict[str, object] = {}
     if q.where is not None:
         sql, parameters = expression_sql(q.where, {name: f"p_{name}" for name in held}, "sessions_where")
