@@ -258,13 +258,20 @@ def page_totals(client: Client, q: StatsQuery) -> tuple[int, int]:
     pieces = plan(q.start, q.end, "day", label=UNTIMED)
     if not pieces:
         return 0, 0
-    sql, parameters = _summed(replace(q, filters={}), "path", pieces)
-    rows = client.query(
-        f"SELECT pageviews, visitors FROM ({sql}) WHERE value = {{page:String}}",
-        parameters={**parameters, "page": q.filters["path"]},
-    ).result_rows
+    sql, parameters = _page_rows(q, pieces)
+    rows = client.query(f"SELECT pageviews, visitors FROM ({sql})", parameters=parameters).result_rows
     pageviews, visitors = rows[0] if rows else (0, 0)
     return int(pageviews), int(visitors)
+
+
+def _page_rows(q: StatsQuery, pieces: list[Piece]) -> tuple[str, dict[str, object]]:
+    """SQL selecting t, pageviews, visitors of the page q's filter names ({"path": page}) summed
+    over `pieces`: the rows of that page among the rollups' rows by page."""
+    sql, parameters = _summed(replace(q, filters={}), "path", pieces)
+    return (
+        f"SELECT t, pageviews, visitors FROM ({sql}) WHERE value = {{page:String}}",
+        {**parameters, "page": q.filters["path"]},
+    )
 
 
 def aligned(q: StatsQuery, interval: Interval) -> bool:
@@ -391,11 +398,8 @@ def page_timeseries(client: Client, q: StatsQuery, interval: Interval) -> list[P
     pieces = plan(q.start, q.end, interval)
     if not pieces:
         return fill(q, interval, [])
-    sql, parameters = _summed(replace(q, filters={}), "path", pieces)
-    rows = client.query(
-        f"SELECT t, pageviews, visitors FROM ({sql}) WHERE value = {{page:String}} ORDER BY t",
-        parameters={**parameters, "page": q.filters["path"]},
-    )
+    sql, parameters = _page_rows(q, pieces)
+    rows = client.query(f"{sql} ORDER BY t", parameters=parameters)
     return fill(q, interval, rows.result_rows)
 
 
