@@ -36,7 +36,7 @@ import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 from clickhouse_connect.driver.client import Client
 
 from storage.archive_audit import AuditTotals, audit_archive
@@ -132,6 +132,38 @@ class Jump:
     expected: int
     received: int
     resume: int  # where the partition is re-read from
+
+
+@dataclass
+class StallWatch:
+    """Finds partitions the log is ahead of that no collection has moved for a while.
+
+    The archiver takes a partition's records only from its next expected offset; if the
+    consumer's fetch position ever disagrees with it without delivering a record past it (CI
+    saw a partition stop for good after a rebalance that followed a pause past the session),
+    nothing else would move that partition again until a restart. A stalled partition is
+    sought to its next expected offset, which drops whatever the fetcher holds for it; on a
+    partition that was only slow, that costs one re-fetch.
+    """
+
+    interval_s: float = 5.0
+    _checked_at: float = field(default_factory=time.monotonic)
+    _seen: dict[int, int] = field(default_factory=dict)  # next expected offsets at the last check
+
+    def due(self, now: float) -> bool:
+        return now - self._checked_at >= self.interval_s
+
+    def stalled(self, next_expected: dict[int, int], log_ends: dict[int, int], now: float) -> list[int]:
+        """Partitions with records in the log past their next expected offset that was the same
+        at the previous check too."""
+        stalled = [
+            partition
+            for partition, expected in sorted(next_expected.items())
+            if log_ends.get(partition, 0) > expected and self._seen.get(partition) == expected
+        ]
+        self._seen = dict(next_expected)
+        self._checked_at = now
+        return stalled
 
 
 def archived_positions(client: Client, topic_partitions: list[int]) -> dict[int, int]:
@@ -235,6 +267,7 @@ class Archiver:
         self._stopping = asyncio.Event()
         self._archiving: asyncio.Task[None] | None = None  # the batch being inserted
         self._rebalances = 0  # a batch collected across a rebalance is dropped
+        self._stall_watch = StallWatch()
         self.audit = AuditTotals()
 
     async def run(self) -> None:
@@ -255,6 +288,10 @@ class Archiver:
                 # to where the archive ends, and its records will be fetched again.
                 if len(batch) and batch.generation == self._rebalances:
                     self._archiving = asyncio.create_task(self._archive(batch))
+                elif batch.skipped:
+                    log.debug("archived", rows=0, copies=0, dead=0, skipped=batch.skipped)
+                if len(batch) < self.max_rows and self._stall_watch.due(time.monotonic()):
+                    await self._unstall()
                 heartbeat.beat(self.settings, "archiver")
             await self._archived()
         finally:
@@ -314,6 +351,35 @@ class Archiver:
                         self._seek_back(jump)
                         break  # the rest of this partition's records lie beyond too
         return batch
+
+    async def _unstall(self) -> None:
+        """Seek every stalled partition (StallWatch) to its next expected offset. Checked only
+        after a collection that ended short of a full batch: the fetcher had nothing more."""
+        assigned = {tp.partition for tp in self.consumer.assignment()}
+        expected = {p: offset for p, offset in self.next_expected.items() if p in assigned}
+        partitions = [TopicPartition(self.settings.pageviews_topic, p) for p in expected]
+        try:
+            ends = await self.consumer.end_offsets(partitions) if partitions else {}
+        except KafkaError as error:  # the broker away: the next check will tell
+            log.warning("log_end_unknown", error=str(error)[:300])
+            return
+        log_ends = {tp.partition: offset for tp, offset in ends.items()}
+        for partition in self._stall_watch.stalled(expected, log_ends, time.monotonic()):
+            # Only if a rebalance has not moved it meanwhile: the listener's seek is newer.
+            if self.next_expected.get(partition) != expected[partition]:
+                continue
+            log.warning(
+                "partition_stalled",
+                partition=partition,
+                next_offset=expected[partition],
+                log_end=log_ends[partition],
+            )
+            try:
+                self.consumer.seek(
+                    TopicPartition(self.settings.pageviews_topic, partition), expected[partition]
+                )
+            except IllegalStateError:  # revoked meanwhile: its next owner seeks it
+                continue
 
     def _seek_back(self, jump: Jump) -> None:
         log.warning(
