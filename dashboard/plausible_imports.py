@@ -197,7 +197,7 @@ def time_rows(client: Client, q: StatsQuery, bucket: str, source: Source) -> lis
         for index, number in enumerate(numbers):
             total[index] += number
     return [
-        Row((name,), visit_metrics(queries.metrics(*n[:4], n[4] / n[2] / 1000 if n[2] else 0.0)))
+        Row((name,), visit_metrics(queries.metrics_from_totals(*n[:5])))
         for name, n in sorted(labelled.items())
         if n[0] or n[1] or n[2]
     ]

@@ -275,7 +275,7 @@ def time_rows(
     rows = [
         Row(
             (name,),
-            visit_metrics(queries.metrics(*numbers[:4], numbers[4] / numbers[2] / 1000 if numbers[2] else 0)),
+            visit_metrics(queries.metrics_from_totals(*numbers[:5])),
         )
         for name, numbers in counts.items()
         if numbers[0] or numbers[1] or numbers[2]

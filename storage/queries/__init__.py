@@ -54,6 +54,7 @@ from storage.queries.contract import (
     dimensions_of,
     fitting_interval,
     metrics,
+    metrics_from_totals,
     validate,
     validate_expression,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "goals",
     "late_pageviews",
     "metrics",
+    "metrics_from_totals",
     "pageviews_per_minute",
     "properties",
     "property_keys",
@@ -197,7 +199,7 @@ def _aggregate_with_sessions(client: Client, q: StatsQuery) -> dict[str, float]:
         sql, parameters={**q.parameters(), **parameters}
     ).result_rows[0]
     pageviews, visitors = (agg if page_alone(q) else raw).page_totals(client, q)
-    return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
+    return metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms)
 
 
 def page_alone(q: StatsQuery) -> bool:
@@ -302,9 +304,7 @@ def _sessions_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> l
     sql, parameters = sessions_sql.report_breakdown_sql(q, by)
     rows = client.query(sql, parameters={**q.parameters(), **parameters, "limit": limit}).result_rows
     return [
-        SessionBreakdownRow(
-            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
-        )
+        SessionBreakdownRow(value, metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms))
         for value, pageviews, visitors, sessions, bounces, duration_ms in rows
     ]
 

@@ -60,6 +60,7 @@ from storage.queries.contract import (
     floor_to,
     goal_condition,
     metrics,
+    metrics_from_totals,
     page_engagement,
 )
 from storage.tables import (
@@ -249,7 +250,7 @@ def aggregate(client: Client, q: StatsQuery, suffix: str = "") -> dict[str, floa
     sql, parameters = _summed(q, "", pieces, suffix)
     rows = client.query(sql, parameters=parameters).result_rows
     _, _, pageviews, visitors, sessions, bounces, duration_ms = rows[0] if rows else (0,) * 7
-    return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
+    return metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms)
 
 
 def page_totals(client: Client, q: StatsQuery) -> tuple[int, int]:
@@ -446,9 +447,7 @@ def session_breakdown(
     return [
         SessionBreakdownRow(
             value,
-            metrics(
-                pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0
-            ),
+            metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms),
         )
         for value, pageviews, visitors, sessions, bounces, duration_ms in rows
     ]

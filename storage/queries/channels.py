@@ -19,7 +19,13 @@ from datetime import datetime
 from clickhouse_connect.driver.client import Client
 
 from storage.channels import ChannelRule, channel_sql, rules_parameters, source_sql
-from storage.queries.contract import SESSION_VISITORS, BreakdownRow, SessionBreakdownRow, StatsQuery, metrics
+from storage.queries.contract import (
+    SESSION_VISITORS,
+    BreakdownRow,
+    SessionBreakdownRow,
+    StatsQuery,
+    metrics_from_totals,
+)
 from storage.queries.raw import raw_sessions_sql
 
 PROPERTIES = ("referrer_domain", "utm_source", "utm_medium")
@@ -35,9 +41,7 @@ def session_breakdown(client: Client, q: StatsQuery, limit: int) -> list[Session
     )
     rows = client.query(sql, parameters={**q.parameters(), "limit": limit}).result_rows
     return [
-        SessionBreakdownRow(
-            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
-        )
+        SessionBreakdownRow(value, metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms))
         for value, pageviews, visitors, sessions, bounces, duration_ms in rows
     ]
 

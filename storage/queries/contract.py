@@ -503,6 +503,13 @@ def metrics(
     }
 
 
+def metrics_from_totals(
+    pageviews: int, visitors: int, sessions: int, bounces: int, duration_ms: float
+) -> dict[str, float]:
+    """The aggregate report from the sessions' summed duration in ms (what the stores sum)."""
+    return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
+
+
 def as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 

@@ -34,6 +34,7 @@ from storage.queries.contract import (
     goal_condition,
     goal_row,
     metrics,
+    metrics_from_totals,
     page_engagement,
     session_row,
 )
@@ -304,9 +305,7 @@ def session_totals(
     )
     rows = client.query(sql, parameters={**q.parameters(), **parameters, "limit": limit}).result_rows
     return [
-        SessionBreakdownRow(
-            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
-        )
+        SessionBreakdownRow(value, metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms))
         for value, pageviews, visitors, sessions, bounces, duration_ms in rows
     ]
 
@@ -324,9 +323,7 @@ def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> lis
     rows = client.query(sql, parameters={**q.parameters(), "limit": limit}).result_rows
     # Averaged from the integer milliseconds, as agg does, so both round alike.
     return [
-        SessionBreakdownRow(
-            value, metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000)
-        )
+        SessionBreakdownRow(value, metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms))
         for value, pageviews, visitors, sessions, bounces, duration_ms in rows
     ]
 
