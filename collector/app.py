@@ -319,8 +319,9 @@ class Collector:
                 dropped[drop.reason.value] += 1
         return events, dropped
 
-    def count_slow_body(self) -> None:
-        self.metrics.rejected.labels("slow_body").inc()
+    def count_refused(self, reason: str) -> None:
+        """A connection the server cut off before the app saw a request (collector/http_protocol.py)."""
+        self.metrics.rejected.labels(reason).inc()
 
     def _count_drop(self, dropped: Dropped) -> None:
         reason = dropped.reason
@@ -444,7 +445,7 @@ def main() -> None:
             settings.collector_header_timeout_s,
             MAX_HEADER_BYTES,
             settings.collector_body_timeout_s,
-            on_slow_body=app.state.collector.count_slow_body,
+            on_refused=app.state.collector.count_refused,
         ),
         limit_concurrency=4096,
         timeout_keep_alive=KEEP_ALIVE_S,

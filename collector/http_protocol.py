@@ -35,11 +35,13 @@ def bounded_httptools(
     header_timeout_s: float,
     max_header_bytes: int,
     body_timeout_s: float,
-    on_slow_body: Callable[[], None] = lambda: None,
+    on_refused: Callable[[str], None] = lambda reason: None,
 ) -> type[HttpToolsProtocol]:
     """The protocol class to pass to uvicorn as `http=`. A body not in within body_timeout_s
     of its headers gets a 408 naming the field and the connection closed (the app reading it
-    sees the client gone); `on_slow_body` counts it."""
+    sees the client gone). `on_refused` counts each connection cut off, by reason:
+    `slow_headers`, `large_headers`, `slow_body` (a client that sees its connection reset can
+    then be told apart from one the server never answered)."""
     too_slow_body = slow_body_answer(body_timeout_s)
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -65,6 +67,7 @@ def bounded_httptools(
                 # most 256 KiB at a time, so this overshoots the bound by at most that).
                 self._header_bytes += len(data)
                 if self._header_bytes > max_header_bytes:
+                    on_refused("large_headers")
                     self._refuse(TOO_LARGE)
 
         def on_headers_complete(self) -> None:
@@ -83,7 +86,7 @@ def bounded_httptools(
         def _await_headers(self) -> None:
             self._header_bytes = 0
             self._awaiting_headers = True
-            self._deadline = self.loop.call_later(header_timeout_s, self._refuse, TOO_SLOW)
+            self._deadline = self.loop.call_later(header_timeout_s, self._headers_too_slow)
 
         def _stop_waiting(self) -> None:
             self._awaiting_headers = False
@@ -91,8 +94,12 @@ def bounded_httptools(
                 self._deadline.cancel()
                 self._deadline = None
 
+        def _headers_too_slow(self) -> None:
+            on_refused("slow_headers")
+            self._refuse(TOO_SLOW)
+
         def _body_too_slow(self) -> None:
-            on_slow_body()
+            on_refused("slow_body")
             # An app that answered early (a 413 on the declared length) has said its piece.
             answered = self.cycle is not None and self.cycle.response_started
             self._refuse(b"" if answered else too_slow_body)

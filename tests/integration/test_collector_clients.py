@@ -187,3 +187,8 @@ def test_slow_silent_or_huge_headers_are_cut_off_while_other_clients_are_served(
     finally:
         stop.set()
         dribbler.join()
+
+    # Each cut-off is counted by its reason (a reset seen by a client can then be explained).
+    counted = httpx.get(f"{collector}/metrics").text
+    assert 'tally_events_rejected_total{reason="slow_headers"} 2.0' in counted
+    assert 'tally_events_rejected_total{reason="large_headers"} 1.0' in counted
