@@ -3,6 +3,12 @@
 Every component agrees on this one definition: the collector builds it, the archiver
 writes it to ClickHouse `events`, the Spark jobs read it. New fields may be added; none is
 removed or changes meaning without a new schema_version (DESIGN.md).
+
+Kafka's log outlives every deployment, so readers meet events of other releases: a field is
+only ever added with a default (never as a required one); a reader ignores the fields it does
+not know (extra="ignore" here, the schema Spark parses with) and takes the default of the ones
+an older writer did not know (here, and stream_jobs/schema.py DEFAULTS).
+tests/fault/test_event_contract_versions.py sends both kinds through the local stack.
 """
 
 from __future__ import annotations

@@ -1,0 +1,114 @@
+"""Kafka's log outlives every deployment of the collector: events written by an older collector
+(without the fields added since the first release) and by a newer one (with fields this release
+does not know) share the topic with this release's. Each is archived once, with the contract's
+defaults for what it lacks, and counted by the stream jobs as by the archive (issue 33; the
+rule is in tally/event.py and DESIGN.md: fields are only ever added, a reader ignores the ones
+it does not know and takes the default of the ones it misses).
+
+Runs on the shared local stack (tests/fault/conftest.py): the real collector is bypassed on
+purpose, the events go straight to `pageviews` as another version of it would have written them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import datetime, timedelta
+
+import httpx
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from tally.event import PageViewEvent, event_key, utc_now
+from tests.fixtures.local_stack import LocalStack, eventually
+
+pytestmark = pytest.mark.integration
+
+SITE = "contract-versions.example.com"
+#: Fields the contract gained after the first release (dc31cfa): an event of that release lacks them.
+ADDED_SINCE_FIRST_RELEASE = ("revenue_amount", "revenue_currency", "scroll_depth", "engagement_ms")
+#: Fields a later release might add, of every JSON kind.
+UNKNOWN_FIELDS = {"consent": "granted", "vitals": {"lcp_ms": 1200, "cls": 0.02}, "tags": ["a"], "bot": False}
+
+
+def event(path: str, ts: datetime) -> dict[str, object]:
+    """This release's event, as the collector writes it."""
+    current = PageViewEvent(
+        event_id=uuid.uuid4(),
+        site=SITE,
+        ts=ts,
+        received_at=ts,
+        url=f"https://{SITE}{path}",
+        hostname=SITE,
+        path=path,
+        visitor_id=f"visitor-{path}",
+        ip_hash="ip",
+        country="DE",
+        browser="Firefox",
+        props={"plan": "pro"},
+    )
+    return json.loads(current.to_json())
+
+
+def versions(ts: datetime) -> dict[str, dict[str, object]]:
+    older = {k: v for k, v in event("/older", ts).items() if k not in ADDED_SINCE_FIRST_RELEASE}
+    del older["props"]  # a field with a default, absent altogether
+    return {"older": older, "current": event("/current", ts), "newer": event("/newer", ts) | UNKNOWN_FIELDS}
+
+
+async def produce(bootstrap: str, topic: str, values: list[dict[str, object]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        for value in values:
+            key = event_key(str(value["site"]), str(value["visitor_id"]))
+            await producer.send_and_wait(topic, orjson.dumps(value), key=key)
+    finally:
+        await producer.stop()
+
+
+def archived(stack: LocalStack) -> list[list[str]]:
+    sql = (
+        "SELECT path, toString(scroll_depth), revenue_amount, toString(length(props)) FROM events "
+        f"WHERE site = '{SITE}' ORDER BY path"
+    )
+    result = stack.tally("query", sql, "--format", "csv", timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [line.replace('"', "").split(",") for line in result.stdout.strip().splitlines()[1:]]
+
+
+def pageviews_by_path(stack: LocalStack, source: str, start: datetime, end: datetime) -> dict[str, int]:
+    settings = stack.settings
+    response = httpx.get(
+        f"http://127.0.0.1:{settings.dashboard_port}/api/v1/stats/breakdown",
+        params={
+            "site": SITE,
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+            "by": "path",
+            "source": source,
+        },
+        headers={"Authorization": f"Bearer {settings.resolved_api_key()}"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    return {row["value"]: row["pageviews"] for row in response.json()}
+
+
+def test_events_of_an_older_and_a_newer_collector_are_archived_and_counted(local_stack: LocalStack) -> None:
+    stack = local_stack
+    assert stack.tally("sites", "add", SITE).returncode == 0
+    ts = utc_now().replace(microsecond=0)
+    asyncio.run(
+        produce(stack.settings.kafka_bootstrap, stack.settings.pageviews_topic, [*versions(ts).values()])
+    )
+
+    expected = [["/current", "0", "", "1"], ["/newer", "0", "", "1"], ["/older", "0", "", "0"]]
+    eventually(lambda: archived(stack) == expected, "the three versions in the archive, with defaults", 120)
+
+    start, end = ts - timedelta(hours=1), ts + timedelta(hours=1)
+    counts = {"/older": 1, "/current": 1, "/newer": 1}
+    eventually(lambda: pageviews_by_path(stack, "agg", start, end) == counts, "agg counts all three", 120)
+    assert pageviews_by_path(stack, "raw", start, end) == counts
