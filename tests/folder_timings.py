@@ -1,4 +1,5 @@
-"""How long each test folder took, printed at the end of the run (after `--durations`).
+"""How long each test folder, and each of the slowest files, took: printed at the end of the run
+(after `--durations`).
 
 The suite's budget is for the whole run on 2 cores; this table says where the time goes, so the
 next slow folder is found from CI's log instead of from a second 45-minute run. A folder's time
@@ -28,17 +29,23 @@ def folder_of(nodeid: str) -> str:
     return str(PurePosixPath(nodeid.split("::", 1)[0]).parent)
 
 
+#: How many of the slowest test files the summary lists after the folders.
+SLOWEST_FILES = 25
+
+
 class FolderTimings:
     def __init__(self) -> None:
         self.folders: dict[str, FolderTime] = defaultdict(FolderTime)
+        self.files: dict[str, FolderTime] = defaultdict(FolderTime)
         self.started = time.monotonic()
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        folder = self.folders[folder_of(report.nodeid)]
-        folder.seconds += report.duration
-        if report.when == "call" or (report.when == "setup" and report.skipped):
-            folder.tests += 1
+        path = report.nodeid.split("::", 1)[0]
+        for timing in (self.folders[folder_of(report.nodeid)], self.files[path]):
+            timing.seconds += report.duration
+            if report.when == "call" or (report.when == "setup" and report.skipped):
+                timing.tests += 1
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
@@ -60,6 +67,10 @@ class FolderTimings:
             f"{'all folders':<28} {sum(f.tests for f in self.folders.values()):>6} {total:>9.1f} "
             f"{minutes(total):>7}   (wall clock since start-up {minutes(wall)})"
         )
+        slowest = sorted(self.files.items(), key=lambda item: -item[1].seconds)[:SLOWEST_FILES]
+        terminalreporter.write_sep("=", f"the {len(slowest)} slowest test files (setup + call + teardown)")
+        for name, timing in slowest:
+            terminalreporter.write_line(f"{timing.seconds:>8.1f} s {timing.tests:>5} tests  {name}")
 
 
 def minutes(seconds: float) -> str:
