@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from datetime import datetime, timedelta
 
 import httpx
@@ -21,7 +20,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from tally.event import PageViewEvent, event_key, utc_now
+from tally.event import event_key, utc_now
+from tests.fixtures.events import page_view
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.integration
@@ -35,16 +35,12 @@ UNKNOWN_FIELDS = {"consent": "granted", "vitals": {"lcp_ms": 1200, "cls": 0.02},
 
 def event(path: str, ts: datetime) -> dict[str, object]:
     """This release's event, as the collector writes it."""
-    current = PageViewEvent(
-        event_id=uuid.uuid4(),
-        site=SITE,
-        ts=ts,
-        received_at=ts,
-        url=f"https://{SITE}{path}",
+    current = page_view(
+        SITE,
+        f"visitor-{path}",
+        ts,
+        path,
         hostname=SITE,
-        path=path,
-        visitor_id=f"visitor-{path}",
-        ip_hash="ip",
         country="DE",
         browser="Firefox",
         props={"plan": "pro"},
