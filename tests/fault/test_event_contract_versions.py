@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 import httpx
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from tally.event import event_key, utc_now
 from tests.fixtures.events import page_view
 from tests.fixtures.local_stack import LocalStack, eventually
+from tests.integration.test_archiver import produce
 
 pytestmark = pytest.mark.integration
 
@@ -52,17 +52,6 @@ def versions(ts: datetime) -> dict[str, dict[str, object]]:
     older = {k: v for k, v in event("/older", ts).items() if k not in ADDED_SINCE_FIRST_RELEASE}
     del older["props"]  # a field with a default, absent altogether
     return {"older": older, "current": event("/current", ts), "newer": event("/newer", ts) | UNKNOWN_FIELDS}
-
-
-async def produce(bootstrap: str, topic: str, values: list[dict[str, object]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        for value in values:
-            key = event_key(str(value["site"]), str(value["visitor_id"]))
-            await producer.send_and_wait(topic, orjson.dumps(value), key=key)
-    finally:
-        await producer.stop()
 
 
 def archived(stack: LocalStack) -> list[list[str]]:
@@ -97,9 +86,10 @@ def test_events_of_an_older_and_a_newer_collector_are_archived_and_counted(local
     stack = local_stack
     assert stack.tally("sites", "add", SITE).returncode == 0
     ts = utc_now().replace(microsecond=0)
-    asyncio.run(
-        produce(stack.settings.kafka_bootstrap, stack.settings.pageviews_topic, [*versions(ts).values()])
-    )
+    values = [
+        (event_key(str(v["site"]), str(v["visitor_id"])), orjson.dumps(v)) for v in versions(ts).values()
+    ]
+    asyncio.run(produce(stack.settings, values))
 
     expected = [["/current", "0", "", "1"], ["/newer", "0", "", "1"], ["/older", "0", "", "0"]]
     eventually(lambda: archived(stack) == expected, "the three versions in the archive, with defaults", 120)
