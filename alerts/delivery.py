@@ -21,7 +21,7 @@ Fair across sites: each site's alerts wait in a queue of their own and are deliv
 time, in the topic's order, by that site's worker; every site's worker runs at once, with at
 most MAX_CONCURRENT_POSTS POSTs in flight over all of them (a backoff's sleep holds none). A
 site whose webhooks fail or hang delays only its own alerts: when delivery was one alert at a
-time, 30 failing webhooks on one site held another site's alert for minutes (issue 29).
+time, 30 failing webhooks on one site held another site's alert for minutes.
 At most MAX_UNFINISHED alerts are read and not yet finished; the consumer stops fetching until
 some finish, so memory is bounded whatever the topic holds.
 

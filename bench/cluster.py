@@ -37,8 +37,6 @@ SENDERS = 2
 SITE = "cluster.bench.example.com"
 # The archive is complete once it holds every accepted event; give up after this long.
 ARCHIVE_TIMEOUT_S = 900
-# Ports after the cluster's block: the single node's broker and the services both modes run.
-EXTRA_PORTS = 5
 
 
 @dataclass(frozen=True)

@@ -43,12 +43,12 @@ from tally.settings import Settings
 
 def bench_site(events: int) -> str:
     """One synthetic site per archive size, so that sizes can be compared in one store; `v2`:
-    the archive's shape since issue 16 (custom events, revenue, engagement events)."""
+    the archive's shape with custom events, revenue and engagement events."""
     return f"dashboard-{events}.v2.bench.example.com"
 
 
 # Above this many events only the agg path is measured: raw reads scan the archive, seconds
-# per request at 100M, and the claim at that size is about the rollups (issue 14).
+# per request at 100M, and the claim at that size is about the rollups.
 RAW_MEASURED_UP_TO = 20_000_000
 CHUNK = 1_000_000  # rows per INSERT: bounds the engine's memory while sorting a part
 SPAN = timedelta(days=30)
@@ -500,10 +500,6 @@ def forget_funnel_days(settings: Settings, site: str) -> None:
     connect(settings).command(
         f"DELETE FROM {FUNNEL_DAYS} WHERE site = {{site:String}}", parameters={"site": site}
     )
-
-
-def _p95_ms(timings: list[float]) -> float:
-    return round(percentile(sorted(timings), 0.95) * 1000, 1)
 
 
 def _scale_comparison(

@@ -1,4 +1,4 @@
-"""What provenance costs a stats request (issue 21): p50/p95 of the same stats API requests
+"""What provenance costs a stats request: p50/p95 of the same stats API requests
 with and without `meta=true`, and of Plausible's v2 query (which always carries it), over the
 dashboard benchmark's synthetic archive (bench/dashboard.py: one site, 30 days, rollups built
 by the backfill), measured in-process through the Flask server.

@@ -4,7 +4,6 @@ storage.queries exactly as the dashboard shows them."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -309,12 +308,6 @@ def stats_api(
         return error(500, "internal error; the dashboard's log has the details")
 
     return api
-
-
-def bearer_matches(authorization: str, api_key: bytes) -> bool:
-    scheme, _, token = authorization.partition(" ")
-    # compare_digest takes as long for a near miss as for a far one: no timing oracle.
-    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), api_key)
 
 
 def error(status: int, message: str) -> Response:

@@ -247,7 +247,7 @@ def bucket_count(q: StatsQuery, value: Interval) -> int:
     return queries.bucket_count(q.start, q.end, value)
 
 
-# Breakdowns of custom events (issue 16): by event name, by a property's value.
+# Breakdowns of custom events: by event name, by a property's value.
 EVENT_NAME_BREAKDOWN = "event:name"
 PROP_BREAKDOWN = "prop:"
 

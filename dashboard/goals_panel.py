@@ -1,4 +1,4 @@
-"""The Overview's Goals and Properties panels (issue 16): per goal its unique conversions,
+"""The Overview's Goals and Properties panels: per goal its unique conversions,
 total events, conversion rate and revenue, a goal's name filtering the dashboard by it; a form
 to add and remove goals; the values of a chosen custom property. Numbers from storage.queries
 (contract.py states them), from the dashboard's source."""

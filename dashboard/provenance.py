@@ -1,4 +1,4 @@
-"""Numbers that show their work (issue 21): a stats answer's provenance, as the APIs carry it
+"""Numbers that show their work: a stats answer's provenance, as the APIs carry it
 in `meta` and as the Overview shows it under the top metrics (storage/queries/provenance.py
 computes it).
 

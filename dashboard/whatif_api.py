@@ -1,4 +1,4 @@
-"""`GET /api/v1/whatif/goals` (issue 21): a site's goals' numbers now and with a proposed change
+"""`GET /api/v1/whatif/goals`: a site's goals' numbers now and with a proposed change
 (`add`, `add_page`, `remove`, each repeatable; `currency` for the added goals), side by side, as
 `tally whatif goals` prints them. Goals apply at read time, so this is two reads of the same
 tables (agg), nothing replayed and nothing written; applying a proposal is the goals endpoints'

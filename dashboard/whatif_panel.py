@@ -1,4 +1,4 @@
-"""The Definitions panel (issue 21): the current definitions version, and for a version built by
+"""The Definitions panel: the current definitions version, and for a version built by
 `tally whatif` its numbers beside the current ones over the header's site and period, with Swap
 in and Discard buttons; under them the newest versions, each with what it changed.
 

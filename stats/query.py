@@ -1,4 +1,4 @@
-"""The one query model every front door translates into (issue 31): a site, a range, metrics,
+"""The one query model every front door translates into: a site, a range, metrics,
 dimensions, a filter expression, an order and a page.
 
 Names are the catalogue's keys (stats/catalogue.py): Plausible's namespaced names where Plausible

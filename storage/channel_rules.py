@@ -8,7 +8,7 @@ the rule names one, belong to `channel`: one of the default channels or the owne
 The first rule that holds names the channel; no rule holding, the default grouping does.
 
 `contents` and `restore` give every site's rules as plain data and put them back, so a versioned
-definition can hold them (issue 21).
+definition can hold them.
 """
 
 from __future__ import annotations

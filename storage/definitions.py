@@ -1,4 +1,4 @@
-"""Versioned definitions (issue 21): the numbered sets of definitions the derived tables are
+"""Versioned definitions: the numbered sets of definitions the derived tables are
 computed with, which one is current, and how a process gets its numbers from it.
 
 What a version holds (migration 0054):

@@ -17,7 +17,6 @@ from storage.client import connect
 from tally.csv_cells import csv_text
 from tally.settings import Settings
 
-FORMATS = ("parquet", "csv")
 # Everything a user sent us, minus Kafka bookkeeping.
 EXPORT_SQL = """
 SELECT * EXCEPT (kafka_partition, kafka_offset)

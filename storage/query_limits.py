@@ -1,4 +1,4 @@
-"""The bounds every query of the stats path runs under (issue 29): a time, a memory and a size
+"""The bounds every query of the stats path runs under: a time, a memory and a size
 limit set as ClickHouse settings on the client itself, so that no query the dashboard server
 sends (the dashboard, /api/v1, the Plausible APIs, funnels, segments, Explore) can go without
 them, and a way to tell a query stopped by one from a store that is down.

@@ -124,7 +124,7 @@ def visitor_activity(
     (kind: rollup, session, pane, late). Page views and engagement events go in (is_engagement
     tells them apart); a session with engaged_bounce_ms of engaged time is no bounce.
 
-    Two horizons (issue 30): the watermark (newest event time - watermark_s) closes sessions for
+    Two horizons: the watermark (newest event time - watermark_s) closes sessions for
     the live views and bounds the rate-limit panes; the lateness horizon (watermark -
     allowed_lateness_s) bounds what is still counted exactly. A page view after the horizon
     counts in every derived table as raw counts it, whoever its visitor; the state keeps a

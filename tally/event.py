@@ -50,7 +50,7 @@ class PageViewEvent(BaseModel):
     screen_width: int = 0
     language: str = ""
     props: dict[str, str] = Field(default_factory=dict)
-    # Revenue of a goal event (issue 16): a decimal string ("19.90") and its ISO-4217
+    # Revenue of a goal event: a decimal string ("19.90") and its ISO-4217
     # currency ("EUR"); both empty when the event carries none.
     revenue_amount: str = ""
     revenue_currency: str = ""

@@ -1,4 +1,4 @@
--- Issue 19: the archive is a gapless copy of each partition of `pageviews`, and checks it.
+-- The archive is a gapless copy of each partition of `pageviews`, and checks it.
 -- archive_deadletters: the offsets the archiver sent to `deadletter` (malformed messages). With
 -- `events` they account for every offset read, so an audit tells a hole from a dead letter.
 CREATE TABLE IF NOT EXISTS archive_deadletters

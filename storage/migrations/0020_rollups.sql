@@ -1,4 +1,4 @@
--- Issue 14: the derived tables become aggregates. Their size grows with sites x dimension
+-- The derived tables become aggregates. Their size grows with sites x dimension
 -- values x time buckets, not with visitors. They are a cache of the log: the old per-visitor
 -- tables are dropped, and the stream jobs' new query (`activity`, fresh checkpoint) rebuilds
 -- the new ones from the log (`tally replay` does the same on demand).

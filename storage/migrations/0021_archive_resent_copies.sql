@@ -1,4 +1,4 @@
--- Issue 15: an event its sender re-sent (same site and event_id, after a lost 202, a 503, a
+-- An event its sender re-sent (same site and event_id, after a lost 202, a 503, a
 -- timeout) is archived once; see docs/architecture.md, "Retries count once".
 --
 -- archive_ids: every archived event's (site, event_id) and where it is on the log, kept 8 days

@@ -1,4 +1,4 @@
--- Issue 16: goals, custom events, properties and revenue (docs/architecture.md, "Goals").
+-- Goals, custom events, properties and revenue (docs/architecture.md, "Goals").
 --
 -- Revenue an event carries: a decimal string ('' for none; summed as Decimal(18, 6)) and its
 -- ISO-4217 currency. Strings, so that the archiver's JSONEachRow rows need no conversion.

@@ -1,4 +1,4 @@
--- Issue 16: engagement (time on page, scroll depth) from the `engagement` events of Tally's
+-- Engagement (time on page, scroll depth) from the `engagement` events of Tally's
 -- tracker and Plausible's (docs/architecture.md, "Engagement").
 --
 -- The event's two measurements, 0 on every other event (tally/event.py): the deepest point of

@@ -1,4 +1,4 @@
--- Issue 16: more dimensions, no schema change (this file has no statement: it records the
+-- More dimensions, no schema change (this file has no statement: it records the
 -- change in the data model where the tables are described). The rollups (0020) are keyed by
 -- (site, dimension, bucket, value), so new dimensions are new values of `dimension`:
 --   event dimensions (page views by their own value): language, screen_size (the class of

@@ -1,4 +1,4 @@
--- Issue 16: a session with one page view is a bounce only if its visitor was not engaged in it
+-- A session with one page view is a bounce only if its visitor was not engaged in it
 -- (storage/queries/contract.py, "engaged session"): engaged_ms is the sum of engagement_ms of
 -- the engagement events belonging to the session, and is_bounce now means pageviews = 1 AND
 -- engaged_ms < TALLY_ENGAGED_BOUNCE_MS. Rows written before this migration read 0 here and keep

@@ -1,4 +1,4 @@
--- Issue 17: streaming alerts (docs/architecture.md, "Alerts").
+-- Streaming alerts (docs/architecture.md, "Alerts").
 --
 -- alert_rules: per site, by rule_id. A change is a new row; the newest row per rule wins
 -- (removed = 1 is a removal), as for `goals`. kind 'pageviews_above': page views in the

@@ -1,4 +1,4 @@
--- Issue 20: history imported from Plausible's CSV export or a GA4 export (storage/imports.py,
+-- History imported from Plausible's CSV export or a GA4 export (storage/imports.py,
 -- docs/architecture.md, "Imported history"). Daily aggregates, as Plausible keeps its own
 -- imports, never synthesised events: an export holds per-day counts, not the visitors behind
 -- them, so events made up from it would fake visitors, sessions and their order.

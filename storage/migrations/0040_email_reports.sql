@@ -1,4 +1,4 @@
--- Issue 20: weekly and monthly email reports (storage/report_subscriptions.py,
+-- Weekly and monthly email reports (storage/report_subscriptions.py,
 -- dashboard/email_reports.py, docs/architecture.md, "Email reports").
 --
 -- report_subscriptions: who receives which site's report how often. A change is a new row; the

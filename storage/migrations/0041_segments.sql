@@ -1,4 +1,4 @@
--- Issue 20: saved segments, named filter expressions per site (storage/segments.py). `filters`
+-- Saved segments, named filter expressions per site (storage/segments.py). `filters`
 -- is the segment's filter list in Plausible's v2 syntax (JSON), checked when it was added. A
 -- change is a new row; the newest row per (site, id) wins (removed = 1 is a removal). `id` is a
 -- number, as Plausible's segment ids are, for its `["is", "segment", [id]]` filter.

@@ -1,4 +1,4 @@
--- Issue 21 (provenance): how far each streaming query has read the log. After each micro-batch
+-- Provenance: how far each streaming query has read the log. After each micro-batch
 -- the sink records, per partition of the topic it reads, the end offset of that batch (the
 -- offset log's, exclusive: every offset below it is processed and its rows are in the derived
 -- tables). With `stream_watermarks` this is the stream jobs' progress a stats answer's `meta`

@@ -1,4 +1,4 @@
--- Issue 16 (funnels within 300 ms): a funnel becomes derived data per UTC day
+-- Funnels within 300 ms: a funnel becomes derived data per UTC day
 -- (docs/architecture.md, "Funnels"). Sessions count on the UTC day they start and a visitor is a
 -- (UTC day, visitor_id), so a funnel's sessions and visitors per step add up over whole days.
 --

@@ -1,4 +1,4 @@
--- Issue 16: saved funnels, named per site as Plausible configures them (storage/saved_funnels.py).
+-- Saved funnels, named per site as Plausible configures them (storage/saved_funnels.py).
 -- `steps` is the funnel's steps as JSON ([{"page": "/product/*"}, {"event": "Signup"}]), checked
 -- when added. A change is a new row; the newest row per (site, name) wins (removed = 1 is a
 -- removal). The dashboard's process computes each saved funnel's closed days into funnel_days in

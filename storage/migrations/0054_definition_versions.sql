@@ -1,4 +1,4 @@
--- Issue 21 (what-if): the definitions that shape the derived tables, as numbered versions.
+-- What-if: the definitions that shape the derived tables, as numbered versions.
 -- A version is never changed once written: `tally whatif` records a proposed one, and a swap
 -- (or a rollback) appends to `definition_switches`. The current version is the newest switch's;
 -- with no switch yet, version 1, recorded on first use from the environment

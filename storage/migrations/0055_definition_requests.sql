@@ -1,4 +1,4 @@
--- Issue 21 (what-if from the dashboard): a swap or discard of a definitions version asked for in
+-- What-if from the dashboard: a swap or discard of a definitions version asked for in
 -- the dashboard's Definitions panel, carried out by the stream jobs between two micro-batches
 -- (stream_jobs/definition_requests.py): they own the derived tables and their checkpoints, so
 -- the dashboard never stops them or touches their files. A request is written once as

@@ -1,4 +1,4 @@
--- Issue 21: per-site channel rules, checked before GA4's default grouping (storage/channels.py,
+-- Per-site channel rules, checked before GA4's default grouping (storage/channels.py,
 -- storage/channel_rules.py). A rule: sessions whose source (utm_source, else the referrer domain)
 -- is `source` as a name or domain (subdomains and TLD suffixes match), and whose medium is
 -- `medium` when it is not '', belong to `channel`. A site's rules are checked in `position`

@@ -1,4 +1,4 @@
--- Issue 31: a session row carries what session-scoped filters and breakdowns need, so that they
+-- A session row carries what session-scoped filters and breakdowns need, so that they
 -- read `sessions` and not a sessionised archive. New columns, each its first page view's value
 -- (as utm_source): utm_content and utm_term (visit properties), and the class of its screen width
 -- (screen_size: Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop, '' when 0) and its
@@ -8,7 +8,7 @@
 -- does not keep it).
 -- Old data: rows written before this migration read '' in these columns; the stream jobs write
 -- them for every session they emit after the upgrade (their checkpoint stays valid: the visitor
--- state has held these fields since issue 16). `tally replay` rebuilds the sessions from the
+-- state has held these fields since engagement was added). `tally replay` rebuilds the sessions from the
 -- log, so periods before the upgrade show them too.
 ALTER TABLE sessions
     ADD COLUMN IF NOT EXISTS utm_content LowCardinality(String) DEFAULT '' AFTER utm_campaign,

@@ -1,4 +1,4 @@
--- Issue 31: a session row says which pages its visit viewed, so that a page filter's visit
+-- A session row says which pages its visit viewed, so that a page filter's visit
 -- metrics (visits, bounce rate, visit duration, views per visit of the WHOLE visits that contain
 -- a matching page view: DESIGN.md "Definitions") can read `sessions`, e.g. has(paths, '/pricing')
 -- or arrayExists(p -> match(p, …), paths), instead of a sessionised archive.

@@ -1,4 +1,4 @@
--- Issue 31: the custom events of each page, for the reports' page filter on `sessions`
+-- The custom events of each page, for the reports' page filter on `sessions`
 -- (stats/sessions_sql.py, PAGE). Under `path = /pricing` raw counts a visit that viewed the page
 -- or that holds a custom event at it (its visitor's, within [first page view, last page view +
 -- gap]); `sessions.paths` holds the page views' paths only, so the custom events of the page are

@@ -394,7 +394,7 @@ def total_pageviews(client: Client, site: str) -> int:
     )
 
 
-# --- goals, custom events, properties (issue 16) ---------------------------------------------
+# --- goals, custom events, properties ---------------------------------------------
 
 
 def goals(client: Client, q: StatsQuery, source: Source = "raw") -> list[GoalRow]:

@@ -625,7 +625,7 @@ def late_pageviews(client: Client, q: StatsQuery) -> int:
     )
 
 
-# --- goals, custom events, properties (issue 16) ---------------------------------------------
+# --- goals, custom events, properties ---------------------------------------------
 # Read from the ClickHouse aggregates migrations 0022 and 0026 feed from the archive (not the
 # rollups): events and revenue are sums, visitors uniqExact states that merge exactly across
 # minutes, paths and names, so every number equals raw's over the same minute buckets. Goals and

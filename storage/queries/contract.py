@@ -121,7 +121,7 @@ Once the stream jobs have processed an event both give the same numbers. The def
   values are Plausible's names, an older stored or given name read as its new one
   (storage/client_names.py: `Mac OS X` is `Mac`).
 
-Late events (issue 30; stream_jobs/jvm/.../VisitorActivity.java): `agg` counts an event the
+Late events (stream_jobs/jvm/.../VisitorActivity.java): `agg` counts an event the
 stream jobs receive up to the allowed lateness behind their watermark (TALLY_ALLOWED_LATENESS_S,
 72 h, GA4's) exactly as raw does, in every figure: it may open, extend or merge sessions, and
 the rollups and session rows change accordingly. LATE_EVENTS_RULE says what happens to an older
@@ -131,7 +131,7 @@ Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign
 only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
 ones from the log (README, "Upgrading").
 
-Goals, custom events and properties (issue 16; storage/goals.py, migration 0022):
+Goals, custom events and properties (storage/goals.py, migration 0022):
 - custom event: an event whose name is neither 'pageview' nor 'engagement'.
 - a goal's events: for an event goal the custom events of its name, for a page goal the page
   views whose path matches its pattern (`*` any run of characters); ts in [start, end).

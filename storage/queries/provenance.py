@@ -1,4 +1,4 @@
-"""What a stats answer is made of (issue 21): the source it was read from, the part of the log
+"""What a stats answer is made of: the source it was read from, the part of the log
 it covers, the late events in its range, and whether agg and raw agree on it.
 
 - `log`: per partition of `pageviews`, the offsets of the archived events in the range (the

@@ -403,7 +403,7 @@ def newest_sessions(
     return [session_row(row) for row in rows]
 
 
-# --- goals, custom events, properties (issue 16; contract.py states the definitions) --------
+# --- goals, custom events, properties (contract.py states the definitions) --------
 
 _CUSTOM_EVENTS = "name NOT IN ('pageview', 'engagement')"
 _IN_RANGE = "site = {site:String} AND ts >= {start:DateTime64(3, 'UTC')} AND ts < {end:DateTime64(3, 'UTC')}"

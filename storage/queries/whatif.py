@@ -1,4 +1,4 @@
-"""A what-if's numbers (issue 21): one range of one site read from the live derived tables
+"""A what-if's numbers: one range of one site read from the live derived tables
 (the current definitions' version) and from a proposed version's side tables
 (`<table>_v<N>`, built by `tally whatif`), side by side.
 
