@@ -44,7 +44,8 @@ from collector.user_agent import classify, is_bot
 from storage.client import connect
 from tally import structured_logging
 from tally.client_ip import client_ip, parse_networks
-from tally.event import describe_validation_error, encode_fields, event_key, utc_now
+from tally.clock import utc_now
+from tally.event import describe_validation_error, encode_fields, event_key
 from tally.settings import Settings
 
 log = structlog.get_logger()

@@ -7,7 +7,7 @@ Run with `python -m dashboard.app` (waitress).
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 
 import structlog
 from dash import Dash
@@ -41,15 +41,12 @@ from dashboard.store import ClientFactory, thread_local_clients
 from dashboard.timezone_panel import register_timezone_panel
 from dashboard.whatif_panel import register_whatif_panel
 from tally import structured_logging
+from tally.clock import utc_now
 from tally.settings import Settings
 
 log = structlog.get_logger()
 
 SERVER_THREADS = 8
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def build_app(

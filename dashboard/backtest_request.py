@@ -9,12 +9,13 @@ the rule's own validation, so that the API refuses exactly what its OpenAPI docu
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 
 from dashboard.api_parameters import BadParameter
 from storage import alert_backtest
 from storage.alert_backtest import Backtest, Firing
 from storage.alert_rules import RULE_KINDS, AlertRule, InvalidRule
+from tally.clock import as_utc
 
 # Field → the JSON types it takes (bool is excluded from the numbers below, as JSON has it apart).
 RULE_FIELDS: dict[str, tuple[type, ...]] = {
@@ -64,7 +65,7 @@ def _until(value: object, now: datetime) -> datetime:
         moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         raise BadParameter("until", "an ISO-8601 time such as 2026-11-20T12:00:00Z") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return as_utc(moment)
 
 
 def _field_and_problem(message: str) -> tuple[str, str]:

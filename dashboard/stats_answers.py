@@ -4,7 +4,7 @@ so the CLI prints the API's numbers from the API's own code path without importi
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from clickhouse_connect.driver.client import Client
 
@@ -12,6 +12,7 @@ from dashboard import comparisons
 from dashboard.api_parameters import EVENT_NAME_BREAKDOWN, PROP_BREAKDOWN
 from storage import queries
 from storage.queries import EventRow, GoalRow, Interval, Point, Source, StatsQuery
+from tally.clock import as_utc
 
 
 def aggregate(
@@ -63,7 +64,7 @@ def goals(client: Client, q: StatsQuery, source: Source) -> list[dict[str, objec
 def iso(moment: datetime, timezone: str = "UTC") -> str:
     """ISO-8601 as the API's parameters take it: in UTC with a Z, or in the site's zone with its
     offset (a bucket of a Berlin site starts at 2026-03-29T00:00:00+01:00)."""
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    moment = as_utc(moment)
     if timezone != "UTC":
         return moment.astimezone(queries.zone(timezone)).isoformat()
     return moment.isoformat().replace("+00:00", "Z")

@@ -18,6 +18,7 @@ from bench.sections import SECTION_NAMES, events_help
 from loadgen.__main__ import main as loadgen_command
 from ops import stats_cli
 from ops.cli_errors import TallyGroup, UserError
+from tally.clock import as_utc
 from tally.settings import Settings
 
 console = Console()
@@ -685,7 +686,7 @@ def _utc_time(option: str, text: str) -> datetime:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise InvalidRule(f"{option}: an ISO-8601 time such as 2026-11-20T12:00:00Z") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return as_utc(moment)
 
 
 @alerts.command("list")

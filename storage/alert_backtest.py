@@ -30,6 +30,7 @@ from storage import tables
 from storage.alert_conditions import Predicate, absent_long_enough, exceeded, rule_predicate, window_start
 from storage.alert_rules import AlertRule, InvalidRule, make_rule
 from storage.sites import list_sites
+from tally.clock import as_utc
 
 DEFAULT_HISTORY_DAYS = 7
 MAX_HISTORY_DAYS = 31
@@ -71,7 +72,7 @@ def history(days: int, end: datetime) -> tuple[datetime, datetime]:
     """The `days` days up to `end` (UTC), or InvalidRule naming `days`."""
     if not 1 <= days <= MAX_HISTORY_DAYS:
         raise InvalidRule(f"days: a history of 1 to {MAX_HISTORY_DAYS} days")
-    end = end.replace(tzinfo=UTC) if end.tzinfo is None else end.astimezone(UTC)
+    end = as_utc(end)
     if end.year < EARLIEST_YEAR:  # nothing was archived before; and no date arithmetic below year 1
         raise InvalidRule(f"until: a time after {EARLIEST_YEAR}")
     return end - timedelta(days=days), end
@@ -171,7 +172,11 @@ def absences(
         stretches = [(start, end)]
     else:
         between = client.query(_GAPS.replace("{predicate}", predicate.sql), parameters=parameters).result_rows
-        stretches = [(start, _utc(first)), *((_utc(a), _utc(b)) for a, b in between), (_utc(last), end)]
+        stretches = [
+            (start, as_utc(first)),
+            *((as_utc(a), as_utc(b)) for a, b in between),
+            (as_utc(last), end),
+        ]
     minutes = timedelta(minutes=rule.window_minutes)
     return [
         Firing(
@@ -189,7 +194,3 @@ def absences(
 
 def _at(epoch_s: int) -> datetime:
     return datetime.fromtimestamp(epoch_s, UTC)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

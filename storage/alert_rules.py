@@ -38,6 +38,7 @@ from storage import site_caps
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
+from tally.clock import as_utc
 from tally.webhook_targets import RefusedDestination, UnresolvedHost, checked_addresses
 
 RuleKind = Literal["pageviews_above", "goal_absent", "event_rate_above"]
@@ -85,7 +86,7 @@ class AlertRule(BaseModel):
     @classmethod
     def _created(cls, moment: datetime) -> datetime:
         # As the store keeps it (DateTime64(3)): the rule's absence windows start here.
-        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        moment = as_utc(moment)
         return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
     @field_validator("webhook_url")

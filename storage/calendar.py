@@ -17,6 +17,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from tally.clock import as_utc
+
 Interval = Literal["minute", "hour", "day", "week", "month"]
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
 UTC_NAME = "UTC"
@@ -69,12 +71,12 @@ def local_midnight(day: date, tz: ZoneInfo) -> datetime:
 
 
 def local_date(moment: datetime, tz: ZoneInfo) -> date:
-    return _utc(moment).astimezone(tz).date()
+    return as_utc(moment).astimezone(tz).date()
 
 
 def floor_local(moment: datetime, interval: Interval, tz: ZoneInfo) -> datetime:
     """The UTC start of the local bucket `moment` is in."""
-    moment = _utc(moment)
+    moment = as_utc(moment)
     if interval == "minute":
         return moment.replace(second=0, microsecond=0)
     local = moment.astimezone(tz)
@@ -104,7 +106,7 @@ def next_bucket(start: datetime, interval: Interval, tz: ZoneInfo) -> datetime:
 
 def bucket_starts(start: datetime, end: datetime, interval: Interval, tz: ZoneInfo) -> list[datetime]:
     """Every local bucket start from the one holding `start` up to `end` (exclusive)."""
-    result, moment, end = [], floor_local(start, interval, tz), _utc(end)
+    result, moment, end = [], floor_local(start, interval, tz), as_utc(end)
     while moment < end:
         result.append(moment)
         moment = next_bucket(moment, interval, tz)
@@ -123,10 +125,6 @@ def add_months(day: date, months: int) -> date:
 def shift_local(moment: datetime, tz: ZoneInfo, days: int = 0, months: int = 0) -> datetime:
     """`moment` moved by calendar days / months on the local wall clock (yesterday at the same
     local time, a year ago on the same date), as a UTC instant."""
-    local = _utc(moment).astimezone(tz)
+    local = as_utc(moment).astimezone(tz)
     moved = add_months(local.date(), months) + timedelta(days=days)
     return datetime.combine(moved, local.time().replace(tzinfo=None), tz).astimezone(UTC)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -28,6 +28,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import sessions, site_caps
 from storage.sites import list_sites, normalise
+from tally.clock import as_utc
 
 Role = Literal["owner", "admin", "viewer"]
 ROLES: tuple[Role, ...] = ("owner", "admin", "viewer")
@@ -361,10 +362,6 @@ def _write_invite(client: Client, invite: Invite, token_sha256: str) -> None:
     client.insert("user_invites", [row], column_names=INVITE_COLUMNS)
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
 def _invites(client: Client, where: str, parameters: dict[str, object]) -> list[tuple[str, Invite]]:
     """(current token hash, invitation) of each invitation the WHERE clause picks; invitations
     made before they had an id and an inviter are void and never read."""
@@ -375,8 +372,8 @@ def _invites(client: Client, where: str, parameters: dict[str, object]) -> list[
     found = []
     for invite_id, token, email, site, role, expires_at, inviter, status, proven, created_at in rows:
         invite = Invite(
-            email, site, cast(Role, role), _utc(expires_at), id=invite_id, inviter=inviter,
-            status=cast(InviteStatus, status), proven=bool(proven), created_at=_utc(created_at),
+            email, site, cast(Role, role), as_utc(expires_at), id=invite_id, inviter=inviter,
+            status=cast(InviteStatus, status), proven=bool(proven), created_at=as_utc(created_at),
         )  # fmt: skip
         found.append((token, invite))
     return found
@@ -454,9 +451,9 @@ def _last_removal(client: Client, email: str, site: str) -> datetime | None:
         parameters={"email": email, "site": site},
     ).result_rows
     moment = rows[0][0] if rows else None
-    if moment is None or _utc(moment).year < 1971:  # max() of no rows is the epoch
+    if moment is None or as_utc(moment).year < 1971:  # max() of no rows is the epoch
         return None
-    return _utc(moment)
+    return as_utc(moment)
 
 
 def accept_invite(client: Client, token: str, invite: Invite, password: str) -> User:

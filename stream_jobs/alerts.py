@@ -58,6 +58,7 @@ from storage.client import connect
 from stream_jobs.clickhouse_sink import insert_rows
 from stream_jobs.context import StreamContext
 from stream_jobs.rate_limits import messages_frame
+from tally.clock import as_utc
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ class AlertsSink:
         beats = rows.filter(is_beat)
         if beats.num_rows == 0:
             return  # no clock in this batch: the next one (with a beat) evaluates
-        clock = _utc(pc.max(beats["last_seen"]).as_py())
+        clock = as_utc(pc.max(beats["last_seen"]).as_py())
         touched, self._pending_sites = self._pending_sites, set()
         alerts = [
             alert
@@ -268,11 +269,11 @@ def evaluate_window(
 
 def evaluate_absence(client: Client, rule: AlertRule, predicate: Predicate, clock: datetime) -> Alert | None:
     """A goal_absent rule: absent since the later of its last event and the rule's creation."""
-    created = _utc(rule.created_at)
+    created = as_utc(rule.created_at)
     parameters = {**predicate.parameters, "site": rule.site, "since": int(created.timestamp()) // 60 * 60}
     sql = _LAST_SEEN.format(table=COUNTS_TABLE, predicate=predicate.sql)
     [(last_seen,)] = client.query(sql, parameters=parameters).result_rows
-    since = max(created, _utc(last_seen)) if last_seen else created
+    since = max(created, as_utc(last_seen)) if last_seen else created
     absent_s = (clock - since).total_seconds()
     if not absent_long_enough(rule, absent_s):
         return None
@@ -327,10 +328,6 @@ def record_fired(client: Client, alerts: list[Alert]) -> None:
         for a in alerts
     ]
     client.insert(ALERTS_TABLE, rows, column_names=[*ALERT_COLUMNS, "stage"])
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _hhmm(epoch_s: int) -> str:

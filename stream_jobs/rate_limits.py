@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 
 from storage import tables
 from stream_jobs.clickhouse_sink import MicroBatch, insert_rows
+from tally.clock import as_utc
 from tally.settings import Settings
 
 QUERY_NAME = "rate_limits"
@@ -129,7 +130,7 @@ def blocklist_messages(batch: MicroBatch, over: list[str]) -> list[BlocklistMess
     messages: list[BlocklistMessage] = []
     if over:
         blocks = batch.client.query(_BLOCKS.format(blocks=blocks_table), parameters={"clients": over})
-        messages += [(ip, block_value(_utc(until), count)) for ip, until, count in blocks.result_rows]
+        messages += [(ip, block_value(as_utc(until), count)) for ip, until, count in blocks.result_rows]
     progress = batch.progress
     if progress.watermark_ms > progress.late_watermark_ms:
         window = {"after": _instant(progress.late_watermark_ms), "upto": _instant(progress.watermark_ms)}
@@ -140,10 +141,6 @@ def blocklist_messages(batch: MicroBatch, over: list[str]) -> list[BlocklistMess
 
 def _instant(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def enforce_rate_limit(batch: MicroBatch) -> None:

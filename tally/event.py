@@ -13,7 +13,7 @@ tests/fault/test_event_contract_versions.py sends both kinds through the local s
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from uuid import UUID
 
 import orjson
@@ -83,10 +83,6 @@ def encode_fields(fields: dict[str, object]) -> bytes:
     (tests/unit/test_event_encoding.py). The collector's hot path: building the pydantic model
     only to serialise it again cost ~30 µs an event."""
     return orjson.dumps(fields, option=orjson.OPT_UTC_Z)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def describe_validation_error(error: ValidationError, prefix: str = "", whole: str = "body") -> str:

@@ -154,7 +154,7 @@ archive), at minute resolution: the minute buckets whose start is in [start, end
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
@@ -169,6 +169,7 @@ from storage.channels import ChannelRule, rules_parameters
 from storage.client_names import NAMES as CLIENT_NAMES
 from storage.client_names import plausible_name, plausible_values
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
+from tally.clock import as_utc
 
 if TYPE_CHECKING:
     from storage.goals import Goal
@@ -508,10 +509,6 @@ def metrics_from_totals(
 ) -> dict[str, float]:
     """The aggregate report from the sessions' summed duration in ms (what the stores sum)."""
     return metrics(pageviews, visitors, sessions, bounces, duration_ms / sessions / 1000 if sessions else 0.0)
-
-
-def as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def floor_to(moment: datetime, interval: Interval) -> datetime:

@@ -19,7 +19,8 @@ import httpx
 import orjson
 import pytest
 
-from tally.event import event_key, utc_now
+from tally.clock import utc_now
+from tally.event import event_key
 from tests.fixtures.events import page_view
 from tests.fixtures.local_stack import LocalStack, eventually
 from tests.integration.test_archiver import produce

@@ -37,7 +37,7 @@ from storage.queries import agg, raw
 from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import start_queries, stop_gracefully
-from tally.event import utc_now
+from tally.clock import utc_now
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.spark import isolated_settings, site_names, wait_for, wait_for_watermark

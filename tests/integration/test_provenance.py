@@ -34,7 +34,8 @@ from storage.client import connect
 from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import start_queries
-from tally.event import PageViewEvent, utc_now
+from tally.clock import utc_now
+from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import PATHS, page_view
 from tests.fixtures.spark import published_watermark, site_names, wait_for, wait_for_watermark

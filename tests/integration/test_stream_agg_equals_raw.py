@@ -38,7 +38,8 @@ from storage.rollup_backfill import backfill_rollups
 from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
 from stream_jobs.activity import QUERY_NAME, SESSION_ATTRIBUTES, SESSION_PATHS
 from stream_jobs.app import start_queries, stop_gracefully
-from tally.event import PageViewEvent, utc_now
+from tally.clock import utc_now
+from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.events import (

@@ -37,7 +37,8 @@ from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import run, start_queries, stop_gracefully
 from stream_jobs.definition_requests import DefinitionRequests
-from tally.event import PageViewEvent, utc_now
+from tally.clock import utc_now
+from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.events import PATHS, page_view
