@@ -1,6 +1,6 @@
 """collector/tracker.js is the build of its readable source (collector/tracker/tracker.src.js) by the
 terser that package-lock.json pins, with the options in terser.json: what the collector serves is
-what a reviewer reads. `make install` (and so `make test`) installs that terser, offline after."""
+what a reviewer reads. `make install` (and so `make test`) installs that terser; the test needs no network."""
 
 from __future__ import annotations
 
