@@ -46,7 +46,8 @@
       try {
         ignored = localStorage.tally_ignore == "true";
       } catch {}
-      // Visits from the developer's own machine and automated browsers are not counted, as
+      // Visits from the developer's own machine (localhost, loopback, a file: page's empty
+      // hostname) and from automated browsers (navigator.webdriver) are not counted, as
       // Plausible's tracker does, unless data-allow-local asks for them (tests, staging).
       if (
         !ignored &&
