@@ -11,7 +11,7 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench install lint constraints clean-deps tools java maven browser wrk caddy
+.PHONY: run test check bench install lint constraints clean-deps tools java maven browser wrk caddy node tracker
 
 run: install
 	$(BIN)/tally up --demo
@@ -33,7 +33,28 @@ bench: install wrk
 # The stream jobs' JVM code (the per-visitor stateful operator), compiled against pyspark's jars.
 SPARK_APP_JAR := .deps/spark-app/tally-stream-jobs.jar
 
-install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser caddy
+install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser caddy tracker
+
+# The tracking snippet the collector serves (collector/tracker.js) is built from its readable
+# source by terser, pinned in collector/tracker/package-lock.json and installed from npm into
+# .deps/tracker (npm ci wants the manifest beside node_modules, so both are copied there, and is
+# run inside it: with --prefix through a symlinked .deps, npm takes the folder for a dependency);
+# collector/tracker/terser.json holds the options, which tests/unit/test_tracker_build.py uses too.
+TRACKER_SRC := collector/tracker
+TERSER      := .deps/tracker/node_modules/terser/bin/terser
+
+tracker: collector/tracker.js
+
+collector/tracker.js: $(TRACKER_SRC)/tracker.src.js $(TRACKER_SRC)/terser.json .deps/tracker/.installed
+	node $(TERSER) --config-file $(TRACKER_SRC)/terser.json $(TRACKER_SRC)/tracker.src.js -o $@ \
+		|| { echo "error: terser could not build collector/tracker.js from $(TRACKER_SRC)/tracker.src.js"; exit 1; }
+
+.deps/tracker/.installed: $(TRACKER_SRC)/package.json $(TRACKER_SRC)/package-lock.json | node
+	rm -rf .deps/tracker && mkdir -p .deps/tracker
+	cp $(TRACKER_SRC)/package.json $(TRACKER_SRC)/package-lock.json .deps/tracker/
+	cd .deps/tracker && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+		|| { echo "error: could not install the tracker's minifier (terser) from npm"; exit 1; }
+	touch $@
 
 # Browser tests drive Debian's Chromium (never a browser downloaded by a test tool).
 browser:
@@ -51,6 +72,13 @@ caddy:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq caddy >/dev/null \
 	  && { $(SUDO) systemctl disable --now caddy >/dev/null 2>&1 || true; }; } \
 	  || { echo "error: could not install caddy (apt-get install caddy)"; exit 1; }
+
+# npm installs the tracker's pinned minifier: Debian's nodejs and npm when missing.
+node:
+	@{ command -v node && command -v npm; } >/dev/null || { \
+	  echo "installing Debian's nodejs and npm (npm installs the tracker's minifier)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; } \
+	  || { echo "error: could not install Node.js (apt-get install nodejs npm)"; exit 1; }
 
 # The benchmark drives the collector with Debian's wrk (an independent HTTP load generator).
 wrk:

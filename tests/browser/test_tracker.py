@@ -285,7 +285,7 @@ async def test_custom_event_carries_props_as_strings_and_calls_back(site: Tracke
 
 
 async def test_call_queued_before_the_snippet_loads_is_sent(site: TrackedSite, page: Page) -> None:
-    # tracker.js has no byte to spare for a comment since it sends engagement: README documents it.
+    # The built tracker.js has no byte to spare for a comment: README (and its source) documents it.
     readme = (PROJECT_ROOT / "README.md").read_text()
     assert QUEUE_SNIPPET in readme, "the queue snippet tested here is the one documented"
     queued = f"<script>{QUEUE_SNIPPET}; tally('signup', {{props: {{plan: 'pro'}}}})</script>"
