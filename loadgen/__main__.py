@@ -145,22 +145,58 @@ def _loopback_only(target: str) -> None:
 
 
 @click.command("loadgen")
-@click.option("--rate", type=float, default=50.0, show_default=True, help="Page views per second.")
 @click.option(
-    "--duration", type=float, default=10.0, show_default=True, help="Seconds; 0 runs until stopped."
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=50.0,
+    show_default=True,
+    help="Page views per second.",
 )
-@click.option("--sites", type=int, default=2, show_default=True, help="Number of sites (siteN.example.com).")
 @click.option(
-    "--visitors", type=int, default=0, help="Size of the visitor pool (0: a new visitor per session)."
+    "--duration",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds; 0 runs until stopped.",
 )
-@click.option("--bot-fraction", type=float, default=0.05, show_default=True)
-@click.option("--scrapers", type=int, default=0, help="Clients sending far over the rate limit.")
 @click.option(
-    "--late-fraction", type=float, default=0.0, help="Share of page views delivered late (batch API)."
+    "--sites",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Number of sites (siteN.example.com).",
 )
-@click.option("--late-delay", type=float, default=600.0, show_default=True, help="How late, in seconds.")
-@click.option("--batch", "batch_size", type=int, default=0, help="Send through /api/events in batches of N.")
-@click.option("--processes", type=int, default=1, show_default=True)
+@click.option(
+    "--visitors",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Size of the visitor pool (0: a new visitor per session).",
+)
+@click.option("--bot-fraction", type=click.FloatRange(0, 1), default=0.05, show_default=True)
+@click.option(
+    "--scrapers", type=click.IntRange(min=0), default=0, help="Clients sending far over the rate limit."
+)
+@click.option(
+    "--late-fraction",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="Share of page views delivered late (batch API).",
+)
+@click.option(
+    "--late-delay",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="How late, in seconds.",
+)
+@click.option(
+    "--batch",
+    "batch_size",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Send through /api/events in batches of N.",
+)
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
     "--truth", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the ground truth."
