@@ -33,7 +33,7 @@ bench: install wrk
 # The stream jobs' JVM code (the per-visitor stateful operator), compiled against pyspark's jars.
 SPARK_APP_JAR := .deps/spark-app/tally-stream-jobs.jar
 
-install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser caddy tracker
+install: tools $(VENV)/.installed .deps/kafka/.resolved .deps/spark/.resolved $(SPARK_APP_JAR) browser caddy wrk tracker
 
 # The tracking snippet the collector serves (collector/tracker.js) is built from its readable
 # source by terser, pinned in collector/tracker/package-lock.json and installed from npm into
@@ -80,7 +80,8 @@ node:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; } \
 	  || { echo "error: could not install Node.js (apt-get install nodejs npm)"; exit 1; }
 
-# The benchmark drives the collector with Debian's wrk (an independent HTTP load generator).
+# The benchmark drives the collector with Debian's wrk (an independent HTTP load generator);
+# make test runs it too, in the benchmark's smoke test (tests/fault/test_bench_smoke.py).
 wrk:
 	@command -v wrk >/dev/null || { \
 	  echo "installing Debian's wrk for the collector benchmark"; \

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,21 +54,24 @@ class WrkResult:
 def _server(
     command: list[str], url: str, env: dict[str, str], health_path: str
 ) -> Iterator[subprocess.Popen]:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + health_path, timeout=1).status_code < 500:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"{command} did not start") from None
-                time.sleep(0.2)
-        yield process
-    finally:
-        process.terminate()
-        process.wait(20)
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(url + health_path, timeout=1).status_code < 500:
+                        break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        output.seek(0)
+                        said = output.read().decode(errors="replace").strip().splitlines()[-5:]
+                        raise RuntimeError(f"{command} did not start: {' | '.join(said)}") from None
+                    time.sleep(0.2)
+            yield process
+        finally:
+            process.terminate()
+            process.wait(20)
 
 
 def run_wrk(
@@ -125,7 +129,8 @@ def run_collector_bench(
 ) -> dict:
     """Bare app ceiling, collector single events, collector batches — one run, one machine."""
     add_site(connect(settings), BENCH_SITE)
-    env = {**os.environ, "TALLY_HOME": str(settings.home_dir)}
+    # The stack's own settings (its store, its log, its keys), whatever ports it runs on.
+    env = os.environ | settings.environment()
     results = []
     bare_port = free_port()
     bare = f"http://127.0.0.1:{bare_port}"
@@ -135,11 +140,7 @@ def run_collector_bench(
         results.append(ceiling)
     collector_port = free_port()
     collector = f"http://127.0.0.1:{collector_port}"
-    collector_env = {
-        **env,
-        "TALLY_COLLECTOR_PORT": str(collector_port),
-        "TALLY_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-    }
+    collector_env = env | {"TALLY_COLLECTOR_PORT": str(collector_port)}
     with _server([sys.executable, "-m", "collector.app"], collector, collector_env, "/healthz") as server:
         time.sleep(3)  # let the collector learn the freshly added site
         results.append(
