@@ -8,14 +8,13 @@ import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from bench.sections import SECTION_NAMES, events_help
-from loadgen.__main__ import main as loadgen_command
 from ops import stats_cli
 from ops.cli_errors import TallyGroup, UserError
 from tally.clock import as_utc
@@ -1126,29 +1125,6 @@ def export(site: str, start: datetime, end: datetime, output_format: str, output
     Console(stderr=True).print(f"exported {site}: {rows} events")
 
 
-main.add_command(loadgen_command, "loadgen")
-
-
-@main.command()
-@click.option(
-    "--only",
-    type=click.Choice(SECTION_NAMES),
-    help="Run this section alone; its report is <date>-<host>-<section>.* (a full run's is kept).",
-)
-@click.option("--events", type=click.IntRange(min=1), metavar="N", help=events_help())
-def bench(only: str | None, events: int | None) -> None:
-    """Benchmark the local stack (started if needed); writes bench/results/*.json and *.md.
-
-    Sections, in run order: latency (event to visible through the agg source at 1,000
-    page views/s), dashboard, collector, archiver, stream. A full run takes about 10 minutes.
-    """
-    from bench.report import run_bench, write_report
-
-    report = run_bench(current_settings(), console, only=only, events=events)
-    json_path, md_path = write_report(report)
-    console.print(f"report: {md_path} and {json_path}")
-
-
 @main.command()
 @click.option("--force", is_flag=True, help="Go on although the log has expired its oldest events.")
 def replay(force: bool) -> None:
@@ -1424,6 +1400,10 @@ def verify(no_repair: bool, site: str | None) -> None:
 # A site's numbers, as the stats API gives them (ops/stats_cli.py).
 main.add_command(stats_cli.stats)
 main.add_command(stats_cli.realtime)
+# Commands other packages register themselves (pyproject.toml, `tally.commands`: `tally bench`,
+# `tally loadgen`), so that this package imports none of them.
+for command in entry_points(group="tally.commands"):
+    main.add_command(command.load(), command.name)
 
 if __name__ == "__main__":
     main(prog_name="tally")  # `python -m ops.cli` speaks as the `tally` it is
