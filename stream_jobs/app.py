@@ -29,12 +29,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import FrameType
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
@@ -47,10 +46,9 @@ from storage import definitions
 from storage.client import connect
 from storage.schema import apply_migrations
 from stream_jobs import activity, alerts
-from stream_jobs.context import StreamContext
-from stream_jobs.schema import parse_pageviews
+from stream_jobs.definition_requests import DefinitionRequests
+from stream_jobs.queries import start_queries
 from stream_jobs.session import build_spark_session
-from stream_jobs.source import read_pageview_log
 from tally import heartbeat
 from tally.settings import Settings
 
@@ -60,42 +58,6 @@ log = logging.getLogger("stream_jobs")
 HEARTBEAT = "spark"
 # Within supervisord's 30 s between SIGTERM and SIGKILL.
 STOP_GRACE_S = 15.0
-
-
-@dataclass(frozen=True)
-class Query:
-    start: Callable[[DataFrame, StreamContext], StreamingQuery]
-    event_fields: tuple[str, ...]  # what it reads of each PageViewEvent
-    kafka_columns: tuple[str, ...] = ()  # what it reads of each Kafka record besides the value
-    # Whether `tally replay` runs it: the alerts query is about the present (a replay would
-    # fire past alerts again).
-    replayed: bool = True
-
-
-# Every streaming query of Tally, by name: one module each.
-QUERIES: dict[str, Query] = {
-    activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS, activity.KAFKA_COLUMNS),
-    alerts.QUERY_NAME: Query(alerts.start_alerts, alerts.EVENT_FIELDS, replayed=False),
-}
-REPLAYED_QUERIES = tuple(name for name, query in QUERIES.items() if query.replayed)
-
-
-def start_queries(
-    spark: SparkSession, context: StreamContext | Settings, names: Iterable[str] | None = None
-) -> list[StreamingQuery]:
-    """Start the queries (all, or those named), each on its own checkpoint and Kafka reader."""
-    if isinstance(context, Settings):
-        context = StreamContext.live(context)
-    queries = []
-    for name in names or QUERIES:
-        query = QUERIES[name]
-        pageviews = parse_pageviews(
-            read_pageview_log(spark, context.settings),
-            fields=query.event_fields,
-            kafka_columns=query.kafka_columns,
-        )
-        queries.append(query.start(pageviews, context))
-    return queries
 
 
 class ProgressListener(StreamingQueryListener):
@@ -215,7 +177,6 @@ def main() -> None:
     settings = with_current_definitions(settings)
     spark = build_spark_session(settings)
     spark.streams.addListener(ProgressListener(settings))
-    from stream_jobs.definition_requests import DefinitionRequests  # it imports this module
 
     requests = DefinitionRequests(settings, lambda now: start_queries(spark, now), stop_gracefully)
     try:

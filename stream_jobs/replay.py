@@ -42,8 +42,8 @@ from pyspark.sql import SparkSession
 from storage.client import connect
 from storage.tables import DERIVED_TABLES
 from stream_jobs import activity
-from stream_jobs.app import QUERIES, REPLAYED_QUERIES, start_queries
 from stream_jobs.context import StreamContext
+from stream_jobs.queries import QUERIES, REPLAYED_QUERIES, start_queries
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from storage.client import connect
 from storage.goals import add_goal, make_goal
 from storage.sites import add_site
 from stream_jobs.alerts import QUERY_NAME
-from stream_jobs.app import start_queries
+from stream_jobs.queries import start_queries
 from tally.clock import utc_now
 from tally.settings import Settings
 from tally.topics import ensure_topics_sync

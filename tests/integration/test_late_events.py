@@ -36,7 +36,8 @@ from storage.client import connect
 from storage.queries import agg, raw
 from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import start_queries, stop_gracefully
+from stream_jobs.app import stop_gracefully
+from stream_jobs.queries import start_queries
 from tally.clock import utc_now
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.clickhouse import Endpoint

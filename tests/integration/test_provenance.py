@@ -33,7 +33,7 @@ from storage.archiver import Archiver
 from storage.client import connect
 from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import start_queries
+from stream_jobs.queries import start_queries
 from tally.clock import utc_now
 from tally.event import PageViewEvent
 from tally.settings import Settings

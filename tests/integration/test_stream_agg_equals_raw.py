@@ -37,7 +37,8 @@ from storage.queries import agg, raw
 from storage.rollup_backfill import backfill_rollups
 from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
 from stream_jobs.activity import QUERY_NAME, SESSION_ATTRIBUTES, SESSION_PATHS
-from stream_jobs.app import start_queries, stop_gracefully
+from stream_jobs.app import stop_gracefully
+from stream_jobs.queries import start_queries
 from tally.clock import utc_now
 from tally.event import PageViewEvent
 from tally.settings import Settings

@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 
 from storage import tables
 from storage.client import connect
-from stream_jobs.app import REPLAYED_QUERIES as QUERIES  # those with tables and a watermark
 from stream_jobs.context import REPLAY_SUFFIX
+from stream_jobs.queries import REPLAYED_QUERIES as QUERIES  # those with tables and a watermark
 from stream_jobs.replay import DERIVED_TABLES, rebuild
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.clickhouse import Endpoint

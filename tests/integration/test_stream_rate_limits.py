@@ -18,7 +18,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import start_queries
+from stream_jobs.queries import start_queries
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint

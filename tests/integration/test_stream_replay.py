@@ -16,8 +16,9 @@ from pyspark.sql.streaming import StreamingQuery
 from storage.client import connect
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.alerts import QUERY_NAME as ALERTS_QUERY
-from stream_jobs.app import REPLAYED_QUERIES, start_queries, stop_gracefully
+from stream_jobs.app import stop_gracefully
 from stream_jobs.context import REPLAY_SUFFIX
+from stream_jobs.queries import REPLAYED_QUERIES, start_queries
 from stream_jobs.replay import DERIVED_TABLES, rebuild, swap
 from tally.event import PageViewEvent
 from tally.settings import Settings

@@ -22,7 +22,7 @@ from storage import queries
 from storage.client import connect
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import start_queries
+from stream_jobs.queries import start_queries
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import page_view

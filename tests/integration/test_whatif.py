@@ -35,8 +35,9 @@ from storage.queries import StatsQuery
 from storage.queries.whatif import compare, side_tables_exist
 from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
-from stream_jobs.app import run, start_queries, stop_gracefully
+from stream_jobs.app import run, stop_gracefully
 from stream_jobs.definition_requests import DefinitionRequests
+from stream_jobs.queries import start_queries
 from tally.clock import utc_now
 from tally.event import PageViewEvent
 from tally.settings import Settings

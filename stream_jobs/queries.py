@@ -1,0 +1,52 @@
+"""Every streaming query of Tally, by name, and how to start them: what the application runs
+(app.py) and what `tally replay` reruns (replay.py). One module each: activity.py, alerts.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from stream_jobs import activity, alerts
+from stream_jobs.context import StreamContext
+from stream_jobs.schema import parse_pageviews
+from stream_jobs.source import read_pageview_log
+from tally.settings import Settings
+
+
+@dataclass(frozen=True)
+class Query:
+    start: Callable[[DataFrame, StreamContext], StreamingQuery]
+    event_fields: tuple[str, ...]  # what it reads of each PageViewEvent
+    kafka_columns: tuple[str, ...] = ()  # what it reads of each Kafka record besides the value
+    # Whether `tally replay` runs it: the alerts query is about the present (a replay would
+    # fire past alerts again).
+    replayed: bool = True
+
+
+# Every streaming query of Tally, by name: one module each.
+QUERIES: dict[str, Query] = {
+    activity.QUERY_NAME: Query(activity.start_activity, activity.EVENT_FIELDS, activity.KAFKA_COLUMNS),
+    alerts.QUERY_NAME: Query(alerts.start_alerts, alerts.EVENT_FIELDS, replayed=False),
+}
+REPLAYED_QUERIES = tuple(name for name, query in QUERIES.items() if query.replayed)
+
+
+def start_queries(
+    spark: SparkSession, context: StreamContext | Settings, names: Iterable[str] | None = None
+) -> list[StreamingQuery]:
+    """Start the queries (all, or those named), each on its own checkpoint and Kafka reader."""
+    if isinstance(context, Settings):
+        context = StreamContext.live(context)
+    queries = []
+    for name in names or QUERIES:
+        query = QUERIES[name]
+        pageviews = parse_pageviews(
+            read_pageview_log(spark, context.settings),
+            fields=query.event_fields,
+            kafka_columns=query.kafka_columns,
+        )
+        queries.append(query.start(pageviews, context))
+    return queries
