@@ -22,7 +22,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.imports_api import register_imports_api
 from dashboard.manage_api import register_management
 from dashboard.openapi import openapi_document
-from dashboard.refusals import answer_refusals
+from dashboard.refusals import answer_refusals, error
 from dashboard.segments_api import register_segments_api
 from dashboard.stats_answers import goal_json, iso
 from dashboard.store import ClientFactory, StoreUnavailable
@@ -295,12 +295,6 @@ def stats_api(
         return error(500, "internal error; the dashboard's log has the details")
 
     return api
-
-
-def error(status: int, message: str) -> Response:
-    response = jsonify({"error": message})
-    response.status_code = status
-    return response
 
 
 def session_json(row: SessionRow) -> dict[str, object]:

@@ -18,12 +18,11 @@ from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard import plausible_comparisons, provenance
 from dashboard.access import key_refusal, route_access
-from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_imports import all_time_first_day, with_imports
 from dashboard.plausible_query import PlausibleQuery, QueryBody, parse_body, plan
 from dashboard.plausible_report import Report, run, shown, site_of
-from dashboard.refusals import answer_refusals
+from dashboard.refusals import answer_refusals, error
 from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage.definitions import CurrentDefinitions, Version

@@ -18,10 +18,15 @@ STATUS: dict[Kind, int] = {
 }
 
 
-def refused_answer(refused: Refused) -> Response:
-    response = jsonify({"error": str(refused)})
-    response.status_code = STATUS[refused.kind]
+def error(status: int, message: str) -> Response:
+    """The APIs' answer to anything but success: `{"error": message}`."""
+    response = jsonify({"error": message})
+    response.status_code = status
     return response
+
+
+def refused_answer(refused: Refused) -> Response:
+    return error(STATUS[refused.kind], str(refused))
 
 
 def answer_refusals(api: Blueprint) -> None:
