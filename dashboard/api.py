@@ -22,8 +22,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.imports_api import register_imports_api
 from dashboard.manage_api import register_management
 from dashboard.openapi import openapi_document
-from dashboard.plausible_query import QueryError
-from dashboard.plausible_report import SiteNotFound
+from dashboard.refusals import answer_refusals, error
 from dashboard.segments_api import register_segments_api
 from dashboard.stats_answers import goal_json, iso
 from dashboard.store import ClientFactory, StoreUnavailable
@@ -274,21 +273,9 @@ def stats_api(
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    @api.errorhandler(BadParameter)
-    def bad_parameter(refused: BadParameter) -> Response:
-        return error(400, str(refused))
-
-    @api.errorhandler(QueryError)
-    def plausible_refused(refused: QueryError) -> Response:
-        return error(400, str(refused))
-
-    @api.errorhandler(SiteNotFound)
-    def unknown_site(refused: SiteNotFound) -> Response:
-        return error(404, str(refused))
-
-    @api.errorhandler(queries.UnsupportedQuery)
-    def unsupported(refused: queries.UnsupportedQuery) -> Response:
-        return error(400, str(refused))
+    # Every refusal (a bad parameter, Plausible's v1 wording, an unknown site, a setting the
+    # store layer refuses): its kind's status and its message.
+    answer_refusals(api)
 
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:
@@ -308,12 +295,6 @@ def stats_api(
         return error(500, "internal error; the dashboard's log has the details")
 
     return api
-
-
-def error(status: int, message: str) -> Response:
-    response = jsonify({"error": message})
-    response.status_code = status
-    return response
 
 
 def session_json(row: SessionRow) -> dict[str, object]:

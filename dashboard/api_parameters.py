@@ -14,6 +14,7 @@ from storage.calendar import UTC_NAME, shift_local, zone
 from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, Source, StatsQuery, questions
 from storage.queries.contract import FILTER_OPERATORS
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
+from tally.refusal import Refused
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
@@ -33,11 +34,11 @@ EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 
 
-class BadParameter(ValueError):
+class BadParameter(Refused):
     """A parameter the API cannot use; the message starts with the parameter's name."""
 
     def __init__(self, parameter: str, problem: str) -> None:
-        super().__init__(f"{parameter}: {problem}")
+        super().__init__(f"{parameter}: {problem}", field=parameter)
         self.parameter = parameter
 
 

@@ -36,6 +36,7 @@ from storage.client import connect
 from storage.queries import BreakdownRow, Source, questions
 from storage.query_limits import stats_limits
 from storage.report_subscriptions import ReportPeriod, Subscription, due, record_delivery
+from tally.refusal import Refused
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -228,8 +229,10 @@ def send_due(settings: Settings, client: Client, now: datetime) -> list[Sent]:
     return sent
 
 
-class ReportsNotConfigured(RuntimeError):
+class ReportsNotConfigured(Refused):
     """Reports are due but no SMTP server is configured."""
+
+    kind = "not_configured"
 
 
 def smtp_connection(settings: Settings) -> smtplib.SMTP:

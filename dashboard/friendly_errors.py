@@ -11,8 +11,8 @@ import structlog
 from dash.exceptions import PreventUpdate
 
 from dashboard.store import StoreUnavailable
-from storage.queries import UnsupportedQuery
 from storage.query_limits import log_failure
+from tally.refusal import Refused
 
 log = structlog.get_logger()
 
@@ -31,7 +31,7 @@ def friendly(fallback: Callable[[str], Any]) -> Callable[[Render], Render]:
                 return render(*args)
             except PreventUpdate:
                 raise
-            except UnsupportedQuery as refused:
+            except Refused as refused:  # a period, filter, goal … the store refuses: its own sentence
                 return fallback(str(refused))
             except StoreUnavailable as failure:
                 # a query past its bounds, not a store down

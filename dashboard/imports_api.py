@@ -29,10 +29,12 @@ from flask import Blueprint, Response, jsonify, request
 
 from dashboard.api_access import caller, change_refusal
 from dashboard.api_parameters import MAX_SITE_LENGTH, BadParameter
+from dashboard.refusals import error
 from dashboard.store import ClientFactory
 from storage import imports, users
 from storage.calendar import zone
 from storage.sites import InvalidDomain, list_sites, normalise, site_timezone
+from tally.refusal import Refused
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # as the dashboard's upload; bigger exports: `tally import`
 MAX_NAME_LENGTH = 255
@@ -64,12 +66,10 @@ def register_imports_api(api: Blueprint, clients: ClientFactory) -> None:
         origin = given.get("origin", "")
         if origin not in imports.ORIGINS:
             raise BadParameter("origin", f"required, one of {', '.join(imports.ORIGINS)}")
-        refused = refuse_non_admin(clients, site)
-        if refused is not None:
-            return refused
+        may_import(clients, site)
         data = request.stream.read(MAX_UPLOAD_BYTES + 1)  # bounded, with or without Content-Length
         if len(data) > MAX_UPLOAD_BYTES:
-            return _error(413, f"body: larger than {MAX_UPLOAD_BYTES // 2**20} MiB; use tally import")
+            return error(413, f"body: larger than {MAX_UPLOAD_BYTES // 2**20} MiB; use tally import")
         if not data:
             raise BadParameter("body", "empty; send the export file's bytes")
         try:
@@ -89,9 +89,7 @@ def register_imports_api(api: Blueprint, clients: ClientFactory) -> None:
         which = given.get("file", "").strip()
         if not which:
             raise BadParameter("file", "required: the imported file's name or id (GET /api/v1/imports)")
-        refused = refuse_non_admin(clients, site)
-        if refused is not None:
-            return refused
+        may_import(clients, site)
         try:
             record = imports.remove_import(clients(), site, which)
         except imports.InvalidImport as unknown:
@@ -131,10 +129,11 @@ def site_name(given: dict[str, str]) -> str:
     return site
 
 
-def refuse_non_admin(clients: ClientFactory, site: str) -> Response | None:
-    """A 403 for a team member's key that may not import into `site` (api_access.change_refusal)."""
+def may_import(clients: ClientFactory, site: str) -> None:
+    """Refused (403) for a team member's key that may not import into `site` (api_access.change_refusal)."""
     refusal = change_refusal(clients, site, "the imported history")
-    return None if refusal is None else _error(403, refusal)
+    if refusal is not None:
+        raise Refused(refusal, kind="forbidden")
 
 
 def file_name(given: dict[str, str], data: bytes) -> str:
@@ -198,9 +197,3 @@ def result_json(result: imports.ImportResult) -> dict[str, Any]:
         else None,
         "note": result.overlap_note(),
     }
-
-
-def _error(status: int, message: str) -> Response:
-    response = jsonify({"error": message})
-    response.status_code = status
-    return response

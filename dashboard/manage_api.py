@@ -29,7 +29,6 @@ from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, g, jsonify, request
-from werkzeug.exceptions import Forbidden, NotFound
 
 from dashboard import invitations
 from dashboard.api_access import Access
@@ -40,6 +39,7 @@ from storage import exclusions, report_subscriptions, sites, users
 from storage.calendar import InvalidTimezone
 from storage.sites import InvalidDomain, list_sites, normalise
 from storage.users import RANK, AccountError, Role
+from tally.refusal import Refused
 from tally.settings import Settings
 
 DEFAULT_AUDIT_LIMIT = 100
@@ -58,11 +58,11 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             raise SiteNotFound(f"site: {site} is not registered")
         access = caller()
         if change and access.scope != "manage":
-            raise Forbidden("this API key is read-only; changes need a key with scope manage")
+            raise Refused("this API key is read-only; changes need a key with scope manage", kind="forbidden")
         role = role_of(access, site)
         if role is None or RANK[role] < RANK[needed]:
             held = f"the key's user is {role}" if role else "the key's user has no role there"
-            raise Forbidden(f"site: needs the {needed} role on {site}; {held}")
+            raise Refused(f"site: needs the {needed} role on {site}; {held}", kind="forbidden")
         return site
 
     def role_of(access: Access, site: str) -> Role | None:
@@ -106,11 +106,8 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         fields = body(("kind", "value"))
         exclusion = wanted_exclusion(site, text(fields, "kind"), text(fields, "value"))
         existing = exclusion in exclusions.list_exclusions(clients(), site)
-        if not existing:
-            try:
-                exclusions.add_exclusions(clients(), [exclusion])
-            except exclusions.InvalidExclusion as refused:
-                raise BadParameter("site", str(refused).removeprefix("site: ")) from None
+        if not existing:  # the store's refusal (the site's cap) names the site: a 400 as it is
+            exclusions.add_exclusions(clients(), [exclusion])
             audited("exclusion_added", f"{site} {exclusion.kind} {exclusion.value}", site)
         return jsonify(exclusion_json(exclusion) | {"site": site}), 200 if existing else 201
 
@@ -120,7 +117,9 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         site = site_with_role(args, "admin", change=True)
         exclusion = wanted_exclusion(site, required(args, "kind"), required(args, "value"))
         if exclusions.remove_exclusions(clients(), [exclusion]):
-            raise NotFound(f"value: {exclusion.kind} {exclusion.value} is not excluded from {site}")
+            raise Refused(
+                f"value: {exclusion.kind} {exclusion.value} is not excluded from {site}", kind="not_found"
+            )
         audited("exclusion_removed", f"{site} {exclusion.kind} {exclusion.value}", site)
         return jsonify({"removed": exclusion_json(exclusion) | {"site": site}})
 
@@ -161,7 +160,10 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         user = users.get_user(clients(), email)
         role = user.role_on(site) if user else None
         if role is None:
-            raise NotFound(f"email: {email} is not a member of {site}; invite them (POST /api/v1/invites)")
+            raise Refused(
+                f"email: {email} is not a member of {site}; invite them (POST /api/v1/invites)",
+                kind="not_found",
+            )
         return role
 
     @api.post("/invites")
@@ -193,7 +195,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         try:
             revoked = users.revoke(clients(), actor(), invite_id, site)
         except AccountError:
-            raise NotFound(f"id: no waiting invitation {invite_id!r} on {site}") from None
+            raise Refused(f"id: no waiting invitation {invite_id!r} on {site}", kind="not_found") from None
         return jsonify({"revoked": invite_json(revoked) | {"status": "revoked"}})
 
     @api.get("/audit")
@@ -216,7 +218,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
                 raise BadParameter("email", "required with the operator's key: whose keys")
             return account_field(users.clean_email, email)
         if email is not None and account_field(users.clean_email, email) != access.email:
-            raise Forbidden("email: a member's key manages only its own user's keys")
+            raise Refused("email: a member's key manages only its own user's keys", kind="forbidden")
         return access.email
 
     @api.get("/keys")
@@ -229,13 +231,13 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         query(())
         access = caller()
         if access.scope != "manage":
-            raise Forbidden("this API key is read-only; changes need a key with scope manage")
+            raise Refused("this API key is read-only; changes need a key with scope manage", kind="forbidden")
         fields = body(("email", "sites", "scope", "label"))
         email = key_owner(optional_text(fields, "email"))
         sites = site_list(fields)
         outside = sorted(site for site in sites if not access.may_read(site))
         if outside:
-            raise Forbidden(f"sites: this API key may not act on {outside[0]}")
+            raise Refused(f"sites: this API key may not act on {outside[0]}", kind="forbidden")
         try:
             key, token = users.create_key(
                 clients(),
@@ -254,12 +256,12 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         args = query(("id",))
         access = caller()
         if access.scope != "manage":
-            raise Forbidden("this API key is read-only; changes need a key with scope manage")
+            raise Refused("this API key is read-only; changes need a key with scope manage", kind="forbidden")
         key_id = required(args, "id")
         try:
             key = users.revoke_key(clients(), key_id, email=None if access.is_operator else access.email)
         except AccountError:
-            raise NotFound(f"id: no API key {key_id!r}") from None
+            raise Refused(f"id: no API key {key_id!r}", kind="not_found") from None
         audited("key_revoked", key.email, users.key_site(key), key_id=key.id)
         return jsonify({"revoked": key_json(key) | {"revoked": True}})
 
@@ -299,10 +301,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         frequency = report_frequency(text(fields, "frequency"))
         wanted = report_subscriptions.Subscription(site, email, frequency)
         existing = wanted in report_subscriptions.list_subscriptions(clients(), site)
-        try:
-            report_subscriptions.subscribe(clients(), site, email, frequency)
-        except report_subscriptions.InvalidSubscription as refused:  # the site's cap
-            raise BadParameter("site", str(refused).removeprefix("site: ")) from None
+        report_subscriptions.subscribe(clients(), site, email, frequency)  # the cap: "site: at most …"
         if not existing:
             audited("report_subscribed", f"{site} {email} {frequency}", site)
         return jsonify(subscription_json(wanted) | {"site": site}), 200 if existing else 201
@@ -317,7 +316,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             ended = report_subscriptions.unsubscribe(clients(), site, email, frequency)
         except report_subscriptions.InvalidSubscription:
             which = f"{frequency} report" if frequency else "report"
-            raise NotFound(f"email: {email} receives no {which} of {site}") from None
+            raise Refused(f"email: {email} receives no {which} of {site}", kind="not_found") from None
         audited("report_unsubscribed", f"{site} {email} {frequency or 'all'}", site)
         return jsonify({"removed": [subscription_json(row) | {"site": site} for row in ended]})
 

@@ -18,14 +18,13 @@ from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard import plausible_comparisons, provenance
 from dashboard.access import key_refusal, route_access
-from dashboard.api import error
 from dashboard.api_access import authorise, may_read
 from dashboard.plausible_imports import all_time_first_day, with_imports
-from dashboard.plausible_query import PlausibleQuery, QueryBody, QueryError, parse_body, plan
-from dashboard.plausible_report import Report, SiteNotFound, run, shown, site_of
+from dashboard.plausible_query import PlausibleQuery, QueryBody, parse_body, plan
+from dashboard.plausible_report import Report, run, shown, site_of
+from dashboard.refusals import answer_refusals, error
 from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable
-from storage import queries
 from storage.definitions import CurrentDefinitions, Version
 from storage.queries import Source, questions
 from storage.query_limits import limit_message, log_failure
@@ -103,17 +102,7 @@ def plausible_api(
             return response
         return error(404, f"No such endpoint: {PREFIX}/{unknown}; the v2 Stats API is POST {PREFIX}/query.")
 
-    @api.errorhandler(QueryError)
-    def invalid(refused: QueryError) -> Response:
-        return error(400, str(refused))
-
-    @api.errorhandler(queries.UnsupportedQuery)
-    def unsupported(refused: queries.UnsupportedQuery) -> Response:
-        return error(400, str(refused))
-
-    @api.errorhandler(SiteNotFound)
-    def unknown_site(refused: SiteNotFound) -> Response:
-        return error(404, str(refused))
+    answer_refusals(api)  # a QueryError in Plausible's wording, an unknown site_id, …: status and message
 
     @api.errorhandler(StoreUnavailable)
     def store_unavailable(failure: StoreUnavailable) -> Response:

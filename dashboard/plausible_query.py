@@ -38,6 +38,7 @@ from storage.queries.contract import (
 from storage.queries.contract import (
     SESSION_DIMENSIONS as TALLY_SESSION_DIMENSIONS,
 )
+from tally.refusal import Refused
 
 MAX_LIMIT = 10_000  # Plausible's default and largest page
 PROPS_DIMENSION = "event:props:"
@@ -104,7 +105,7 @@ MAX_FILTER_DEPTH = 10
 VISIT_COLUMNS = frozenset({*TALLY_SESSION_DIMENSIONS, "channel"})
 
 
-class QueryError(ValueError):
+class QueryError(Refused):
     """A request Tally refuses (400), the message in Plausible's wording."""
 
 

@@ -33,6 +33,7 @@ from storage import queries
 from storage.queries import GOAL_FILTER, GoalRow, Interval, Source, StatsQuery, questions
 from storage.queries.contract import PROPS_FILTER, Condition, Logic, conversion_rate
 from storage.sites import InvalidDomain, list_sites, normalise
+from tally.refusal import Refused
 
 ALL_ROWS = 10_000  # a breakdown is read whole (up to this), then ordered and paginated
 MAX_TIME_BUCKETS = queries.MAX_BUCKETS
@@ -51,8 +52,10 @@ class Report:
     time_labels: list[str]
 
 
-class SiteNotFound(LookupError):
+class SiteNotFound(Refused, LookupError):
     """A site_id Tally does not serve."""
+
+    kind = "not_found"
 
 
 def site_of(client: Client, site_id: str) -> str:

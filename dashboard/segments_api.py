@@ -20,16 +20,14 @@ from dashboard.segments import checked
 from dashboard.store import ClientFactory
 from storage import segments as store
 from storage.sites import InvalidDomain, list_sites, normalise
+from tally.refusal import Refused
 
 EXAMPLE = '[["is", "visit:country", ["DE"]]]'
 
 
-class SegmentRefused(Exception):
-    """An answer other than 400: `status` and the message."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+class SegmentRefused(Refused):
+    """A request about segments refused for more than its input: an unknown site or segment,
+    a key that may not change them, a name taken (its `kind` says which)."""
 
 
 def segment_json(segment: store.Segment) -> dict[str, Any]:
@@ -45,13 +43,13 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
         except InvalidDomain:
             raise BadParameter("site", "not a site name") from None
         if registered and site not in list_sites(clients()):
-            raise SegmentRefused(404, f"site: {site} is not registered (tally sites add)")
+            raise SegmentRefused(f"site: {site} is not registered (tally sites add)", kind="not_found")
         return site
 
     def may_change(site: str) -> None:
         refusal = change_refusal(clients, site, "the segments")
         if refusal is not None:
-            raise SegmentRefused(403, refusal)
+            raise SegmentRefused(refusal, kind="forbidden")
 
     def body() -> dict[str, Any]:
         document = request.get_json(silent=True)
@@ -93,7 +91,7 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
         try:
             return store.find_segment(clients(), site, segment_id)
         except store.InvalidSegment as refused:
-            raise SegmentRefused(404, f"id: {refused}") from None
+            raise SegmentRefused(f"id: {refused}", kind="not_found") from None
 
     @api.get("/segments")
     def segments_list() -> Response:
@@ -111,7 +109,7 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
         except store.TooManySegments as refused:
             raise BadParameter("site", str(refused).removeprefix("site: ")) from None
         except store.InvalidSegment as refused:  # the name is taken
-            raise SegmentRefused(409, f"name: {refused}") from None
+            raise SegmentRefused(f"name: {refused}", kind="conflict") from None
         return jsonify(segment_json(added)), 201  # type: ignore[return-value]
 
     @api.patch("/segments")
@@ -126,7 +124,7 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
             try:
                 segment = store.rename_segment(clients(), site, segment.id, name_of(document))
             except store.InvalidSegment as refused:
-                raise SegmentRefused(409, f"name: {refused}") from None
+                raise SegmentRefused(f"name: {refused}", kind="conflict") from None
         if filters is not None:
             segment = store.replace_filters(clients(), site, segment.id, filters)
         return jsonify(segment_json(segment))
@@ -137,9 +135,3 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
         may_change(site)
         removed = store.remove_segment(clients(), site, str(found(site, asked_id()).id))
         return jsonify(segment_json(removed))
-
-    @api.errorhandler(SegmentRefused)
-    def refused(answer: SegmentRefused) -> Response:
-        response = jsonify({"error": str(answer)})
-        response.status_code = answer.status
-        return response

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from datetime import datetime
 
 from flask import Blueprint, Response, g, jsonify, request
-from werkzeug.exceptions import Forbidden
 
 from dashboard.api_parameters import Arguments, BadParameter, stats_query
 from dashboard.manage_api import checked_site
@@ -28,6 +27,7 @@ from storage.queries.contract import GoalRow
 from storage.queries.whatif import compare_goals
 from storage.sites import list_sites, site_timezone
 from storage.users import RANK
+from tally.refusal import Refused
 from tally.settings import Settings
 
 SINGLE = ("site", "from", "to", "period", "currency")
@@ -76,7 +76,7 @@ def register_whatif_api(
         user = users.get_user(clients(), access.email) if access.may_read(site) else None
         role = user.role_on(site) if user else None
         if role is None or RANK[role] < RANK["admin"]:
-            raise Forbidden(f"site: a what-if on goals needs the admin role on {site}")
+            raise Refused(f"site: a what-if on goals needs the admin role on {site}", kind="forbidden")
 
 
 def parsed() -> tuple[Arguments, dict[str, list[str]]]:

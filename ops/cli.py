@@ -948,10 +948,7 @@ def share_create(site: str, label: str, ask_password: bool) -> None:
     site = normalise(site)  # a typo is reported before the store is asked
     password = read_new_password() if ask_password else None
     settings = current_settings()
-    try:
-        created = shared_links.create_link(connect(settings), site, label, password)
-    except shared_links.SharedLinkError as error:
-        raise UserError(str(error)) from None
+    created = shared_links.create_link(connect(settings), site, label, password)
     base = f"http://{settings.dashboard_host}:{settings.dashboard_port}"
     click.echo(f"{base}{created.path()}")
     click.echo(
@@ -993,10 +990,7 @@ def share_revoke(site: str, link_id: str) -> None:
     from storage import shared_links
     from storage.client import connect
 
-    try:
-        shared_links.revoke_link(connect(current_settings()), site, link_id)
-    except shared_links.SharedLinkError as error:
-        raise UserError(str(error)) from None
+    shared_links.revoke_link(connect(current_settings()), site, link_id)
     console.print(f"revoked {link_id} ({site})", highlight=False)
 
 

@@ -27,6 +27,7 @@ from aiokafka.errors import KafkaConnectionError
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from pydantic import ValidationError
 
+from tally.refusal import Refused
 from tally.settings import Settings
 
 START_THE_STACK = "start the stack with 'tally up -d'"
@@ -115,39 +116,12 @@ def describe(error: Exception, settings: Settings) -> str | None:
 
 
 def _known_failures() -> tuple[type[Exception], ...]:
-    """Errors whose message is already written for a user (imported late: they pull in Spark)."""
-    from dashboard.email_reports import ReportsNotConfigured
+    """Errors whose message is already written for a user: every refusal (tally/refusal.py), and
+    the local stack's and a replay's failures, which are the operator's to fix but no request's."""
     from ops.local.supervisor import StackError
-    from storage.alert_rules import InvalidRule
-    from storage.calendar import InvalidTimezone
-    from storage.channel_rules import InvalidChannelRule
-    from storage.definitions import DefinitionsError
-    from storage.exclusions import InvalidExclusion
-    from storage.goals import InvalidGoal
-    from storage.imports import InvalidImport
-    from storage.report_subscriptions import InvalidSubscription
-    from storage.saved_funnels import InvalidFunnel
-    from storage.segments import InvalidSegment
-    from storage.sites import InvalidDomain
-    from storage.users import AccountError
 
-    failures: list[type[Exception]] = [
-        InvalidDomain,
-        InvalidGoal,
-        InvalidChannelRule,
-        InvalidTimezone,
-        InvalidExclusion,
-        AccountError,
-        InvalidRule,
-        InvalidImport,
-        InvalidSubscription,
-        InvalidSegment,
-        InvalidFunnel,
-        ReportsNotConfigured,
-        StackError,
-        DefinitionsError,
-    ]
-    if "stream_jobs.replay" in sys.modules:
+    failures: list[type[Exception]] = [Refused, StackError]
+    if "stream_jobs.replay" in sys.modules:  # imported late: it pulls in Spark
         failures.append(sys.modules["stream_jobs.replay"].ReplayError)
     return tuple(failures)
 

@@ -109,37 +109,32 @@ def stats_answer(site: str, from_: str | None, options: dict[str, str | None], g
     from storage.definitions import CurrentDefinitions
     from storage.sites import site_timezone
 
-    try:
-        # The options are checked before the store is asked; the range needs the site's zone.
-        asked = arguments(site, **{"from": from_}, **options)
-        if asked.get("by") is not None and asked.get("compare") is not None:
-            raise BadParameter(
-                "compare", "with --by: not available (the API compares aggregates and timeseries)"
-            )
-        name, source = parameters.site(asked), parameters.source(asked)
-        by = parameters.dimension(asked) if asked.get("by") is not None else None
-        goal = parameters.goal(asked, by or "")
-        if goals and (by is not None or asked.get("compare") is not None):
-            raise BadParameter("goals", "a report of its own: not with --by or --compare")
-        if asked.get("interval") is not None and (by is not None or goals):
-            raise BadParameter("interval", "a timeseries of the top-line numbers: not with --by or --goals")
-        limit = parameters.limit(asked, 10)
-        settings = running_settings()
-        client = connect(settings)
-        defined = CurrentDefinitions(settings, lambda: client).settings()  # as the API reads them
-        first_day = queries.first_day(client, name) if asked.get("period") == "all" else None
-        q, compared = parameters.window_queries(
-            asked, datetime.now(UTC), defined, site_timezone(client, name), first_day
-        )
-        if goals:
-            return answers.goals(client, q, source)
-        if asked.get("interval") is not None:
-            return answers.timeseries(client, q, compared, parameters.interval(asked, q), source)
-        if by is not None:
-            return answers.breakdown(client, q, by, goal, limit, source)
-        return answers.aggregate(client, q, compared, source)
-    except BadParameter as refused:
-        raise UserError(str(refused)) from None
+    # The options are checked before the store is asked; the range needs the site's zone.
+    asked = arguments(site, **{"from": from_}, **options)
+    if asked.get("by") is not None and asked.get("compare") is not None:
+        raise BadParameter("compare", "with --by: not available (the API compares aggregates and timeseries)")
+    name, source = parameters.site(asked), parameters.source(asked)
+    by = parameters.dimension(asked) if asked.get("by") is not None else None
+    goal = parameters.goal(asked, by or "")
+    if goals and (by is not None or asked.get("compare") is not None):
+        raise BadParameter("goals", "a report of its own: not with --by or --compare")
+    if asked.get("interval") is not None and (by is not None or goals):
+        raise BadParameter("interval", "a timeseries of the top-line numbers: not with --by or --goals")
+    limit = parameters.limit(asked, 10)
+    settings = running_settings()
+    client = connect(settings)
+    defined = CurrentDefinitions(settings, lambda: client).settings()  # as the API reads them
+    first_day = queries.first_day(client, name) if asked.get("period") == "all" else None
+    q, compared = parameters.window_queries(
+        asked, datetime.now(UTC), defined, site_timezone(client, name), first_day
+    )
+    if goals:
+        return answers.goals(client, q, source)
+    if asked.get("interval") is not None:
+        return answers.timeseries(client, q, compared, parameters.interval(asked, q), source)
+    if by is not None:
+        return answers.breakdown(client, q, by, goal, limit, source)
+    return answers.aggregate(client, q, compared, source)
 
 
 @click.command("realtime", cls=StatsCommand)
@@ -156,12 +151,9 @@ def realtime(site: str, as_json: bool, **options: str | None) -> None:
     from storage.queries.realtime_breakdowns import realtime_breakdown
 
     client, now = connect(running_settings()), datetime.now(UTC)
-    try:
-        asked = arguments(site, **options)
-        name, limit = parameters.site(asked), parameters.limit(asked, 10)
-        breakdown, source = parameters.realtime_breakdown(asked), parameters.source(asked)
-    except BadParameter as refused:
-        raise UserError(str(refused)) from None
+    asked = arguments(site, **options)
+    name, limit = parameters.site(asked), parameters.limit(asked, 10)
+    breakdown, source = parameters.realtime_breakdown(asked), parameters.source(asked)
     if breakdown is None:
         live = queries.realtime(client, name, now=now, source=source)
         click.echo(json.dumps(live) if as_json else "\n".join(f"{k}\t{v}" for k, v in live.items()))

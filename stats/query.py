@@ -100,8 +100,7 @@ class InvalidQuery(UnsupportedQuery):
     """A query the engine refuses; `field` names the part at fault (`metrics[1]`, `filters`)."""
 
     def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
+        super().__init__(f"{field}: {problem}", field=field)
         self.problem = problem
 
 

@@ -39,6 +39,7 @@ from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
 from tally.clock import as_utc
+from tally.refusal import Refused
 from tally.webhook_targets import RefusedDestination, UnresolvedHost, checked_addresses
 
 RuleKind = Literal["pageviews_above", "goal_absent", "event_rate_above"]
@@ -55,7 +56,7 @@ WEBHOOK_HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")
 FIRED, DELIVERED, FAILED, REFUSED = "fired", "delivered", "failed", "refused"
 
 
-class InvalidRule(ValueError):
+class InvalidRule(Refused):
     """A rule Tally cannot add or remove; the message names what is wrong."""
 
 

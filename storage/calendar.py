@@ -18,6 +18,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from tally.clock import as_utc
+from tally.refusal import Refused
 
 Interval = Literal["minute", "hour", "day", "week", "month"]
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
@@ -35,7 +36,7 @@ _BUCKET_SQL = {
 }
 
 
-class InvalidTimezone(ValueError):
+class InvalidTimezone(Refused):
     """Not an IANA time zone name (zoneinfo's database)."""
 
 

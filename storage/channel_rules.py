@@ -22,6 +22,7 @@ from clickhouse_connect.driver.client import Client
 from storage import definitions
 from storage.channels import CHANNELS, ChannelRule
 from storage.sites import list_sites, normalise
+from tally.refusal import Refused
 
 MAX_CHANNEL_NAME = 40
 MAX_MEDIUM = 100
@@ -36,7 +37,7 @@ TABLE = "site_channel_rules"
 COLUMNS = ["site", "source", "medium", "channel", "position", "removed", "changed_at"]
 
 
-class InvalidChannelRule(ValueError):
+class InvalidChannelRule(Refused):
     """A channel rule Tally cannot add, remove or restore; the message names the field."""
 
 

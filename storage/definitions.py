@@ -48,6 +48,7 @@ from uuid import UUID, uuid4
 from clickhouse_connect.driver.client import Client
 
 from storage import channel_rules, channels, exclusions, goals
+from tally.refusal import Refused
 from tally.settings import Settings
 
 VERSIONS = "definition_versions"
@@ -58,7 +59,7 @@ REFRESH_S = 2.0  # how stale the dashboard's copy of the current version may be
 BOT_LIST = "crawler-user-agents"  # the collector's bot rules (collector/user_agent.py), pinned
 
 
-class DefinitionsError(ValueError):
+class DefinitionsError(Refused):
     """A version that does not exist, or a switch that cannot be made."""
 
 

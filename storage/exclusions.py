@@ -17,6 +17,7 @@ from clickhouse_connect.driver.client import Client
 from storage import definitions
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
+from tally.refusal import Refused
 
 Kind = Literal["ip", "path", "country"]
 KINDS: tuple[Kind, ...] = ("ip", "path", "country")
@@ -29,7 +30,7 @@ ORDER BY site, kind, value
 """
 
 
-class InvalidExclusion(ValueError):
+class InvalidExclusion(Refused):
     """An exclusion Tally cannot apply; the message names the option and says why."""
 
 

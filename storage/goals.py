@@ -16,6 +16,7 @@ from clickhouse_connect.driver.client import Client
 from storage import definitions, site_caps
 from storage.page_patterns import BadPattern, validate_pattern
 from storage.sites import list_sites, normalise
+from tally.refusal import Refused
 
 GoalKind = Literal["event", "page"]
 MAX_GOAL_NAME = 120
@@ -25,7 +26,7 @@ CURRENCY = re.compile(r"^[A-Z]{3}$")
 RESERVED_EVENTS = frozenset({"pageview", "engagement"})
 
 
-class InvalidGoal(ValueError):
+class InvalidGoal(Refused):
     """A goal Tally cannot add or remove; the message names what is wrong."""
 
 

@@ -39,6 +39,7 @@ from clickhouse_connect.driver.client import Client
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.sites import list_sites, normalise, site_timezone
 from storage.tables import EVENTS
+from tally.refusal import Refused
 
 Origin = Literal["plausible", "ga4"]
 ORIGINS: tuple[Origin, ...] = ("plausible", "ga4")
@@ -96,7 +97,7 @@ GA4_METRICS = (
 )  # fmt: skip
 
 
-class InvalidImport(ValueError):
+class InvalidImport(Refused):
     """A file Tally cannot import; the message names the file, row and column at fault."""
 
 

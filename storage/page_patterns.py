@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 
+from tally.refusal import Refused
+
 MAX_PATTERN_LENGTH = 500
 MAX_WILDCARDS = 10
 
 
-class BadPattern(ValueError):
+class BadPattern(Refused):
     """A page pattern Tally cannot use; the message says why."""
 
 

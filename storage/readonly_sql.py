@@ -32,6 +32,7 @@ from storage.sql_allowlist import (
     READABLE_TABLES,
     function_allowed,
 )
+from tally.refusal import Refused
 from tally.settings import Settings
 
 MAX_ROWS = 10_000
@@ -79,7 +80,7 @@ _OUTPUT_CLAUSES = {
 }
 
 
-class QueryRefused(Exception):
+class QueryRefused(Refused):
     """The query was refused, by Tally's rules or by ClickHouse; the message says why."""
 
 

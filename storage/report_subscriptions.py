@@ -22,6 +22,7 @@ from clickhouse_connect.driver.client import Client
 from storage import site_caps
 from storage.calendar import UTC_NAME, InvalidTimezone, local_date, local_midnight, zone
 from storage.sites import list_sites, list_timezones, normalise
+from tally.refusal import Refused
 
 Frequency = Literal["weekly", "monthly"]
 FREQUENCIES: tuple[Frequency, ...] = ("weekly", "monthly")
@@ -33,7 +34,7 @@ EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9-]+(\.[A-Z
 MAX_EMAIL = 254
 
 
-class InvalidSubscription(ValueError):
+class InvalidSubscription(Refused):
     """A subscription Tally cannot add or remove; the message names what is wrong."""
 
 

@@ -19,6 +19,7 @@ from storage.queries import funnel_days
 from storage.queries.contract import StatsQuery
 from storage.queries.funnels import FunnelStep, UnsupportedQuery, checked_steps
 from storage.sites import list_sites, normalise
+from tally.refusal import Refused
 
 SAVED_FUNNELS = "saved_funnels"
 MAX_NAME = 120
@@ -27,7 +28,7 @@ MAX_NAME = 120
 PRECOMPUTE_DAYS = 62
 
 
-class InvalidFunnel(ValueError):
+class InvalidFunnel(Refused):
     """A funnel Tally cannot save, find or remove; the message names what is wrong."""
 
 

@@ -17,13 +17,14 @@ from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
 from storage.sites import list_sites, normalise
+from tally.refusal import Refused
 
 SEGMENTS = "segments"
 MAX_NAME = 120
 MAX_FILTERS_JSON = 16 * 1024
 
 
-class InvalidSegment(ValueError):
+class InvalidSegment(Refused):
     """A segment Tally cannot add, find or remove; the message names what is wrong."""
 
 

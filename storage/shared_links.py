@@ -20,6 +20,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
 from storage.sites import list_sites, normalise
+from tally.refusal import Refused
 
 # As dashboard/auth.py's sign-in password: ~16 MiB and tens of milliseconds per guess.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
@@ -42,7 +43,7 @@ FROM shared_links
 """
 
 
-class SharedLinkError(ValueError):
+class SharedLinkError(Refused):
     """A request about shared links that cannot be met; the message says why."""
 
 

@@ -8,14 +8,15 @@ import re
 from clickhouse_connect.driver.client import Client
 
 from storage.calendar import UTC_NAME, InvalidTimezone, zone
+from tally.refusal import Refused
 
 # A hostname: labels of letters, digits and hyphens (DESIGN: `data-site="example.com"`).
 LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 DOMAIN = re.compile(rf"^(?=.{{1,253}}$)({LABEL}\.)*{LABEL}$")
 
 
-class InvalidDomain(ValueError):
-    pass
+class InvalidDomain(Refused):
+    """Not a domain name Tally can register or look up."""
 
 
 def normalise(domain: str) -> str:

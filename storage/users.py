@@ -29,6 +29,7 @@ from clickhouse_connect.driver.client import Client
 from storage import sessions, site_caps
 from storage.sites import list_sites, normalise
 from tally.clock import as_utc
+from tally.refusal import Refused
 
 Role = Literal["owner", "admin", "viewer"]
 ROLES: tuple[Role, ...] = ("owner", "admin", "viewer")
@@ -55,7 +56,7 @@ EMAIL_LOCAL_CHARACTERS = frozenset(string.ascii_lowercase + string.digits + "!#$
 EMAIL_DOMAIN_CHARACTERS = frozenset(string.ascii_lowercase + string.digits + "-.")
 
 
-class AccountError(ValueError):
+class AccountError(Refused):
     """A request about accounts that cannot be met; the message names the field and says why."""
 
 

@@ -26,6 +26,8 @@ import socket
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from urllib.parse import urlsplit
 
+from tally.refusal import Refused
+
 Address = IPv4Address | IPv6Address
 Network = IPv4Network | IPv6Network
 
@@ -70,7 +72,7 @@ PRIVATE_BY_CHOICE = _networks(
 LOOPBACK = IPv4Address("127.0.0.1")  # what `localhost` names, whatever a resolver says
 
 
-class RefusedDestination(ValueError):
+class RefusedDestination(Refused):
     """A webhook destination alerts may not be sent to; the message says which address and why."""
 
 

@@ -170,6 +170,7 @@ from storage.client_names import NAMES as CLIENT_NAMES
 from storage.client_names import plausible_name, plausible_values
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
 from tally.clock import as_utc
+from tally.refusal import Refused
 
 if TYPE_CHECKING:
     from storage.goals import Goal
@@ -469,7 +470,7 @@ class SessionRow:
     os: str
 
 
-class UnsupportedQuery(ValueError):
+class UnsupportedQuery(Refused):
     """A parameter outside the fixed vocabulary (dimension, interval, filter)."""
 
 

@@ -140,6 +140,18 @@ def test_exclusions_refuse_bad_fields_roles_read_keys_and_unknown_sites(api: Fla
     refused(api.post(url, json={"kind": "country", "value": "DE"}), 401)
 
 
+def test_an_exclusion_past_the_sites_cap_is_the_stores_refusal_as_a_400_naming_site(
+    api: FlaskClient, team: Team, dashboard_settings: Settings
+) -> None:
+    full = [exclusions.Exclusion(team.site, "path", f"/full/{n}") for n in range(exclusions.MAX_PER_SITE)]
+    exclusions.add_exclusions(connect(dashboard_settings), full)
+    url = f"/api/v1/exclusions?site={team.site}"
+    answer = api.post(url, json={"kind": "path", "value": "/one-more"}, headers=team.manage["admin"])
+    refused(answer, 400, "site")
+    assert answer.get_json()["error"] == f"site: at most {exclusions.MAX_PER_SITE} exclusions per site"
+    assert len(exclusions.list_exclusions(connect(dashboard_settings), team.site)) == exclusions.MAX_PER_SITE
+
+
 def test_the_dashboard_cookie_is_no_key(api: FlaskClient, team: Team, dashboard_settings: Settings) -> None:
     """Signed in to the dashboard (the cookie a page on another site could make the browser
     send), the API still wants a key: writes cannot be forged from a page the operator opens."""

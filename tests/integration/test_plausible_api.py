@@ -457,6 +457,16 @@ def test_unsupported_parts_are_400_naming_them(
     assert message in answer["error"]
 
 
+def test_a_goal_the_site_does_not_have_is_refused_by_the_store_as_a_400_naming_it(
+    api: FlaskClient, auth: dict[str, str]
+) -> None:
+    """Only the store knows the site's goals: its refusal is a 400 naming the filter and the goal."""
+    body = {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d"}
+    status, answer = post(api, auth, {**body, "filters": [["is", "event:goal", ["No Such Goal"]]]})
+    assert status == 400, answer
+    assert answer["error"] == f"filters: goal: {SITE} has no goal 'No Such Goal'", answer
+
+
 def test_keys_sites_and_methods(api: FlaskClient, auth: dict[str, str]) -> None:
     body = {"site_id": SITE, "metrics": ["visitors"], "date_range": "7d"}
     missing = api.post("/api/v2/query", json=body)
