@@ -144,59 +144,35 @@ def _loopback_only(target: str) -> None:
         raise click.BadParameter(f"{host} is not a loopback address; load is only ever sent to this machine")
 
 
+# What each option may be: a typo is refused on the command line, before the stack is touched.
+RATE = click.FloatRange(min=0, min_open=True)
+SECONDS = click.FloatRange(min=0)
+SHARE = click.FloatRange(0, 1)
+COUNT = click.IntRange(min=0)
+AT_LEAST_ONE = click.IntRange(min=1)
+
+
 @click.command("loadgen")
+@click.option("--rate", type=RATE, default=50.0, show_default=True, help="Page views per second.")
 @click.option(
-    "--rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=50.0,
-    show_default=True,
-    help="Page views per second.",
+    "--duration", type=SECONDS, default=10.0, show_default=True, help="Seconds; 0 runs until stopped."
 )
 @click.option(
-    "--duration",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    show_default=True,
-    help="Seconds; 0 runs until stopped.",
+    "--sites", type=AT_LEAST_ONE, default=2, show_default=True, help="Number of sites (siteN.example.com)."
 )
 @click.option(
-    "--sites",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Number of sites (siteN.example.com).",
+    "--visitors", type=COUNT, default=0, help="Size of the visitor pool (0: a new visitor per session)."
 )
+@click.option("--bot-fraction", type=SHARE, default=0.05, show_default=True)
+@click.option("--scrapers", type=COUNT, default=0, help="Clients sending far over the rate limit.")
 @click.option(
-    "--visitors",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Size of the visitor pool (0: a new visitor per session).",
+    "--late-fraction", type=SHARE, default=0.0, help="Share of page views delivered late (batch API)."
 )
-@click.option("--bot-fraction", type=click.FloatRange(0, 1), default=0.05, show_default=True)
+@click.option("--late-delay", type=SECONDS, default=600.0, show_default=True, help="How late, in seconds.")
 @click.option(
-    "--scrapers", type=click.IntRange(min=0), default=0, help="Clients sending far over the rate limit."
+    "--batch", "batch_size", type=COUNT, default=0, help="Send through /api/events in batches of N."
 )
-@click.option(
-    "--late-fraction",
-    type=click.FloatRange(0, 1),
-    default=0.0,
-    help="Share of page views delivered late (batch API).",
-)
-@click.option(
-    "--late-delay",
-    type=click.FloatRange(min=0),
-    default=600.0,
-    show_default=True,
-    help="How late, in seconds.",
-)
-@click.option(
-    "--batch",
-    "batch_size",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Send through /api/events in batches of N.",
-)
-@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--processes", type=AT_LEAST_ONE, default=1, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
     "--truth", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the ground truth."
