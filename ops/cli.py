@@ -1374,16 +1374,24 @@ def _days(period: str | None, start: datetime | None, end: datetime | None) -> t
 @main.command()
 @click.option("--no-repair", is_flag=True, help="Only report; archive no hole.")
 @click.option("--site", default=None, help="Compare the derived tables of this site only.")
-def verify(no_repair: bool, site: str | None) -> None:
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Check every archived offset, not only those since the archive was last found whole, "
+    "and set the clean marks to what is found (after rows were deleted or restored by hand, or "
+    "a second archiver was paused).",
+)
+def verify(no_repair: bool, site: str | None, full: bool) -> None:
     """Audit the archive against the log (repairing holes) and the derived tables against the
-    archive; exits 1 if anything is still wrong. A site-day that differs only by events the
-    stream jobs have not processed yet, or by late ones (older than the allowed lateness, which
-    the archive answers), is listed as explained, not wrong."""
+    archive; exits 1 if anything is still wrong. The audit checks each partition from its clean
+    mark (the offset below which an earlier audit found it whole) unless --full. A site-day that
+    differs only by events the stream jobs have not processed yet, or by late ones (older than
+    the allowed lateness, which the archive answers), is listed as explained, not wrong."""
     from storage.archive_audit import AuditUnavailable
     from storage.archive_audit import verify as audit
 
     try:
-        report = audit(current_settings(), fix=not no_repair, site=site)
+        report = audit(current_settings(), fix=not no_repair, site=site, full=full)
     except AuditUnavailable as error:
         raise UserError(str(error)) from None
     for line in report.lines():

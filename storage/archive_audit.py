@@ -11,6 +11,16 @@ verify`) lands once, and the archive is checked again right before it.
 
 This relies on contiguous offsets in `pageviews` (see storage/archiver.py, Batch): a range
 that Kafka cannot fill offset by offset is reported, never papered over.
+
+A round is incremental: per partition it checks only the offsets from its clean mark
+(`archive_audit_marks`, migration 0065), the offset below which an earlier round found the
+archive whole, and moves the mark up to the first offset it did not find clean (a hole, even one
+it repaired, is checked again by the next round before the mark passes it). Nothing the archiver
+or a repair writes lands below a mark: they write at or above the archive's end, or into a hole
+that was found. What can — rows deleted by hand, a store restored from a backup, the batch a
+thawed second archiver inserts after its partitions were taken over (storage/archive_copies.py)
+— is found by a full audit (`tally verify --full`), which checks every offset and sets the marks
+to what it found.
 """
 
 from __future__ import annotations
@@ -37,9 +47,31 @@ log = structlog.get_logger()
 
 REPAIR_CHUNK = 10_000  # offsets read and inserted at a time
 
-_SUMMARY = f"""
+MARKS = "archive_audit_marks"
+_MARKS = f"SELECT kafka_partition, argMax(clean_below, marked_at) FROM {MARKS} GROUP BY kafka_partition"
+
+# The offsets a round checks: those of {partitions} from each one's mark ({marks}, in the same
+# order). The constant bound {lowest} (the lowest mark) lets `events`' kafka_offset index skip
+# granules.
+_CHECKED = (
+    "kafka_offset >= {lowest:UInt64} AND kafka_partition IN {partitions:Array(UInt16)} "
+    "AND kafka_offset >= {marks:Array(UInt64)}[indexOf({partitions:Array(UInt16)}, kafka_partition)]"
+)
+
+SUMMARY = f"""
 SELECT kafka_partition, min(kafka_offset), max(kafka_offset), uniqExact(kafka_offset), count()
-FROM ({ACCOUNTED_OFFSETS}) GROUP BY kafka_partition
+FROM ({ACCOUNTED_OFFSETS}) WHERE {_CHECKED} GROUP BY kafka_partition
+"""
+
+NOTHING = 2**64 - 1  # no offset reaches it: nothing to read this round
+
+# The lowest offset of a partition accounted for more than once, from {start}.
+_FIRST_REPEATED = f"""
+SELECT min(kafka_offset) FROM (
+    SELECT kafka_offset FROM ({ACCOUNTED_OFFSETS})
+    WHERE kafka_partition = {{partition:UInt16}} AND kafka_offset >= {{start:UInt64}}
+    GROUP BY kafka_offset HAVING count() > 1
+)
 """
 
 # Runs of missing offsets between two accounted ones, as half-open [start, end).
@@ -100,6 +132,8 @@ class PartitionAudit:
     holes: list[Hole] = field(default_factory=list)
     repaired: int = 0  # offsets re-read from the log and archived by this audit
     copies: int = 0  # offsets holding a copy of an event archived at another (not an error)
+    checked_from: int = 0  # the clean mark the round started from (0: every offset)
+    clean_below: int = 0  # the mark after the round: below it, every offset checked was clean
 
     @property
     def missing(self) -> int:
@@ -126,28 +160,42 @@ async def log_ranges(settings: Settings) -> dict[int, tuple[int, int]]:
     return {tp.partition: (starts[tp], ends[tp]) for tp in partitions}
 
 
-def find_holes(client: Client, logs: dict[int, tuple[int, int]]) -> list[PartitionAudit]:
-    """Compare the archive with the log's ranges (count against max - min + 1 first: the gaps
-    are only looked for where the count says there are some)."""
+def read_marks(client: Client) -> dict[int, int]:
+    """Per partition, the offset below which the archive was last found whole."""
+    return {int(p): int(mark) for p, mark in client.query(_MARKS).result_rows}
+
+
+def find_holes(
+    client: Client, logs: dict[int, tuple[int, int]], marks: dict[int, int] | None = None
+) -> list[PartitionAudit]:
+    """Compare the archive with the log's ranges, from each partition's clean mark (every offset
+    without `marks`): count against max - min + 1 first, the gaps are only looked for where the
+    count says there are some."""
+    marks = _checked_from(logs, marks or {})
     summary = {
         int(p): (int(low), int(high), int(distinct), int(total))
         for p, low, high, distinct, total in client.query(
-            _SUMMARY, parameters={"synthetic": SYNTHETIC_PARTITION}
+            SUMMARY, parameters=summary_parameters(logs, marks)
         ).result_rows
     }
     copies = {int(p): int(n) for p, n in client.query(_COPIES).result_rows}
     audits = []
     for partition, (log_start, log_end) in sorted(logs.items()):
+        mark = marks.get(partition, 0)
         if partition not in summary:
-            audits.append(PartitionAudit(partition, log_start, log_end, None, None, 0))
+            audit = PartitionAudit(partition, log_start, log_end, None, None, 0, checked_from=mark)
+            audit.clean_below = mark  # nothing archived from the mark on: nothing more known clean
+            audits.append(audit)
             continue
         low, high, distinct, total = summary[partition]
-        audit = PartitionAudit(partition, log_start, log_end, low, high, total - distinct)
+        audit = PartitionAudit(partition, log_start, log_end, low, high, total - distinct, checked_from=mark)
         audit.copies = copies.get(partition, 0)
         checked_from = max(low, log_start)  # below what Kafka retains, nothing can be re-read
-        if low > log_start:
-            audit.holes.append(Hole(partition, log_start, min(low, log_end)))
-        held = distinct - _held_below(client, partition, checked_from) if checked_from > low else distinct
+        if low > max(log_start, mark):
+            audit.holes.append(Hole(partition, max(log_start, mark), min(low, log_end)))
+        held = (
+            distinct - _held_below(client, partition, low, checked_from) if checked_from > low else distinct
+        )
         if high >= checked_from and held < high - checked_from + 1:
             rows = client.query(
                 _GAPS,
@@ -159,17 +207,75 @@ def find_holes(client: Client, logs: dict[int, tuple[int, int]]) -> list[Partiti
                 },
             ).result_rows
             audit.holes += [Hole(partition, int(start), int(end)) for start, end in rows]
+        audit.clean_below = _clean_below(client, audit)
         audits.append(audit)
     return audits
 
 
-def _held_below(client: Client, partition: int, offset: int) -> int:
+def summary_parameters(logs: dict[int, tuple[int, int]], marks: dict[int, int]) -> dict[str, object]:
+    """SUMMARY's parameters for a round from `marks`. Only partitions with offsets on the log past
+    their mark are read, and the lowest of their marks bounds the read: an idle partition's mark
+    would otherwise hold every round down to it."""
+    to_check = {p: mark for p, mark in _checked_from(logs, marks).items() if mark < logs[p][1]}
+    return {
+        "synthetic": SYNTHETIC_PARTITION,
+        "partitions": list(to_check),
+        "marks": list(to_check.values()),
+        "lowest": min(to_check.values(), default=NOTHING),
+    }
+
+
+def _checked_from(logs: dict[int, tuple[int, int]], marks: dict[int, int]) -> dict[int, int]:
+    """Per partition of the log, the offset a round checks from: its mark, or 0 without one. A
+    mark past the log's end belongs to a log deleted and created again: all of it is checked."""
+    return {p: mark if (mark := marks.get(p, 0)) <= log_end else 0 for p, (_, log_end) in logs.items()}
+
+
+def _held_below(client: Client, partition: int, start: int, offset: int) -> int:
     rows = client.query(
-        f"SELECT uniqExact(kafka_offset) FROM ({ACCOUNTED_OFFSETS}) "
-        "WHERE kafka_partition = {partition:UInt16} AND kafka_offset < {offset:UInt64}",
-        parameters={"partition": partition, "offset": offset, "synthetic": SYNTHETIC_PARTITION},
+        f"SELECT uniqExact(kafka_offset) FROM ({ACCOUNTED_OFFSETS}) WHERE kafka_partition = "
+        "{partition:UInt16} AND kafka_offset >= {start:UInt64} AND kafka_offset < {offset:UInt64}",
+        parameters={
+            "partition": partition,
+            "start": start,
+            "offset": offset,
+            "synthetic": SYNTHETIC_PARTITION,
+        },
     ).result_rows
     return int(rows[0][0])
+
+
+def _clean_below(client: Client, audit: PartitionAudit) -> int:
+    """Where the partition's mark may go: the first offset found missing or archived twice, or
+    one past the last archived if none was (holes found now are not passed even once repaired:
+    the next round checks them again)."""
+    assert audit.archived_last is not None
+    firsts = [hole.start for hole in audit.holes]
+    if audit.duplicates:
+        rows = client.query(
+            _FIRST_REPEATED,
+            parameters={
+                "partition": audit.partition,
+                "start": audit.checked_from,
+                "synthetic": SYNTHETIC_PARTITION,
+            },
+        ).result_rows
+        firsts.append(int(rows[0][0]))
+    return min(firsts, default=audit.archived_last + 1)
+
+
+def write_marks(client: Client, read: dict[int, int], audits: list[PartitionAudit]) -> None:
+    """Record the marks the round found, each only if no other round moved it since this one
+    read it (that round's mark stands; the next round starts from it)."""
+    current = read_marks(client)
+    rows = [
+        [audit.partition, audit.clean_below]
+        for audit in audits
+        if audit.clean_below != read.get(audit.partition, 0)
+        and current.get(audit.partition, 0) == read.get(audit.partition, 0)
+    ]
+    if rows:
+        client.insert(MARKS, rows, column_names=["kafka_partition", "clean_below"])
 
 
 async def repair(settings: Settings, client: Client, hole: Hole) -> int:
@@ -240,9 +346,14 @@ async def _repair_chunk(
     return len(chunk)
 
 
-async def audit_archive(settings: Settings, client: Client, fix: bool = True) -> list[PartitionAudit]:
-    """Find the archive's holes and, with `fix`, archive them from the log."""
-    audits = find_holes(client, await log_ranges(settings))
+async def audit_archive(
+    settings: Settings, client: Client, fix: bool = True, full: bool = False
+) -> list[PartitionAudit]:
+    """Find the archive's holes above each partition's clean mark (`full`: in every offset) and,
+    with `fix`, archive them from the log; then move the marks to what was found clean."""
+    logs = await log_ranges(settings)
+    marks = read_marks(client)
+    audits = find_holes(client, logs, None if full else marks)
     for audit in audits:
         for hole in audit.holes if fix else ():
             audit.repaired += await repair(settings, client, hole)
@@ -255,6 +366,7 @@ async def audit_archive(settings: Settings, client: Client, fix: bool = True) ->
                 repaired=audit.repaired,
                 duplicates=audit.duplicates,
             )
+    write_marks(client, marks, audits)
     return audits
 
 
@@ -345,7 +457,8 @@ class VerifyReport:
             archived = f"{p.archived_first}..{p.archived_last}" if p.archived_last is not None else "nothing"
             holes = ", ".join(f"{h.start}..{h.end - 1}" for h in p.holes) or "none"
             lines.append(
-                f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, archived {archived}, "
+                f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, checked from offset "
+                f"{p.checked_from} (clean below {p.clean_below} now), archived {archived}, "
                 f"holes {holes} ({p.missing} offsets), repaired {p.repaired}, duplicates {p.duplicates}, "
                 f"re-sent copies not archived {p.copies}"
             )
@@ -427,12 +540,13 @@ def repeated_ids(client: Client, window_s: int) -> int:
     return int(rows[0][0])
 
 
-def verify(settings: Settings, fix: bool = True, site: str | None = None) -> VerifyReport:
-    """The archive against the log (holes repaired with `fix`), each re-sent event archived
-    once, the derived tables against the archive (of every site, or of `site`)."""
+def verify(settings: Settings, fix: bool = True, site: str | None = None, full: bool = False) -> VerifyReport:
+    """The archive against the log (holes repaired with `fix`; from the clean marks, or every
+    offset with `full`), each re-sent event archived once, the derived tables against the
+    archive (of every site, or of `site`)."""
     try:
         client = connect(settings)
-        partitions = asyncio.run(audit_archive(settings, client, fix=fix))
+        partitions = asyncio.run(audit_archive(settings, client, fix=fix, full=full))
         repeated = repeated_ids(client, settings.dedup_window_s)
         mismatches, compared = derived_mismatches(client, settings.pageviews_topic, site)
     except KafkaError as error:

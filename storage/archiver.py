@@ -8,7 +8,11 @@ Offsets are still committed after each insert so that lag is visible to Kafka to
 Resuming from the archive's end is only sound if nothing below it is missing: so a record is
 archived only if its offset is exactly its partition's next one (Batch), and the archive
 audits itself against the log at start and every archive_audit_interval_s, archiving any
-hole it finds (storage/archive_audit.py).
+hole it finds (storage/archive_audit.py). Each round, the one at start too, checks only the
+offsets above the clean marks an earlier round left: a crash or a restart of this archiver
+writes nothing below its partitions' archive end, so it cannot open a hole or archive an offset
+twice below a mark (what can — rows deleted or restored by hand, a thawed second archiver's
+stale batch — is for `tally verify --full`).
 
 Malformed messages go to `deadletter` with the reason, and their offsets to the
 `archive_deadletters` table; they never block a partition. A copy of an event already archived
