@@ -33,7 +33,7 @@ from pathlib import Path
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
@@ -409,7 +409,7 @@ class AuditUnavailable(Exception):
     """Kafka or the store cannot be reached: nothing was checked."""
 
 
-# Why a site-day's agg may differ from raw without anything being wrong (issue 30):
+# Why a site-day's agg may differ from raw without anything being wrong:
 #: the stream jobs have not processed some of its archived events yet (they will count them:
 #: within the allowed lateness exactly; agg equals raw over the log prefix they processed);
 PENDING = "not yet processed"
@@ -550,13 +550,10 @@ def verify(settings: Settings, fix: bool = True, site: str | None = None, full: 
         repeated = repeated_ids(client, settings.dedup_window_s)
         mismatches, compared = derived_mismatches(client, settings.pageviews_topic, site)
     except KafkaError as error:
-        raise AuditUnavailable(
-            f"cannot reach Kafka at {settings.kafka_bootstrap} ({_first_line(error)})"
-        ) from error
+        raise AuditUnavailable(f"cannot reach Kafka at {settings.kafka_bootstrap}{_why(error)}") from error
     except (OperationalError, OSError) as error:
-        raise AuditUnavailable(
-            f"cannot reach ClickHouse at {settings.clickhouse_url} ({_first_line(error)})"
-        ) from error
+        store = settings.clickhouse_url
+        raise AuditUnavailable(f"cannot reach ClickHouse at {store}{_why(error)}") from error
     except ClickHouseError as error:
         raise AuditUnavailable(
             f"ClickHouse at {settings.clickhouse_url} failed the audit: {_first_line(error)}"
@@ -566,3 +563,13 @@ def verify(settings: Settings, fix: bool = True, site: str | None = None, full: 
 
 def _first_line(error: Exception) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0][:300]
+
+
+def _why(error: Exception) -> str:
+    """Nothing listening (the stack is down) in the words the CLI uses elsewhere; anything else
+    with the error's first line (the HTTP client's wording of a refused connection is a paragraph)."""
+    text = str(error)
+    refused = "Connection refused" in text or "Failed to establish a new connection" in text
+    if refused or isinstance(error, (KafkaConnectionError, ConnectionRefusedError)):
+        return " — start the stack with 'tally up -d'"
+    return f" ({_first_line(error)})"
