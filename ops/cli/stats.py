@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from dashboard.api_parameters import BadParameter
+from ops.cli.context import Stack
 from ops.cli_errors import OneLineErrors, UserError
 
 SOURCES = ("agg", "raw")
@@ -34,14 +35,6 @@ class StatsCommand(OneLineErrors, click.Command):
             if name in options:
                 failure.message = f"--{name}{message[len(name) :]}"
             raise
-
-
-def running_settings() -> Any:
-    """The settings as the stack in $TALLY_HOME runs them (a cluster: its store), as ops/cli.py's."""
-    from ops.local.stack import current_settings
-    from tally.settings import Settings
-
-    return current_settings(Settings())
 
 
 def arguments(site: str, **options: str | None) -> Any:
@@ -75,10 +68,13 @@ def arguments(site: str, **options: str | None) -> Any:
 @click.option("--filters", default=None, help='JSON, as the API takes it: {"country": "DE"}.')
 @click.option("--source", default=None, help="agg (the rollups, default) or raw (the archive).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
-def stats(site: str, from_: str | None, as_json: bool, goals: bool, **options: str | None) -> None:
+@click.pass_obj
+def stats(
+    stack: Stack, site: str, from_: str | None, as_json: bool, goals: bool, **options: str | None
+) -> None:
     """SITE's numbers over a range: the top-line metrics, a breakdown with --by, the goals'
     conversions with --goals, or each day's (hour's…) with --interval."""
-    answer = stats_answer(site, from_, options, goals)
+    answer = stats_answer(stack, site, from_, options, goals)
     if as_json:
         click.echo(json.dumps(answer, default=str))
     elif isinstance(answer, list):
@@ -101,11 +97,12 @@ def printed(row: dict[str, Any]) -> list[str]:
     return [str(row["t" if "t" in row else "value"]), *(str(row[name]) for name in numbers)]
 
 
-def stats_answer(site: str, from_: str | None, options: dict[str, str | None], goals: bool = False) -> Any:
+def stats_answer(
+    stack: Stack, site: str, from_: str | None, options: dict[str, str | None], goals: bool = False
+) -> Any:
     from dashboard import api_parameters as parameters
     from dashboard import stats_answers as answers
     from storage import queries
-    from storage.client import connect
     from storage.definitions import CurrentDefinitions
     from storage.sites import site_timezone
 
@@ -121,8 +118,7 @@ def stats_answer(site: str, from_: str | None, options: dict[str, str | None], g
     if asked.get("interval") is not None and (by is not None or goals):
         raise BadParameter("interval", "a timeseries of the top-line numbers: not with --by or --goals")
     limit = parameters.limit(asked, 10)
-    settings = running_settings()
-    client = connect(settings)
+    settings, client = stack.settings, stack.client
     defined = CurrentDefinitions(settings, lambda: client).settings()  # as the API reads them
     first_day = queries.first_day(client, name) if asked.get("period") == "all" else None
     q, compared = parameters.window_queries(
@@ -143,14 +139,14 @@ def stats_answer(site: str, from_: str | None, options: dict[str, str | None], g
 @click.option("--limit", default=None, help="Rows of the breakdown (default 10).")
 @click.option("--source", default=None, help="Live counts from agg (default) or raw; a breakdown: raw.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
-def realtime(site: str, as_json: bool, **options: str | None) -> None:
+@click.pass_obj
+def realtime(stack: Stack, site: str, as_json: bool, **options: str | None) -> None:
     """SITE's live visitors (last 5 minutes), or the last 30 minutes by pages, sources, countries."""
     from dashboard import api_parameters as parameters
     from storage import queries
-    from storage.client import connect
     from storage.queries.realtime_breakdowns import realtime_breakdown
 
-    client, now = connect(running_settings()), datetime.now(UTC)
+    client, now = stack.client, datetime.now(UTC)
     asked = arguments(site, **options)
     name, limit = parameters.site(asked), parameters.limit(asked, 10)
     breakdown, source = parameters.realtime_breakdown(asked), parameters.source(asked)
@@ -166,3 +162,6 @@ def realtime(site: str, as_json: bool, **options: str | None) -> None:
     click.echo(f"visitors\t{report.visitors}\npageviews\t{report.pageviews}")
     for row in rows:
         click.echo(f"{row['value']}\t{row['visitors']}\t{row['pageviews']}")
+
+
+COMMANDS = (stats, realtime)

@@ -1,0 +1,133 @@
+"""The sites Tally accepts events for: register, time zone, remove, and the traffic each one
+does not count (exclusions)."""
+
+from __future__ import annotations
+
+import click
+
+from ops.cli.context import Stack, console
+from ops.cli_errors import UserError
+
+
+@click.group()
+def sites() -> None:
+    """The sites Tally accepts events for."""
+
+
+@sites.command("add")
+@click.argument("domain")
+@click.option(
+    "--timezone", "timezone", help="IANA time zone its days start in, e.g. Europe/Berlin (default UTC)."
+)
+@click.pass_obj
+def sites_add(stack: Stack, domain: str, timezone: str | None) -> None:
+    """Accept events for DOMAIN (as in data-site="DOMAIN")."""
+    from storage import sites as registry
+
+    domain = registry.normalise(domain)  # a typo is reported before the store is asked
+    if timezone is not None:
+        timezone = registry.checked_timezone(timezone)
+    added = registry.add_site(stack.client, domain, timezone)
+    console.print(f'added {added}: embed <script defer data-site="{added}" src=".../tracker.js"></script>')
+
+
+@sites.command("timezone")
+@click.argument("domain")
+@click.argument("zone")
+@click.pass_obj
+def sites_timezone(stack: Stack, domain: str, zone: str) -> None:
+    """Set DOMAIN's time zone (IANA name, e.g. Europe/Berlin): where its days, weeks and months start."""
+    from storage import sites as registry
+
+    domain, zone = registry.normalise(domain), registry.checked_timezone(zone)
+    if not registry.set_timezone(stack.client, domain, zone):
+        raise UserError(f"{domain} is not registered (see 'tally sites list')")
+    console.print(f"{domain}: days start at midnight {zone}")
+
+
+@sites.command("list")
+@click.pass_obj
+def sites_list(stack: Stack) -> None:
+    """The registered sites and their time zones (tab-separated)."""
+    from storage import sites as registry
+
+    for domain, zone in registry.list_timezones(stack.client):
+        click.echo(f"{domain}\t{zone}")
+
+
+@sites.command("remove")
+@click.argument("domain")
+@click.pass_obj
+def sites_remove(stack: Stack, domain: str) -> None:
+    """Stop accepting events for DOMAIN (its data stays)."""
+    from storage import sites as registry
+
+    domain = registry.normalise(domain)
+    if not registry.remove_site(stack.client, domain):
+        raise UserError(f"{domain} is not registered (see 'tally sites list')")
+    console.print(f"removed {domain}")
+
+
+_EXCLUSION_OPTIONS = [
+    click.option("--ip", "ips", multiple=True, help="A client IP or CIDR range, v4 or v6 (10.0.0.0/8)."),
+    click.option(
+        "--path", "paths", multiple=True, help='A page path pattern, * any characters ("/admin/*").'
+    ),
+    click.option("--country", "countries", multiple=True, help="An ISO 3166 two-letter country code (DE)."),
+]
+
+
+def exclusion_options(command):  # type: ignore[no-untyped-def]
+    for option in reversed(_EXCLUSION_OPTIONS):
+        command = option(command)
+    return command
+
+
+@sites.command("exclude")
+@click.argument("site")
+@exclusion_options
+@click.pass_obj
+def sites_exclude(
+    stack: Stack, site: str, ips: tuple[str, ...], paths: tuple[str, ...], countries: tuple[str, ...]
+) -> None:
+    """Stop counting SITE's traffic from --ip ranges, to --path patterns or from --country codes
+    (each repeatable). Applied by the collector within seconds; the archive never holds it."""
+    from storage import exclusions as store
+
+    wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))  # checked before the store
+    store.add_exclusions(stack.client, wanted)
+    for exclusion in wanted:
+        click.echo(f"excluded {exclusion.kind} {exclusion.value} from {exclusion.site}")
+
+
+@sites.command("unexclude")
+@click.argument("site")
+@exclusion_options
+@click.pass_obj
+def sites_unexclude(
+    stack: Stack, site: str, ips: tuple[str, ...], paths: tuple[str, ...], countries: tuple[str, ...]
+) -> None:
+    """Count SITE's traffic from these --ip, --path, --country again (from now on)."""
+    from storage import exclusions as store
+
+    wanted = store.make_exclusions(site, list(ips), list(paths), list(countries))
+    missing = store.remove_exclusions(stack.client, wanted)
+    if missing:
+        names = ", ".join(f"{e.kind} {e.value}" for e in missing)
+        raise UserError(f"not excluded from {wanted[0].site}: {names} (see 'tally sites exclusions {site}')")
+    for exclusion in wanted:
+        click.echo(f"removed exclusion {exclusion.kind} {exclusion.value} from {exclusion.site}")
+
+
+@sites.command("exclusions")
+@click.argument("site")
+@click.pass_obj
+def sites_exclusions(stack: Stack, site: str) -> None:
+    """SITE's exclusions, one per line: kind (ip, path, country) and value."""
+    from storage import exclusions as store
+
+    for exclusion in store.list_exclusions(stack.client, site):
+        click.echo(f"{exclusion.kind}\t{exclusion.value}")
+
+
+COMMANDS = (sites,)
