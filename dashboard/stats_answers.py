@@ -1,5 +1,5 @@
 """The stats API's answers to a question, shared by `/api/v1` (dashboard/api.py) and `tally stats`
-(ops/stats_cli.py): which report a question reads and the JSON each row is given as. No Flask here,
+(ops/cli/stats.py): which report a question reads and the JSON each row is given as. No Flask here,
 so the CLI prints the API's numbers from the API's own code path without importing the web app."""
 
 from __future__ import annotations

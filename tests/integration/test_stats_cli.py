@@ -1,4 +1,4 @@
-"""`tally stats` and `tally realtime` (ops/stats_cli.py), the real CLI as a subprocess on the real
+"""`tally stats` and `tally realtime` (ops/cli/stats.py), the real CLI as a subprocess on the real
 ClickHouse engine: the numbers printed are the stats API's for the same arguments, on both
 sources (the API in-process over WSGI, same store), a comparison carries each number's change,
 a breakdown by channel and the realtime breakdowns read the same rows, and a bad option is one
