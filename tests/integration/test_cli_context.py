@@ -10,9 +10,8 @@ from click.testing import CliRunner
 
 from ops.cli import main as tally
 from ops.cli.context import Stack
-from storage.schema import apply_migrations
 from tally.settings import Settings
-from tests.fixtures.clickhouse import Endpoint
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +31,7 @@ class GivenStack(Stack):
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint) -> Settings:
-    settings = Settings(
-        home=tmp_path_factory.mktemp("cli-context-home"),
-        clickhouse_url=clickhouse_endpoint.url,
-        clickhouse_password=clickhouse_endpoint.password,
-    )
-    apply_migrations(settings)
-    return settings
+    return own_database_settings(tmp_path_factory.mktemp("cli-context-home"), clickhouse_endpoint, "cli")
 
 
 def test_commands_write_and_read_the_store_of_the_stack_they_are_handed(settings: Settings) -> None:
