@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
@@ -45,6 +46,14 @@ def rule_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+def rule_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """`rule_options`' values under the rule's own field names."""
+    fields = dict(options)
+    fields["window_minutes"] = fields.pop("minutes")
+    fields["baseline_windows"] = fields.pop("baseline")
+    return fields
+
+
 @click.group()
 def alerts() -> None:
     """A site's alert rules: traffic above a bound, a goal gone quiet, an error rate."""
@@ -55,34 +64,12 @@ def alerts() -> None:
 @rule_options
 @click.option("--webhook", required=True, help="The http(s) URL each alert is POSTed to.")
 @click.pass_obj
-def alerts_add(
-    stack: Stack,
-    site: str,
-    kind: str,
-    webhook: str,
-    minutes: int,
-    threshold: int,
-    factor: float,
-    baseline: int,
-    goal: str,
-    event_name: str,
-    page_pattern: str,
-) -> None:
+def alerts_add(stack: Stack, site: str, webhook: str, **options: Any) -> None:
     """Alert on SITE when KIND's condition holds; each alert is POSTed to --webhook."""
     from storage import alert_rules
 
-    rule = alert_rules.make_rule(  # a typo is reported before the store is asked
-        site=site,
-        kind=kind,
-        webhook_url=webhook,
-        window_minutes=minutes,
-        threshold=threshold,
-        factor=factor,
-        baseline_windows=baseline,
-        goal=goal,
-        event_name=event_name,
-        page_pattern=page_pattern,
-    )
+    # A typo is reported before the store is asked.
+    rule = alert_rules.make_rule(site=site, webhook_url=webhook, **rule_fields(options))
     settings = stack.settings
     added = alert_rules.add_rule(stack.client, rule, private_webhooks=settings.alert_webhook_private)
     console.print(f"added alert rule {added.rule_id} to {added.site}: {added.describe()}", highlight=False)
@@ -96,34 +83,11 @@ def alerts_add(
 )
 @click.option("--until", default="", help="The history's end, ISO-8601 UTC (default: now).")
 @click.pass_obj
-def alerts_backtest(
-    stack: Stack,
-    site: str,
-    kind: str,
-    minutes: int,
-    threshold: int,
-    factor: float,
-    baseline: int,
-    goal: str,
-    event_name: str,
-    page_pattern: str,
-    days: int,
-    until: str,
-) -> None:
+def alerts_backtest(stack: Stack, site: str, days: int, until: str, **options: Any) -> None:
     """When a rule would have fired over SITE's history, without saving it (same options as add)."""
     from storage import alert_backtest
 
-    rule = alert_backtest.backtest_rule(
-        site=site,
-        kind=kind,
-        window_minutes=minutes,
-        threshold=threshold,
-        factor=factor,
-        baseline_windows=baseline,
-        goal=goal,
-        event_name=event_name,
-        page_pattern=page_pattern,
-    )
+    rule = alert_backtest.backtest_rule(site=site, **rule_fields(options))
     start, end = alert_backtest.history(days, _utc_time("--until", until) if until else datetime.now(UTC))
     result = alert_backtest.backtest(stack.client, rule, start, end)
     click.echo(
