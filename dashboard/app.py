@@ -38,7 +38,7 @@ from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
-from dashboard.timezone_panel import register_timezone_panel
+from dashboard.timezone_panel import register_timezone_panel, with_zone_names
 from dashboard.whatif_panel import register_whatif_panel
 from tally import structured_logging
 from tally.clock import utc_now
@@ -64,6 +64,7 @@ def build_app(
         return {"status": "ok"}
 
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
+    app.index_string = with_zone_names(app.index_string)
     topojson_url = app.get_asset_url("topojson/")
     app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
     register_overview(app, settings, clients, clock)
