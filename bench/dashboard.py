@@ -296,6 +296,7 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
                 "explore-path.value": None,
                 "explore-country.value": None,
                 "explore-device.value": None,
+                "tabs.value": "explore",  # computed only while the tab is shown
             },
         ),
         "explore SQL (1,000 rows)": request(

@@ -28,7 +28,7 @@ from dashboard.funnel_precompute import start_precompute
 from dashboard.goals_panel import register_goal_editing
 from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
-from dashboard.overview import register_overview
+from dashboard.overview import first_sites, register_overview
 from dashboard.plausible_api import plausible_api
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
@@ -38,7 +38,7 @@ from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
-from dashboard.timezone_panel import register_timezone_panel
+from dashboard.timezone_panel import register_timezone_panel, with_zone_names
 from dashboard.whatif_panel import register_whatif_panel
 from tally import structured_logging
 from tally.clock import utc_now
@@ -64,8 +64,9 @@ def build_app(
         return {"status": "ok"}
 
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
+    app.index_string = with_zone_names(app.index_string)
     topojson_url = app.get_asset_url("topojson/")
-    app.layout = layout_for_viewer(lambda: build_layout(topojson_url=topojson_url))
+    app.layout = layout_for_viewer(lambda: build_layout(topojson_url, *first_sites(clients)))
     register_overview(app, settings, clients, clock)
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)

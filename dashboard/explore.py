@@ -19,6 +19,7 @@ from storage.queries import questions
 from tally.csv_cells import csv_text, plain
 from tally.settings import Settings
 
+EXPLORE_TAB = "explore"
 TABLE_ROWS = 500  # shown on the page; the CSV carries the whole result (up to the SQL limits)
 CSV_NAME = "tally-explore.csv"
 
@@ -63,6 +64,7 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         Input("explore-country", "value"),
         Input("explore-device", "value"),
         Input("explore-limit", "value"),
+        Input("tabs", "value"),
     )
     @friendly(lambda message: f"-- {message}")  # a forged period: its refusal, as an SQL comment
     def write_sql(
@@ -73,7 +75,12 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         country: str | None,
         device: str | None,
         limit: int,
+        tab: str | None,
     ) -> str:
+        # Written when the tab is shown (opening it fires this): while hidden, the page's first
+        # load and every change of site or period would rewrite a box nobody sees.
+        if tab != EXPLORE_TAB:
+            raise PreventUpdate
         if not site or not period_data:
             return readonly_sql.SITES_SQL
         filters = explore_filters(name, path, country, device)
@@ -87,12 +94,18 @@ def register_explore(app: Dash, settings: Settings, clients: ClientFactory) -> N
         Input("explore-path", "value"),
         Input("explore-country", "value"),
         Input("explore-device", "value"),
+        Input("tabs", "value"),
     )
     @friendly(lambda message: notice(message, "error"))
     def raw_totals(
-        site: str | None, period_data: dict | None, path: str | None, country: str | None, device: str | None
+        site: str | None,
+        period_data: dict | None,
+        path: str | None,
+        country: str | None,
+        device: str | None,
+        tab: str | None,
     ) -> Any:
-        if not site or not period_data:
+        if tab != EXPLORE_TAB or not site or not period_data:  # counted when shown, as the SQL
             raise PreventUpdate
         period = Period.from_store(period_data)
         filters = explore_filters(None, path, country, device)

@@ -122,8 +122,12 @@ def per_minute(points: list[Point]) -> go.Figure:
 
 def countries_map(rows: list[BreakdownRow]) -> go.Figure:
     """Visitors per country. Shapes are keyed by ISO alpha-3; events carry alpha-2, kept in
-    customdata so that a click can filter by the event's own value."""
+    customdata so that a click can filter by the event's own value. Without a known country, a
+    sentence: the map's shapes (a topojson file the browser fetches, then projects) only when
+    they have something to show."""
     known = [row for row in rows if alpha3(row.value)]
+    if not known:
+        return message("No countries in this period.", 240)
     figure = go.Figure(
         go.Choropleth(
             locations=[alpha3(row.value) for row in known],

@@ -1,7 +1,9 @@
 """The dashboard's page: header (site, period, live visitors), filter chips, the Overview
 (metrics, chart, breakdowns, map, realtime, rate limiting), the Explore and Funnel tabs.
 
-Static structure only; dashboard.overview and dashboard.explore fill it. The ids `site`,
+Static structure only, and the site picker's first answer (the sites this viewer may see, the
+first of them chosen), so that the Overview's callbacks start with the page rather than after a
+first round trip for the sites; dashboard.overview and dashboard.explore fill the rest. The ids `site`,
 `total-pageviews`, `pageviews-per-minute` and `refresh` are also read by
 tests/fault/test_local_stack.py.
 """
@@ -25,7 +27,7 @@ GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
 EXPLORE_LIMITS = [100, 1000, 10_000]
 
 
-def build_layout(topojson_url: str) -> html.Div:
+def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | None = None) -> html.Div:
     return html.Div(
         [
             dcc.Store(id="filters", data={}),
@@ -34,7 +36,7 @@ def build_layout(topojson_url: str) -> html.Div:
             dcc.Store(id="period"),
             dcc.Interval(id="refresh", interval=LIVE_REFRESH_MS),
             dcc.Interval(id="clock", interval=CLOCK_MS),
-            _header(),
+            _header(sites or [], site),
             html.Div(
                 [
                     html.Div(id="period-label", className="period-label"),
@@ -65,13 +67,15 @@ def build_layout(topojson_url: str) -> html.Div:
     )
 
 
-def _header() -> html.Header:
+def _header(sites: list[str], site: str | None) -> html.Header:
     return html.Header(
         [
             html.Div([html.Span("◆", className="logo-mark"), "Tally"], className="brand"),
             html.Div(
                 dcc.Dropdown(
                     id="site",
+                    options=sites,
+                    value=site,
                     placeholder="Pick a site",
                     clearable=False,
                     searchable=True,

@@ -60,6 +60,24 @@ def filter_dimension(dimension: str) -> str | None:
     return candidate if filterable(candidate) else None
 
 
+def site_choice(clients: ClientFactory, current: str | None = None) -> tuple[list[str], str | None]:
+    """The sites this viewer may pick, and the one shown: `current` while it is one of them, else
+    the first (the busiest), else none."""
+    known = visible_sites(queries.sites(clients()))
+    return known, current if current in known else (known[0] if known else None)
+
+
+def first_sites(clients: ClientFactory) -> tuple[list[str], str | None]:
+    """The site picker as the page starts (dashboard/layout.py); with the store down, empty, as
+    the picker's callback leaves it then (it asks again on the next clock tick)."""
+
+    @friendly(lambda message: ([], None))
+    def sites_on_load() -> tuple[list[str], str | None]:
+        return site_choice(clients)
+
+    return sites_on_load()
+
+
 def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clock: Clock) -> None:
     defined = CurrentDefinitions(settings, clients)  # the current definitions version's
     source: Source = settings.dashboard_source
@@ -81,11 +99,14 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         Output("site", "value"),
         Input("clock", "n_intervals"),
         State("site", "value"),
+        # The page comes with the picker filled (first_sites): asking again on load would hold
+        # every panel of the chosen site back by a round trip, answered only once the browser
+        # has parsed plotly. The clock asks every minute (a site whose first event just arrived).
+        prevent_initial_call=True,
     )
     @friendly(lambda message: (no_update, no_update))
     def site_options(_: int | None, current: str | None) -> tuple[list[str], str | None]:
-        known = visible_sites(queries.sites(clients()))
-        return known, current if current in known else (known[0] if known else None)
+        return site_choice(clients, current)
 
     @app.callback(
         Output("period", "data"),

@@ -1,0 +1,63 @@
+"""The dashboard's first load in a real browser (Debian's Chromium, the real dashboard server and
+store): a site's numbers start loading with the page, and sections nobody has opened wait.
+
+The page comes with the site picker filled (no round trip for it before the Overview's
+callbacks), and the Explore tab writes its starting query only once it is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from playwright.async_api import Page, Request, expect
+
+from storage.client import connect
+from tally.settings import Settings
+from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.events import archive_rows, page_view
+
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
+
+SITE_OPTIONS = "..site.options...site.value.."
+
+
+@pytest.fixture(scope="module")
+def site(dashboard_settings: Settings) -> str:
+    site = f"first-load-{uuid.uuid4().hex[:8]}.example.com"
+    now = datetime.now(UTC) - timedelta(minutes=5)
+    rows, columns = archive_rows([page_view(site, f"v{n}", now, "/pricing") for n in range(4)])
+    connect(dashboard_settings).insert("events", rows, column_names=columns)
+    return site
+
+
+async def test_numbers_load_with_the_page_and_explore_waits_until_opened(
+    dashboard_server: DashboardServer, page: Page, site: str
+) -> None:
+    outputs: list[str] = []
+
+    def callback(request: Request) -> None:
+        if "/_dash-update-component" in request.url:
+            outputs.append(json.loads(request.post_data or "{}").get("output", ""))
+
+    page.on("request", callback)
+    await page.goto(dashboard_server.url + "/")
+    await page.fill("#password", dashboard_server.password)
+    await page.click("button[type=submit]")
+    # The picker is filled as the page arrives; the chosen site's numbers follow.
+    await expect(page.locator("#site")).not_to_contain_text("Pick a site")
+    await page.click("#site")
+    await page.locator("input.dash-dropdown-search").fill(site)
+    await page.get_by_role("option", name=site, exact=True).click()
+    await expect(page.locator("#metric-visitors")).to_have_attribute("data-value", "4")
+    assert SITE_OPTIONS not in outputs  # no round trip for the sites before the numbers
+
+    # Explore, never opened: no starting query written, no totals counted.
+    await expect(page.locator("#explore-sql")).to_have_value("")
+    await expect(page.locator("#explore-raw-totals")).to_have_text("")
+    await page.get_by_role("option", name="Explore").click()
+    await expect(page.locator("#explore-sql")).to_contain_text(f"site = '{site}'")
+    await expect(page.locator("#explore-raw-totals")).to_contain_text(re.compile(r"\b4 page views"))
