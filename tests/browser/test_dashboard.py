@@ -163,8 +163,8 @@ async def sign_in(page: Page, server: DashboardServer) -> None:
 
 
 async def pick_site(page: Page, site: str) -> None:
-    # The options come with the picker's first callback (a site chosen, the placeholder gone); a
-    # user opens the list once it is filled.
+    # The options come with the page (the viewer's sites, the busiest chosen: the placeholder is
+    # gone once the page is rendered); a user opens the list once it is filled.
     await expect(page.locator("#site")).not_to_contain_text("Pick a site")
     await page.click("#site")
     # The list renders only the options in view: among the many sites of the suite's shared store
