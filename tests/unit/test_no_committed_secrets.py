@@ -64,6 +64,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/security/test_client_ip.py", KEYWORD, "guess"): (
         "a wrong password the throttle test presents to see it refused"
     ),
+    ("tests/integration/test_dashboard_first_load.py", KEYWORD, "first-load"): (
+        "the password of the first-load tests' member on an in-process dashboard with a temporary store"
+    ),
     ("tests/integration/test_dashboard_sign_in.py", KEYWORD, "correct horse battery staple"): (
         "the sign-in tests' operator password for a dashboard on a temporary store (xkcd's example)"
     ),
