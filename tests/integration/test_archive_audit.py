@@ -29,6 +29,7 @@ from storage.client import connect
 from storage.schema import apply_migrations
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.archive import archived
+from tests.fixtures.cli import run_tally
 from tests.fixtures.events import make_events
 from tests.integration.test_archiver import archive_until, produce
 
@@ -271,12 +272,4 @@ def test_a_hole_or_a_duplicate_below_the_mark_is_found_by_verify_full_only(setti
 
 
 def cli_verify(settings: Settings, site: str, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ops.cli", "verify", "--site", site, *options],
-        cwd=PROJECT_ROOT,
-        env=os.environ | settings.environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_tally(os.environ | settings.environment(), "verify", "--site", site, *options, timeout=120)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 from types import ModuleType
@@ -39,7 +38,8 @@ from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import stop_gracefully
 from stream_jobs.queries import start_queries
 from tally.clock import utc_now
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.fixtures.cli import run_tally
 from tests.fixtures.clickhouse import Endpoint
 from tests.fixtures.spark import isolated_settings, site_names, wait_for, wait_for_watermark
 from tests.integration.test_provenance import archive, auth
@@ -274,12 +274,4 @@ def query_v2(api: FlaskClient, settings: Settings, site: str, day: datetime) -> 
 
 
 def cli_verify(settings: Settings, site: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ops.cli", "verify", "--no-repair", "--site", site],
-        cwd=PROJECT_ROOT,
-        env=os.environ | settings.environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_tally(os.environ | settings.environment(), "verify", "--no-repair", "--site", site)
