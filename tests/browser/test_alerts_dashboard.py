@@ -97,9 +97,9 @@ async def test_operator_tests_a_rule_against_history_before_saving_it(
     events = [
         page_view(BACKTEST_SITE, f"b{i}", at + timedelta(seconds=i), "/") for at in bursts for i in range(12)
     ]
-    events += [
-        page_view(BACKTEST_SITE, f"t{h}", now - timedelta(hours=h, minutes=30), "/") for h in range(1, 40)
-    ]
+    # One trickle view an hour at minute 40: never inside a burst's window, whatever the clock says.
+    trickle = [(now - timedelta(hours=h)).replace(minute=40, second=0, microsecond=0) for h in range(1, 40)]
+    events += [page_view(BACKTEST_SITE, f"t{i}", at, "/") for i, at in enumerate(trickle)]
     archive(dashboard_settings, events)
     add_site(connect(dashboard_settings), BACKTEST_SITE)
 
