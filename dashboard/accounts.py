@@ -45,6 +45,7 @@ from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
 from dashboard.timezone_panel import timezone_panel
+from dashboard.view_tabs import EXPLORE_TAB
 from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
 from dashboard.whatif_panel import whatif_panel
 from storage import users
@@ -264,7 +265,7 @@ def without_explore(page: html.Div) -> None:
     member's page has no Explore tab and an empty Explore section (the tab switch still styles it)."""
     tabs = _find(page, "tabs")
     if tabs is not None:
-        tabs.options = [option for option in tabs.options if option["value"] != "explore"]  # type: ignore[attr-defined]
+        tabs.options = [option for option in tabs.options if option["value"] != EXPLORE_TAB]  # type: ignore[attr-defined]
     section = _find(page, "explore-section")
     if section is not None:
         section.children = []  # type: ignore[attr-defined]

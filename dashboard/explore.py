@@ -13,13 +13,13 @@ from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import EXPLORE_TAB
 from storage import queries, readonly_sql
 from storage.definitions import CurrentDefinitions
 from storage.queries import questions
 from tally.csv_cells import csv_text, plain
 from tally.settings import Settings
 
-EXPLORE_TAB = "explore"
 TABLE_ROWS = 500  # shown on the page; the CSV carries the whole result (up to the SQL limits)
 CSV_NAME = "tally-explore.csv"
 

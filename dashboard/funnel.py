@@ -17,6 +17,7 @@ from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import FUNNEL_TAB
 from storage import queries
 from storage import saved_funnels as funnel_store
 from storage.definitions import CurrentDefinitions
@@ -186,7 +187,7 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
         _: int, site: str | None, period_data: dict | None, filters: dict | None, tab: str,
         saved: str | None, text: str | None,
     ) -> Any:  # fmt: skip
-        if tab != "funnel":  # computed when shown: a hidden tab's funnel would load the store for nothing
+        if tab != FUNNEL_TAB:  # computed when shown: a hidden tab's funnel would load the store for nothing
             raise PreventUpdate
         if not site or not period_data:
             return notice("Pick a site first.")
@@ -204,7 +205,7 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
 
     @app.callback(Output("funnel-section", "style"), Input("tabs", "value"))
     def show_tab(tab: str) -> dict:
-        return {"display": "block"} if tab == "funnel" else {"display": "none"}
+        return {"display": "block"} if tab == FUNNEL_TAB else {"display": "none"}
 
     @app.callback(Output("funnel-saved", "options"), Input("site", "value"), Input("funnels-version", "data"))
     def saved_funnels(site: str | None, _: int) -> list[dict[str, str]]:

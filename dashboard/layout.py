@@ -18,6 +18,7 @@ from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
 from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
 from dashboard.realtime_view import realtime_section
+from dashboard.view_tabs import EXPLORE_TAB, FUNNEL_TAB, OVERVIEW_TAB, REALTIME_TAB
 
 LIVE_REFRESH_MS = 5_000
 # The period (and with it every panel) is recomputed once a minute: often enough for a
@@ -51,12 +52,12 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
             dcc.RadioItems(
                 id="tabs",
                 options=[
-                    {"label": "Overview", "value": "overview"},
-                    {"label": "Explore", "value": "explore"},
-                    {"label": "Funnel", "value": "funnel"},
-                    {"label": "Realtime", "value": "realtime"},
+                    {"label": "Overview", "value": OVERVIEW_TAB},
+                    {"label": "Explore", "value": EXPLORE_TAB},
+                    {"label": "Funnel", "value": FUNNEL_TAB},
+                    {"label": "Realtime", "value": REALTIME_TAB},
                 ],
-                value="overview",
+                value=OVERVIEW_TAB,
                 inline=True,
                 className="view-tabs",
                 labelClassName="view-tab",

@@ -19,6 +19,7 @@ from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
 from dashboard.sharing import visible_sites
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB
 from storage import queries
 from storage.definitions import CurrentDefinitions
 from storage.queries import Source, StatsQuery, questions
@@ -319,7 +320,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     def show_tab(tab: str) -> tuple[dict, dict]:
         # Other tabs (the Funnel) show and hide their own sections.
         hidden, shown = {"display": "none"}, {"display": "block"}
-        return (shown if tab == "overview" else hidden), (shown if tab == "explore" else hidden)
+        return (shown if tab == OVERVIEW_TAB else hidden), (shown if tab == EXPLORE_TAB else hidden)
 
 
 def picked_day(text: str | None) -> date | None:

@@ -13,6 +13,7 @@ from dashboard import components, display
 from dashboard.components import notice, panel
 from dashboard.friendly_errors import friendly
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import REALTIME_TAB
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS, realtime_breakdown
 
 ROWS = 10
@@ -37,7 +38,7 @@ def realtime_section() -> html.Section:
 def register_realtime(app: Dash, clients: ClientFactory, clock: Any) -> None:
     @app.callback(Output("realtime-section", "style"), Input("tabs", "value"))
     def show_tab(tab: str) -> dict:
-        return {"display": "block"} if tab == "realtime" else {"display": "none"}
+        return {"display": "block"} if tab == REALTIME_TAB else {"display": "none"}
 
     @app.callback(
         Output("realtime-totals", "children"),
@@ -48,7 +49,7 @@ def register_realtime(app: Dash, clients: ClientFactory, clock: Any) -> None:
     )
     @friendly(lambda message: (notice(message, "error"), *([None] * len(REALTIME_BREAKDOWNS))))
     def realtime(site: str | None, tab: str, _: int | None) -> tuple[Any, ...]:
-        if tab != "realtime":  # a hidden tab is not refreshed
+        if tab != REALTIME_TAB:  # a hidden tab is not refreshed
             raise PreventUpdate
         if not site:
             return notice("Pick a site first."), *([None] * len(REALTIME_BREAKDOWNS))

@@ -34,6 +34,7 @@ from dashboard.request_bodies import refusal as body_refusal
 from dashboard.share_panel import with_share_panel
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
+from dashboard.view_tabs import OVERVIEW_TAB
 from storage import shared_links
 from storage.sessions import Session
 from storage.shared_links import SharedLink
@@ -215,7 +216,7 @@ def _restrict(component: Any, link: SharedLink) -> None:
         component.disabled = True
         component.persistence = False
     elif component_id == "tabs":
-        component.options = [option for option in component.options if option["value"] == "overview"]
+        component.options = [option for option in component.options if option["value"] == OVERVIEW_TAB]
 
 
 def _as_list(component: Any) -> list:
