@@ -20,11 +20,9 @@ from dashboard.alerts_panel import register_alerts_panel
 from dashboard.api import stats_api
 from dashboard.auth import install_login
 from dashboard.client_address import install_client_address
-from dashboard.email_reports import start_sender
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel, register_funnel_saving
-from dashboard.funnel_precompute import start_precompute
 from dashboard.goals_panel import register_goal_editing
 from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
@@ -111,8 +109,6 @@ def main() -> None:
     structured_logging.configure()
     settings = Settings()
     app = build_app(settings)
-    start_sender(settings)  # weekly and monthly email reports, when an SMTP server is set
-    start_precompute(settings)  # saved funnels' closed days, so their first request is fast
     log.info(
         "dashboard_listening",
         url=f"http://{settings.dashboard_host}:{settings.dashboard_port}/",

@@ -6,9 +6,9 @@ chart of visitors per day: a PNG drawn with Pillow and attached inline (`cid:`),
 strip inline SVG and a report must fetch nothing from outside. The same numbers go in a text
 part. Numbers come from the query layer exactly as the stats API answers them.
 
-Who sends: the dashboard's process runs `run_sender` in a thread when `TALLY_SMTP_HOST` is set,
-every `TALLY_REPORTS_INTERVAL_S`; `tally reports send` sends what is due at once (for cron, or
-to try a setup). Both send only reports not yet recorded as delivered
+Who sends: the background-jobs process (dashboard/jobs.py) runs `send_due` when `TALLY_SMTP_HOST`
+is set, every `TALLY_REPORTS_INTERVAL_S`; `tally reports send` sends what is due at once (for cron,
+or to try a setup). Both send only reports not yet recorded as delivered
 (storage/report_subscriptions.py), so they can run side by side.
 """
 
@@ -18,10 +18,8 @@ import html
 import io
 import smtplib
 import ssl
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import make_msgid
 
@@ -32,9 +30,7 @@ from PIL import Image, ImageDraw
 from dashboard import display
 from storage import definitions, queries
 from storage.calendar import local_date, zone
-from storage.client import connect
 from storage.queries import BreakdownRow, Source, questions
-from storage.query_limits import stats_limits
 from storage.report_subscriptions import ReportPeriod, Subscription, due, record_delivery
 from tally.refusal import Refused
 from tally.settings import Settings
@@ -246,26 +242,3 @@ def smtp_connection(settings: Settings) -> smtplib.SMTP:
         smtp.close()
         raise
     return smtp
-
-
-def run_sender(
-    settings: Settings, stop: threading.Event, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-) -> None:
-    """The dashboard's sender: what is due, every TALLY_REPORTS_INTERVAL_S, until `stop`."""
-    while not stop.is_set():
-        try:
-            sent = send_due(settings, connect(settings, query_settings=stats_limits(settings)), clock())
-            if sent:
-                log.info("email_reports_sent", count=len(sent))
-        except Exception as error:  # a down SMTP server or store: try again next round
-            log.warning("email_reports_failed", error=f"{type(error).__name__}: {str(error)[:300]}")
-        stop.wait(settings.reports_interval_s)
-
-
-def start_sender(settings: Settings) -> threading.Event | None:
-    """Start `run_sender` in a daemon thread when an SMTP server is configured."""
-    if not settings.smtp_host:
-        return None
-    stop = threading.Event()
-    threading.Thread(target=run_sender, args=(settings, stop), name="email-reports", daemon=True).start()
-    return stop

@@ -167,8 +167,8 @@ class Settings(BaseSettings):
     smtp_password: str = Field(default="", repr=False)
     smtp_from: str = "tally@localhost"
     smtp_starttls: bool = True
-    reports_interval_s: float = 300.0  # how often the dashboard's sender looks for due reports
-    # How often the dashboard's process computes saved funnels' closed days (storage/saved_funnels.py).
+    reports_interval_s: float = 300.0  # how often the jobs process looks for due email reports
+    # How often the jobs process computes saved funnels' closed days (storage/saved_funnels.py).
     funnel_precompute_interval_s: float = 300.0
 
     # The CLI prints a traceback instead of its one-line error (for bug reports).

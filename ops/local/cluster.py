@@ -239,6 +239,7 @@ def cluster_components(settings: Settings) -> list[Component]:
         *_archivers(settings, single["archiver"]),
         single["spark"],
         single["alerts"],
+        single["jobs"],
         *_collectors(settings, single["collector"]),
         single["dashboard"],
     ]

@@ -105,6 +105,13 @@ def components(settings: Settings) -> list[Component]:
             healthy=lambda: heartbeat.is_fresh(settings, "alerts"),
         ),
         Component(
+            "jobs",  # scheduled work: email reports, saved funnels' days (dashboard/jobs.py)
+            _python_module("dashboard.jobs"),
+            priority=20,
+            port=None,
+            healthy=lambda: heartbeat.is_fresh(settings, "jobs"),
+        ),
+        Component(
             "collector",
             _python_module("collector.app"),
             priority=30,

@@ -143,8 +143,8 @@ def test_status_lists_every_instance_and_pageviews_is_replicated(cluster_stack: 
     statuses = json.loads(stack.tally("status", "--json").stdout)
     assert [s["name"] for s in statuses] == [
         *("kafka-1", "kafka-2", "kafka-3", "clickhouse", "spark-master", "spark-worker-1"),
-        *("spark-worker-2", "archiver-1", "archiver-2", "spark", "alerts", "collector-1", "collector-2"),
-        "dashboard",
+        *("spark-worker-2", "archiver-1", "archiver-2", "spark", "alerts", "jobs", "collector-1"),
+        *("collector-2", "dashboard"),
     ]
     assert all(s["healthy"] for s in statuses), statuses
     assert len({s["pid"] for s in statuses}) == len(statuses)

@@ -108,7 +108,8 @@ def test_event_posted_to_collector_is_archived_counted_and_shown(stack: dict[str
 def test_status_reports_every_component_healthy(stack: dict[str, str]) -> None:
     result = tally(stack, "status", "--json")
     statuses = {s["name"]: s for s in json.loads(result.stdout)}
-    assert set(statuses) == {"kafka", "clickhouse", "archiver", "spark", "alerts", "collector", "dashboard"}
+    components = {"kafka", "clickhouse", "archiver", "spark", "alerts", "jobs", "collector", "dashboard"}
+    assert set(statuses) == components
     assert all(s["healthy"] and s["pid"] for s in statuses.values()), statuses
     assert result.returncode == 0
 

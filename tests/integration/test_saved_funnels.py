@@ -1,12 +1,15 @@
 """Saved funnels (storage/saved_funnels.py) on the real ClickHouse engine: `tally funnels
-add/list/remove` as a user runs them, the stats API's `funnel=NAME`, and the dashboard process's
-background pass that computes a saved funnel's closed days, after which its first request reads
-stored days only, with the numbers of raw and of the Python computation."""
+add/list/remove` as a user runs them, the stats API's `funnel=NAME`, and the background-jobs
+process (`python -m dashboard.jobs`) that computes a saved funnel's closed days, after which its
+first request reads stored days only, with the numbers of raw and of the Python computation."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -16,13 +19,13 @@ from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
 from dashboard.app import build_app
-from dashboard.funnel_precompute import start_precompute
 from storage import queries, saved_funnels
 from storage.client import connect
 from storage.queries import FunnelStep, StatsQuery
 from storage.sites import add_site
 from tally.event import PageViewEvent
-from tally.settings import Settings
+from tally.heartbeat import heartbeat_path
+from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.events import archive_rows, page_view
 from tests.fixtures.funnel_truth import expected_funnel
@@ -120,13 +123,25 @@ def test_the_api_answers_a_saved_funnel_by_name(
     assert both.status_code == 400 and "not both" in both.get_json()["error"]
 
 
-def test_a_background_pass_stores_a_saved_funnels_days(store: Client, dashboard_settings: Settings) -> None:
+def test_the_jobs_process_stores_a_saved_funnels_days(store: Client, dashboard_settings: Settings) -> None:
     saved_funnels.add_funnel(store, BACKGROUND_SITE, "Signup", STEPS)
-    stop = start_precompute(dashboard_settings.model_copy(update={"funnel_precompute_interval_s": 3600}))
+    settings = dashboard_settings.model_copy(update={"funnel_precompute_interval_s": 3600})
+    heartbeat_path(settings, "jobs").unlink(missing_ok=True)
+    log = (settings.home_dir / "jobs.log").open("ab")
+    jobs = subprocess.Popen(
+        [sys.executable, "-m", "dashboard.jobs"],
+        cwd=PROJECT_ROOT,
+        env=os.environ | settings.environment(),
+        stdout=log,
+        stderr=log,
+    )
     try:
         wait_for_stored_days(store, BACKGROUND_SITE)
+        assert heartbeat_path(settings, "jobs").exists()  # `tally status` sees it alive
     finally:
-        stop.set()
+        jobs.send_signal(signal.SIGTERM)
+        assert jobs.wait(timeout=30) == 0  # stops cleanly on the supervisor's signal
+        log.close()
     q = StatsQuery(BACKGROUND_SITE, DAY, DAY + timedelta(days=3))
     first = queries.funnel(store, q, STEPS, source="agg", now=NOW)
     assert first.days is not None and (first.days.stored_days, first.days.computed_days) == (3, 0)
@@ -149,7 +164,7 @@ def test_a_pass_computes_only_what_is_missing(store: Client) -> None:
 
 
 def wait_for_stored_days(client: Client, site: str, patience_s: float = 120) -> None:
-    """Until the background thread has stored the site's days (it runs in the test's process)."""
+    """Until the background-jobs process has stored the site's days."""
     deadline = time.monotonic() + patience_s
     while time.monotonic() < deadline:
         stored = client.query(

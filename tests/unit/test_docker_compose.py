@@ -22,7 +22,7 @@ BROKERS = [f"kafka-{n}" for n in range(1, cluster.BROKERS + 1)]
 WORKERS = [f"spark-worker-{n}" for n in range(1, cluster.SPARK_WORKERS + 1)]
 COLLECTORS = [f"collector-{n}" for n in range(1, cluster.COLLECTORS + 1)]
 ARCHIVERS = [f"archiver-{n}" for n in range(1, cluster.ARCHIVERS + 1)]
-TALLY_SERVICES = ["init", *COLLECTORS, *ARCHIVERS, "alert-delivery", "stream-jobs", "dashboard"]
+TALLY_SERVICES = ["init", *COLLECTORS, *ARCHIVERS, "alert-delivery", "jobs", "stream-jobs", "dashboard"]
 SETTING_NAMES = {f"TALLY_{name.upper()}" for name in Settings.model_fields}
 CADDYFILE = (PROJECT_ROOT / "deploy/Caddyfile").read_text()
 # (service, the settings' name for it, its port)
