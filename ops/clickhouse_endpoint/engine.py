@@ -1,8 +1,9 @@
-"""The engine: chDB on the data directory, a connection per request, statements run and inserts streamed."""
+"""The engine: chDB on the data directory, a connection per request, statements run and inserts spooled."""
 
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +46,13 @@ def _summary(
     }
 
 
+#: Where inserts' data waits for its statement (_insert): in the data directory, on the store's disk.
+SPOOL_DIR = "insert_spool"
+SPOOL_PREFIX = "insert-"
+
+#: `input('structure')`: the data sent with an `INSERT … SELECT … FROM input(…)`.
+_INPUT_FUNCTION = re.compile(r"\binput\s*\(\s*('(?:[^'\\]|\\.)*')\s*\)", re.IGNORECASE)
+
 _FORMAT_CLAUSE = re.compile(r"\bFORMAT\s+(\w+)\s*(?:SETTINGS\b[^;]*)?;?\s*\Z", re.IGNORECASE)
 
 
@@ -61,11 +69,18 @@ class Engine:
         self.version = ""
         self.timezone = "UTC"
 
+    @property
+    def _spool_dir(self) -> Path:
+        return self._data_dir / SPOOL_DIR
+
     def open(self) -> None:
         # Imported here, not at module import: importing chdb already boots an engine.
         from chdb.session import Session
 
         make_private_dir(self._data_dir)
+        make_private_dir(self._spool_dir)
+        for left in self._spool_dir.glob(f"{SPOOL_PREFIX}*"):  # a process killed mid-insert
+            left.unlink(missing_ok=True)
         self._session = Session(str(self._data_dir))
         answer = self._session.query("SELECT version(), timezone()", "TabSeparated").bytes().decode()
         self.version, self.timezone = answer.rstrip("\n").split("\t")
@@ -81,7 +96,7 @@ class Engine:
             statement = read_statement(query.text, body)
             with self._connection(query) as connection:
                 if isinstance(statement, StreamedInsert):
-                    return _insert(connection, statement)
+                    return _insert(connection, statement, query, self._spool_dir)
                 return _run(connection, statement, query)
         except ClickHouseError:
             raise
@@ -153,16 +168,31 @@ def _analyse(connection: Any, sql: str) -> dict[str, Any]:
     return dict(connection._conn.classify_query(sql))
 
 
-def _insert(connection: Any, insert: StreamedInsert) -> Outcome:
-    # Leaving the block without finish() cancels the insert: nothing half-written is committed.
-    with connection.send_insert(insert.head, insert.input_format) as inserter:
+def _insert(connection: Any, insert: StreamedInsert, query: HttpQuery, spool_dir: Path) -> Outcome:
+    """`INSERT … FORMAT f` with its data: the data spooled to a file on the store's own disk, then
+    one `INSERT … SELECT * FROM file(…)` (the file read with the insertion table's structure).
+
+    Not chDB's streaming insert (`send_insert`): in chdb 4.4.0 it reports success for a block
+    its table failed to write — a full disk (NOT_ENOUGH_SPACE), a violated constraint — and the
+    rows are gone, so the archiver moved past events that were never archived and the stream
+    jobs' rows vanished (tests/fault/test_full_disk.py found it). A statement raises those
+    errors. Memory stays bounded by a chunk, as streaming kept it; a full disk now fails the
+    spooling itself, loudly.
+    """
+    with tempfile.NamedTemporaryFile(dir=spool_dir, prefix=SPOOL_PREFIX) as spool:
         for chunk in insert.data:
-            inserter.append(chunk)
-        written = inserter.finish()
-    return Outcome(
-        body=b"",
-        output_format=None,
-        summary=_summary(
-            written_rows=written.rows_written, written_bytes=written.bytes_written, elapsed_s=written.elapsed
-        ),
-    )
+            spool.write(chunk)
+        spool.flush()
+        return _run(connection, _reading_spool(insert, spool.name), query)
+
+
+def _reading_spool(insert: StreamedInsert, path: str) -> str:
+    """The insert as one statement reading its data from `path`: `input(structure)` (an
+    `INSERT … SELECT … FROM input(…)`) becomes `file(path, format, structure)`; a plain
+    `INSERT INTO t [(columns)]` takes `SELECT * FROM file(path, format)`, read with the table's
+    structure as `input` would be."""
+    spooled = f"file({quote_string(path)}, {quote_string(insert.input_format)}"
+    if _INPUT_FUNCTION.search(insert.head):
+        return _INPUT_FUNCTION.sub(lambda call: f"{spooled}, {call[1]})", insert.head, count=1)
+    # On a line of its own: a `--` comment ending the head must not swallow it.
+    return f"{insert.head}\nSELECT * FROM {spooled})"

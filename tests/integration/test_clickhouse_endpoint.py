@@ -128,6 +128,37 @@ def test_inserts_in_the_body_and_as_values(clickhouse_endpoint: Endpoint, databa
     client.close()
 
 
+@pytest.mark.parametrize("fmt", ["JSONEachRow", "Native"])
+def test_an_insert_the_table_refuses_fails_and_writes_nothing(
+    clickhouse_endpoint: Endpoint, database: str, fmt: str
+) -> None:
+    """A block the table cannot write (here a violated constraint; a full disk alike) is an error
+    the client sees, as clickhouse-server answers it — never a 200 for rows that are gone."""
+    client = connect(clickhouse_endpoint, compress=False, database=database)
+    client.command(
+        "CREATE TABLE capped (n UInt32, path String, CONSTRAINT small CHECK n < 100)"
+        " ENGINE = MergeTree ORDER BY n"
+    )
+    with pytest.raises(DatabaseError, match="VIOLATED_CONSTRAINT|Constraint"):
+        if fmt == "Native":
+            client.insert("capped", [[1, "/fine"], [500, "/too-big"]], column_names=["n", "path"])
+        else:
+            rows = '{"n": 1, "path": "/fine"}\n{"n": 500, "path": "/too-big"}\n'
+            client.command("INSERT INTO capped FORMAT JSONEachRow", data=rows)
+    assert client.query("SELECT count() FROM capped").result_rows == [(0,)]
+    # …and the rows that fit go in, with the columns they leave out at their defaults
+    client.command("INSERT INTO capped (n) FORMAT JSONEachRow", data='{"n": 2}\n')
+    assert client.query("SELECT n, path FROM capped").result_rows == [(2, "")]
+    # …and the data sent with an INSERT … SELECT … FROM input(…) is what `input` reads
+    client.command(
+        "INSERT INTO capped SELECT n + 10, upper(path) FROM input('n UInt32, path String') WHERE n > 3"
+        " FORMAT JSONEachRow",
+        data='{"n": 3, "path": "/skipped"}\n{"n": 4, "path": "/kept"}\n',
+    )
+    assert client.query("SELECT n, path FROM capped ORDER BY n").result_rows == [(2, ""), (14, "/KEPT")]
+    client.close()
+
+
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.compress,
     "deflate": zlib.compress,
