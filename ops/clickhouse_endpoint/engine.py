@@ -183,6 +183,10 @@ def _insert(connection: Any, insert: StreamedInsert, query: HttpQuery, spool_dir
         for chunk in insert.data:
             spool.write(chunk)
         spool.flush()
+        # The file is the request's data verbatim: its blocks are deduplicated (a table's
+        # non_replicated_deduplication_window, insert_deduplication_token) as `INSERT … FORMAT`'s
+        # are, which the engine does for an INSERT … SELECT only when told the SELECT is stable.
+        connection.query("SET deduplicate_insert_select = 'enable_even_for_bad_queries'", "TabSeparated")
         return _run(connection, _reading_spool(insert, spool.name), query)
 
 

@@ -139,7 +139,7 @@ def test_an_insert_the_table_refuses_fails_and_writes_nothing(
         "CREATE TABLE capped (n UInt32, path String, CONSTRAINT small CHECK n < 100)"
         " ENGINE = MergeTree ORDER BY n"
     )
-    with pytest.raises(DatabaseError, match="VIOLATED_CONSTRAINT|Constraint"):
+    with pytest.raises(DatabaseError, match=r"VIOLATED_CONSTRAINT|Constraint"):
         if fmt == "Native":
             client.insert("capped", [[1, "/fine"], [500, "/too-big"]], column_names=["n", "path"])
         else:
@@ -156,6 +156,33 @@ def test_an_insert_the_table_refuses_fails_and_writes_nothing(
         data='{"n": 3, "path": "/skipped"}\n{"n": 4, "path": "/kept"}\n',
     )
     assert client.query("SELECT n, path FROM capped ORDER BY n").result_rows == [(2, ""), (14, "/KEPT")]
+    client.close()
+
+
+@pytest.mark.parametrize("fmt", ["JSONEachRow", "Native"])
+def test_a_block_inserted_twice_lands_once(clickhouse_endpoint: Endpoint, database: str, fmt: str) -> None:
+    """A retried insert whose first answer was lost lands once: a table's deduplication window
+    drops an identical block, and a repeated insert_deduplication_token, as clickhouse-server
+    does (the archiver's exactly-once rests on it)."""
+    client = connect(clickhouse_endpoint, compress=False, database=database)
+    client.command(
+        "CREATE TABLE retried (n UInt32, path String) ENGINE = MergeTree ORDER BY n"
+        " SETTINGS non_replicated_deduplication_window = 100"
+    )
+
+    def insert(rows: list[list[object]], settings: dict[str, str] | None = None) -> None:
+        if fmt == "Native":
+            client.insert("retried", rows, column_names=["n", "path"], settings=settings)
+        else:
+            data = "".join(json.dumps({"n": n, "path": path}) + "\n" for n, path in rows)
+            client.raw_insert("retried", ["n", "path"], data, fmt="JSONEachRow", settings=settings)
+
+    insert([[1, "/a"], [2, "/b"]])
+    insert([[1, "/a"], [2, "/b"]])  # the same block again
+    assert client.query("SELECT count() FROM retried").result_rows == [(2,)]
+    insert([[3, "/c"]], {"insert_deduplication_token": "batch-7"})
+    insert([[3, "/c"], [4, "/d"]], {"insert_deduplication_token": "batch-7"})  # the token decides
+    assert client.query("SELECT n FROM retried ORDER BY n").result_rows == [(1,), (2,), (3,)]
     client.close()
 
 
