@@ -12,15 +12,33 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.local_stack import LocalStack, running_stack
+from tests.fixtures.small_disk import SmallDisk, small_disk
 
 HERE = Path(__file__).parent
 #: Stops the shared stack (`tally down`), so it runs after every other test here.
 STOPS_THE_STACK = "test_local_stack.py::test_down_leaves_no_process_or_port_behind"
 
 
+#: The store's disk (`$TALLY_HOME/clickhouse`): room for every fault test's events and derived
+#: rows many times over, small enough that test_full_disk.py fills it in a moment.
+STORE_DISK_MIB = 768
+
+
 @pytest.fixture(scope="package")
-def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    with running_stack(tmp_path_factory.mktemp("fault-stack-home")) as stack:
+def stack_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fault-stack-home")
+
+
+@pytest.fixture(scope="package")
+def store_disk(stack_home: Path) -> Iterator[SmallDisk | None]:
+    """The shared stack's store on a disk of its own (None where none can be mounted)."""
+    with small_disk(stack_home / "clickhouse", STORE_DISK_MIB) as disk:
+        yield disk
+
+
+@pytest.fixture(scope="package")
+def local_stack(stack_home: Path, store_disk: SmallDisk | None) -> Iterator[LocalStack]:
+    with running_stack(stack_home) as stack:
         yield stack
 
 
