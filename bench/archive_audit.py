@@ -32,7 +32,7 @@ from typing import TypeVar
 import psutil
 from clickhouse_connect.driver.client import Client
 
-from storage.archive_audit import SUMMARY, find_holes, read_marks, summary_parameters, write_marks
+from archiver.audit import SUMMARY, find_holes, read_marks, summary_parameters, write_marks
 from storage.client import connect
 from storage.schema import apply_migrations
 from tally.settings import Settings

@@ -26,18 +26,26 @@ from datetime import UTC, datetime, timedelta
 from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
+from archiver.rows import ARCHIVE_COLUMNS
 from dashboard.app import build_app
 from dashboard.periods import Period, period
 from loadgen.runner import percentile
 from loadgen.traffic import PAGES
 from loadgen.traffic import PARSED_CLIENTS as CLIENTS
 from storage import goals as goal_store
-from storage.archiver import ARCHIVE_COLUMNS, SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
 from storage.sites import add_site
-from storage.tables import ARCHIVE_DAYS, EVENTS, FUNNEL_DAYS, ROLLUP_DAY, ROLLUPS, SESSIONS
+from storage.tables import (
+    ARCHIVE_DAYS,
+    EVENTS,
+    FUNNEL_DAYS,
+    ROLLUP_DAY,
+    ROLLUPS,
+    SESSIONS,
+    SYNTHETIC_PARTITION,
+)
 from tally.settings import Settings
 
 

@@ -8,6 +8,9 @@ readable by raw SQL. (The query layer's SQL text still spells `events` and its n
 from __future__ import annotations
 
 EVENTS = "events"  # the raw archive, a copy of the log
+# The partition of rows written straight into the archive (tests, benchmarks, imports' fixtures):
+# no topic has it, so these rows never move the archiver's resume position for a real partition.
+SYNTHETIC_PARTITION = 65535
 SITES = "sites"
 SALTS = "salts"
 SCHEMA_MIGRATIONS = "schema_migrations"

@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     # before expiring it from its consumer group; 6 s is the broker's minimum.
     archiver_session_timeout_s: float = 10.0
     # How often the archiver checks itself against the log and repairs holes (it also does
-    # at start); see storage/archive_audit.py.
+    # at start); see archiver/audit.py.
     archive_audit_interval_s: float = 300.0
     # A sender's re-sent event (same site and event_id) is archived once if it was received
     # within this long of the first copy (docs/architecture.md, "Retries count once"). The

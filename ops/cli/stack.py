@@ -128,8 +128,8 @@ def verify(stack: Stack, no_repair: bool, site: str | None, full: bool) -> None:
     mark (the offset below which an earlier audit found it whole) unless --full. A site-day that
     differs only by events the stream jobs have not processed yet, or by late ones (older than
     the allowed lateness, which the archive answers), is listed as explained, not wrong."""
-    from storage.archive_audit import AuditUnavailable
-    from storage.archive_audit import verify as audit
+    from archiver.audit import AuditUnavailable
+    from archiver.audit import verify as audit
 
     try:
         report = audit(stack.settings, fix=not no_repair, site=site, full=full)

@@ -43,7 +43,7 @@ def http_ok(url: str) -> bool:
 
 
 def _archive_audit(settings: Settings) -> str:
-    from storage.archive_audit import AuditTotals
+    from archiver.audit import AuditTotals
 
     totals = AuditTotals.read(settings)
     if totals is None:
@@ -82,7 +82,7 @@ def components(settings: Settings) -> list[Component]:
         ),
         Component(
             "archiver",
-            _python_module("storage.archiver"),
+            _python_module("archiver"),
             priority=20,
             port=None,
             healthy=lambda: heartbeat.is_fresh(settings, "archiver"),

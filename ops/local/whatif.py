@@ -33,12 +33,12 @@ from pyspark.sql import SparkSession
 from ops.local.replay import SPARK_COMPONENT, stop_live_stream_jobs
 from ops.local.supervisor import rpc
 from storage import definitions
-from storage.archive_rows import SYNTHETIC_PARTITION
 from storage.client import connect
 from storage.definitions import DefinitionsError, Version, side_suffix
 from storage.queries import sites as archived_sites
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
+from storage.tables import SYNTHETIC_PARTITION
 from stream_jobs import versions
 from stream_jobs.context import StreamContext
 from stream_jobs.replay import beginning_offsets, prepare, rebuild

@@ -26,7 +26,7 @@ ORDER BY (site, goal);
 -- where the archive's exactly-once insert lands it. The states merge exactly across minutes,
 -- paths and names, so wildcard page goals are exact. A deduplication window, as on `events`:
 -- an archive insert retried after its first try landed (`events` drops the copy) still reaches
--- the view; with deduplicate_blocks_in_dependent_materialized_views (storage/archive_rows.py)
+-- the view; with deduplicate_blocks_in_dependent_materialized_views (archiver/rows.py)
 -- the view's block is dropped here too. Its identity derives from the insert's (the archiver's
 -- deduplication token, else the source block), not from its content, so two inserts that
 -- aggregate to identical blocks (one visitor's one Signup in two batches) both count

@@ -16,7 +16,7 @@ ALTER TABLE events ADD COLUMN IF NOT EXISTS engagement_ms UInt32 DEFAULT 0;
 --   keeps its key: measured, chDB 26.9).
 -- The deduplication window: a retried archive insert that `events` drops as a duplicate block
 -- still reaches its views (migration 0021); with the archiver's
--- deduplicate_blocks_in_dependent_materialized_views (storage/archive_rows.py) this table drops
+-- deduplicate_blocks_in_dependent_materialized_views (archiver/rows.py) this table drops
 -- the view's block of it too, so a retry never adds an event's engaged time twice.
 CREATE TABLE IF NOT EXISTS engagement_minute
 (

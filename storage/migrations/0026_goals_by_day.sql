@@ -40,7 +40,7 @@ SETTINGS index_granularity = 64, non_replicated_deduplication_window = 1000;
 -- Filled by the INSERT that archives a row, as goal_events_minute is, with the same
 -- deduplication window: a retried archive insert (dropped by `events`, still pushed through
 -- the views) is dropped here too, under the archiver's
--- deduplicate_blocks_in_dependent_materialized_views (storage/archive_rows.py).
+-- deduplicate_blocks_in_dependent_materialized_views (archiver/rows.py).
 CREATE MATERIALIZED VIEW IF NOT EXISTS goal_events_day_from_events TO goal_events_day AS
 SELECT site, toDate(ts) AS day, name, path, revenue_currency AS currency,
        toUInt64(count()) AS events,

@@ -1,6 +1,6 @@
 -- Issue 33: the archive audit checks only what was written since it last found a partition whole.
 -- archive_audit_marks: per partition, the offset below which the audit last found the archive
--- complete and nothing archived twice (storage/archive_audit.py). Shared by every archiver and
+-- complete and nothing archived twice (archiver/audit.py). Shared by every archiver and
 -- `tally verify`; the latest mark written is the one that holds (`tally verify --full` may
 -- lower it, to the first offset it found wrong).
 CREATE TABLE IF NOT EXISTS archive_audit_marks

@@ -48,7 +48,6 @@ from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
-from storage.archive_rows import SYNTHETIC_PARTITION
 from storage.queries import agg, raw
 from storage.queries.contract import (
     LATE_EVENTS_RULE,
@@ -58,7 +57,7 @@ from storage.queries.contract import (
     StatsQuery,
     as_utc,
 )
-from storage.tables import EVENTS, LATE_EVENTS, STREAM_OFFSETS, STREAM_WATERMARKS
+from storage.tables import EVENTS, LATE_EVENTS, STREAM_OFFSETS, STREAM_WATERMARKS, SYNTHETIC_PARTITION
 
 #: The query whose progress and late events stand for agg (stream_jobs/activity.py).
 ACTIVITY_QUERY = agg.ACTIVITY_QUERY

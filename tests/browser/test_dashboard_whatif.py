@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, expect
 
+from archiver.rows import archive_row, insert_rows
 from ops.local import whatif
 from storage import definitions
-from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.queries import StatsQuery
 from storage.queries.whatif import compare, side_tables_exist
 from storage.rollup_backfill import backfill_rollups
+from storage.tables import SYNTHETIC_PARTITION
 from stream_jobs.definition_requests import DefinitionRequests
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, pick_site, sign_in

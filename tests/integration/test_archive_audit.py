@@ -1,4 +1,4 @@
-"""The archive audit (storage/archive_audit.py, `tally verify`) on the real broker and store:
+"""The archive audit (archiver/audit.py, `tally verify`) on the real broker and store:
 a hole punched into the archive is found exactly where it is, archived again from the log
 once — even by two repairs at the same moment — and the audit then finds the archive whole.
 A round checks only the offsets above each partition's clean mark, and moves the mark no
@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from storage.archive_audit import (
+from archiver.audit import (
     MARKS,
     SUMMARY,
     PartitionAudit,
@@ -24,9 +24,10 @@ from storage.archive_audit import (
     summary_parameters,
     verify,
 )
-from storage.archive_rows import ACCOUNTED_OFFSETS, SYNTHETIC_PARTITION, archive_row, insert_rows
+from archiver.rows import ACCOUNTED_OFFSETS, archive_row, insert_rows
 from storage.client import connect
 from storage.schema import apply_migrations
+from storage.tables import SYNTHETIC_PARTITION
 from tally.settings import PROJECT_ROOT, Settings
 from tests.fixtures.archive import archived
 from tests.fixtures.cli import run_tally
@@ -101,7 +102,7 @@ def test_verify_says_in_one_line_that_the_stack_is_down(settings: Settings) -> N
 
 def test_an_insert_retried_after_its_answer_was_lost_lands_once(settings: Settings) -> None:
     """The store restarting mid-insert: the batch landed, the answer did not, the archiver
-    sends the same batch again (storage/archiver.py, _with_retry)."""
+    sends the same batch again (archiver/consumer.py, _with_retry)."""
     site = "retried-insert.example.com"
     rows = [
         archive_row(event, SYNTHETIC_PARTITION, offset) for offset, event in enumerate(make_events(site, 300))

@@ -1,4 +1,4 @@
-"""Re-sent events on the real broker and store (storage/archive_copies.py): copies of an
+"""Re-sent events on the real broker and store (archiver/copies.py): copies of an
 event — its sender's same event_id, at other offsets, in other partitions, received later —
 are archived once, their offsets accounted for in `archive_duplicates`, and the audit's hole
 repair follows the same rule."""
@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from storage.archive_audit import PartitionAudit, audit_archive, verify
+from archiver.audit import PartitionAudit, audit_archive, verify
 from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import Settings

@@ -11,7 +11,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from storage.archiver import EVENT_COLUMNS, GROUP_ID, Archiver
+from archiver.consumer import GROUP_ID, Archiver
+from archiver.rows import EVENT_COLUMNS
 from storage.client import connect
 from tally.event import PageViewEvent
 from tally.settings import Settings

@@ -31,7 +31,7 @@ def archiver_process(settings: Settings) -> Iterator[subprocess.Popen]:
     env = os.environ | settings.environment()
     log = (settings.home_dir / "archiver-crash.log").open("ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "storage.archiver"], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=log
+        [sys.executable, "-m", "archiver"], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=log
     )
     try:
         yield process

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from storage.archive_audit import PartitionAudit, find_holes, log_ranges
+from archiver.audit import PartitionAudit, find_holes, log_ranges
 from storage.client import connect
 from tally.settings import Settings
 from tests.fixtures.events import make_events

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from storage.archive_audit import log_ranges
+from archiver.audit import log_ranges
 from storage.client import connect
 from storage.sites import add_site
 from tally.event import PageViewEvent

@@ -17,13 +17,14 @@ import pytest
 from clickhouse_connect.driver.client import Client
 from flask.testing import FlaskClient
 
+from archiver.rows import archive_row, insert_rows
 from dashboard.app import build_app
 from storage import queries
-from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.queries import PageEngagement, StatsQuery
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
+from storage.tables import SYNTHETIC_PARTITION
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.events import (

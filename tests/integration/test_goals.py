@@ -19,13 +19,14 @@ from decimal import Decimal
 import pytest
 from clickhouse_connect.driver.client import Client
 
+from archiver.rows import archive_row, insert_rows
 from storage import goals as goal_store
 from storage import queries
-from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.queries import StatsQuery
 from storage.schema import apply_migrations
 from storage.sites import add_site
+from storage.tables import SYNTHETIC_PARTITION
 from tally.event import PageViewEvent
 from tally.settings import Settings
 from tests.fixtures.clickhouse import Endpoint

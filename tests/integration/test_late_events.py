@@ -26,11 +26,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from starlette.testclient import TestClient
 
+from archiver.audit import LATE, verify
 from collector.app import build_app as build_collector
 from collector.app import production_parts
 from dashboard.app import build_app as build_dashboard
 from storage import queries
-from storage.archive_audit import LATE, verify
 from storage.client import connect
 from storage.queries import agg, raw
 from storage.sites import add_site

@@ -1,5 +1,5 @@
 """The archive's gaplessness rests on one property of `pageviews`: each partition's offsets
-are contiguous, so "the next offset" is always "this one + 1" (storage/archiver.py, Batch).
+are contiguous, so "the next offset" is always "this one + 1" (archiver/consumer.py, Batch).
 It holds because the collector's producer is idempotent but not transactional (commit
 markers would take offsets) and the topic is not compacted. These tests fail if either
 changes, before the archiver starts refusing records beyond a missing offset."""

@@ -27,9 +27,9 @@ from flask.testing import FlaskClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from archiver.consumer import Archiver
 from dashboard.app import build_app
 from storage import queries
-from storage.archiver import Archiver
 from storage.client import connect
 from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME

@@ -14,7 +14,7 @@ import uuid
 import httpx
 import pytest
 
-from storage.archiver import Archiver
+from archiver.consumer import Archiver
 from storage.client import connect
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally

@@ -30,12 +30,12 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from archiver.rows import archive_row, insert_rows
 from storage import queries
-from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.queries import agg, raw
 from storage.rollup_backfill import backfill_rollups
-from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE
+from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE, SYNTHETIC_PARTITION
 from stream_jobs.activity import QUERY_NAME, SESSION_ATTRIBUTES, SESSION_PATHS
 from stream_jobs.app import stop_gracefully
 from stream_jobs.queries import start_queries

@@ -24,16 +24,17 @@ from flask.testing import FlaskClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from archiver.rows import archive_row, insert_rows
 from dashboard.app import build_app
 from ops.local import whatif
 from storage import definitions, queries
 from storage import goals as goal_store
-from storage.archive_rows import SYNTHETIC_PARTITION, archive_row, insert_rows
 from storage.client import connect
 from storage.definitions import DefinitionsError, side_suffix
 from storage.queries import StatsQuery
 from storage.queries.whatif import compare, side_tables_exist
 from storage.sites import add_site
+from storage.tables import SYNTHETIC_PARTITION
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.app import run, stop_gracefully
 from stream_jobs.definition_requests import DefinitionRequests

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from archiver.rows import archive_row, insert_rows
 from storage import queries
-from storage.archive_rows import archive_row, insert_rows
 from storage.client import connect
 from storage.queries import StatsQuery
 from storage.rollup_backfill import backfill_rollups

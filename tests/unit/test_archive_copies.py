@@ -1,4 +1,4 @@
-"""Which rows of a batch are copies of a re-sent event (storage/archive_copies.py,
+"""Which rows of a batch are copies of a re-sent event (archiver/copies.py,
 split_copies), given what the archive's index holds: the rule itself, pinned row by row.
 tests/integration/test_archive_resent_copies.py runs it on the real archiver and store."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
-from storage.archive_copies import Seen, split_copies
-from storage.archive_rows import ArchiveRow
+from archiver.copies import Seen, split_copies
+from archiver.rows import ArchiveRow
 
 WINDOW_S = 7 * 24 * 3600
 AT = datetime(2026, 11, 20, 12, tzinfo=UTC)

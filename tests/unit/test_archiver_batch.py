@@ -1,4 +1,4 @@
-"""The archiver's gaplessness rule, record by record (storage/archiver.py, Batch): a record is
+"""The archiver's gaplessness rule, record by record (archiver/consumer.py, Batch): a record is
 taken only if its offset is its partition's next one. The race that delivers a record from
 past the expected offset (a fetch racing the seek after a rebalance) is rare in a real run,
 so the rule itself is pinned here; tests/integration/test_archiver_pause.py and the pause
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from storage.archiver import Batch, Jump
+from archiver.consumer import Batch, Jump
 from tests.fixtures.events import make_events
 
 EVENTS = make_events("batch.example.com", 20)

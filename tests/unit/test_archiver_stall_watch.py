@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storage.archiver import StallWatch
+from archiver.consumer import StallWatch
 
 
 def watch_checked_once(next_expected: dict[int, int], log_ends: dict[int, int]) -> StallWatch:

@@ -1,10 +1,11 @@
 """The layout's dependency rule (docs/architecture.md, "Dependency rule"), checked on every import.
 
-Components (collector, storage, stream_jobs, dashboard, loadgen, alerts) import the foundation (`tally`)
-and storage's public modules, never each other otherwise and never the operator package; only
-the operator package (`ops`: the CLI, the local stack, the local ClickHouse endpoint) and the
-benchmarks (`bench`) may import everything, but the operator package not the benchmarks (they
-register `tally bench` as an entry point). The foundation imports nothing of Tally's but itself.
+Components (collector, storage, archiver, stream_jobs, dashboard, loadgen, alerts) import the
+foundation (`tally`) and storage's public modules, never each other otherwise and never the
+operator package; only the operator package (`ops`: the CLI, the local stack, the local
+ClickHouse endpoint) and the benchmarks (`bench`) may import everything, but the operator package
+not the benchmarks (they register `tally bench` as an entry point). The foundation imports
+nothing of Tally's but itself.
 The stats engine (`stats`: query model, catalogue, compiler) imports the foundation and storage's
 public modules only; every component may import it.
 """
@@ -18,7 +19,7 @@ import pytest
 
 from tally.settings import PROJECT_ROOT
 
-COMPONENTS = frozenset({"collector", "storage", "stream_jobs", "dashboard", "loadgen", "alerts"})
+COMPONENTS = frozenset({"collector", "storage", "archiver", "stream_jobs", "dashboard", "loadgen", "alerts"})
 FOUNDATION = "tally"
 OPERATOR = "ops"
 BENCHMARKS = "bench"

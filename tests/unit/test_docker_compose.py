@@ -274,9 +274,10 @@ def mebibytes(size: str) -> int:
     return int(size[:-1]) * (1024 if size.endswith("g") else 1)
 
 
+ARCHIVER_COMMAND = ["python", "-m", "archiver"]
+
+
 def test_collectors_and_archivers_are_as_many_as_in_the_cluster_mode() -> None:
     collectors = [name for name, service in SERVICES.items() if "collector.app" in service.get("command", [])]
-    archivers = [
-        name for name, service in SERVICES.items() if "storage.archiver" in service.get("command", [])
-    ]
+    archivers = [name for name, service in SERVICES.items() if service.get("command") == ARCHIVER_COMMAND]
     assert collectors == COLLECTORS and archivers == ARCHIVERS

@@ -8,7 +8,7 @@ Offsets are still committed after each insert so that lag is visible to Kafka to
 Resuming from the archive's end is only sound if nothing below it is missing: so a record is
 archived only if its offset is exactly its partition's next one (Batch), and the archive
 audits itself against the log at start and every archive_audit_interval_s, archiving any
-hole it finds (storage/archive_audit.py). Each round, the one at start too, checks only the
+hole it finds (archiver/audit.py). Each round, the one at start too, checks only the
 offsets above the clean marks an earlier round left: a crash or a restart of this archiver
 writes nothing below its partitions' archive end, so it cannot open a hole or archive an offset
 twice below a mark (what can — rows deleted or restored by hand, a thawed second archiver's
@@ -17,7 +17,7 @@ stale batch — is for `tally verify --full`).
 Malformed messages go to `deadletter` with the reason, and their offsets to the
 `archive_deadletters` table; they never block a partition. A copy of an event already archived
 (its sender re-sent it with the same event_id) is not archived again: its offset goes to
-`archive_duplicates` (storage/archive_copies.py).
+`archive_duplicates` (archiver/copies.py).
 While ClickHouse is down the archiver retries the same batch with backoff and fetches at
 most one batch ahead: memory stays bounded by two batches.
 
@@ -43,18 +43,16 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import IllegalStateError, KafkaError
 from clickhouse_connect.driver.client import Client
 
-from storage.archive_audit import AuditTotals, audit_archive
-from storage.archive_rows import (
+from archiver.audit import AuditTotals, audit_archive
+from archiver.rows import (
     ACCOUNTED_OFFSETS,
-    ARCHIVE_COLUMNS,
-    EVENT_COLUMNS,
-    SYNTHETIC_PARTITION,
     ArchiveRow,
     parse,
     write_batch,
 )
 from storage.client import connect
 from storage.schema import apply_migrations
+from storage.tables import SYNTHETIC_PARTITION
 from tally import heartbeat, structured_logging
 from tally.settings import Settings
 
@@ -62,8 +60,6 @@ log = structlog.get_logger()
 T = TypeVar("T")
 
 GROUP_ID = "tally-archiver"
-# The archive's row shape lives in storage.archive_rows; named here too for existing importers.
-__all__ = ["ARCHIVE_COLUMNS", "EVENT_COLUMNS", "GROUP_ID", "SYNTHETIC_PARTITION", "Archiver", "Batch"]
 
 
 @dataclass
@@ -456,7 +452,3 @@ def main() -> None:
     settings = Settings()
     apply_migrations(settings)
     asyncio.run(run_archiver(settings))
-
-
-if __name__ == "__main__":
-    main()

@@ -32,7 +32,7 @@ from uuid import UUID
 from clickhouse_connect.driver.client import Client
 
 if TYPE_CHECKING:
-    from storage.archive_rows import ArchiveRow
+    from archiver.rows import ArchiveRow
 
 INDEX = "archive_ids"
 DUPLICATES = "archive_duplicates"

@@ -17,14 +17,11 @@ from aiokafka import ConsumerRecord
 from clickhouse_connect.driver.client import Client
 from pydantic import ValidationError
 
-from storage.archive_copies import Copy, drop_copies, record_copies
+from archiver.copies import Copy, drop_copies, record_copies
 from tally.event import PageViewEvent, describe_validation_error
 
 EVENT_COLUMNS = list(PageViewEvent.model_fields)
 ARCHIVE_COLUMNS = [*EVENT_COLUMNS, "kafka_partition", "kafka_offset"]
-# The partition for rows written straight into the archive (tests, benchmarks): no topic has
-# it, so these rows never move the archiver's resume position for a real partition.
-SYNTHETIC_PARTITION = 65535
 # ISO-8601 times as pydantic writes them ("2026-11-22T06:32:33.123Z"); a field the table
 # does not know is an error, not silently dropped. A retried insert that `events` drops as a
 # duplicate block still reaches its materialized views: the views' own tables that keep a

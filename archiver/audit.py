@@ -4,12 +4,12 @@ Per partition, the offsets the archive accounts for (rows in `events`, dead lett
 `archive_deadletters`, copies of re-sent events in `archive_duplicates`) are compared with the
 log's range: from the earliest offset Kafka still retains to the last archived one, every
 offset must be there, once. A hole is re-read from Kafka — exactly that offset range — and
-archived by the archiver's own rule (storage/archive_rows.py, write_batch: a copy of an event
+archived by the archiver's own rule (archiver/rows.py, write_batch: a copy of an event
 archived elsewhere is recorded as one); the insert carries a deduplication token
 named after the range, so a repair run twice at once (the archiver's own audit and `tally
 verify`) lands once, and the archive is checked again right before it.
 
-This relies on contiguous offsets in `pageviews` (see storage/archiver.py, Batch): a range
+This relies on contiguous offsets in `pageviews` (see archiver/consumer.py, Batch): a range
 that Kafka cannot fill offset by offset is reported, never papered over.
 
 A round is incremental: per partition it checks only the offsets from its clean mark
@@ -18,7 +18,7 @@ archive whole, and moves the mark up to the first offset it did not find clean (
 it repaired, is checked again by the next round before the mark passes it). Nothing the archiver
 or a repair writes lands below a mark: they write at or above the archive's end, or into a hole
 that was found. What can — rows deleted by hand, a store restored from a backup, the batch a
-thawed second archiver inserts after its partitions were taken over (storage/archive_copies.py)
+thawed second archiver inserts after its partitions were taken over (archiver/copies.py)
 — is found by a full audit (`tally verify --full`), which checks every offset and sets the marks
 to what it found.
 """
@@ -37,10 +37,11 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
+from archiver.rows import ACCOUNTED_OFFSETS, ArchiveRow, parse, write_batch
 from storage import queries
-from storage.archive_rows import ACCOUNTED_OFFSETS, SYNTHETIC_PARTITION, ArchiveRow, parse, write_batch
 from storage.client import connect
 from storage.queries import provenance
+from storage.tables import SYNTHETIC_PARTITION
 from tally.settings import Settings
 
 log = structlog.get_logger()
@@ -86,7 +87,7 @@ SELECT kafka_offset + 1, next_offset FROM (
 ) WHERE next_offset > kafka_offset + 1 ORDER BY kafka_offset
 """
 
-# Offsets recorded as copies of re-sent events, per partition (storage/archive_copies.py).
+# Offsets recorded as copies of re-sent events, per partition (archiver/copies.py).
 _COPIES = "SELECT kafka_partition, count() FROM archive_duplicates FINAL GROUP BY kafka_partition"
 
 # Events archived more than once although re-sent within the window (what archive_ids is
