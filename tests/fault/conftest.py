@@ -36,8 +36,21 @@ def store_disk(stack_home: Path) -> Iterator[SmallDisk | None]:
         yield disk
 
 
+#: Kafka's log directory (`$TALLY_HOME/kafka`), likewise.
+LOG_DISK_MIB = 1024
+
+
 @pytest.fixture(scope="package")
-def local_stack(stack_home: Path, store_disk: SmallDisk | None) -> Iterator[LocalStack]:
+def log_disk(stack_home: Path) -> Iterator[SmallDisk | None]:
+    """The shared stack's Kafka log directory on a disk of its own (None where none can be mounted)."""
+    with small_disk(stack_home / "kafka", LOG_DISK_MIB) as disk:
+        yield disk
+
+
+@pytest.fixture(scope="package")
+def local_stack(
+    stack_home: Path, store_disk: SmallDisk | None, log_disk: SmallDisk | None
+) -> Iterator[LocalStack]:
     with running_stack(stack_home) as stack:
         yield stack
 

@@ -1,13 +1,21 @@
-"""The store's disk fills up while events arrive, then an operator frees it.
+"""A disk fills up while events arrive — the store's, then Kafka's — and an operator frees it.
 
-The log is the source of truth: while ClickHouse cannot write a part, the collector goes on
+The store's disk. The log is the source of truth: while ClickHouse cannot write a part, the collector goes on
 answering 202 for what Kafka holds, the archiver retries the same batch (memory bounded by two
 batches) and the stream jobs fail their micro-batch and are restarted; nothing is acknowledged
 that is not in the log. Once space returns, every accepted event is archived exactly once,
-`tally verify --full` finds the archive whole and the derived tables equal to it."""
+`tally verify --full` finds the archive whole and the derived tables equal to it.
+
+Kafka's log directory. The broker cannot append and stops (supervisord restarts it, and it stops
+again while the disk is full): the collector answers 503 for what it cannot put in the log —
+never a 202 for an event it would lose. Once space returns the broker recovers its log, and
+every event that got a 202 is archived once. (A 503 whose event the broker had appended after
+all is archived too: the sender was told "not confirmed", not "lost"; its retry would carry the
+same event_id, which the archive keeps once.)"""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -20,6 +28,7 @@ from tests.fixtures.small_disk import SmallDisk, why_no_small_disk
 pytestmark = pytest.mark.fault
 
 SITE = "full-disk.example.com"
+LOG_SITE = "full-log-disk.example.com"
 RATE = 30
 #: How long the disk stays full once the archiver has found it so: traffic keeps arriving.
 FULL_FOR_S = 10
@@ -48,7 +57,8 @@ def test_a_full_store_disk_loses_no_accepted_event(
         failures = eventually(
             lambda: insert_failures(stack, log_before), "the archiver finds the store's disk full", 120
         )
-        assert "NOT_ENOUGH_SPACE" in str(failures) or "not enough space" in str(failures), failures
+        # the engine's NOT_ENOUGH_SPACE, or the insert's data not even spooled (ENOSPC)
+        assert re.search(r"not enough space|no space left on device", str(failures), re.IGNORECASE), failures
         archived_while_full = archived(settings, SITE)[0]
         time.sleep(FULL_FOR_S)  # page views keep arriving: the collector takes them into the log
         assert archived(settings, SITE)[0] == archived_while_full  # nothing written meanwhile
@@ -61,5 +71,32 @@ def test_a_full_store_disk_loses_no_accepted_event(
     eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
     count, unique = archived(settings, SITE)
     assert count == unique == accepted  # each once
+    verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
+    assert "derived tables:" in str(verified) and " 0 differ" in str(verified), verified
+
+
+def test_a_full_log_disk_answers_503_and_loses_no_accepted_event(
+    local_stack: LocalStack, log_disk: SmallDisk | None
+) -> None:
+    if log_disk is None:
+        pytest.skip(f"no disk of its own for Kafka's log: {why_no_small_disk()}")
+    stack, settings = local_stack, local_stack.settings
+    assert stack.tally("sites", "add", LOG_SITE).returncode == 0
+    traffic = Traffic.start(stack, LOG_SITE, RATE, seed=34)
+    time.sleep(BETWEEN_FAULTS_S)
+    with log_disk.full():
+        eventually(lambda: not healthy(stack), "the broker stops on its full disk", 120)
+        time.sleep(FULL_FOR_S)  # page views keep arriving: the collector answers them 503
+    eventually(lambda: healthy(stack), "every component healthy once the disk has room", 240)
+    time.sleep(BETWEEN_FAULTS_S)
+    summary, truth = traffic.finish()
+    accepted = len(truth.counted())
+    # Refused plainly while the log could not take them, and nothing else.
+    assert summary.refusal is None and summary.statuses[503] > 0, summary.statuses
+    assert set(summary.statuses) <= {202, 503}, summary.statuses
+    eventually(lambda: archived(settings, LOG_SITE)[0] >= accepted, "every accepted event archived", 240)
+    time.sleep(3)
+    count, unique = archived(settings, LOG_SITE)
+    assert count == unique and accepted <= count <= summary.sent  # none lost, none twice
     verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
     assert "derived tables:" in str(verified) and " 0 differ" in str(verified), verified
