@@ -125,9 +125,9 @@ def test_loadgen_with_two_processes_reports_rate_and_latency_and_keeps_every_acc
     env = cli_environment(settings, collector_url)
     truth = tmp_path / "truth.jsonl"
     answer = run_tally(
-        env,
+        env | {"COLUMNS": "200"},  # the summary on one line
         *("loadgen", "--rate", "100", "--duration", "2", "--sites", "1", "--processes", "2"),
-        *("--truth", str(truth)),
+        *("--bot-fraction", "0", "--truth", str(truth)),
         timeout=120,
     )
     assert answer.returncode == 0, answer.stderr
@@ -137,4 +137,6 @@ def test_loadgen_with_two_processes_reports_rate_and_latency_and_keeps_every_acc
     )
     assert summary, answer.stdout
     assert int(summary[1]) == int(summary[2]) == 200
+    # Each process's share of the ground truth, merged: every accepted page view, once.
+    assert "(200 counted page views)" in answer.stdout
     assert len(truth.read_text().splitlines()) == 200
