@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from urllib.parse import urlparse
+
+# Below the collector's keep-alive timeout (uvicorn's default: 5 s).
+IDLE_LIMIT_S = 3.0
 
 
 class SendError(Exception):
@@ -35,6 +39,7 @@ class Answer:
 class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.idle_since = time.monotonic()
 
     async def exchange(self, request: bytes) -> tuple[Answer, bool]:
         """One request and its answer; also whether the connection may carry the next."""
@@ -79,22 +84,41 @@ class Pool:
     async def post(self, path: str, body: object, headers: dict[str, str]) -> Answer:
         request = self.request(path, body, headers)
         async with self._slots:
-            connection = self._idle.pop() if self._idle else None
+            connection = self._fresh_idle()
             try:
                 if connection is None:
                     connection = Connection(
                         *await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.timeout_s)
                     )
                 answer, keep_alive = await asyncio.wait_for(connection.exchange(request), self.timeout_s)
+            except SendError:
+                if connection is not None:
+                    connection.close()
+                raise
             except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, TimeoutError) as error:
                 if connection is not None:
                     connection.close()
                 raise SendError(f"{type(error).__name__}: {error}", error_kind(error)) from error
-            if keep_alive:
-                self._idle.append(connection)
-            else:
-                connection.close()
+            self._release(connection, keep_alive)
             return answer
+
+    def _fresh_idle(self) -> Connection | None:
+        """The most recently used idle connection. One idle for longer than the collector keeps
+        it open (uvicorn: 5 s) is closed instead: sending on it could lose the request in a race
+        with the server's close, and resending could deliver an event twice."""
+        while self._idle:
+            connection = self._idle.pop()
+            if time.monotonic() - connection.idle_since < IDLE_LIMIT_S:
+                return connection
+            connection.close()
+        return None
+
+    def _release(self, connection: Connection, keep_alive: bool) -> None:
+        if keep_alive:
+            connection.idle_since = time.monotonic()
+            self._idle.append(connection)
+        else:
+            connection.close()
 
     def close(self) -> None:
         for connection in self._idle:
