@@ -131,7 +131,12 @@ def register_sites(settings: Settings, sites: list[str]) -> None:
 
 def check_collector(target: str) -> None:
     """Fail before sending when nothing answers at the target (one line, not a count of errors)."""
-    answer = httpx.get(f"{target}/healthz", timeout=5)
+    try:
+        answer = httpx.get(f"{target}/healthz", timeout=5)
+    except httpx.HTTPError as error:
+        raise click.ClickException(
+            f"no collector answers at {target} ({type(error).__name__}) — start the stack with 'tally up -d'"
+        ) from None
     if answer.status_code != 200:
         raise click.ClickException(
             f"{target} does not answer like a Tally collector (/healthz: {answer.status_code})"

@@ -12,16 +12,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import httpx
-
 from loadgen.ground_truth import GroundTruth, late_ts
 from loadgen.traffic import Kind, TrafficModel, Visit
+from loadgen.wire import Answer, Pool, SendError
 
-# Requests in flight at once, and the connections to carry them: one connection per request,
-# so that none waits in httpx's pool. A pool queue of thousands (a collector that answers
-# slowly, or not at all, for seconds) is rescanned on every answer and starves the event loop:
-# the sender then hangs instead of measuring. The wait for a free slot still counts in the
-# latency, which is measured from the intended send time.
+# Requests in flight at once, and the keep-alive connections to carry them. The wait for a free
+# slot counts in the latency, which is measured from the intended send time: a backlog shows.
 MAX_IN_FLIGHT = 256
 # How long one answer may take: longer than the longest a collector waits for Kafka before
 # its 503 (30 s on a cluster, Settings.collector_send_timeout_s), so that a slow 202 during
@@ -90,7 +86,7 @@ class VisitSchedule:
 
 @dataclass
 class Sender:
-    client: httpx.AsyncClient
+    client: Pool
     target: str
     ingest_key: str
     summary: RunSummary
@@ -116,8 +112,8 @@ class Sender:
             else:
                 response, ts = await self._post_beacon(visits[0]), [None]
             status: int | str = response.status_code
-        except httpx.HTTPError as error:
-            status, ts = type(error).__name__, []
+        except SendError as error:
+            status, ts = error.kind, []
         acked_at = datetime.now(UTC)
         if status == 400 and self.summary.refusal is None:
             self.summary.refusal = refusal_message(response)
@@ -129,7 +125,7 @@ class Sender:
             for visit, event_ts in zip(visits, ts, strict=True):
                 self.truth.record(visit, sent_at, acked_at, event_ts)
 
-    async def _post_beacon(self, visit: Visit) -> httpx.Response:
+    async def _post_beacon(self, visit: Visit) -> Answer:
         headers = {
             "User-Agent": visit.user_agent,
             "X-Forwarded-For": visit.client_ip,
@@ -137,15 +133,16 @@ class Sender:
         }
         if visit.accept_language:
             headers["Accept-Language"] = visit.accept_language
-        return await self.client.post(f"{self.target}/api/event", json=visit.body(), headers=headers)
+        return await self.client.post("/api/event", visit.body(), headers)
 
-    async def _post_batch(self, visits: list[Visit], ts: list[datetime]) -> httpx.Response:
+    async def _post_batch(self, visits: list[Visit], ts: list[datetime]) -> Answer:
         body = [visit.batch_item(event_ts) for visit, event_ts in zip(visits, ts, strict=True)]
         headers = {"Authorization": f"Bearer {self.ingest_key}"}
-        return await self.client.post(f"{self.target}/api/events", json=body, headers=headers)
+        headers["Content-Type"] = "application/json"
+        return await self.client.post("/api/events", body, headers)
 
 
-def refusal_message(response: httpx.Response) -> str:
+def refusal_message(response: Answer) -> str:
     try:
         return str(response.json()["error"])
     except (ValueError, KeyError, TypeError):
@@ -171,8 +168,8 @@ async def run(
     schedule = VisitSchedule(model)
     per_request = max(1, batch_size)
     in_flight: set[asyncio.Task] = set()
-    limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT)
-    async with httpx.AsyncClient(limits=limits, timeout=ANSWER_TIMEOUT_S) as client:
+    client = Pool(target, MAX_IN_FLIGHT, ANSWER_TIMEOUT_S)
+    try:
         sender = Sender(client, target, ingest_key, summary, truth, on_answer=on_progress)
         start = time.monotonic()
         for sequence in itertools.count():
@@ -193,4 +190,6 @@ async def run(
         if in_flight:
             await asyncio.wait(in_flight)
         summary.elapsed_s = time.monotonic() - start
+    finally:
+        client.close()
     return summary, truth

@@ -107,3 +107,36 @@ def test_loadgen_stops_at_the_first_refusal_naming_the_command(
     [line] = answer.stderr.strip().splitlines()
     assert f"is not registered (tally sites add {SITE})" in line
     assert urlparse(collector_url).netloc in line
+
+
+def test_loadgen_says_in_one_line_when_no_collector_answers(settings: Settings, collector_url: str) -> None:
+    env = cli_environment(settings, collector_url)
+    nobody = f"http://127.0.0.1:{free_port()}"
+    answer = run_tally(env, "loadgen", "--rate", "20", "--duration", "1", "--target", nobody, timeout=60)
+    assert answer.returncode != 0
+    assert "Traceback" not in answer.stdout + answer.stderr
+    [line] = answer.stderr.strip().splitlines()
+    assert f"no collector answers at {nobody}" in line
+
+
+def test_loadgen_with_two_processes_reports_rate_and_latency_and_keeps_every_accepted_event_in_its_truth(
+    settings: Settings, collector_url: str, tmp_path: Path
+) -> None:
+    env = cli_environment(settings, collector_url)
+    truth = tmp_path / "truth.jsonl"
+    answer = run_tally(
+        env | {"COLUMNS": "200"},  # the summary on one line
+        *("loadgen", "--rate", "100", "--duration", "2", "--sites", "1", "--processes", "2"),
+        *("--bot-fraction", "0", "--truth", str(truth)),
+        timeout=120,
+    )
+    assert answer.returncode == 0, answer.stderr
+    summary = re.search(
+        r"sent (\d+) · accepted (\d+) · rejected none · \d+/s · latency p50 [\d.]+ ms p95 [\d.]+ ms",
+        answer.stdout,
+    )
+    assert summary, answer.stdout
+    assert int(summary[1]) == int(summary[2]) == 200
+    # Each process's share of the ground truth, merged: every accepted page view, once.
+    assert "(200 counted page views)" in answer.stdout
+    assert len(truth.read_text().splitlines()) == 200
