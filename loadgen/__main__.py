@@ -144,9 +144,14 @@ def check_collector(target: str) -> None:
 
 
 def _loopback_only(target: str) -> None:
-    host = urlparse(target).hostname or ""
+    url = urlparse(target)
+    host = url.hostname or ""
     if not (host == "localhost" or host.startswith("127.") or host == "::1"):
         raise click.BadParameter(f"{host} is not a loopback address; load is only ever sent to this machine")
+    if url.scheme != "http":  # the sender speaks plain HTTP/1.1 (loadgen/wire.py), as collectors listen
+        raise click.BadParameter(
+            f"{target}: give the collector's http:// address, e.g. http://127.0.0.1:8080"
+        )
 
 
 # What each option may be: a typo is refused on the command line, before the stack is touched.

@@ -26,6 +26,8 @@ from ops.cli import main as tally
         (["--late-fraction", "-0.1"], "tally: invalid value for '--late-fraction': -0.1 is not in the range"),
         (["--batch", "-3"], "tally: invalid value for '--batch': -3 is not in the range x>=0"),
         (["--scrapers", "-1"], "tally: invalid value for '--scrapers': -1 is not in the range x>=0"),
+        (["--target", "http://example.com"], "tally: invalid value: example.com is not a loopback address"),
+        (["--target", "https://127.0.0.1:8080"], "tally: invalid value: https://127.0.0.1:8080: give the"),
     ],
 )
 def test_loadgen_typo_is_one_line_and_exit_2(
