@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from loadgen.ground_truth import GroundTruth
+from loadgen.runner import RunSummary
 from tests.fault.scenario import BETWEEN_FAULTS_S, Traffic, healthy, verify_clean
 from tests.fixtures.archive import archived
 from tests.fixtures.local_stack import LocalStack, eventually
@@ -42,6 +44,26 @@ def insert_failures(stack: LocalStack, since: int) -> str:
     return "\n".join(line for line in text.splitlines() if "archive_insert_failed" in line)
 
 
+def start_traffic(stack: LocalStack, site: str, seed: int) -> Traffic:
+    """Page views on a site of the test's own, flowing for a moment before the disk fills."""
+    assert stack.tally("sites", "add", site).returncode == 0
+    traffic = Traffic.start(stack, site, RATE, seed=seed)
+    time.sleep(BETWEEN_FAULTS_S)
+    return traffic
+
+
+def finish_once_recovered(stack: LocalStack, traffic: Traffic) -> tuple[RunSummary, GroundTruth]:
+    """Once space is back: the stack healthy, a moment of traffic through it, the run's answers."""
+    eventually(lambda: healthy(stack), "every component healthy once the disk has room", 240)
+    time.sleep(BETWEEN_FAULTS_S)
+    return traffic.finish()
+
+
+def assert_verified(stack: LocalStack) -> None:
+    verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
+    assert "derived tables:" in str(verified) and " 0 differ" in str(verified), verified
+
+
 def test_a_full_store_disk_loses_no_accepted_event(
     local_stack: LocalStack, store_disk: SmallDisk | None
 ) -> None:
@@ -50,9 +72,7 @@ def test_a_full_store_disk_loses_no_accepted_event(
     stack, settings = local_stack, local_stack.settings
     archiver_log = settings.logs_dir / "archiver.log"
     log_before = archiver_log.stat().st_size if archiver_log.exists() else 0
-    assert stack.tally("sites", "add", SITE).returncode == 0
-    traffic = Traffic.start(stack, SITE, RATE, seed=33)
-    time.sleep(BETWEEN_FAULTS_S)
+    traffic = start_traffic(stack, SITE, seed=33)
     with store_disk.full():
         failures = eventually(
             lambda: insert_failures(stack, log_before), "the archiver finds the store's disk full", 120
@@ -62,17 +82,14 @@ def test_a_full_store_disk_loses_no_accepted_event(
         archived_while_full = archived(settings, SITE)[0]
         time.sleep(FULL_FOR_S)  # page views keep arriving: the collector takes them into the log
         assert archived(settings, SITE)[0] == archived_while_full  # nothing written meanwhile
-    eventually(lambda: healthy(stack), "every component healthy once the disk has room", 240)
-    time.sleep(BETWEEN_FAULTS_S)
-    summary, truth = traffic.finish()
+    summary, truth = finish_once_recovered(stack, traffic)
     accepted = len(truth.counted())
     # The log took every page view while the store could not: no 503, no refusal.
     assert summary.refusal is None and accepted == summary.sent, summary.statuses
     eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
     count, unique = archived(settings, SITE)
     assert count == unique == accepted  # each once
-    verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
-    assert "derived tables:" in str(verified) and " 0 differ" in str(verified), verified
+    assert_verified(stack)
 
 
 def test_a_full_log_disk_answers_503_and_loses_no_accepted_event(
@@ -81,15 +98,11 @@ def test_a_full_log_disk_answers_503_and_loses_no_accepted_event(
     if log_disk is None:
         pytest.skip(f"no disk of its own for Kafka's log: {why_no_small_disk()}")
     stack, settings = local_stack, local_stack.settings
-    assert stack.tally("sites", "add", LOG_SITE).returncode == 0
-    traffic = Traffic.start(stack, LOG_SITE, RATE, seed=34)
-    time.sleep(BETWEEN_FAULTS_S)
+    traffic = start_traffic(stack, LOG_SITE, seed=34)
     with log_disk.full():
         eventually(lambda: not healthy(stack), "the broker stops on its full disk", 120)
         time.sleep(FULL_FOR_S)  # page views keep arriving: the collector answers them 503
-    eventually(lambda: healthy(stack), "every component healthy once the disk has room", 240)
-    time.sleep(BETWEEN_FAULTS_S)
-    summary, truth = traffic.finish()
+    summary, truth = finish_once_recovered(stack, traffic)
     accepted = len(truth.counted())
     # Refused plainly while the log could not take them, and nothing else.
     assert summary.refusal is None and summary.statuses[503] > 0, summary.statuses
@@ -98,5 +111,4 @@ def test_a_full_log_disk_answers_503_and_loses_no_accepted_event(
     time.sleep(3)
     count, unique = archived(settings, LOG_SITE)
     assert count == unique and accepted <= count <= summary.sent  # none lost, none twice
-    verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
-    assert "derived tables:" in str(verified) and " 0 differ" in str(verified), verified
+    assert_verified(stack)
