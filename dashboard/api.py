@@ -14,7 +14,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import api_parameters as parameters
-from dashboard import backtest_request, plausible_v1, provenance
+from dashboard import backtest_request, provenance
 from dashboard import stats_answers as answers
 from dashboard.access import key_refusal, route_access
 from dashboard.api_access import authorise, scoped_site
@@ -22,6 +22,7 @@ from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.imports_api import register_imports_api
 from dashboard.manage_api import register_management
 from dashboard.openapi import openapi_document
+from dashboard.plausible import v1 as plausible_v1
 from dashboard.refusals import answer_refusals, error
 from dashboard.segments_api import register_segments_api
 from dashboard.stats_answers import goal_json, iso

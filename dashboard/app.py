@@ -27,7 +27,7 @@ from dashboard.goals_panel import register_goal_editing
 from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import first_sites, register_overview
-from dashboard.plausible_api import plausible_api
+from dashboard.plausible.api import plausible_api
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
 from dashboard.request_bodies import install_body_limits

@@ -33,7 +33,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from dashboard import invitations
 from dashboard.api_access import Access
 from dashboard.api_parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
-from dashboard.plausible_report import SiteNotFound
+from dashboard.plausible.report import SiteNotFound
 from dashboard.store import ClientFactory
 from storage import exclusions, report_subscriptions, sites, users
 from storage.calendar import InvalidTimezone

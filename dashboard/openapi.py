@@ -13,8 +13,8 @@ from typing import Any
 
 from dashboard import api_parameters as parameters
 from dashboard import imports_api, periods, whatif_api
-from dashboard import plausible_query as plausible
 from dashboard.openapi_manage import management_paths
+from dashboard.plausible import query as plausible
 from storage import imports, queries
 from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
@@ -940,7 +940,7 @@ def segments_operations() -> JSON:
     }
 
 
-# --- Plausible's Stats API v2 (dashboard/plausible_api.py, docs/plausible-api.md) -------------
+# --- Plausible's Stats API v2 (dashboard/plausible/api.py, docs/plausible-api.md) -------------
 
 PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
     "PlausibleQuery": {

@@ -19,7 +19,7 @@ from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard.api_parameters import Arguments, BadParameter, stats_query
 from dashboard.manage_api import checked_site
-from dashboard.plausible_report import SiteNotFound
+from dashboard.plausible.report import SiteNotFound
 from dashboard.store import ClientFactory
 from storage import goals, users
 from storage.goals import Goal, InvalidGoal

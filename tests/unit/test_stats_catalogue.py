@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from dashboard import display, plausible_query
+from dashboard import display
+from dashboard.plausible import query as plausible_query
 from stats import catalogue
 from stats.query import dimension_entry, key
 from storage import rollup_backfill

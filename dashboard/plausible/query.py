@@ -18,8 +18,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dashboard import plausible_conversions, plausible_engine
-from dashboard.plausible_engine import EngineParts
+from dashboard.plausible import conversions as plausible_conversions
+from dashboard.plausible import engine as plausible_engine
+from dashboard.plausible.engine import EngineParts
 from stats import catalogue
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.queries.contract import (
@@ -75,7 +76,7 @@ METRICS = (
 UNSUPPORTED_METRICS = frozenset({"percentage", "exit_rate"})  # the engine's, with other metrics
 # With a goal filter: the converted visitors over all visitors of the same query without its goal
 # and top-level property filters (conversion_rate), or over those of the row's dimension values
-# (group_conversion_rate); revenue metrics: the goal's revenue (plausible_report.py).
+# (group_conversion_rate); revenue metrics: the goal's revenue (report.py).
 CONVERSION_METRICS = ("conversion_rate", "group_conversion_rate")
 REVENUE_METRICS = ("total_revenue", "average_revenue")
 UTC_ZONE = ZoneInfo(UTC_NAME)
@@ -155,7 +156,7 @@ class PlausibleQuery:
     order_by: tuple[tuple[str, bool], ...]  # (metric or dimension, descending)
     visits: Expression | None = None  # filters on the sessions' properties
     timezone: str = UTC_NAME
-    engine: EngineParts | None = None  # what only the stats engine answers (dashboard/plausible_engine.py)
+    engine: EngineParts | None = None  # what only the stats engine answers (dashboard/plausible/engine.py)
 
     @property
     def time_bucket(self) -> str | None:
@@ -213,7 +214,7 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
 def engine_plan(
     body: QueryBody, parsed: QueryBody, now: datetime, first_day: date | None, timezone: str
 ) -> PlausibleQuery:
-    """A query only the stats engine answers (dashboard/plausible_engine.py), checked by it;
+    """A query only the stats engine answers (dashboard/plausible/engine.py), checked by it;
     `parsed` is `body` with Plausible's display values in filters as Tally stores them."""
     start, end = time_range(body.date_range, body.date, now, first_day, timezone)
     if body.include.time_labels and not any(name in TIME_DIMENSIONS for name in body.dimensions):
