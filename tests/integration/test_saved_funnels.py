@@ -35,8 +35,10 @@ pytestmark = pytest.mark.integration
 
 SITE = "saved-funnels.example.com"
 BACKGROUND_SITE = "saved-funnels-background.example.com"
-NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
-DAY = datetime(2026, 11, 12, tzinfo=UTC)
+# Relative to today: the jobs process runs on the real clock and stores only the closed days of
+# its precompute window (the last 62), so fixed dates would fall out of it with time.
+DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=8)
+NOW = DAY + timedelta(days=8, hours=12)
 STEPS = [FunnelStep("page", "/product/*"), FunnelStep("event", "Signup")]
 
 
@@ -108,7 +110,8 @@ def test_the_api_answers_a_saved_funnel_by_name(
     if "Signup" not in {funnel.name for funnel in saved_funnels.list_funnels(store, SITE)}:
         saved_funnels.add_funnel(store, SITE, "Signup", STEPS)
     auth = {"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"}
-    window = {"site": SITE, "from": "2026-11-12", "to": "2026-11-15"}
+    last = DAY + timedelta(days=3)
+    window = {"site": SITE, "from": DAY.date().isoformat(), "to": last.date().isoformat()}
     by_name = api.get("/api/v1/stats/funnel", query_string={**window, "funnel": "Signup"}, headers=auth)
     steps = json.dumps([{"page": "/product/*"}, {"event": "Signup"}])
     by_steps = api.get("/api/v1/stats/funnel", query_string={**window, "steps": steps}, headers=auth)
@@ -154,7 +157,7 @@ def test_the_jobs_process_stores_a_saved_funnels_days(store: Client, dashboard_s
 def test_a_pass_computes_only_what_is_missing(store: Client) -> None:
     if "Signup" not in {funnel.name for funnel in saved_funnels.list_funnels(store, SITE)}:
         saved_funnels.add_funnel(store, SITE, "Signup", STEPS)
-    later = datetime(2026, 12, 30, 12, tzinfo=UTC)  # past what any other pass here reached
+    later = NOW + timedelta(days=40)  # past what any other pass here reached
     saved_funnels.precompute(store, later)
     assert saved_funnels.precompute(store, later) == 0  # every closed day stored, none changed
     # a day later: the day that closed since, once for each distinct funnel (funnels saved under
