@@ -19,7 +19,7 @@ from inside Dash.
 
 Routes are declared by endpoint (`ROUTES`): who may call them at all (anyone, a dashboard session,
 an API key), where the site is (query, body, none) and the role and key scope they need. The
-stats API's key check (dashboard/api.py) refuses an undeclared endpoint to every key but the
+stats API's key check (dashboard/http_api/stats.py) refuses an undeclared endpoint to every key but the
 operator's, and a role above `viewer` when the site is in the query, so the API asks of a key's
 user what the dashboard asks of the same person.
 """
@@ -34,7 +34,7 @@ from typing import Any, Literal
 from dash import Dash
 from flask import Flask, Response, jsonify, request
 
-from dashboard.api_access import Access
+from dashboard.http_api.authorisation import Access
 from storage.users import Scope, User
 
 CALLBACK_PATH = "/_dash-update-component"
@@ -320,7 +320,7 @@ SiteIn = Literal["query", "body", "none"]
 class RouteAccess:
     """`caller`: anyone (the route checks its own credential: a password, a link's or an
     invitation's token), a dashboard session (operator, member or shared link: the sign-in,
-    member and shared guards) or an API key (dashboard/api_access.py). `site`: where the site is
+    member and shared guards) or an API key (dashboard/http_api/authorisation.py). `site`: where the site is
     named; `role` and `scope`: what a key's user needs on it."""
 
     caller: Caller

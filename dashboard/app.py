@@ -17,17 +17,17 @@ from waitress import serve
 from dashboard.access import install_shape_check
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.alerts_panel import register_alerts_panel
-from dashboard.api import stats_api
 from dashboard.auth import install_login
 from dashboard.client_address import install_client_address
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel, register_funnel_saving
 from dashboard.goals_panel import register_goal_editing
+from dashboard.http_api.plausible.api import plausible_api
+from dashboard.http_api.stats import stats_api
 from dashboard.imports_panel import register_imports_panel
 from dashboard.layout import build_layout
 from dashboard.overview import first_sites, register_overview
-from dashboard.plausible.api import plausible_api
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
 from dashboard.request_bodies import install_body_limits

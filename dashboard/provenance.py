@@ -17,9 +17,9 @@ from dash import Dash, Input, Output, html
 from dash.exceptions import PreventUpdate
 
 from dashboard.accounts import current_user
-from dashboard.api_access import caller
-from dashboard.api_parameters import Arguments, BadParameter
 from dashboard.friendly_errors import friendly
+from dashboard.http_api.authorisation import caller
+from dashboard.http_api.parameters import Arguments, BadParameter
 from dashboard.periods import Period
 from dashboard.sharing import shared_link
 from dashboard.store import ClientFactory

@@ -21,7 +21,7 @@ from typing import Any
 
 from flask import Flask, Response, jsonify
 
-from dashboard.imports_api import MAX_UPLOAD_BYTES
+from dashboard.http_api.imports import MAX_UPLOAD_BYTES
 from tally.settings import Settings
 
 MAX_BODY_BYTES = 2**20  # a callback's or an API's JSON: filters, a period, a goal, a rule

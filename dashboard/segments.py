@@ -26,7 +26,7 @@ from dash.exceptions import PreventUpdate
 from dashboard import display
 from dashboard.components import notice, panel
 from dashboard.friendly_errors import friendly
-from dashboard.plausible.query import (
+from dashboard.http_api.plausible.query import (
     PROPS_DIMENSION,
     Filters,
     QueryError,

@@ -6,7 +6,7 @@ is a property of an event or of a visit (scope), how the archive computes it (ra
 rollups' `dimension` value, the `sessions` column) and which field of the stream feeds it
 (stream_jobs/activity.py EVENT_FIELDS, VisitorActivity.java EVENT_FIELDS). Everything else is
 derived: storage/queries/contract.py's EVENT_DIMENSIONS and SESSION_DIMENSIONS,
-dashboard/plausible/query.py's DIMENSIONS, the dashboard's labels, and stats/raw_sql.py's
+dashboard/http_api/plausible/query.py's DIMENSIONS, the dashboard's labels, and stats/raw_sql.py's
 columns; tests/unit/test_stats_catalogue.py checks every entry is complete and that the Java
 operator's positional field list agrees with the stream fields here.
 
@@ -188,7 +188,7 @@ METRICS: tuple[Metric, ...] = (
 def breakdowns() -> dict[str, str]:
     """Plausible's name → Tally's of the dimensions the reports break down by one at a time
     (storage.queries.breakdown / session_breakdown from the rollups' dimensions; channels). The
-    others the stats engine answers (dashboard/plausible/engine.py)."""
+    others the stats engine answers (dashboard/http_api/plausible/engine.py)."""
     return {
         entry.plausible: entry.tally
         for entry in DIMENSIONS

@@ -3,7 +3,7 @@
 Imports are kept as daily aggregates (`imported_daily`), as Plausible keeps its own
 `imported_*` tables, not as synthesised events: an export holds per-day counts, and events
 made up from them would fake visitors, sessions and their order. Reports add them only when
-asked (Plausible's `include.imports`; dashboard/plausible/imports.py), never to `events`, the
+asked (Plausible's `include.imports`; dashboard/http_api/plausible/imports.py), never to `events`, the
 rollups or the sessions, which stay a copy of the log.
 
 Each imported CSV file is identified by a hash of its bytes: a file imported again (alone, or

@@ -34,7 +34,7 @@ from tally.refusal import Refused
 Role = Literal["owner", "admin", "viewer"]
 ROLES: tuple[Role, ...] = ("owner", "admin", "viewer")
 # What a key may do: `read` the stats API, or also `manage` what its user's role allows on its
-# sites (the settings and accounts endpoints, dashboard/manage_api.py). A leaked read key
+# sites (the settings and accounts endpoints, dashboard/http_api/manage.py). A leaked read key
 # changes nothing.
 Scope = Literal["read", "manage"]
 SCOPES: tuple[Scope, ...] = ("read", "manage")

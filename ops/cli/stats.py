@@ -1,8 +1,8 @@
 """`tally stats` and `tally realtime`: a site's numbers on the command line, as the stats API gives
 them. The options are the API's parameters (`--period 7d --compare previous_period --by channel`,
 `--by event:name`, `--by prop:plan --goal Signup`, `--goals`) and go through the same checks
-(dashboard/api_parameters.py), the same question builder (storage/queries/questions.py) and the
-same answers (dashboard/stats_answers.py: no Flask app), so a number here is the number
+(dashboard/http_api/parameters.py), the same question builder (storage/queries/questions.py) and the
+same answers (dashboard/http_api/answers.py: no Flask app), so a number here is the number
 `/api/v1/stats/aggregate`, `/breakdown`, `/goals` and `/realtime` answer for the same arguments.
 Tab-separated lines, or `--json` for the API's JSON.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from dashboard.api_parameters import BadParameter
+from dashboard.http_api.parameters import BadParameter
 from ops.cli.context import Stack
 from ops.cli_errors import OneLineErrors, UserError
 
@@ -39,7 +39,7 @@ class StatsCommand(OneLineErrors, click.Command):
 
 def arguments(site: str, **options: str | None) -> Any:
     """The options as the API's query string (only those given)."""
-    from dashboard.api_parameters import Arguments
+    from dashboard.http_api.parameters import Arguments
 
     given = {name: [value] for name, value in options.items() if value is not None}
     return Arguments.parse({"site": [site], **given})
@@ -100,8 +100,7 @@ def printed(row: dict[str, Any]) -> list[str]:
 def stats_answer(
     stack: Stack, site: str, from_: str | None, options: dict[str, str | None], goals: bool = False
 ) -> Any:
-    from dashboard import api_parameters as parameters
-    from dashboard import stats_answers as answers
+    from dashboard.http_api import answers, parameters
     from storage import queries
     from storage.definitions import CurrentDefinitions
     from storage.sites import site_timezone
@@ -142,7 +141,7 @@ def stats_answer(
 @click.pass_obj
 def realtime(stack: Stack, site: str, as_json: bool, **options: str | None) -> None:
     """SITE's live visitors (last 5 minutes), or the last 30 minutes by pages, sources, countries."""
-    from dashboard import api_parameters as parameters
+    from dashboard.http_api import parameters
     from storage import queries
     from storage.queries.realtime_breakdowns import realtime_breakdown
 

@@ -1,4 +1,4 @@
-"""The settings and accounts API (dashboard/manage_api.py) on the real dashboard app (in-process
+"""The settings and accounts API (dashboard/http_api/manage.py) on the real dashboard app (in-process
 over WSGI) and the real ClickHouse engine: exclusions, members, invitations, API keys, the
 audit log and email report subscriptions, each with what a caller observes — the change made
 (read back through the store and the API), a 400 naming the field, a 403 for a role or a key

@@ -1,5 +1,5 @@
 """`POST /api/v2/query` for what Tally's fixed reports refused and the stats engine now answers
-(dashboard/plausible/engine.py, stats/raw_sql.py): several dimensions, visit metrics by an event
+(dashboard/http_api/plausible/engine.py, stats/raw_sql.py): several dimensions, visit metrics by an event
 dimension, a visit property inside `or`, has_done / has_not_done, case-insensitive matching,
 matches_wildcard, percentage and exit_rate, with the numbers Plausible's definitions give on a small
 archive. The engine's planner (stats/planner.py) answers visit metrics by and under visit

@@ -1,4 +1,4 @@
-"""Saved segments over HTTP (`/api/v1/segments`, dashboard/segments_api.py) on the real dashboard
+"""Saved segments over HTTP (`/api/v1/segments`, dashboard/http_api/segments.py) on the real dashboard
 app and ClickHouse engine: the operator's key lists, creates, renames, re-filters and deletes;
 a viewer's key lists but may not change (403), an admin's may; bad input is a 400 naming the
 field; a segment made here answers Plausible's `["is", "segment", [id]]` as its filters do."""

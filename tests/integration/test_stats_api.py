@@ -36,7 +36,7 @@ NEXT_DAY = DAY + timedelta(days=1)
 NOW = T0 + timedelta(minutes=10)  # the API's clock: realtime counts [09:05, 09:10]
 DAY_RANGE = {"site": SITE, "from": "2026-11-10T00:00:00Z", "to": "2026-11-11T00:00:00Z"}
 GAP = timedelta(minutes=30)
-# Settings and accounts (dashboard/manage_api.py), tested in tests/integration/test_manage_api.py.
+# Settings and accounts (dashboard/http_api/manage.py), tested in tests/integration/test_manage_api.py.
 MANAGEMENT_PATHS = {
     "/api/v1/exclusions",
     "/api/v1/members",

@@ -1,6 +1,6 @@
 """The stats API against its own OpenAPI document, with schemathesis.
 
-Schemathesis reads the document the dashboard serves (dashboard.openapi; the first test checks
+Schemathesis reads the document the dashboard serves (dashboard.http_api.openapi; the first test checks
 the server answers exactly that at /api/v1/openapi.json), generates requests for every
 operation — valid ones and ones that break the document's rules, explicit examples, boundary
 values, undeclared methods — and sends them with the valid API key to the real dashboard
@@ -37,7 +37,7 @@ from schemathesis.checks import (
 )
 
 from dashboard.app import build_app
-from dashboard.openapi import openapi_document
+from dashboard.http_api.openapi import openapi_document
 from storage.client import connect
 from storage.sites import add_site
 from tally.event import PageViewEvent

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dashboard.app import build_app
-from dashboard.stats_answers import goal_json
+from dashboard.http_api.answers import goal_json
 from storage import definitions, queries, users
 from storage import goals as goal_store
 from storage.client import connect

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from dashboard.plausible.money import money
+from dashboard.http_api.plausible.money import money
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from dashboard.plausible import v1 as plausible_v1
-from dashboard.plausible.query import QueryError, filters, time_range
+from dashboard.http_api.plausible import v1 as plausible_v1
+from dashboard.http_api.plausible.query import QueryError, filters, time_range
 from storage.queries import Condition, Logic, StatsQuery
 from storage.queries.contract import expression_sql
 

@@ -98,8 +98,8 @@ def test_the_http_doors_answer_every_kind_with_its_own_status() -> None:
 
 
 def test_the_message_is_what_str_shows_and_one_raise_may_give_another_kind() -> None:
-    from dashboard.api_parameters import BadParameter
-    from dashboard.segments_api import SegmentRefused
+    from dashboard.http_api.parameters import BadParameter
+    from dashboard.http_api.segments import SegmentRefused
     from storage.goals import InvalidGoal
 
     bad = BadParameter("limit", "must be a whole number from 1 to 1000")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from dashboard import display
-from dashboard.plausible import query as plausible_query
+from dashboard.http_api.plausible import query as plausible_query
 from stats import catalogue
 from stats.query import dimension_entry, key
 from storage import rollup_backfill

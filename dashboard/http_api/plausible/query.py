@@ -18,9 +18,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dashboard.plausible import conversions as plausible_conversions
-from dashboard.plausible import engine as plausible_engine
-from dashboard.plausible.engine import EngineParts
+from dashboard.http_api.plausible import conversions as plausible_conversions
+from dashboard.http_api.plausible import engine as plausible_engine
+from dashboard.http_api.plausible.engine import EngineParts
 from stats import catalogue
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
 from storage.queries.contract import (
@@ -85,7 +85,7 @@ UTC_ZONE = ZoneInfo(UTC_NAME)
 # reference day's month, 1 <= N <= 100); the reference day itself (its month) is left out.
 LAST_N = re.compile(r"([0-9]{1,5})(d|mo)")
 MOST_LAST_N = {"d": 5000, "mo": 100}
-RELATIVE_RANGE_PATTERN = r"^(day|month|year|all|[0-9]+d|[0-9]+mo)$"  # dashboard/openapi.py's
+RELATIVE_RANGE_PATTERN = r"^(day|month|year|all|[0-9]+d|[0-9]+mo)$"  # dashboard/http_api/openapi.py's
 # How Plausible's results name a blank value, by dimension, and the names its filters take for one.
 NO_REFERRER, NOT_SET = "Direct / None", "(not set)"
 UTM_DIMENSIONS = (
@@ -156,7 +156,9 @@ class PlausibleQuery:
     order_by: tuple[tuple[str, bool], ...]  # (metric or dimension, descending)
     visits: Expression | None = None  # filters on the sessions' properties
     timezone: str = UTC_NAME
-    engine: EngineParts | None = None  # what only the stats engine answers (dashboard/plausible/engine.py)
+    engine: EngineParts | None = (
+        None  # what only the stats engine answers (dashboard/http_api/plausible/engine.py)
+    )
 
     @property
     def time_bucket(self) -> str | None:
@@ -214,7 +216,7 @@ def plan(body: QueryBody, now: datetime, first_day: date | None, timezone: str =
 def engine_plan(
     body: QueryBody, parsed: QueryBody, now: datetime, first_day: date | None, timezone: str
 ) -> PlausibleQuery:
-    """A query only the stats engine answers (dashboard/plausible/engine.py), checked by it;
+    """A query only the stats engine answers (dashboard/http_api/plausible/engine.py), checked by it;
     `parsed` is `body` with Plausible's display values in filters as Tally stores them."""
     start, end = time_range(body.date_range, body.date, now, first_day, timezone)
     if body.include.time_labels and not any(name in TIME_DIMENSIONS for name in body.dimensions):

@@ -1,4 +1,4 @@
-"""A Plausible query (dashboard.plausible.query) answered through Tally's query layer.
+"""A Plausible query (dashboard.http_api.plausible.query) answered through Tally's query layer.
 
 No SQL here: each kind of query is one or two storage.queries calls — aggregate (+ custom
 events, or the goal's row), breakdown (+ engagement for pages), timeseries, goals, properties —
@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
-from dashboard.plausible import conversions as plausible_conversions
-from dashboard.plausible import engine as plausible_engine
-from dashboard.plausible.money import money
-from dashboard.plausible.query import (
+from dashboard.http_api.plausible import conversions as plausible_conversions
+from dashboard.http_api.plausible import engine as plausible_engine
+from dashboard.http_api.plausible.money import money
+from dashboard.http_api.plausible.query import (
     BLANK_SHOWN,
     DIMENSIONS,
     GOAL_DIMENSION,

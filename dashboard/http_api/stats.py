@@ -13,21 +13,20 @@ import structlog
 from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from dashboard import api_parameters as parameters
-from dashboard import backtest_request, provenance
-from dashboard import stats_answers as answers
+from dashboard import provenance
 from dashboard.access import key_refusal, route_access
-from dashboard.api_access import authorise, scoped_site
-from dashboard.api_parameters import Arguments, BadParameter
-from dashboard.imports_api import register_imports_api
-from dashboard.manage_api import register_management
-from dashboard.openapi import openapi_document
-from dashboard.plausible import v1 as plausible_v1
+from dashboard.http_api import answers, backtest_request, parameters
+from dashboard.http_api.answers import goal_json, iso
+from dashboard.http_api.authorisation import authorise, scoped_site
+from dashboard.http_api.imports import register_imports_api
+from dashboard.http_api.manage import register_management
+from dashboard.http_api.openapi import openapi_document
+from dashboard.http_api.parameters import Arguments, BadParameter
+from dashboard.http_api.plausible import v1 as plausible_v1
+from dashboard.http_api.segments import register_segments_api
+from dashboard.http_api.whatif import register_whatif_api
 from dashboard.refusals import answer_refusals, error
-from dashboard.segments_api import register_segments_api
-from dashboard.stats_answers import goal_json, iso
 from dashboard.store import ClientFactory, StoreUnavailable
-from dashboard.whatif_api import register_whatif_api
 from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions
@@ -64,7 +63,7 @@ def stats_api(
             response.headers["WWW-Authenticate"] = 'Bearer realm="tally"'
             return response
         g.api_access = access
-        # A team member's key reads only its sites (dashboard/api_access.py).
+        # A team member's key reads only its sites (dashboard/http_api/authorisation.py).
         site = scoped_site(request.args.get("site") or request.args.get("site_id") or "")
         if site and not access.may_read(site):
             return error(403, f"site: this API key may not read {site}")
@@ -243,9 +242,9 @@ def stats_api(
             raise BadParameter(field, problem) from None
         return jsonify(backtest_request.backtest_json(result, iso))
 
-    register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/imports_api.py)
+    register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/http_api/imports.py)
     register_segments_api(api, clients)  # /segments: list, create, change, delete
-    register_management(api, settings, clients)  # settings and accounts (dashboard/manage_api.py)
+    register_management(api, settings, clients)  # settings and accounts (dashboard/http_api/manage.py)
     register_whatif_api(api, settings, clients, clock, goal_json)  # GET /whatif/goals (whatif_api.py)
 
     @api.get("/<path:unknown>")

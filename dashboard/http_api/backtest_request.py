@@ -3,7 +3,7 @@ backtest (storage/alert_backtest.py) as JSON. No I/O here.
 
 The body's types are checked strictly (an integer is a JSON integer, not "5" nor 5.0) before
 the rule's own validation, so that the API refuses exactly what its OpenAPI document
-(dashboard/openapi.py, AlertBacktestRequest) calls invalid, naming the field.
+(dashboard/http_api/openapi.py, AlertBacktestRequest) calls invalid, naming the field.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from dashboard.api_parameters import BadParameter
+from dashboard.http_api.parameters import BadParameter
 from storage import alert_backtest
 from storage.alert_backtest import Backtest, Firing
 from storage.alert_rules import RULE_KINDS, AlertRule, InvalidRule

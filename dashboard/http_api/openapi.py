@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard import api_parameters as parameters
-from dashboard import imports_api, periods, whatif_api
-from dashboard.openapi_manage import management_paths
-from dashboard.plausible import query as plausible
+from dashboard import periods
+from dashboard.http_api import imports as imports_api
+from dashboard.http_api import parameters
+from dashboard.http_api import whatif as whatif_api
+from dashboard.http_api.openapi_manage import management_paths
+from dashboard.http_api.plausible import query as plausible
 from storage import imports, queries
 from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
@@ -716,7 +718,7 @@ def openapi_document() -> JSON:
                 }
             },
         }
-        | management_paths(),  # settings and accounts (dashboard/manage_api.py)
+        | management_paths(),  # settings and accounts (dashboard/http_api/manage.py)
         "components": {
             "securitySchemes": {
                 "bearer": {
@@ -748,7 +750,7 @@ def openapi_document() -> JSON:
     }
 
 
-# --- imported history (dashboard/imports_api.py) ----------------------------------------------
+# --- imported history (dashboard/http_api/imports.py) ----------------------------------------------
 
 IMPORT_SCHEMAS: dict[str, JSON] = {
     "ImportList": {
@@ -874,7 +876,7 @@ def imports_operations() -> JSON:
     }
 
 
-# --- saved segments (dashboard/segments_api.py) ------------------------------------------------
+# --- saved segments (dashboard/http_api/segments.py) ------------------------------------------------
 
 SEGMENT_FILTERS_EXAMPLE = [["is", "visit:channel", ["Organic Search"]], ["is", "visit:country", ["DE"]]]
 
@@ -940,7 +942,7 @@ def segments_operations() -> JSON:
     }
 
 
-# --- Plausible's Stats API v2 (dashboard/plausible/api.py, docs/plausible-api.md) -------------
+# --- Plausible's Stats API v2 (dashboard/http_api/plausible/api.py, docs/plausible-api.md) -------------
 
 PLAUSIBLE_SCHEMAS: dict[str, JSON] = {
     "PlausibleQuery": {
@@ -1089,7 +1091,7 @@ def alert_backtest_operation() -> JSON:
 
 
 def whatif_goals_operation() -> JSON:
-    """GET /whatif/goals (dashboard/whatif_api.py)."""
+    """GET /whatif/goals (dashboard/http_api/whatif.py)."""
     names = {
         "type": "array",
         "items": {"type": "string", "minLength": 1},

@@ -1,7 +1,7 @@
 """The settings and accounts endpoints of the API (`/api/v1/exclusions`, `/members`, `/invites`,
 `/keys`, `/audit`, `/reports`, `/timezone`): what the CLI and the dashboard's panels do, over HTTP.
 
-Who may call them: the same Bearer keys as the stats API (dashboard/api_access.py), never the
+Who may call them: the same Bearer keys as the stats API (dashboard/http_api/authorisation.py), never the
 dashboard's session cookie. The sign-in guard lets /api/v1 through without looking at the
 cookie, and a web page on another origin cannot add an Authorization header without a CORS
 preflight this server never grants, so a page the operator opens cannot make these calls for
@@ -31,9 +31,9 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard import invitations
-from dashboard.api_access import Access
-from dashboard.api_parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
-from dashboard.plausible.report import SiteNotFound
+from dashboard.http_api.authorisation import Access
+from dashboard.http_api.parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
+from dashboard.http_api.plausible.report import SiteNotFound
 from dashboard.store import ClientFactory
 from storage import exclusions, report_subscriptions, sites, users
 from storage.calendar import InvalidTimezone

@@ -1,7 +1,7 @@
 """Who may read the stats API (`/api/v1`, `/api/v2`): the operator's key (TALLY_API_KEY, every
 site) or a team member's key (storage/users.py: limited to the sites it names that its user
 still has a role on; read-only, or `manage` for what the user's role allows there,
-dashboard/manage_api.py). A revoked key, or a removed user's, answers 401 at once: a key is
+dashboard/http_api/manage.py). A revoked key, or a removed user's, answers 401 at once: a key is
 looked up on every request. A key asking for a site outside its scope answers 403.
 
 Key use is written to the audit log at most once per key per minute (per dashboard process):

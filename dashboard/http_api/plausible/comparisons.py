@@ -17,8 +17,8 @@ from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from dashboard.plausible.query import PlausibleQuery, QueryError
-from dashboard.plausible.report import Report
+from dashboard.http_api.plausible.query import PlausibleQuery, QueryError
+from dashboard.http_api.plausible.report import Report
 from storage.calendar import local_date, local_midnight, shift_local, zone
 
 MODES = ("previous_period", "year_over_year", "custom")

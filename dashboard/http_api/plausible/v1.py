@@ -6,8 +6,8 @@ every parameter read as Plausible v1 reads it (`period`, `date`, `metrics`, `pro
 `filters` as `event:page==/blog/**;visit:country==DE`, `interval`, `limit`, `page`) and answered
 in v1's shape (`{"results": …}`); a call with `site` is Tally's, exactly as before. Both → 400.
 
-A v1 call is translated into the v2 query it means (dashboard.plausible.query) and answered by
-the same report (dashboard.plausible.report), so v1 and v2 give the same numbers.
+A v1 call is translated into the v2 query it means (dashboard.http_api.plausible.query) and answered by
+the same report (dashboard.http_api.plausible.report), so v1 and v2 give the same numbers.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from clickhouse_connect.driver.client import Client
 
-from dashboard.plausible.imports import all_time_first_day, with_imports
-from dashboard.plausible.query import (
+from dashboard.http_api.plausible.imports import all_time_first_day, with_imports
+from dashboard.http_api.plausible.query import (
     GOAL_DIMENSION,
     NOT_SET,
     QueryError,
@@ -29,7 +29,7 @@ from dashboard.plausible.query import (
     plan,
     validated,
 )
-from dashboard.plausible.report import Report, run, shown, site_of
+from dashboard.http_api.plausible.report import Report, run, shown, site_of
 from storage.calendar import local_date, zone
 from storage.sites import site_timezone
 
@@ -45,7 +45,7 @@ PARAMETERS = (
     "limit",
     "page",
     "source",
-    "with_imported",  # true: imported history added where it can be (dashboard/plausible/imports.py)
+    "with_imported",  # true: imported history added where it can be (dashboard/http_api/plausible/imports.py)
 )
 V1_INTERVALS = {"date": "time:day", "month": "time:month"}
 DEFAULT_BREAKDOWN_LIMIT, MAX_BREAKDOWN_LIMIT = 100, 1000
@@ -55,7 +55,7 @@ V1_FILTER = re.compile(r"^\s*([a-z_]+:[^=!~]+?)\s*(==|!=|~)\s*(.*?)\s*$", re.DOT
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 # v1's 6mo and 12mo: the reference day's month (`date`, else today) and the months before it, as
 # Plausible's legacy query builder reads them (v2's "6mo" leaves that month out). v1's "7d", "30d"
-# are v2's: the N whole days before the reference day (dashboard/plausible/query.py's last_n).
+# are v2's: the N whole days before the reference day (dashboard/http_api/plausible/query.py's last_n).
 V1_MONTHS = {"6mo": 6, "12mo": 12}
 # A v1 breakdown by these leaves out the value that means "none" (Plausible's
 # Legacy.Breakdown adds `is_not` filters for them: no campaign, no entry page, unknown country);

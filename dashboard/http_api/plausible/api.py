@@ -1,8 +1,8 @@
 """Plausible's Stats API v2 on the dashboard server: `POST /api/v2/query` (docs/plausible-api.md).
 
 A report, script or integration written for Plausible works against Tally by changing the
-base URL and the key: the body is Plausible's (dashboard.plausible.query parses it), the
-numbers are Tally's query layer's (dashboard.plausible.report), the answer is Plausible's
+base URL and the key: the body is Plausible's (dashboard.http_api.plausible.query parses it), the
+numbers are Tally's query layer's (dashboard.http_api.plausible.report), the answer is Plausible's
 `{"results": [{"metrics": […], "dimensions": […]}], "meta": {…}, "query": {…}}`. The key is
 the stats API's (`Authorization: Bearer <api key>`); an optional `?source=agg|raw` (Tally's,
 default agg where it answers) picks the source, and `meta.source` says which one answered.
@@ -18,11 +18,11 @@ from flask import Blueprint, Response, g, jsonify, request
 
 from dashboard import provenance
 from dashboard.access import key_refusal, route_access
-from dashboard.api_access import authorise, may_read
-from dashboard.plausible import comparisons as plausible_comparisons
-from dashboard.plausible.imports import all_time_first_day, with_imports
-from dashboard.plausible.query import PlausibleQuery, QueryBody, parse_body, plan
-from dashboard.plausible.report import Report, run, shown, site_of
+from dashboard.http_api.authorisation import authorise, may_read
+from dashboard.http_api.plausible import comparisons as plausible_comparisons
+from dashboard.http_api.plausible.imports import all_time_first_day, with_imports
+from dashboard.http_api.plausible.query import PlausibleQuery, QueryBody, parse_body, plan
+from dashboard.http_api.plausible.report import Report, run, shown, site_of
 from dashboard.refusals import answer_refusals, error
 from dashboard.segments import expand
 from dashboard.store import ClientFactory, StoreUnavailable

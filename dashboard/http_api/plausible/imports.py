@@ -20,13 +20,13 @@ from datetime import date
 
 from clickhouse_connect.driver.client import Client
 
-from dashboard.plausible.query import (
+from dashboard.http_api.plausible.query import (
     DIMENSIONS,
     PAGE_DIMENSION,
     SESSION_DIMENSIONS,
     PlausibleQuery,
 )
-from dashboard.plausible.report import ALL_ROWS, Report, Row, bucket_label, ordered, visit_metrics
+from dashboard.http_api.plausible.report import ALL_ROWS, Report, Row, bucket_label, ordered, visit_metrics
 from storage import imports, queries
 from storage.calendar import local_date, local_midnight, zone
 from storage.imports import Numbers

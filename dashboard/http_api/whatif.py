@@ -17,9 +17,9 @@ from datetime import datetime
 
 from flask import Blueprint, Response, g, jsonify, request
 
-from dashboard.api_parameters import Arguments, BadParameter, stats_query
-from dashboard.manage_api import checked_site
-from dashboard.plausible.report import SiteNotFound
+from dashboard.http_api.manage import checked_site
+from dashboard.http_api.parameters import Arguments, BadParameter, stats_query
+from dashboard.http_api.plausible.report import SiteNotFound
 from dashboard.store import ClientFactory
 from storage import goals, users
 from storage.goals import Goal, InvalidGoal

@@ -3,7 +3,7 @@ query model (stats/query.py) and answered through its planner (stats/planner.py)
 stream jobs' `sessions` where it holds every metric asked (meta.source "agg"), else from the
 archive (stats/raw_sql.py; meta.source "raw").
 
-The reports (dashboard/plausible/report.py) answer one dimension at a time from a fixed menu.
+The reports (dashboard/http_api/plausible/report.py) answer one dimension at a time from a fixed menu.
 What they refuse and the engine answers: two or three dimensions, visit metrics by an event
 dimension (bounce rate by page), a visit property inside `or` / `not` together with an event
 property, `has_done` / `has_not_done`, `matches_wildcard`, case-insensitive matching
@@ -26,7 +26,7 @@ from storage.calendar import bucket_starts, zone
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
-    from dashboard.plausible.query import PlausibleQuery, QueryBody
+    from dashboard.http_api.plausible.query import PlausibleQuery, QueryBody
 
 # What only the engine answers (the reports refuse it).
 ENGINE_METRICS = frozenset({"percentage", "exit_rate"})
@@ -220,8 +220,8 @@ def rows(
     """The engine's rows as (dimension values, metrics) pairs, time buckets labelled on the
     site's wall clock as the reports label them, every bucket's label (include.time_labels), and
     the source that answered (`source` asked: the planner's choice)."""
-    from dashboard.plausible.query import QueryError
-    from dashboard.plausible.report import bucket_label
+    from dashboard.http_api.plausible.query import QueryError
+    from dashboard.http_api.plausible.report import bucket_label
 
     stats = stats_query(query, session_gap_s, engaged_bounce_ms, source)
     time = next((name for name in stats.dimensions if model.is_time(name)), None)

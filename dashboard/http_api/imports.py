@@ -27,8 +27,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dashboard.api_access import caller, change_refusal
-from dashboard.api_parameters import MAX_SITE_LENGTH, BadParameter
+from dashboard.http_api.authorisation import caller, change_refusal
+from dashboard.http_api.parameters import MAX_SITE_LENGTH, BadParameter
 from dashboard.refusals import error
 from dashboard.store import ClientFactory
 from storage import imports, users

@@ -1,5 +1,5 @@
-"""The OpenAPI description of the settings and accounts endpoints (dashboard/manage_api.py),
-joined into the stats API's document by dashboard/openapi.py. The vocabularies (roles, scopes,
+"""The OpenAPI description of the settings and accounts endpoints (dashboard/http_api/manage.py),
+joined into the stats API's document by dashboard/http_api/openapi.py. The vocabularies (roles, scopes,
 exclusion kinds, report frequencies) come from the modules that enforce them.
 """
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.api_parameters import MAX_LIMIT
-from dashboard.manage_api import DEFAULT_AUDIT_LIMIT
+from dashboard.http_api.manage import DEFAULT_AUDIT_LIMIT
+from dashboard.http_api.parameters import MAX_LIMIT
 from storage import exclusions, report_subscriptions, users
 
 JSON = dict[str, Any]

@@ -1,4 +1,4 @@
-"""The stats API's answers to a question, shared by `/api/v1` (dashboard/api.py) and `tally stats`
+"""The stats API's answers to a question, shared by `/api/v1` (dashboard/http_api/stats.py) and `tally stats`
 (ops/cli/stats.py): which report a question reads and the JSON each row is given as. No Flask here,
 so the CLI prints the API's numbers from the API's own code path without importing the web app."""
 
@@ -9,7 +9,7 @@ from datetime import datetime
 from clickhouse_connect.driver.client import Client
 
 from dashboard import comparisons
-from dashboard.api_parameters import EVENT_NAME_BREAKDOWN, PROP_BREAKDOWN
+from dashboard.http_api.parameters import EVENT_NAME_BREAKDOWN, PROP_BREAKDOWN
 from storage import queries
 from storage.queries import EventRow, GoalRow, Interval, Point, Source, StatsQuery
 from tally.clock import as_utc

@@ -21,8 +21,8 @@ from stats import query as model
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
-    from dashboard.plausible.engine import EngineParts
-    from dashboard.plausible.query import PlausibleQuery, QueryBody
+    from dashboard.http_api.plausible.engine import EngineParts
+    from dashboard.http_api.plausible.query import PlausibleQuery, QueryBody
     from stats.query import Source
 
 CONVERSION_METRICS = ("conversion_rate", "group_conversion_rate")
@@ -56,7 +56,7 @@ def added(
     engaged_bounce_ms: int,
 ) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """`rows` (the engine's, with visitors) with the conversion metrics `query` asks."""
-    from dashboard.plausible import engine as plausible_engine
+    from dashboard.http_api.plausible import engine as plausible_engine
 
     asked = set(query.metrics) & set(CONVERSION_METRICS)
     if not asked or query.engine is None:

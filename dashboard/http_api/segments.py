@@ -13,9 +13,9 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from dashboard.api_access import change_refusal
-from dashboard.api_parameters import Arguments, BadParameter
-from dashboard.api_parameters import site as site_parameter
+from dashboard.http_api.authorisation import change_refusal
+from dashboard.http_api.parameters import Arguments, BadParameter
+from dashboard.http_api.parameters import site as site_parameter
 from dashboard.segments import checked
 from dashboard.store import ClientFactory
 from storage import segments as store

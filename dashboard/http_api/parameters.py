@@ -1,5 +1,5 @@
 """The stats API's query-string parameters: parsed into typed values or refused with the
-name of the parameter at fault (answered as 400 by dashboard.api)."""
+name of the parameter at fault (answered as 400 by dashboard.http_api.stats)."""
 
 from __future__ import annotations
 
