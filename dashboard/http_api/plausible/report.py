@@ -19,6 +19,7 @@ from dashboard.http_api.plausible import conversions as plausible_conversions
 from dashboard.http_api.plausible import engine as plausible_engine
 from dashboard.http_api.plausible.money import money
 from dashboard.http_api.plausible.query import (
+    AGGREGATE_METRICS,
     BLANK_SHOWN,
     DIMENSIONS,
     GOAL_DIMENSION,
@@ -112,15 +113,7 @@ def aggregate(
     conversions, Plausible's meaning); the other metrics those of the converted visitors."""
     asked = set(query.metrics)
     result: dict[str, object] = {}
-    if asked & {
-        "visitors",
-        "visits",
-        "pageviews",
-        "views_per_visit",
-        "bounce_rate",
-        "visit_duration",
-        "events",
-    }:
+    if asked & set(AGGREGATE_METRICS):
         totals = queries.aggregate(client, goal_q, source=source)
         result |= visit_metrics(totals)
         if "events" in asked and not query.goal:
