@@ -33,6 +33,7 @@ from bench.cluster import bench_cluster
 from bench.collector import run_collector_bench
 from bench.open_loop import Sent, post_at_rate
 from bench.sections import SECTION_NAMES, SECTIONS, Section, selected
+from bench.storage_cost import bench_storage_cost
 from loadgen.runner import percentile
 from ops.local import stack, supervisor
 from ops.local.components import components
@@ -230,6 +231,7 @@ def section_runners(settings: Settings) -> dict[str, Callable[[int | None], dict
         "collector": lambda _size: _collector_bench(settings),
         "archiver": lambda size: _archiver_bench(settings, size),
         "stream": lambda size: _stream_bench(settings, size),
+        "storage": lambda size: bench_storage_cost(settings, size),
         "cluster": lambda size: bench_cluster(settings, size),
     }
 
@@ -369,6 +371,13 @@ def headline(report: dict) -> list[tuple[str, str, str]]:
         offered = f" ({result['offered_events']:,} offered at {result['offered_rate']}/s)"
         return "; ".join(one(mode) for mode in ("single", "cluster")) + offered
 
+    def storage(result: dict) -> str:
+        return (
+            f"log {result['log_bytes_per_event_by_batch']['1']} B alone in a batch, "
+            f"{result['log_bytes_per_event_by_batch']['10000']} B in full batches; "
+            f"archive {result['archive_bytes_per_event']} B ({result['events']:,} page views)"
+        )
+
     def idle(result: dict) -> str:
         return f"{result['total']:,.0f} MiB total"
 
@@ -393,6 +402,7 @@ def headline(report: dict) -> list[tuple[str, str, str]]:
         ),
         ("dashboard and API latency", figure("dashboard", dashboard), "≤ 300 ms p95 each"),
         ("single node vs cluster", figure("cluster", cluster), "— (2 cores: correctness, not speed)"),
+        ("bytes per page view", figure("storage", storage), "— (docs/capacity.md's input)"),
         ("RSS, idle", figure("rss_idle_mib", idle), "≤ 4 GiB"),
         ("RSS, after the run", figure("rss_after_mib", idle), "—"),
     ]

@@ -29,6 +29,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("collector", "collector vs bare ASGI ceiling", None, None),
     Section("archiver", "archiver throughput", "backlog events archived", 200_000),
     Section("stream", "spark sustained throughput", "backlog events read by Spark", 200_000),
+    # Bytes, not speed: the stack's store holds a scratch copy of `events` for a moment.
+    Section("storage", "bytes per page view in the log and the archive", "realistic page views", 200_000),
     # Last: it starts a single node and a cluster of its own, one after the other.
     Section(
         "cluster",

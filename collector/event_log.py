@@ -31,6 +31,9 @@ from tally.settings import Settings
 
 log = structlog.get_logger()
 
+# A produce request's batch per partition at most (bench/storage_cost.py packs records the same way).
+MAX_BATCH_BYTES = 256 * 1024
+
 # The longest one produce request may go unanswered before the producer gives up on it and
 # retries it (on the partition's new leader, once the metadata says who): a request to a
 # broker cut off from the network is never answered, so under a longer send timeout it must
@@ -162,7 +165,7 @@ class KafkaEventLog:
             enable_idempotence=True,
             # No linger: records wait for the batch in flight anyway (PartitionQueue).
             linger_ms=0,
-            max_batch_size=256 * 1024,
+            max_batch_size=MAX_BATCH_BYTES,
             compression_type="lz4",
             request_timeout_ms=int(min(self._send_timeout_s, PRODUCE_REQUEST_TIMEOUT_S) * 1000),
         )

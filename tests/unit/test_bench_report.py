@@ -132,7 +132,7 @@ def test_partial_run_reports_the_other_sections_as_not_run() -> None:
     assert figures["dashboard and API latency"] == "not run"
     assert figures["RSS, idle"] == "1,500 MiB total"
     text = markdown(report)
-    not_run = "not run: alerts, dashboard, collector, archiver, stream, cluster."
+    not_run = "not run: alerts, dashboard, collector, archiver, stream, storage, cluster."
     assert f"Partial run: latency, each section's default size; {not_run}" in text
     assert "| event to visible (agg) | p50 1.2 s" in text and "≤ 5 s p95 at 1,000/s" in text
     assert "## latency" in text and "## collector" not in text
@@ -190,6 +190,7 @@ def test_only_the_selected_section_runs_with_the_size_given() -> None:
         ("collector", None),  # wrk runs for a fixed time: it takes no size, even with --events
         ("archiver", 200_000),
         ("stream", 200_000),
+        ("storage", 200_000),
         ("cluster", 12_000),
     ]
 
