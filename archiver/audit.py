@@ -18,8 +18,8 @@ archive whole, and moves the mark up to the first offset it did not find clean (
 it repaired, is checked again by the next round before the mark passes it). Nothing the archiver
 or a repair writes lands below a mark: they write at or above the archive's end, or into a hole
 that was found. What can — rows deleted by hand, a store restored from a backup, a thawed second
-archiver's batch that got past its fence (archiver/fences.py) — is found by a full audit (`tally verify --full`), which checks every offset and sets the marks
-to what it found.
+archiver's batch that got past its fence (archiver/fences.py) — is found by a full audit
+(`tally verify --full`), which checks every offset and sets the marks to what it found.
 """
 
 from __future__ import annotations

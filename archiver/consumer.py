@@ -436,11 +436,12 @@ class Archiver:
         # previous batch is in the archive (and its ids in the index) before this one looks.
         window_s = self.settings.dedup_window_s
         # The fences as they are now: taken on assignment, before any of the batch was collected.
-        fence = self.fence.of(set(batch.rows) | set(batch.dead)) if self.fence else None
+        partitions = set(batch.rows) | set(batch.dead)
+        fence = self.fence.of(partitions) if self.fence else None
 
         def write(client: Client) -> tuple[list[Copy], set[int]]:
             copies = write_batch(client, rows, dead, window_s, fence=fence)
-            lost = set(fence.epochs) - fences.held(client, fence) if fence else set()
+            lost = partitions - fences.held(client, fence) if fence else set()
             return copies, lost
 
         copies, lost = await self._with_retry(write)
@@ -465,14 +466,14 @@ class Archiver:
             log.warning(
                 "fenced",
                 partition=partition,
-                epoch=fence.epochs[partition],
+                epoch=fence.epochs.get(partition, 0),
                 owner=fence.owner,
                 first_offset=batch.first_offsets.get(partition),
                 records=len(batch.rows.get(partition, [])) + len(batch.dead.get(partition, [])),
             )
-            assert self.fence is not None
-            if self.fence.epochs.get(partition) == fence.epochs[partition]:
-                self.fence.epochs.pop(partition)
+            # Unless the partition was assigned again since (a newer epoch): that tenure goes on.
+            if self.fence is not None and self.fence.epochs.get(partition) == fence.epochs.get(partition):
+                self.fence.epochs.pop(partition, None)
                 self.next_expected.pop(partition, None)
 
     async def _with_retry(self, write: Callable[[Client], T]) -> T:
