@@ -17,10 +17,9 @@ A round is incremental: per partition it checks only the offsets from its clean 
 archive whole, and moves the mark up to the first offset it did not find clean (a hole, even one
 it repaired, is checked again by the next round before the mark passes it). Nothing the archiver
 or a repair writes lands below a mark: they write at or above the archive's end, or into a hole
-that was found. What can — rows deleted by hand, a store restored from a backup, the batch a
-thawed second archiver inserts after its partitions were taken over (archiver/copies.py)
-— is found by a full audit (`tally verify --full`), which checks every offset and sets the marks
-to what it found.
+that was found. What can — rows deleted by hand, a store restored from a backup, a thawed second
+archiver's batch that got past its fence (archiver/fences.py) — is found by a full audit
+(`tally verify --full`), which checks every offset and sets the marks to what it found.
 """
 
 from __future__ import annotations

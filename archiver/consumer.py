@@ -12,7 +12,14 @@ hole it finds (archiver/audit.py). Each round, the one at start too, checks only
 offsets above the clean marks an earlier round left: a crash or a restart of this archiver
 writes nothing below its partitions' archive end, so it cannot open a hole or archive an offset
 twice below a mark (what can — rows deleted or restored by hand, a thawed second archiver's
-stale batch — is for `tally verify --full`).
+stale batch that got past its fence — is for `tally verify --full`).
+
+Two archivers in one group (`tally up --cluster`) never archive the same offsets: on each
+assignment an archiver takes its partitions' fences before it reads where the archive ends, and
+every insert of a batch keeps only the rows of partitions whose fence is still its own, checked by
+the store in the INSERT itself (archiver/fences.py). A thawed archiver whose partitions were
+reassigned while it was frozen inserts nothing from the batch it held: it logs `fenced`, commits
+no offset and skips those partitions until the group assigns them again.
 
 Malformed messages go to `deadletter` with the reason, and their offsets to the
 `archive_deadletters` table; they never block a partition. A copy of an event already archived
@@ -43,7 +50,10 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import IllegalStateError, KafkaError
 from clickhouse_connect.driver.client import Client
 
+from archiver import fences
 from archiver.audit import AuditTotals, audit_archive
+from archiver.copies import Copy
+from archiver.fences import Fence
 from archiver.rows import (
     ACCOUNTED_OFFSETS,
     ArchiveRow,
@@ -182,7 +192,9 @@ class ResumeFromArchive(ConsumerRebalanceListener):
     `next_expected` is shared with the archiver: records below it are dropped even if the
     fetcher had already started from the (older) committed offset when the seek happened.
     `settle` is awaited first on every rebalance: it lets the insert in flight land and
-    drops the batch being collected, so that the archive's end is the whole truth.
+    drops the batch being collected, so that the archive's end is the whole truth. With a
+    `fence`, the assigned partitions' fences are taken before the archive's end is read: from
+    then on a previous owner's inserts for them land nothing (archiver/fences.py).
     """
 
     def __init__(
@@ -191,6 +203,7 @@ class ResumeFromArchive(ConsumerRebalanceListener):
         settings: Settings,
         next_expected: dict[int, int],
         settle: Callable[[], Awaitable[None]],
+        fence: Fence | None = None,
     ) -> None:
         self._consumer = consumer
         # A client of its own: one clickhouse-connect client runs one query at a time, and
@@ -198,11 +211,14 @@ class ResumeFromArchive(ConsumerRebalanceListener):
         self._client = connect(settings)
         self._next_expected = next_expected
         self._settle = settle
+        self._fence = fence
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         await self._settle()
         for tp in revoked:
             self._next_expected.pop(tp.partition, None)
+            if self._fence:
+                self._fence.epochs.pop(tp.partition, None)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         if not assigned:
@@ -214,6 +230,15 @@ class ResumeFromArchive(ConsumerRebalanceListener):
             self._next_expected.pop(tp.partition, None)
         await self._settle()
         partitions = [tp.partition for tp in assigned]
+        if self._fence:
+            # Before the archive's end is read: an insert of the previous owner either landed
+            # already (and is below the end read next) or is refused from now on.
+            fence = self._fence
+            taken = await self._until_answered(
+                "fence_take_failed", lambda: fences.take(self._client, fence.topic, fence.owner, partitions)
+            )
+            fence.epochs.update(taken)
+            log.info("fences_taken", epochs=dict(sorted(taken.items())), owner=fence.owner)
         archived = await self._archived_positions(partitions)
         # Nothing archived from a partition: the archive is a copy of the whole log, from its
         # earliest retained offset (retention may have deleted offset 0 long ago).
@@ -233,12 +258,17 @@ class ResumeFromArchive(ConsumerRebalanceListener):
     async def _archived_positions(self, partitions: list[int]) -> dict[int, int]:
         """Where the archive ends, asked until the store answers: a listener that failed
         would leave the partitions without a position, and every record skipped."""
+        return await self._until_answered(
+            "archive_position_failed", lambda: archived_positions(self._client, partitions)
+        )
+
+    async def _until_answered(self, failure: str, ask: Callable[[], T]) -> T:
         delay_s = 0.5
         while True:
             try:
-                return await asyncio.to_thread(archived_positions, self._client, partitions)
+                return await asyncio.to_thread(ask)
             except Exception as error:  # the store down or slow: ask again
-                log.warning("archive_position_failed", error=str(error)[:300], retry_in_s=delay_s)
+                log.warning(failure, error=str(error)[:300], retry_in_s=delay_s)
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 30.0)
 
@@ -269,12 +299,18 @@ class Archiver:
         self._rebalances = 0  # a batch collected across a rebalance is dropped
         self._stall_watch = StallWatch()
         self.audit = AuditTotals()
+        # The fences this archiver holds (archiver/fences.py); None: fencing off (a test's).
+        self.fence = (
+            Fence(settings.pageviews_topic, fences.new_owner()) if settings.archiver_fencing else None
+        )
 
     async def run(self) -> None:
         await self.deadletter.start()
         self.consumer.subscribe(
             [self.settings.pageviews_topic],
-            listener=ResumeFromArchive(self.consumer, self.settings, self.next_expected, self._settle),
+            listener=ResumeFromArchive(
+                self.consumer, self.settings, self.next_expected, self._settle, self.fence
+            ),
         )
         await self.consumer.start()
         auditing = asyncio.create_task(self._audit_periodically())
@@ -399,7 +435,19 @@ class Archiver:
         # Copies of events already archived are looked up here, in the sequential step: the
         # previous batch is in the archive (and its ids in the index) before this one looks.
         window_s = self.settings.dedup_window_s
-        copies = await self._with_retry(lambda client: write_batch(client, rows, dead, window_s))
+        # The fences as they are now: taken on assignment, before any of the batch was collected.
+        partitions = set(batch.rows) | set(batch.dead)
+        fence = self.fence.of(partitions) if self.fence else None
+
+        def write(client: Client) -> tuple[list[Copy], set[int]]:
+            copies = write_batch(client, rows, dead, window_s, fence=fence)
+            lost = partitions - fences.held(client, fence) if fence else set()
+            return copies, lost
+
+        copies, lost = await self._with_retry(write)
+        if fence and lost:
+            self._fenced(fence, lost, batch)
+            return
         if batch.next_offsets:
             try:
                 await self.consumer.commit(batch.next_offsets)
@@ -409,6 +457,24 @@ class Archiver:
             log.info("resent_copies_dropped", copies=len(copies))
         archived = len(rows) - len(copies)
         log.debug("archived", rows=archived, copies=len(copies), dead=len(dead), skipped=batch.skipped)
+
+    def _fenced(self, fence: Fence, lost: set[int], batch: Batch) -> None:
+        """The batch's partitions in `lost` were taken over while it was being written: the store
+        refused their rows. No offset is committed; their records are skipped until the group
+        assigns them again (the rebalance that took them is on its way to this consumer too)."""
+        for partition in sorted(lost):
+            log.warning(
+                "fenced",
+                partition=partition,
+                epoch=fence.epochs.get(partition, 0),
+                owner=fence.owner,
+                first_offset=batch.first_offsets.get(partition),
+                records=len(batch.rows.get(partition, [])) + len(batch.dead.get(partition, [])),
+            )
+            # Unless the partition was assigned again since (a newer epoch): that tenure goes on.
+            if self.fence is not None and self.fence.epochs.get(partition) == fence.epochs.get(partition):
+                self.fence.epochs.pop(partition, None)
+                self.next_expected.pop(partition, None)
 
     async def _with_retry(self, write: Callable[[Client], T]) -> T:
         """Write to the store until it takes it: ClickHouse down or slow, keep the batch, back

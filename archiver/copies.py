@@ -19,7 +19,9 @@ the first copy, so that the archive still accounts for every offset of the log.
 
 What this does not close: two archivers (or the audit and the archiver) writing two copies
 of one event from two partitions at the same instant each look before the other has
-indexed, and both archive theirs (docs/architecture.md, "Retries count once").
+indexed, and both archive theirs (docs/architecture.md, "Retries count once"). Two archivers
+never write the same offsets: a thawed archiver's batch for partitions taken over while it was
+frozen is refused by their fences (archiver/fences.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from clickhouse_connect.driver.client import Client
+
+from archiver.fences import Fence, insert, json_lines
 
 if TYPE_CHECKING:
     from archiver.rows import ArchiveRow
@@ -158,19 +162,29 @@ def _ms(row: ArchiveRow) -> int:
     return (at - _EPOCH) // timedelta(milliseconds=1)
 
 
-def record_copies(client: Client, copies: list[Copy]) -> None:
-    client.insert(
-        DUPLICATES,
+COPY_STRUCTURE = [
+    ("kafka_partition", "UInt16"),
+    ("kafka_offset", "UInt64"),
+    ("site", "String"),
+    ("event_id", "UUID"),
+    ("first_kafka_partition", "UInt16"),
+    ("first_kafka_offset", "UInt64"),
+]
+
+
+def record_copies(client: Client, copies: list[Copy], fence: Fence | None = None) -> None:
+    """Record the copies' offsets, with a fence only those of partitions still its owner's."""
+    lines = json_lines(
         [
-            [c.row.partition, c.row.offset, c.row.site, c.row.event_id, c.first.partition, c.first.offset]
+            {
+                "kafka_partition": c.row.partition,
+                "kafka_offset": c.row.offset,
+                "site": c.row.site,
+                "event_id": str(c.row.event_id),
+                "first_kafka_partition": c.first.partition,
+                "first_kafka_offset": c.first.offset,
+            }
             for c in copies
-        ],
-        column_names=[
-            "kafka_partition",
-            "kafka_offset",
-            "site",
-            "event_id",
-            "first_kafka_partition",
-            "first_kafka_offset",
-        ],
+        ]
     )
+    insert(client, DUPLICATES, COPY_STRUCTURE, lines, fence)

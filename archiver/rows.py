@@ -17,7 +17,9 @@ from aiokafka import ConsumerRecord
 from clickhouse_connect.driver.client import Client
 from pydantic import ValidationError
 
+from archiver import fences
 from archiver.copies import Copy, drop_copies, record_copies
+from archiver.fences import Fence
 from tally.event import PageViewEvent, describe_validation_error
 
 EVENT_COLUMNS = list(PageViewEvent.model_fields)
@@ -81,6 +83,7 @@ def write_batch(
     dead: list[tuple[ConsumerRecord, str]],
     window_s: float,
     deduplication_token: str = "",
+    fence: Fence | None = None,
 ) -> list[Copy]:
     """Archive `rows` but the copies of events already archived, and account for every offset.
 
@@ -90,27 +93,41 @@ def write_batch(
     the archive's end with the rows below it not in yet — a hole to the audit. The whole may be
     retried: a retried insert lands once (`events`' deduplication window,
     `deduplication_token`) while the view still indexes its rows, and rows found indexed at
-    their own position are archived again, not taken for copies of themselves."""
+    their own position are archived again, not taken for copies of themselves.
+
+    With a `fence` (the archiver's batches), each of the three inserts keeps only the rows of
+    partitions whose fence is still the archiver's, checked by the store (archiver/fences.py):
+    a batch whose partitions were taken over inserts nothing."""
     kept, copies = drop_copies(client, rows, window_s)
     if kept:
-        insert_rows(client, [row.line for row in kept], deduplication_token)
+        insert_rows(client, [row.line for row in kept], deduplication_token, fence)
     if copies:
-        record_copies(client, copies)
+        record_copies(client, copies, fence)
     if dead:
-        record_dead_letters(client, dead)
+        record_dead_letters(client, dead, fence)
     return copies
 
 
-def insert_rows(client: Client, rows: list[bytes], deduplication_token: str = "") -> None:
+def insert_rows(
+    client: Client, rows: list[bytes], deduplication_token: str = "", fence: Fence | None = None
+) -> None:
     settings: dict[str, object] = dict(INSERT_SETTINGS)
     if deduplication_token:
         settings["insert_deduplication_token"] = deduplication_token
-    client.raw_insert("events", ARCHIVE_COLUMNS, b"\n".join(rows), settings=settings, fmt="JSONEachRow")
+    structure = fences.structure(client, "events", ARCHIVE_COLUMNS)
+    fences.insert(client, "events", structure, b"\n".join(rows), fence, settings)
 
 
-def record_dead_letters(client: Client, letters: list[tuple[ConsumerRecord, str]]) -> None:
-    client.insert(
-        "archive_deadletters",
-        [[record.partition, record.offset, reason] for record, reason in letters],
-        column_names=["kafka_partition", "kafka_offset", "reason"],
+DEAD_LETTER_STRUCTURE = [("kafka_partition", "UInt16"), ("kafka_offset", "UInt64"), ("reason", "String")]
+
+
+def record_dead_letters(
+    client: Client, letters: list[tuple[ConsumerRecord, str]], fence: Fence | None = None
+) -> None:
+    lines = fences.json_lines(
+        [
+            {"kafka_partition": record.partition, "kafka_offset": record.offset, "reason": reason}
+            for record, reason in letters
+        ]
     )
+    fences.insert(client, "archive_deadletters", DEAD_LETTER_STRUCTURE, lines, fence)

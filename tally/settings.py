@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     # How often the archiver checks itself against the log and repairs holes (it also does
     # at start); see archiver/audit.py.
     archive_audit_interval_s: float = 300.0
+    # Each archiver writes a partition's offsets only while it holds the partition's fence, checked
+    # by the store in the insert itself (archiver/fences.py): a thawed archiver's stale batch lands
+    # nothing. Off only to show, in a test, the duplicates it prevents.
+    archiver_fencing: bool = True
     # A sender's re-sent event (same site and event_id) is archived once if it was received
     # within this long of the first copy (docs/architecture.md, "Retries count once"). The
     # archive's index of ids keeps them a day longer (migration 0021's TTL): the window can be
