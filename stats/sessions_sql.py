@@ -51,8 +51,9 @@ def _visit_column(name: str) -> str | None:
 
 
 def answers_dimension(name: str) -> bool:
-    """A time bucket, or a visit property `sessions` holds."""
-    return is_time(name) or _visit_column(name) is not None
+    """A time bucket, a visit property `sessions` holds, or an event dimension whose values a
+    `sessions` array holds (event:page: `paths`, _array_entry)."""
+    return is_time(name) or _visit_column(name) is not None or _array_entry(name) is not None
 
 
 def _array_entry(name: str) -> catalogue.Dimension | None:
@@ -81,15 +82,22 @@ def _arrays_named(expression: Filter | None) -> set[str]:
     return {name for name in _named(expression) if _array_entry(name) is not None}
 
 
+def _arrays_grouped(query: Query) -> set[str]:
+    """The query's dimensions whose values a `sessions` array holds (event:page)."""
+    return {name for name in query.dimensions if _array_entry(name) is not None}
+
+
 def answers(query: Query) -> bool:
     """Whether `sessions` answers the query's visit metrics exactly (its event metrics never),
-    provided, when the filter names the page, that no other event could pass it in the visits
-    concerned (other_events_sql: the planner checks). One array at most: the whole filter is
-    tested on each element of ONE array (an event has one value of each dimension)."""
+    provided, when the filter or a dimension names the page, that no other event could pass the
+    filter in the visits concerned, or the planner reads those events too (other_events_sql,
+    Plan.custom_events). One array at most, in the filter and the dimensions together: the
+    whole filter is tested on each element of ONE array, whose passing elements are then the
+    visit's values of the dimension (an event has one value of each dimension)."""
     return (
         all(answers_dimension(name) for name in query.dimensions)
         and (query.filters is None or answers_filter(query.filters))
-        and len(_arrays_named(query.filters)) <= 1
+        and len(_arrays_named(query.filters) | _arrays_grouped(query)) <= 1
     )
 
 
@@ -121,8 +129,9 @@ def rows_before_paths_sql(query: Query) -> raw_sql.Compiled:
 
 
 def reads_paths(query: Query) -> bool:
-    """Whether the query's filter names the page, read from `paths` (page views only)."""
-    return bool(_arrays_named(query.filters))
+    """Whether the query's filter or one of its dimensions names the page, read from `paths`
+    (page views only)."""
+    return bool(_arrays_named(query.filters) | _arrays_grouped(query))
 
 
 def _named(expression: Filter | None) -> set[str]:
@@ -156,12 +165,12 @@ WHERE is_deleted = 0{condition}{group}
 """
 
 
-# The visits of the range (newest versions) that a custom event passing the filter keeps (raw's
-# rule: one event of the visit, within [first page view, last page view + gap], passes the whole
-# filter with the visit's properties): read from custom_events_by_page (migration 0064), only the
-# events whose path could pass ({possible}) and only their visitors' visits.
-_KEPT_BY_CUSTOM_EVENTS = """(visit_start, visitor_id) IN (
-        SELECT visit_start, visitor_id
+# The custom events (visit_start, visitor_id, path) of the visits of the range (newest versions)
+# passing the filter with their visit's properties ({test}), each within its visit's [first page
+# view, last page view + gap] (raw's rule): read from custom_events_by_page (migration 0064), only
+# the events whose path could pass ({possible}) and only their visitors' visits.
+_CUSTOM_EVENTS_OF_VISITS = """
+        SELECT visit_start, visitor_id, path
         FROM
         (
             SELECT session_start AS visit_start, visitor_id, session_end, is_deleted{columns}
@@ -179,8 +188,60 @@ _KEPT_BY_CUSTOM_EVENTS = """(visit_start, visitor_id) IN (
             WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
         ) AS custom USING visitor_id
         WHERE is_deleted = 0 AND ts >= visit_start
-          AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}
-    )"""
+          AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}"""
+# The visits such an event keeps under a page filter (raw's rule: one event of the visit passes
+# the whole filter).
+_KEPT_BY_CUSTOM_EVENTS = "(visit_start, visitor_id) IN (SELECT visit_start, visitor_id FROM ({events}))"
+
+
+def _custom_events_of_visits(
+    query: Query, parameters: raw_sql._Parameters, visit_columns: str, test: str
+) -> str:
+    """_CUSTOM_EVENTS_OF_VISITS for `query`, the visits' columns the filter `test` reads."""
+    possible = "1" if query.filters is None else _possible(query.filters, parameters)
+    return _CUSTOM_EVENTS_OF_VISITS.format(
+        columns=visit_columns,
+        sessions=SESSIONS,
+        custom_events=CUSTOM_EVENTS_BY_PAGE,
+        possible=possible,
+        test=test,
+    )
+
+
+# By an array's dimension (event:page): each visit once per value among its events passing the
+# filter (raw_sql's visit side by an event dimension), its page views' ({values}: `paths`, those
+# passing) and, with the custom events, theirs ({custom}: joined per visit, _CUSTOM_VALUES), the
+# distinct values ARRAY JOINed under the event column's name (`path`), so raw_sql's key reads it.
+_VISITS_BY_VALUE = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_pageviews), 0
+FROM
+(
+    SELECT *, {values} AS visit_values
+    FROM
+    (
+        SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
+            toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
+        FROM {sessions}
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+        LIMIT 1 BY session_start, visitor_id
+    ) AS visit{custom}
+    WHERE is_deleted = 0
+)
+ARRAY JOIN visit_values AS {value}{group}
+"""
+# The pages of each visit's custom events passing the filter (_CUSTOM_EVENTS_OF_VISITS: {events});
+# a visit with none gets [] (LEFT JOIN).
+_CUSTOM_VALUES = """
+    LEFT JOIN
+    (
+        SELECT visit_start, visitor_id, groupUniqArray(path) AS custom_values
+        FROM ({events})
+        GROUP BY visit_start, visitor_id
+    ) AS custom USING (visit_start, visitor_id)"""
 
 
 def compile_sessions(
@@ -188,9 +249,12 @@ def compile_sessions(
 ) -> raw_sql.Compiled:
     """The visit side of `query` (answers() must hold) as raw_sql.compile_query's rows of kind
     'visit': (kind, d0…, raw_sql.COUNTS); with `custom_events`, a page filter also keeps the
-    visits a custom event passing it belongs to (the planner asks for it when other_events_sql
-    finds one that could: `paths` holds page views only)."""
+    visits a custom event passing it belongs to, and a page dimension counts a visit under the
+    pages of its custom events passing the filter too (the planner asks for it when
+    other_events_sql finds one that could: `paths` holds page views only)."""
     validate(query)
+    if _arrays_grouped(query):
+        return _compile_by_value(query, channel_rules, custom_events)
     parameters = raw_sql._Parameters()
     arrays = _arrays_named(query.filters)
     names = [
@@ -218,13 +282,8 @@ def compile_sessions(
             columns += f",\n        {entry.sessions_array}"
             test = f"arrayExists({entry.raw_sql} -> {test}, {entry.sessions_array})"
             if custom_events:
-                kept = _KEPT_BY_CUSTOM_EVENTS.format(
-                    columns=visit_columns,
-                    sessions=SESSIONS,
-                    custom_events=CUSTOM_EVENTS_BY_PAGE,
-                    possible=_possible(query.filters, parameters),
-                    test=event_test,
-                )
+                events = _custom_events_of_visits(query, parameters, visit_columns, event_test)
+                kept = _KEPT_BY_CUSTOM_EVENTS.format(events=events)
                 test = f"({test} OR {kept})"
         # Tested on each version before the newest is picked, as a flag: the sort then carries
         # no array (`paths`).
@@ -237,6 +296,57 @@ def compile_sessions(
         sessions=SESSIONS,
         condition=condition,
         group=f"\nGROUP BY {', '.join(grouped)}" if grouped else "",
+    )
+    return raw_sql.Compiled(
+        sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
+    )
+
+
+def _compile_by_value(query: Query, channel_rules: tuple, custom_events: bool) -> raw_sql.Compiled:
+    """compile_sessions by an array's dimension (answers(): the filter names no other array)."""
+    parameters = raw_sql._Parameters()
+    (name,) = _arrays_grouped(query)
+    entry = _array_entry(name)
+    assert entry is not None and entry.sessions_array is not None
+    names = [
+        other
+        for other in dict.fromkeys([*query.dimensions, *_named(query.filters)])
+        if not is_time(other) and other != name
+    ]
+    columns = "".join(
+        f",\n            {_visit_column(other)} AS {raw_sql.column_sql(other, parameters)}" for other in names
+    )
+    keys = [
+        f"{raw_sql.column_sql(key, parameters, 'visit')} AS d{i}" for i, key in enumerate(query.dimensions)
+    ]
+    test = "1" if query.filters is None else raw_sql.condition_sql(query.filters, parameters)
+    # raw_sql's rule: a visit counts under each value of its events passing the WHOLE filter (the
+    # visit's properties constant over its rows): its page views' are the elements of the array
+    # passing it. The lambda's variable takes the event column's name (`path`), so raw_sql's
+    # condition reads it unchanged; the inner select has no such column. Taken from each version
+    # before the newest is picked.
+    own = (
+        entry.sessions_array
+        if query.filters is None
+        else f"arrayFilter({entry.raw_sql} -> {test}, {entry.sessions_array})"
+    )
+    visit_columns = columns  # for the custom events: one event, its visit
+    columns += f",\n            {own} AS own_values"
+    values, custom = "own_values", ""
+    if custom_events:
+        custom = _CUSTOM_VALUES.format(
+            events=_custom_events_of_visits(query, parameters, visit_columns, test)
+        )
+        values = "arrayDistinct(arrayConcat(own_values, custom_values))"
+    grouped = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITS_BY_VALUE.format(
+        keys="".join(f", {key}" for key in keys),
+        values=values,
+        columns=columns,
+        sessions=SESSIONS,
+        custom=custom,
+        value=entry.raw_sql,
+        group=f"\nGROUP BY {', '.join(grouped)}",
     )
     return raw_sql.Compiled(
         sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
@@ -281,12 +391,11 @@ def _possible(expression: Filter, parameters: raw_sql._Parameters, holds: bool =
 
 def other_events_sql(query: Query) -> raw_sql.Compiled:
     """One row if an event besides page views, in the visits starting in the range, could pass
-    the query's page filter (reads_paths holds): then `paths` cannot answer it."""
-    assert query.filters is not None
+    the query's filter (any such event without one) when it reads `paths` (reads_paths holds):
+    then `paths` alone cannot answer it (a custom event could carry a page its visit never viewed)."""
     parameters = raw_sql._Parameters()
-    sql = _OTHER_EVENTS.format(
-        table=GOAL_EVENTS_MINUTE, sessions=SESSIONS, possible=_possible(query.filters, parameters)
-    )
+    possible = "1" if query.filters is None else _possible(query.filters, parameters)
+    sql = _OTHER_EVENTS.format(table=GOAL_EVENTS_MINUTE, sessions=SESSIONS, possible=possible)
     return raw_sql.Compiled(sql, {**raw_sql._base(query, ()), **parameters.values}, ["found"])
 
 
