@@ -4,18 +4,24 @@ per (site, session_start, visitor_id), tombstones is_deleted = 1), with the arch
 semantics to the unit (stats/raw_sql.py).
 
 What it answers (`answers`): visits, bounce_rate, visit_duration and views_per_visit of the
-visits starting in [start, end), by dimensions and under filters that are properties of the
-visit held in a `sessions` column (the catalogue's `sessions_column`: entry and exit page,
+visits starting in [start, end), by the page and by dimensions and under filters that are
+properties of the visit held in a `sessions` column (the catalogue's `sessions_column`: entry and exit page,
 source, UTMs; `visit:channel` from its inputs' columns, with the site's rules) or the bucket of
 the visit's start in the site's zone (time dimensions). Under such a filter every event of a
 visit passes or none does, so "the visits containing a matching event" (raw_sql) are the visits
 passing it. Filters on the page too (the catalogue's `sessions_array`: `paths`, the distinct
 paths of the visit's page views): a visit counts when one of its paths passes the WHOLE filter,
-raw_sql's rule for page views — exact only when no other event of the visits could pass it,
-which the planner checks first (other_events_sql). It never answers an event dimension
-(country, browser, os, device are event scope: a visit may have several values), a props, goal
-or behavioural filter, a filter on another event dimension, or an event metric (visitors are
-distinct (UTC day, visitor) among the matching events, which a visit row cannot
+raw_sql's rule for page views. By the page (event:page, alone or with visit and time
+dimensions): raw_sql counts a visit once under each distinct page among its events passing the
+filter, here the elements of `paths` passing the whole filter, ARRAY JOINed. Both are exact for
+page views; custom events carry a path too, one the visit may never have viewed, so the planner
+first checks whether one in the range's visits could pass the filter (other_events_sql; any
+custom event there, by the page without a filter) and, if so, this compiler reads them too from
+custom_events_by_page (migration 0064: the visits they keep under a page filter, the pages they
+add by the page), rather than falling back to the archive. It never answers another event
+dimension (country, browser, os, device are event scope: a visit may have several values), a
+props, goal or behavioural filter, a filter on another event dimension, or an event metric
+(visitors are distinct (UTC day, visitor) among the matching events, which a visit row cannot
 give exactly).
 
 The rows it reads carry raw_sql's names (`visit_start`, `visit_<dimension>`, duration_ms,
