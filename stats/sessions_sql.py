@@ -174,7 +174,8 @@ WHERE is_deleted = 0{condition}{group}
 # The custom events (visit_start, visitor_id, path) of the visits of the range (newest versions)
 # passing the filter with their visit's properties ({test}), each within its visit's [first page
 # view, last page view + gap] (raw's rule): read from custom_events_by_page (migration 0064), only
-# the events whose path could pass ({possible}) and only their visitors' visits.
+# the events whose path could pass ({possible}) up to the range's last visit end plus the gap (no
+# later one is in a visit of the range), and only their visitors' visits.
 _CUSTOM_EVENTS_OF_VISITS = """
         SELECT visit_start, visitor_id, path
         FROM
@@ -192,6 +193,11 @@ _CUSTOM_EVENTS_OF_VISITS = """
         (
             SELECT visitor_id, ts, path FROM {custom_events}
             WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
+              AND ts <= (
+                  SELECT max(session_end) FROM {sessions}
+                  WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+                    AND session_start < {{end:DateTime64(3, 'UTC')}}
+              ) + toIntervalMillisecond({{gap_ms:UInt64}})
         ) AS custom USING visitor_id
         WHERE is_deleted = 0 AND ts >= visit_start
           AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}"""
