@@ -222,7 +222,7 @@ def _custom_events_of_visits(
 
 # By an array's dimension (event:page): each visit once per value among its events passing the
 # filter (raw_sql's visit side by an event dimension), its page views' ({values}: `paths`, those
-# passing) and, with the custom events, theirs ({custom}: joined per visit, _CUSTOM_VALUES), the
+# passing) and, with the custom events, theirs ({custom}: _CUSTOM_VALUES, _CUSTOM_PAGES), the
 # distinct values ARRAY JOINed under the event column's name (`path`), so raw_sql's key reads it.
 _VISITS_BY_VALUE = """
 SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
@@ -245,15 +245,27 @@ FROM
 )
 ARRAY JOIN visit_values AS {value}{group}
 """
-# The pages of each visit's custom events passing the filter (_CUSTOM_EVENTS_OF_VISITS: {events});
-# a visit with none gets [] (LEFT JOIN).
+# The custom events of each visitor of the range whose path could pass the filter ({possible}),
+# up to the range's last visit end plus the gap, as two arrays (path, ts), joined to each of its
+# visits by visitor_id (a small hash table: custom events are few beside visits; a visitor without
+# any gets [] from the LEFT JOIN); _CUSTOM_PAGES then keeps the pages of those in the visit's
+# [first page view, last page view + gap] passing the whole filter with its properties (raw's rule).
 _CUSTOM_VALUES = """
     LEFT JOIN
     (
-        SELECT visit_start, visitor_id, groupUniqArray(path) AS custom_values
-        FROM ({events})
-        GROUP BY visit_start, visitor_id
-    ) AS custom USING (visit_start, visitor_id)"""
+        SELECT visitor_id, groupArray(path) AS custom_paths, groupArray(ts) AS custom_ts
+        FROM {custom_events}
+        WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
+          AND ts <= (
+              SELECT max(session_end) FROM {sessions}
+              WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+                AND session_start < {{end:DateTime64(3, 'UTC')}}
+          ) + toIntervalMillisecond({{gap_ms:UInt64}})
+        GROUP BY visitor_id
+    ) AS custom USING visitor_id"""
+_CUSTOM_PAGES = """arrayFilter((path, ts) -> ts >= visit_start
+            AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test},
+            custom_paths, custom_ts)"""
 
 
 def compile_sessions(
@@ -342,14 +354,15 @@ def _compile_by_value(query: Query, channel_rules: tuple, custom_events: bool) -
         if query.filters is None
         else f"arrayFilter({entry.raw_sql} -> {test}, {entry.sessions_array})"
     )
-    visit_columns = columns  # for the custom events: one event, its visit
     columns += f",\n            {own} AS own_values"
     values, custom = "own_values", ""
     if custom_events:
+        columns += ",\n            session_end"
+        possible = "1" if query.filters is None else _possible(query.filters, parameters)
         custom = _CUSTOM_VALUES.format(
-            events=_custom_events_of_visits(query, parameters, visit_columns, test)
+            custom_events=CUSTOM_EVENTS_BY_PAGE, sessions=SESSIONS, possible=possible
         )
-        values = "arrayDistinct(arrayConcat(own_values, custom_values))"
+        values = f"arrayDistinct(arrayConcat(own_values, {_CUSTOM_PAGES.format(test=test)}))"
     grouped = [f"d{i}" for i in range(len(keys))]
     sql = _VISITS_BY_VALUE.format(
         keys="".join(f", {key}" for key in keys),
