@@ -85,6 +85,12 @@ SESSION_QUERIES: dict[str, dict] = {
         "metrics": ("visitors", "bounce_rate"),
         "dimensions": ("time:day",),
     },
+    # by the page: `paths`, and custom_events_by_page for the custom events' pages
+    "bounce rate by page": {"metrics": ("bounce_rate",), "dimensions": ("event:page",)},
+    "visits + bounce rate by source x page": {
+        "metrics": ("visits", "bounce_rate"),
+        "dimensions": ("visit:source", "event:page"),
+    },
 }
 
 

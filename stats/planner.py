@@ -2,18 +2,23 @@
 metric of a query of the model (stats/query.py), and their parts joined into raw_sql's answer.
 
 The sources: the stream jobs' `sessions` table (stats/sessions_sql.py) for visit metrics by and
-under the visit properties it holds and time, and the archive (stats/raw_sql.py) for the rest.
+under the visit properties it holds, time and the page (`paths`), and the archive
+(stats/raw_sql.py) for the rest.
 `plan` is the decision alone, a pure function of the query (and of whether late events touch
 its range, or other events could pass its page filter), so that unit tests check it without ClickHouse:
 - the archive answers everything when `raw` is asked, when page views the stream jobs never
   counted touch the range (storage.queries.agg.misses_late_events: `sessions` misses them), or
   when `sessions` answers no metric of the query;
-- when the filter names the page and an event besides page views in the range's visits could
-  pass it (`other_events`: `sessions.paths` holds page views only), `sessions` also keeps the
-  visits such a custom event belongs to (Plan.custom_events: read from custom_events_by_page);
+- when the filter or a dimension names the page and an event besides page views in the range's
+  visits could pass the filter (`other_events`: `sessions.paths` holds page views only; by the
+  page without a filter, any custom event there, whose page the visit may never have viewed),
+  `sessions` also reads those custom events (Plan.custom_events, from custom_events_by_page): the
+  visits they keep under a page filter, the pages they add to their visits by the page. Never
+  the archive for that: the answer stays `agg`;
 - `sessions` answers every metric when they are all visit metrics it answers (meta.source agg);
 - otherwise the two are joined only when the archive's part needs no visit (raw_sql.events_alone:
-  its events read flat, nothing sessionised, e.g. visitors and bounce_rate by day, unfiltered);
+  its events read flat, nothing sessionised, e.g. visitors and bounce_rate by day, unfiltered,
+  or by the page);
   where the archive must sessionise anyway, its visit metrics come with it at no extra cost, so
   it answers them all (joining would only add the `sessions` read).
 Both parts are raw_sql's counting rows (kind, d0…, counts): the archive's of kind event / total,
@@ -43,8 +48,9 @@ class Plan:
     sessions: tuple[str, ...] = ()
     archive: tuple[str, ...] = ()
     archive_flat: bool = False
-    # `sessions`' page filter also keeps the visits a custom event passing it belongs to
-    # (sessions_sql.compile_sessions), since one could (other_events)
+    # `sessions` also reads the custom events passing the filter (sessions_sql.compile_sessions:
+    # the visits they keep under a page filter, their pages by the page), since one could be in
+    # the visits (other_events)
     custom_events: bool = False
 
     @property
@@ -58,10 +64,10 @@ def plan(
 ) -> Plan:
     """The sources of `query`'s metrics; `late_events`: page views the stream jobs never counted
     touch its range; `other_events`: an event besides page views in its visits could pass its
-    page filter (sessions_sql.other_events_sql), which `paths` does not hold, so `sessions` reads
-    the custom events too (Plan.custom_events); `rows_before_paths`:
-    its range holds visits written before migrations 0062 / 0063, which read '' / [] in the
-    columns added then (sessions_sql.COLUMNS_SINCE_PATHS, `paths`)."""
+    filter (sessions_sql.other_events_sql) when it reads `paths` (a page filter or dimension),
+    which holds page views only, so `sessions` reads the custom events too (Plan.custom_events);
+    `rows_before_paths`: its range holds visits written before migrations 0062 / 0063, which
+    read '' / [] in the columns added then (sessions_sql.COLUMNS_SINCE_PATHS, `paths`)."""
     everything = Plan(archive=query.metrics)
     asked_agg = query.source == "agg" and not late_events
     custom_events = other_events and sessions_sql.reads_paths(query)
@@ -81,8 +87,8 @@ def plan(
 
 
 def other_events(client: Client, query: Query) -> bool:
-    """Whether an event besides page views could pass the query's page filter in its visits
-    (False without a page filter: nothing to check)."""
+    """Whether an event besides page views could pass the query's filter in its visits when the
+    filter or a dimension names the page (False otherwise: nothing to check)."""
     return sessions_sql.reads_paths(query) and _found(client, sessions_sql.other_events_sql(query))
 
 

@@ -4,18 +4,24 @@ per (site, session_start, visitor_id), tombstones is_deleted = 1), with the arch
 semantics to the unit (stats/raw_sql.py).
 
 What it answers (`answers`): visits, bounce_rate, visit_duration and views_per_visit of the
-visits starting in [start, end), by dimensions and under filters that are properties of the
-visit held in a `sessions` column (the catalogue's `sessions_column`: entry and exit page,
+visits starting in [start, end), by the page and by dimensions and under filters that are
+properties of the visit held in a `sessions` column (the catalogue's `sessions_column`: entry and exit page,
 source, UTMs; `visit:channel` from its inputs' columns, with the site's rules) or the bucket of
 the visit's start in the site's zone (time dimensions). Under such a filter every event of a
 visit passes or none does, so "the visits containing a matching event" (raw_sql) are the visits
 passing it. Filters on the page too (the catalogue's `sessions_array`: `paths`, the distinct
 paths of the visit's page views): a visit counts when one of its paths passes the WHOLE filter,
-raw_sql's rule for page views — exact only when no other event of the visits could pass it,
-which the planner checks first (other_events_sql). It never answers an event dimension
-(country, browser, os, device are event scope: a visit may have several values), a props, goal
-or behavioural filter, a filter on another event dimension, or an event metric (visitors are
-distinct (UTC day, visitor) among the matching events, which a visit row cannot
+raw_sql's rule for page views. By the page (event:page, alone or with visit and time
+dimensions): raw_sql counts a visit once under each distinct page among its events passing the
+filter, here the elements of `paths` passing the whole filter, ARRAY JOINed. Both are exact for
+page views; custom events carry a path too, one the visit may never have viewed, so the planner
+first checks whether one in the range's visits could pass the filter (other_events_sql; any
+custom event there, by the page without a filter) and, if so, this compiler reads them too from
+custom_events_by_page (migration 0064: the visits they keep under a page filter, the pages they
+add by the page), rather than falling back to the archive. It never answers another event
+dimension (country, browser, os, device are event scope: a visit may have several values), a
+props, goal or behavioural filter, a filter on another event dimension, or an event metric
+(visitors are distinct (UTC day, visitor) among the matching events, which a visit row cannot
 give exactly).
 
 The rows it reads carry raw_sql's names (`visit_start`, `visit_<dimension>`, duration_ms,
@@ -51,8 +57,9 @@ def _visit_column(name: str) -> str | None:
 
 
 def answers_dimension(name: str) -> bool:
-    """A time bucket, or a visit property `sessions` holds."""
-    return is_time(name) or _visit_column(name) is not None
+    """A time bucket, a visit property `sessions` holds, or an event dimension whose values a
+    `sessions` array holds (event:page: `paths`, _array_entry)."""
+    return is_time(name) or _visit_column(name) is not None or _array_entry(name) is not None
 
 
 def _array_entry(name: str) -> catalogue.Dimension | None:
@@ -81,15 +88,22 @@ def _arrays_named(expression: Filter | None) -> set[str]:
     return {name for name in _named(expression) if _array_entry(name) is not None}
 
 
+def _arrays_grouped(query: Query) -> set[str]:
+    """The query's dimensions whose values a `sessions` array holds (event:page)."""
+    return {name for name in query.dimensions if _array_entry(name) is not None}
+
+
 def answers(query: Query) -> bool:
     """Whether `sessions` answers the query's visit metrics exactly (its event metrics never),
-    provided, when the filter names the page, that no other event could pass it in the visits
-    concerned (other_events_sql: the planner checks). One array at most: the whole filter is
-    tested on each element of ONE array (an event has one value of each dimension)."""
+    provided, when the filter or a dimension names the page, that no other event could pass the
+    filter in the visits concerned, or the planner reads those events too (other_events_sql,
+    Plan.custom_events). One array at most, in the filter and the dimensions together: the
+    whole filter is tested on each element of ONE array, whose passing elements are then the
+    visit's values of the dimension (an event has one value of each dimension)."""
     return (
         all(answers_dimension(name) for name in query.dimensions)
         and (query.filters is None or answers_filter(query.filters))
-        and len(_arrays_named(query.filters)) <= 1
+        and len(_arrays_named(query.filters) | _arrays_grouped(query)) <= 1
     )
 
 
@@ -121,8 +135,9 @@ def rows_before_paths_sql(query: Query) -> raw_sql.Compiled:
 
 
 def reads_paths(query: Query) -> bool:
-    """Whether the query's filter names the page, read from `paths` (page views only)."""
-    return bool(_arrays_named(query.filters))
+    """Whether the query's filter or one of its dimensions names the page, read from `paths`
+    (page views only)."""
+    return bool(_arrays_named(query.filters) | _arrays_grouped(query))
 
 
 def _named(expression: Filter | None) -> set[str]:
@@ -156,12 +171,13 @@ WHERE is_deleted = 0{condition}{group}
 """
 
 
-# The visits of the range (newest versions) that a custom event passing the filter keeps (raw's
-# rule: one event of the visit, within [first page view, last page view + gap], passes the whole
-# filter with the visit's properties): read from custom_events_by_page (migration 0064), only the
-# events whose path could pass ({possible}) and only their visitors' visits.
-_KEPT_BY_CUSTOM_EVENTS = """(visit_start, visitor_id) IN (
-        SELECT visit_start, visitor_id
+# The custom events (visit_start, visitor_id, path) of the visits of the range (newest versions)
+# passing the filter with their visit's properties ({test}), each within its visit's [first page
+# view, last page view + gap] (raw's rule): read from custom_events_by_page (migration 0064), only
+# the events whose path could pass ({possible}) up to the range's last visit end plus the gap (no
+# later one is in a visit of the range), and only their visitors' visits.
+_CUSTOM_EVENTS_OF_VISITS = """
+        SELECT visit_start, visitor_id, path
         FROM
         (
             SELECT session_start AS visit_start, visitor_id, session_end, is_deleted{columns}
@@ -177,10 +193,79 @@ _KEPT_BY_CUSTOM_EVENTS = """(visit_start, visitor_id) IN (
         (
             SELECT visitor_id, ts, path FROM {custom_events}
             WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
+              AND ts <= (
+                  SELECT max(session_end) FROM {sessions}
+                  WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+                    AND session_start < {{end:DateTime64(3, 'UTC')}}
+              ) + toIntervalMillisecond({{gap_ms:UInt64}})
         ) AS custom USING visitor_id
         WHERE is_deleted = 0 AND ts >= visit_start
-          AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}
-    )"""
+          AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}"""
+# The visits such an event keeps under a page filter (raw's rule: one event of the visit passes
+# the whole filter).
+_KEPT_BY_CUSTOM_EVENTS = "(visit_start, visitor_id) IN (SELECT visit_start, visitor_id FROM ({events}))"
+
+
+def _custom_events_of_visits(
+    query: Query, parameters: raw_sql._Parameters, visit_columns: str, test: str
+) -> str:
+    """_CUSTOM_EVENTS_OF_VISITS for `query`, the visits' columns the filter `test` reads."""
+    possible = "1" if query.filters is None else _possible(query.filters, parameters)
+    return _CUSTOM_EVENTS_OF_VISITS.format(
+        columns=visit_columns,
+        sessions=SESSIONS,
+        custom_events=CUSTOM_EVENTS_BY_PAGE,
+        possible=possible,
+        test=test,
+    )
+
+
+# By an array's dimension (event:page): each visit once per value among its events passing the
+# filter (raw_sql's visit side by an event dimension), its page views' ({values}: `paths`, those
+# passing) and, with the custom events, theirs ({custom}: _CUSTOM_VALUES, _CUSTOM_PAGES), the
+# distinct values ARRAY JOINed under the event column's name (`path`), so raw_sql's key reads it.
+_VISITS_BY_VALUE = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_pageviews), 0
+FROM
+(
+    SELECT *, {values} AS visit_values
+    FROM
+    (
+        SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
+            toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
+        FROM {sessions}
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+        LIMIT 1 BY session_start, visitor_id
+    ) AS visit{custom}
+    WHERE is_deleted = 0
+)
+ARRAY JOIN visit_values AS {value}{group}
+"""
+# The custom events of each visitor of the range whose path could pass the filter ({possible}),
+# up to the range's last visit end plus the gap, as two arrays (path, ts), joined to each of its
+# visits by visitor_id (a small hash table: custom events are few beside visits; a visitor without
+# any gets [] from the LEFT JOIN); _CUSTOM_PAGES then keeps the pages of those in the visit's
+# [first page view, last page view + gap] passing the whole filter with its properties (raw's rule).
+_CUSTOM_VALUES = """
+    LEFT JOIN
+    (
+        SELECT visitor_id, groupArray(path) AS custom_paths, groupArray(ts) AS custom_ts
+        FROM {custom_events}
+        WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
+          AND ts <= (
+              SELECT max(session_end) FROM {sessions}
+              WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+                AND session_start < {{end:DateTime64(3, 'UTC')}}
+          ) + toIntervalMillisecond({{gap_ms:UInt64}})
+        GROUP BY visitor_id
+    ) AS custom USING visitor_id"""
+_CUSTOM_PAGES = """arrayFilter((path, ts) -> ts >= visit_start
+            AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test},
+            custom_paths, custom_ts)"""
 
 
 def compile_sessions(
@@ -188,9 +273,12 @@ def compile_sessions(
 ) -> raw_sql.Compiled:
     """The visit side of `query` (answers() must hold) as raw_sql.compile_query's rows of kind
     'visit': (kind, d0…, raw_sql.COUNTS); with `custom_events`, a page filter also keeps the
-    visits a custom event passing it belongs to (the planner asks for it when other_events_sql
-    finds one that could: `paths` holds page views only)."""
+    visits a custom event passing it belongs to, and a page dimension counts a visit under the
+    pages of its custom events passing the filter too (the planner asks for it when
+    other_events_sql finds one that could: `paths` holds page views only)."""
     validate(query)
+    if _arrays_grouped(query):
+        return _compile_by_value(query, channel_rules, custom_events)
     parameters = raw_sql._Parameters()
     arrays = _arrays_named(query.filters)
     names = [
@@ -218,13 +306,8 @@ def compile_sessions(
             columns += f",\n        {entry.sessions_array}"
             test = f"arrayExists({entry.raw_sql} -> {test}, {entry.sessions_array})"
             if custom_events:
-                kept = _KEPT_BY_CUSTOM_EVENTS.format(
-                    columns=visit_columns,
-                    sessions=SESSIONS,
-                    custom_events=CUSTOM_EVENTS_BY_PAGE,
-                    possible=_possible(query.filters, parameters),
-                    test=event_test,
-                )
+                events = _custom_events_of_visits(query, parameters, visit_columns, event_test)
+                kept = _KEPT_BY_CUSTOM_EVENTS.format(events=events)
                 test = f"({test} OR {kept})"
         # Tested on each version before the newest is picked, as a flag: the sort then carries
         # no array (`paths`).
@@ -237,6 +320,58 @@ def compile_sessions(
         sessions=SESSIONS,
         condition=condition,
         group=f"\nGROUP BY {', '.join(grouped)}" if grouped else "",
+    )
+    return raw_sql.Compiled(
+        sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
+    )
+
+
+def _compile_by_value(query: Query, channel_rules: tuple, custom_events: bool) -> raw_sql.Compiled:
+    """compile_sessions by an array's dimension (answers(): the filter names no other array)."""
+    parameters = raw_sql._Parameters()
+    (name,) = _arrays_grouped(query)
+    entry = _array_entry(name)
+    assert entry is not None and entry.sessions_array is not None
+    names = [
+        other
+        for other in dict.fromkeys([*query.dimensions, *_named(query.filters)])
+        if not is_time(other) and other != name
+    ]
+    columns = "".join(
+        f",\n            {_visit_column(other)} AS {raw_sql.column_sql(other, parameters)}" for other in names
+    )
+    keys = [
+        f"{raw_sql.column_sql(key, parameters, 'visit')} AS d{i}" for i, key in enumerate(query.dimensions)
+    ]
+    test = "1" if query.filters is None else raw_sql.condition_sql(query.filters, parameters)
+    # raw_sql's rule: a visit counts under each value of its events passing the WHOLE filter (the
+    # visit's properties constant over its rows): its page views' are the elements of the array
+    # passing it. The lambda's variable takes the event column's name (`path`), so raw_sql's
+    # condition reads it unchanged; the inner select has no such column. Taken from each version
+    # before the newest is picked.
+    own = (
+        entry.sessions_array
+        if query.filters is None
+        else f"arrayFilter({entry.raw_sql} -> {test}, {entry.sessions_array})"
+    )
+    columns += f",\n            {own} AS own_values"
+    values, custom = "own_values", ""
+    if custom_events:
+        columns += ",\n            session_end"
+        possible = "1" if query.filters is None else _possible(query.filters, parameters)
+        custom = _CUSTOM_VALUES.format(
+            custom_events=CUSTOM_EVENTS_BY_PAGE, sessions=SESSIONS, possible=possible
+        )
+        values = f"arrayDistinct(arrayConcat(own_values, {_CUSTOM_PAGES.format(test=test)}))"
+    grouped = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITS_BY_VALUE.format(
+        keys="".join(f", {key}" for key in keys),
+        values=values,
+        columns=columns,
+        sessions=SESSIONS,
+        custom=custom,
+        value=entry.raw_sql,
+        group=f"\nGROUP BY {', '.join(grouped)}",
     )
     return raw_sql.Compiled(
         sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
@@ -281,12 +416,11 @@ def _possible(expression: Filter, parameters: raw_sql._Parameters, holds: bool =
 
 def other_events_sql(query: Query) -> raw_sql.Compiled:
     """One row if an event besides page views, in the visits starting in the range, could pass
-    the query's page filter (reads_paths holds): then `paths` cannot answer it."""
-    assert query.filters is not None
+    the query's filter (any such event without one) when it reads `paths` (reads_paths holds):
+    then `paths` alone cannot answer it (a custom event could carry a page its visit never viewed)."""
     parameters = raw_sql._Parameters()
-    sql = _OTHER_EVENTS.format(
-        table=GOAL_EVENTS_MINUTE, sessions=SESSIONS, possible=_possible(query.filters, parameters)
-    )
+    possible = "1" if query.filters is None else _possible(query.filters, parameters)
+    sql = _OTHER_EVENTS.format(table=GOAL_EVENTS_MINUTE, sessions=SESSIONS, possible=possible)
     return raw_sql.Compiled(sql, {**raw_sql._base(query, ()), **parameters.values}, ["found"])
 
 

@@ -63,12 +63,12 @@ def post(api: FlaskClient, auth: dict[str, str], source: str = "agg", **body: An
     return response.status_code, response.get_json()
 
 
-def results(api: FlaskClient, auth: dict[str, str], **body: Any) -> list[list[Any]]:
-    """[dimensions..., metrics...] per row, asserting the engine answered from the archive (what
-    these queries ask, sessions does not hold)."""
+def results(api: FlaskClient, auth: dict[str, str], source: str = "raw", **body: Any) -> list[list[Any]]:
+    """[dimensions..., metrics...] per row, asserting which source answered (`raw` unless told:
+    what most of these queries ask, sessions does not hold)."""
     status, answer = post(api, auth, **body)
     assert status == 200, answer
-    assert answer["meta"]["source"] == "raw"
+    assert answer["meta"]["source"] == source
     return [[*row["dimensions"], *row["metrics"]] for row in answer["results"]]
 
 
@@ -92,8 +92,9 @@ def test_day_by_country(api: FlaskClient, auth: dict[str, str]) -> None:
 
 
 def test_bounce_rate_and_duration_by_page(api: FlaskClient, auth: dict[str, str]) -> None:
+    """Visit metrics by the page come from `sessions` (each visit under each page it viewed)."""
     rows = results(
-        api, auth, metrics=["visits", "bounce_rate", "visit_duration"], dimensions=["event:page"],
+        api, auth, "agg", metrics=["visits", "bounce_rate", "visit_duration"], dimensions=["event:page"],
         order_by=[["event:page", "asc"]],
     )  # fmt: skip
     assert rows == [["/", 2, 0, 150], ["/PRICING/Plans", 1, 0, 180], ["/pricing", 2, 50, 60]]

@@ -193,14 +193,19 @@ FILTERS: st.SearchStrategy[Filter | None] = st.one_of(
 
 @st.composite
 def queries(draw: st.DrawFn) -> Query:
-    """Visit metrics (sometimes with event metrics) by up to two visit or time dimensions, under a
-    visit-property filter, in UTC or Berlin; only those the planner answers from `sessions`."""
+    """Visit metrics (sometimes with event metrics) by up to two visit, time or page dimensions
+    (the page alone, or with a visit or time dimension), under a visit-property or page filter,
+    in UTC or Berlin; only those the planner answers from `sessions`."""
     dimensions = draw(st.lists(st.sampled_from(VISIT_DIMENSIONS + TIME_DIMENSIONS), max_size=2, unique=True))
     if sum(name.startswith("time:") for name in dimensions) > 1:
         dimensions = dimensions[:1]
+    by_page = draw(st.booleans())
+    if by_page:  # each visit under each page of its events passing the filter
+        dimensions = dimensions[:1]
+        dimensions.insert(draw(st.integers(0, len(dimensions))), "event:page")
     metrics = draw(st.lists(st.sampled_from(VISIT_METRICS), min_size=1, max_size=4, unique=True))
-    if draw(st.integers(0, 3)) == 0:  # a part from the archive, where it needs no visit
-        dimensions = [name for name in dimensions if name.startswith("time:")]
+    if draw(st.integers(0, 5 if by_page else 3)) == 0:  # a part from the archive, where it needs no visit
+        dimensions = [name for name in dimensions if name.startswith("time:") or name == "event:page"][:1]
         metrics.insert(draw(st.integers(0, len(metrics))), draw(st.sampled_from(["visitors", "pageviews"])))
         filters = None
     else:
@@ -220,7 +225,7 @@ def _uses_channel(query: Query) -> bool:
 
 
 @hypothesis_settings(
-    max_examples=40,
+    max_examples=80,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
@@ -305,6 +310,45 @@ def test_a_custom_event_after_the_ranges_visits_ended_leaves_the_page_filter_to_
     assert (
         planned.source == "agg" and planned.rows == raw_sql.answer(store, replace(query, source="raw")) == []
     )
+
+
+def test_bounce_rate_by_page_counts_a_visit_under_the_page_of_its_custom_event_from_sessions(
+    store: Client,
+) -> None:
+    """By `event:page` a visit counts under each page of its events: the downloader's visit under
+    /blog/a (its page view, in `paths`) and under /files (its Download, not in `paths`): the
+    check finds the custom events, and `sessions` reads their pages (custom_events_by_page)."""
+    query = Query(SITE, *RANGE, ("bounce_rate", "visits"), ("event:page",), source="agg")
+    archive = raw_sql.answer(store, replace(query, source="raw"))
+    assert {row.dimensions: row.metrics for row in archive}[("/files",)] == {"bounce_rate": 100, "visits": 1}
+    assert _rows(_from_sessions(store, query)) != _rows(archive)  # `paths` alone misses /files
+    assert planner.other_events(store, query)
+    planned = planner.answer(store, query)
+    assert planned.source == "agg" and _rows(planned.rows) == _rows(archive)
+    assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
+def test_visits_and_bounce_rate_by_source_and_page_under_a_page_filter_are_from_sessions(
+    store: Client,
+) -> None:
+    not_blog = Logic("not", (Condition("contains", "event:page", ("blog",)),))
+    query = Query(
+        SITE, *RANGE, ("visits", "bounce_rate"), ("visit:source", "event:page"), not_blog, source="agg"
+    )
+    planned = planner.answer(store, query)
+    assert planned.source == "agg" and planned.rows
+    assert all(row.dimensions[1] != "/blog/a" for row in planned.rows)
+    assert _rows(planned.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
+    assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
+def test_visitors_and_bounce_rate_by_page_join_sessions_and_the_archives_flat_events(store: Client) -> None:
+    query = Query(SITE, *RANGE, ("visitors", "bounce_rate", "pageviews"), ("event:page",), source="agg")
+    assert planner.plan(query).archive_flat
+    planned = planner.answer(store, query)
+    assert planned.source == "raw"  # the event metrics are the archive's
+    assert _rows(planned.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
+    assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
 
 
 def test_an_asked_raw_source_reads_the_archive(store: Client) -> None:

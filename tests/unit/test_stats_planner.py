@@ -42,7 +42,8 @@ def test_a_raw_source_or_late_events_read_the_archive() -> None:
     ("dimensions", "filters"),
     [
         (("visit:country",), None),  # event scope: a visit may have several countries
-        (("event:page",), None),
+        (("event:page", "visit:country"), None),
+        (("event:page",), Condition("is", "visit:browser", ("Chrome",))),
         (("event:props:plan",), None),
         ((), Logic("or", (MEDIUM, Condition("is", "visit:browser", ("Chrome",))))),
         ((), Behaviour("has_done", MEDIUM)),
@@ -104,8 +105,40 @@ def test_a_page_filter_with_what_sessions_does_not_hold_reads_the_archive(filter
     assert plan(query(("visits",), (), filters)) == Plan(archive=("visits",))
 
 
-def test_a_page_dimension_still_reads_the_archive() -> None:
-    assert not plan(query(("visits",), ("event:page",), PRICING)).sessions
+@pytest.mark.parametrize(
+    ("dimensions", "filters"),
+    [
+        (("event:page",), None),  # bounce rate by page
+        (("visit:source", "event:page"), None),
+        (("event:page", "time:day"), MEDIUM),
+        (("event:page",), PRICING),
+        (("event:page", "visit:channel"), Logic("or", (MEDIUM, Logic("not", (PRICING,))))),
+    ],
+)
+def test_visit_metrics_by_page_come_from_sessions_paths_and_custom_events_when_one_could_have_a_page(
+    dimensions: tuple, filters: object
+) -> None:
+    """A visit counts under each page of its events passing the filter: its page views' from
+    `paths`; when an event besides page views could be in its visits (the planner's check), a
+    custom event's page too (custom_events_by_page)."""
+    asked = query(("visits", "bounce_rate"), dimensions, filters)
+    assert plan(asked) == Plan(sessions=("visits", "bounce_rate"))
+    assert plan(asked).source == "agg"
+    assert plan(asked, other_events=True) == Plan(sessions=("visits", "bounce_rate"), custom_events=True)
+    assert plan(asked, rows_before_paths=True) == Plan(archive=("visits", "bounce_rate"))
+
+
+def test_event_metrics_by_page_join_sessions_where_the_archive_reads_them_flat() -> None:
+    by_page = query(("visitors", "bounce_rate"), ("event:page",))
+    assert plan(by_page) == Plan(sessions=("bounce_rate",), archive=("visitors",), archive_flat=True)
+    assert plan(by_page).source == "raw"
+    by_source_and_page = query(("visitors", "visits"), ("visit:source", "event:page"))
+    assert plan(by_source_and_page) == Plan(archive=("visitors", "visits"))
+
+
+def test_a_page_dimension_with_a_props_dimension_or_a_goal_filter_reads_the_archive() -> None:
+    assert not plan(query(("visits",), ("event:page", "event:props:plan"))).sessions
+    assert not plan(query(("visits",), ("event:page",), Condition("is", "event:goal", ("Signup",)))).sessions
 
 
 def test_event_metrics_join_sessions_only_where_the_archive_needs_no_visit() -> None:
