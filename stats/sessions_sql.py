@@ -151,14 +151,9 @@ def _named(expression: Filter | None) -> set[str]:
 
 
 # The newest version of each visit starting in the range (LIMIT 1 BY instead of FINAL, which
-# would merge the whole range; storage/queries/agg.py reads it the same way), tombstones dropped,
-# with raw_sql's names; then the visits passing the filter, counted per combination.
-_VISITS = """
-SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
-    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
-    sum(duration_ms), sum(visit_pageviews), 0
-FROM
-(
+# would merge the whole range; storage/queries/agg.py reads it the same way), with raw_sql's names
+# and the filter's {columns}; tombstones are dropped by the queries reading it.
+_NEWEST_VISITS = """
     SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
         toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
     FROM {sessions}
@@ -166,9 +161,15 @@ FROM
       AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
     ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
     LIMIT 1 BY session_start, visitor_id
-)
-WHERE is_deleted = 0{condition}{group}
 """
+# raw_sql's counting row of kind 'visit' over the visits read (raw_sql.COUNTS).
+_VISIT_COUNTS = """
+SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
+    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
+    sum(duration_ms), sum(visit_pageviews), 0
+"""
+# The visits passing the filter, counted per combination.
+_VISITS = _VISIT_COUNTS + "FROM\n(" + _NEWEST_VISITS + ")\nWHERE is_deleted = 0{condition}{group}\n"
 
 
 # The custom events (visit_start, visitor_id, path) of the visits of the range (newest versions)
@@ -224,27 +225,12 @@ def _custom_events_of_visits(
 # filter (raw_sql's visit side by an event dimension), its page views' ({values}: `paths`, those
 # passing) and, with the custom events, theirs ({custom}: _CUSTOM_VALUES, _CUSTOM_PAGES), the
 # distinct values ARRAY JOINed under the event column's name (`path`), so raw_sql's key reads it.
-_VISITS_BY_VALUE = """
-SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
-    countIf(visit_pageviews = 1 AND engaged_ms < {{engaged_bounce_ms:UInt64}}),
-    sum(duration_ms), sum(visit_pageviews), 0
-FROM
-(
-    SELECT *, {values} AS visit_values
-    FROM
-    (
-        SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
-            toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
-        FROM {sessions}
-        WHERE site = {{site:String}}
-          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-        LIMIT 1 BY session_start, visitor_id
-    ) AS visit{custom}
-    WHERE is_deleted = 0
+_VISITS_BY_VALUE = (
+    _VISIT_COUNTS
+    + "FROM\n(\n    SELECT *, {values} AS visit_values\n    FROM\n    ("
+    + _NEWEST_VISITS
+    + "    ) AS visit{custom}\n    WHERE is_deleted = 0\n)\nARRAY JOIN visit_values AS {value}{group}\n"
 )
-ARRAY JOIN visit_values AS {value}{group}
-"""
 # The custom events of each visitor of the range whose path could pass the filter ({possible}),
 # up to the range's last visit end plus the gap, as two arrays (path, ts), joined to each of its
 # visits by visitor_id (a small hash table: custom events are few beside visits; a visitor without
