@@ -227,7 +227,8 @@ def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
         rows = [
             (
                 html.Strong(goal.name),
-                goal.page_pattern or f"event {goal.event_name}",
+                (goal.page_pattern or f"event {goal.event_name}")
+                + (f" · revenue in {goal.currency}" if goal.currency else ""),
                 html.Button(
                     "Remove",
                     id={"type": GOAL_REMOVE, "name": encode_value(goal.name)},
