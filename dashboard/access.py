@@ -129,8 +129,9 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.whatif_panel.comparison": OPERATOR,
     "dashboard.whatif_panel.ask": OPERATOR,
     "dashboard.whatif_panel.requests": OPERATOR,
-    # The Team panel: each member's own keys; the members list answers "hidden" to non-owners
-    # (the panel is on every member's page), the changes are the owners'.
+    # Each member's own keys ("Your API keys", on every member's page) and the Team section of
+    # Settings: the members list answers "hidden" to non-owners (the section is on every admin's
+    # page), the changes are the owners'.
     "dashboard.accounts.keys": reader(),
     "dashboard.accounts.edit_keys": reader(),
     "dashboard.accounts.members": reader(),

@@ -4,7 +4,7 @@ Settings tab, one section per kind, and not on the Overview, which shows reports
 gets no Settings tab and none of the settings panels in the page; a member who is admin of one
 site and viewer of another gets the Settings tab for the first only; the operator gets every
 panel, the Definitions (what-if) panel included, and keeps rate limiting (a report) on the
-Overview.
+Overview. Screenshots (desktop, phone) go to test-artifacts/screenshots/settings-*.png.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from storage.client import connect
 from storage.sites import add_site
 from storage.users import set_password, set_role
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, archive, pick_site, sign_in, traffic
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in, traffic
 from tests.fixtures.browser import (
     TIMEOUT_MS,
     expect_no_settings,
@@ -145,3 +145,11 @@ async def test_the_operator_sees_every_settings_panel_and_rate_limiting_stays_a_
     settings = page.locator("#settings-section")
     for panel_id in settings_panel_ids():
         await expect(settings.locator(f"#{panel_id}")).to_have_count(1)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / "settings-desktop.png"))
+    # On a phone the five view tabs fit the screen (they wrap rather than widen the page).
+    await page.set_viewport_size(PHONE)
+    await expect(settings_tab(page)).to_be_visible()
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], width
+    await page.screenshot(path=str(SCREENSHOTS / "settings-phone.png"))
