@@ -21,6 +21,7 @@ from storage.sites import add_site
 from storage.users import set_password, set_role
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in, traffic
+from tests.browser.test_dashboard_team import PASSWORD  # the members' password, as the segments test
 from tests.fixtures.browser import (
     TIMEOUT_MS,
     expect_no_settings,
@@ -36,7 +37,6 @@ SITE_A = "settings-a.example.com"
 SITE_B = "settings-b.example.com"
 VIEWER = "settings-viewer@example.com"
 ADMIN_OF_A = "settings-admin-a@example.com"  # and viewer of B
-PASSWORD = "a long settings password"
 OPERATORS_ONLY = {"whatif-panel"}  # Definitions change every site's numbers
 
 
