@@ -92,6 +92,8 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.realtime_view.show_tab": overview(None),
     "dashboard.realtime_view.realtime": overview(),
     "dashboard.provenance.show": overview(),
+    # The Settings tab, offered for a site the caller administers (on a shared page: never).
+    "dashboard.settings_view.settings_tab_for_site": overview(),
     # Explore: the operator's (README, "Explore").
     "dashboard.explore.write_sql": OPERATOR,
     "dashboard.explore.raw_totals": OPERATOR,
@@ -102,7 +104,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.funnel.show_tab": reader(None),
     "dashboard.funnel.saved_funnels": reader(),
     "dashboard.funnel.load_saved": reader(),
-    # A site's settings: admins and owners.
+    # A site's settings (the Settings view, dashboard/settings_view.py): admins and owners.
     "dashboard.share_panel.create": ADMIN,
     "dashboard.share_panel.links": ADMIN,
     "dashboard.alerts_panel.add": ADMIN,
@@ -113,6 +115,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.site_settings_panel.imported_files": ADMIN,
     "dashboard.site_settings_panel.subscribe": ADMIN,
     "dashboard.site_settings_panel.listed": ADMIN,
+    "dashboard.goals_panel.listed": ADMIN,
     "dashboard.goals_panel.edit_goals": ADMIN,
     "dashboard.funnel.edit_saved_funnels": ADMIN,
     "dashboard.exclusions_panel.listed": ADMIN,
@@ -126,8 +129,9 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.whatif_panel.comparison": OPERATOR,
     "dashboard.whatif_panel.ask": OPERATOR,
     "dashboard.whatif_panel.requests": OPERATOR,
-    # The Team panel: each member's own keys; the members list answers "hidden" to non-owners
-    # (the panel is on every member's page), the changes are the owners'.
+    # Each member's own keys ("Your API keys", on every member's page) and the Team section of
+    # Settings: the members list answers "hidden" to non-owners (the section is on every admin's
+    # page), the changes are the owners'.
     "dashboard.accounts.keys": reader(),
     "dashboard.accounts.edit_keys": reader(),
     "dashboard.accounts.members": reader(),

@@ -37,17 +37,12 @@ from dashboard import browser_session, invitations
 from dashboard.access import body_problem, malformed_callback, member_refusal
 from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
 from dashboard.client_address import client_address
-from dashboard.components import notice, panel, removable_list
-from dashboard.exclusions_panel import exclusions_panel
+from dashboard.components import find, notice, panel, panel_children, removable_list
 from dashboard.funnel import SAVING as FUNNEL_SAVING
-from dashboard.segments import SEGMENTS_PANEL, segments_panel
-from dashboard.share_panel import _children, _find
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
-from dashboard.timezone_panel import timezone_panel
-from dashboard.view_tabs import EXPLORE_TAB
+from dashboard.view_tabs import EXPLORE_TAB, SETTINGS_SECTION, SETTINGS_TAB
 from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
-from dashboard.whatif_panel import whatif_panel
 from storage import users
 from storage.users import AccountError, User
 from tally.settings import Settings
@@ -62,6 +57,9 @@ MEMBER_REMOVE = "member-remove"
 MEMBER_ROLE = "member-role"
 INVITE_REVOKE = "invite-revoke"
 AUDIT_ROWS = 50
+ACCOUNT = "account"  # the page's footer (dashboard/layout.py), below every view
+ACCOUNT_PANEL = "account-panel"
+TEAM_PANEL = "team-panel"
 
 
 def current_user() -> User | None:
@@ -157,12 +155,13 @@ def callback_refusal(app: Dash, body: Any, user: User) -> str | None:
 # -- the Team panel ---------------------------------------------------------------------------
 
 
-def team_panel() -> html.Section:
+def account_panel() -> html.Section:
+    """A signed-in person's own API keys: theirs on every site they may see (a viewer's too), so
+    not a site's setting; below every view, never in a shared link's page."""
     return panel(
-        "Team",
+        "Your API keys",
         [
             dcc.Store(id="team-version", data=0),
-            html.H3("Your API keys"),
             html.P(
                 "Keys for the stats API (Authorization: Bearer …), limited to this site: read-only, "
                 "or also allowed to change what your role allows (docs/settings-api.md). A key is "
@@ -184,6 +183,18 @@ def team_panel() -> html.Section:
             ),
             html.Div(id="key-created"),
             html.Div(id="team-keys"),
+        ],
+        id=ACCOUNT_PANEL,
+    )
+
+
+def team_panel() -> html.Section:
+    """The Team section of the Settings view: invitations, members and the audit log, shown to
+    the site's owners (the `members` callback hides it from admins)."""
+    return panel(
+        "Team",
+        [
+            html.P("The site's owners invite members and change their roles here.", className="hint"),
             html.Div(
                 [
                     html.H3("Invite"),
@@ -214,59 +225,47 @@ def team_panel() -> html.Section:
                 id="team-owner",
             ),
         ],
-        id="team-panel",
+        id=TEAM_PANEL,
     )
 
 
-def with_team_panel(page: html.Div) -> html.Div:
-    """The page with the Segments, Exclusions, Time zone and Team panels at the end of the Overview
-    (cut for a shared view). A team member's page has no rate-limiting panel
-    (the operator's, about every site)
-    and, unless they are admin somewhere, no Share, Alerts, Import, Email reports, Exclusions,
-    Time zone or Segments panel: their callbacks would only be refused (viewers apply segments with
-    the picker)."""
-    overview = _find(page, "overview-section")
-    if overview is not None:
-        settings_panels = [
-            segments_panel(),
-            exclusions_panel(),
-            timezone_panel(),
-            whatif_panel(),
-            team_panel(),
-        ]
-        overview.children = [*_children(overview), *settings_panels]  # type: ignore[attr-defined]
+def for_signed_in(page: html.Div) -> html.Div:
+    """The page of the operator or a team member (dashboard/sharing.py): their API keys below the
+    views; for a member, cut to what their roles let them use. A member who administers no site
+    gets no settings panel at all and no Settings tab (dashboard/settings_view.py); one who does
+    gets them all but the operator's (Definitions), and the Settings tab for the sites they
+    administer. A member's page has no rate-limiting panel (the operator's, about every site) and
+    no Explore tab."""
+    footer = find(page, ACCOUNT)
+    if footer is not None:
+        footer.children = [*panel_children(footer), account_panel()]  # type: ignore[attr-defined]
     user = current_user()
     if user is None:  # the operator's key is TALLY_API_KEY: no form for keys they cannot make here
         _drop(page, elements={KEY_FORM}, parents_of=set())
-    else:
-        admin = any(user.may(site, "admin") for site in user.roles)
-        settings = (
-            set()
-            if admin
-            else {
-                "share-panel",
-                "exclusions-panel",
-                "timezone-panel",
-                "alerts-panel",
-                "import-panel",
-                "reports-panel",
-                SEGMENTS_PANEL,
-                FUNNEL_SAVING,
-            }
-        )
-        settings.add(WHATIF_PANEL)  # the operator's alone, as Rate limiting (whatif_panel.py)
-        _drop(page, elements=settings, parents_of={"rate-limits"})
-        without_explore(page)
+        return page
+    admin = any(user.may(site, "admin") for site in user.roles)
+    # Definitions are the operator's alone, as Rate limiting (whatif_panel.py); saving funnels
+    # and every settings panel an admin's (their callbacks would only be refused; viewers apply
+    # segments with the picker).
+    dropped = {WHATIF_PANEL} if admin else {WHATIF_PANEL, FUNNEL_SAVING}
+    _drop(page, elements=dropped, parents_of={"rate-limits"})
+    if not admin and (section := find(page, SETTINGS_SECTION)) is not None:
+        section.children = []  # type: ignore[attr-defined]  # kept, empty: the tab switch styles it
+    site = getattr(find(page, "site"), "value", None)
+    tabs = find(page, "tabs")
+    if tabs is not None and not (site and user.may(site, "admin")):
+        tabs.options = [option for option in tabs.options if option["value"] != SETTINGS_TAB]  # type: ignore[attr-defined]
+    without_explore(page)
     return page
 
 
 def without_explore(page: html.Div) -> None:
     """Explore's SQL reads every tenant's rows, so it is the operator's (dashboard/access.py): a
     member's page has no Explore tab and an empty Explore section (the tab switch still styles it)."""
-    tabs = _find(page, "tabs")
+    tabs = find(page, "tabs")
     if tabs is not None:
         tabs.options = [option for option in tabs.options if option["value"] != EXPLORE_TAB]  # type: ignore[attr-defined]
-    section = _find(page, "explore-section")
+    section = find(page, "explore-section")
     if section is not None:
         section.children = []  # type: ignore[attr-defined]
 
@@ -274,12 +273,12 @@ def without_explore(page: html.Div) -> None:
 def _drop(component: Any, elements: set[str], parents_of: set[str]) -> None:
     """Remove the elements with these ids, and those holding one of `parents_of` as a direct
     child (a panel around its content), from the tree."""
-    children = _children(component)
+    children = panel_children(component)
     kept = [
         child
         for child in children
         if getattr(child, "id", None) not in elements
-        and not any(getattr(grandchild, "id", None) in parents_of for grandchild in _children(child))
+        and not any(getattr(grandchild, "id", None) in parents_of for grandchild in panel_children(child))
     ]
     if len(kept) != len(children):
         component.children = kept

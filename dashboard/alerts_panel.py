@@ -2,8 +2,9 @@
 alert rules with a Remove button each, and a form to add one, with "Test against history"
 to see when the rule in the form would have fired over the last 7 days before saving it
 (storage/alert_backtest.py) — what `tally alerts` does, in the browser. Like the Share panel
-it is the operator's only: added to the operator's page (dashboard/sharing.py), and its
-callbacks are not the Overview's, so a shared session is refused them by the sharing guard.
+it is a site's setting: a section of the Settings view (dashboard/settings_view.py), for admins
+and owners, and its callbacks are not the Overview's, so a shared session is refused them by the
+sharing guard.
 """
 
 from __future__ import annotations
@@ -78,30 +79,6 @@ def alerts_panel() -> html.Section:
         ],
         id="alerts-panel",
     )
-
-
-def with_alerts_panel(page: html.Div) -> html.Div:
-    """The operator's page with the Alerts panel at the end of the Overview."""
-    overview = _find(page, "overview-section")
-    if overview is not None:
-        children = overview.children
-        overview.children = [
-            *(children if isinstance(children, list | tuple) else [children]),
-            alerts_panel(),
-        ]
-    return page
-
-
-def _find(component: object, component_id: str) -> object | None:
-    if getattr(component, "id", None) == component_id:
-        return component
-    children = getattr(component, "children", None)
-    if not isinstance(children, list | tuple):
-        children = [] if children is None or isinstance(children, str) else [children]
-    for child in children:
-        if (found := _find(child, component_id)) is not None:
-            return found
-    return None
 
 
 def register_alerts_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:

@@ -32,6 +32,7 @@ from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
 from dashboard.request_bodies import install_body_limits
 from dashboard.segments import register_segment_editing, register_segment_picker
+from dashboard.settings_view import register_settings_view
 from dashboard.share_panel import register_share_panel
 from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
@@ -75,6 +76,7 @@ def build_app(
     register_share_panel(app, clients)
     register_alerts_panel(app, settings, clients)
     register_site_settings(app, clients)
+    register_settings_view(app)
     register_goal_editing(app, clients)
     register_funnel_saving(app, clients)
     register_exclusions_panel(app, clients)

@@ -160,6 +160,24 @@ def panel(title: str, body: list, tabs: dcc.RadioItems | None = None, **attribut
     return html.Section([heading, *body], className="card panel", **attributes)
 
 
+def find(component: object, component_id: str) -> object | None:
+    """The component with this id in a layout tree (depth first), or None."""
+    if getattr(component, "id", None) == component_id:
+        return component
+    for child in panel_children(component):
+        if (found := find(child, component_id)) is not None:
+            return found
+    return None
+
+
+def panel_children(component: object) -> list:
+    """A component's children as a list (none, one or many)."""
+    children = getattr(component, "children", None)
+    if isinstance(children, list | tuple):
+        return list(children)
+    return [] if children is None or isinstance(children, str) else [children]
+
+
 def removable_list(
     items: list[tuple[html.Strong | html.Code, str, html.Button]],
     empty: str,

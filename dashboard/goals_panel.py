@@ -1,7 +1,8 @@
-"""The Overview's Goals and Properties panels: per goal its unique conversions,
-total events, conversion rate and revenue, a goal's name filtering the dashboard by it; a form
-to add and remove goals; the values of a chosen custom property. Numbers from storage.queries
-(contract.py states them), from the dashboard's source."""
+"""The Overview's Goals and Properties report panels: per goal its unique conversions,
+total events, conversion rate and revenue, a goal's name filtering the dashboard by it; the
+values of a chosen custom property. Numbers from storage.queries (contract.py states them), from
+the dashboard's source. The Goals section of the Settings view (dashboard/settings_view.py) lists
+the site's goals with a Remove button each and a form to add one: editing is a setting."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard import display
-from dashboard.components import BREAKDOWN_ITEM, decode_value, encode_value, notice, panel
+from dashboard.components import BREAKDOWN_ITEM, decode_value, encode_value, notice, panel, removable_list
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
@@ -22,44 +23,17 @@ from storage.queries import EventRow, GoalRow, Source, StatsQuery
 
 GOAL_REMOVE = "goal-remove"
 PROPERTY_ROWS = 10
-NO_GOALS = "No goals yet. Add a custom event (e.g. Signup) or a page (/checkout/*) below."
+NO_GOALS = "No goals yet. An admin adds a custom event (e.g. Signup) or a page (/checkout/*) in Settings."
+NO_GOALS_SET = "No goals yet: add a custom event (e.g. Signup) or a page (/checkout/*)."
+GOALS_SETTINGS = "goals-settings"
 NO_PROPERTIES = "No custom event carries properties in this period."
 
 
 def goals_panels() -> list[Any]:
-    """The two panels, placed in the Overview's grid by dashboard.layout."""
+    """The two report panels, placed in the Overview's grid by dashboard.layout."""
     goals = panel(
         "Goals",
-        [
-            dcc.Store(id="goals-version", data=0),
-            html.Div(id="goals-list"),
-            html.Details(
-                [
-                    html.Summary("Add or remove goals"),
-                    html.Div(
-                        [
-                            dcc.Input(
-                                id="goal-event", placeholder="Event, e.g. Signup", className="goal-input"
-                            ),
-                            dcc.Input(
-                                id="goal-page",
-                                placeholder="or page, /checkout/*",
-                                className="goal-input",
-                            ),
-                            dcc.Input(
-                                id="goal-currency",
-                                placeholder="Currency",
-                                className="goal-input short",
-                            ),
-                            html.Button("Add goal", id="goal-add", className="button-primary", n_clicks=0),
-                        ],
-                        className="goal-form",
-                    ),
-                    html.Div(id="goal-status", role="status"),
-                ],
-                className="goal-editor",
-            ),
-        ],
+        [dcc.Store(id="goals-version", data=0), html.Div(id="goals-list")],  # version: bumped by edits
         id="goals-panel",
     )
     properties = panel(
@@ -71,6 +45,32 @@ def goals_panels() -> list[Any]:
         id="properties-panel",
     )
     return [goals, properties]
+
+
+def goals_settings_panel() -> html.Section:
+    """The Settings view's Goals section: the site's goals, each with Remove, and the add form."""
+    return panel(
+        "Goals",
+        [
+            html.P(
+                "A goal is a custom event (Signup) or a page pattern (/checkout/*); with a currency, "
+                "the event's revenue is summed. The Overview's Goals panel counts them.",
+                className="hint",
+            ),
+            html.Div(id="goals-settings-list"),
+            html.Div(
+                [
+                    dcc.Input(id="goal-event", placeholder="Event, e.g. Signup", className="goal-input"),
+                    dcc.Input(id="goal-page", placeholder="or page, /checkout/*", className="goal-input"),
+                    dcc.Input(id="goal-currency", placeholder="Currency", className="goal-input short"),
+                    html.Button("Add goal", id="goal-add", className="button-primary", n_clicks=0),
+                ],
+                className="goal-form",
+            ),
+            html.Div(id="goal-status", role="status"),
+        ],
+        id=GOALS_SETTINGS,
+    )
 
 
 def goals_table(rows: list[GoalRow]) -> Any:
@@ -86,7 +86,7 @@ def goals_table(rows: list[GoalRow]) -> Any:
     }
     columns |= {"Revenue": "col-number"} if revenue else {}
     header = html.Div(
-        [*(html.Span(name, className=style) for name, style in columns.items()), html.Span()],
+        [html.Span(name, className=style) for name, style in columns.items()],
         className=f"breakdown-header goals-row{' with-revenue' if revenue else ''}",
     )
     return html.Div([header, *(_goal_row(row, revenue, most) for row in rows)], id="goals-table")
@@ -113,16 +113,6 @@ def _goal_row(row: GoalRow, revenue: bool, most: int) -> html.Div:
         text = f"{row.revenue_total:,.2f} {row.currency}" if row.currency else ""
         title = f"average {row.revenue_average:,.2f} {row.currency}" if row.currency else ""
         cells.append(html.Span(text, className="col-number goal-revenue", title=title))
-    cells.append(
-        html.Button(
-            "\u00d7",
-            id={"type": GOAL_REMOVE, "name": encode_value(row.goal)},
-            className="chip-remove",
-            title=f"Remove the goal {row.goal}",
-            **{"aria-label": f"Remove the goal {row.goal}"},
-            n_clicks=0,
-        )
-    )
     return html.Div(
         cells,
         className=f"breakdown-row goals-row{' with-revenue' if revenue else ''}",
@@ -222,9 +212,33 @@ def register_goals(
 
 
 def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
-    """The Goals panel's add and remove buttons: a change to the site's configuration, so
-    registered apart from the Overview's read-only callbacks, which a shared link may call
-    (dashboard/sharing.py allows those only)."""
+    """The Settings view's Goals section: its list and its add and remove buttons, a change to
+    the site's configuration, so registered apart from the Overview's read-only callbacks, which
+    a shared link may call (dashboard/sharing.py allows those only)."""
+
+    @app.callback(
+        Output("goals-settings-list", "children"),
+        Input("site", "value"),
+        Input("goals-version", "data"),
+    )
+    def listed(site: str | None, _: int) -> Any:
+        if not site:
+            raise PreventUpdate
+        rows = [
+            (
+                html.Strong(goal.name),
+                (goal.page_pattern or f"event {goal.event_name}")
+                + (f" · revenue in {goal.currency}" if goal.currency else ""),
+                html.Button(
+                    "Remove",
+                    id={"type": GOAL_REMOVE, "name": encode_value(goal.name)},
+                    className="button-quiet",
+                    title=f"Remove the goal {goal.name}",
+                ),
+            )
+            for goal in goal_store.list_goals(clients(), site)
+        ]
+        return removable_list(rows, NO_GOALS_SET, item_class="goal", list_class="goal-list")
 
     @app.callback(
         Output("goal-status", "children"),

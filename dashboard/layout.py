@@ -1,5 +1,7 @@
 """The dashboard's page: header (site, period, live visitors), filter chips, the Overview
-(metrics, chart, breakdowns, map, realtime, rate limiting), the Explore and Funnel tabs.
+(metrics, chart, breakdowns, map, realtime, rate limiting: reports only), the Explore, Funnel,
+Realtime and Settings tabs (dashboard/settings_view.py fills Settings), and a footer for the
+signed-in person's own API keys (dashboard/accounts.py).
 
 Static structure only, and the site picker's first answer (the sites this viewer may see, the
 first of them chosen), so that the Overview's callbacks start with the page rather than after a
@@ -18,7 +20,8 @@ from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
 from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
 from dashboard.realtime_view import realtime_section
-from dashboard.view_tabs import EXPLORE_TAB, FUNNEL_TAB, OVERVIEW_TAB, REALTIME_TAB
+from dashboard.settings_view import settings_section
+from dashboard.view_tabs import EXPLORE_TAB, FUNNEL_TAB, OVERVIEW_TAB, REALTIME_TAB, SETTINGS_TAB
 
 LIVE_REFRESH_MS = 5_000
 # The period (and with it every panel) is recomputed once a minute: often enough for a
@@ -56,13 +59,24 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     {"label": "Explore", "value": EXPLORE_TAB},
                     {"label": "Funnel", "value": FUNNEL_TAB},
                     {"label": "Realtime", "value": REALTIME_TAB},
+                    # Cut for those who administer no site, and per site (dashboard/settings_view.py).
+                    {"label": "Settings", "value": SETTINGS_TAB},
                 ],
                 value=OVERVIEW_TAB,
                 inline=True,
                 className="view-tabs",
                 labelClassName="view-tab",
             ),
-            html.Main([_overview(topojson_url), _explore(), funnel_section(), realtime_section()]),
+            html.Main(
+                [
+                    _overview(topojson_url),
+                    _explore(),
+                    funnel_section(),
+                    realtime_section(),
+                    settings_section(),
+                ]
+            ),
+            html.Footer(id="account", className="account"),  # dashboard/accounts.py: one's API keys
         ],
         className="page",
     )

@@ -19,7 +19,7 @@ from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
 from dashboard.sharing import visible_sites
 from dashboard.store import ClientFactory
-from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB
+from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB, SETTINGS_SECTION, SETTINGS_TAB
 from storage import queries
 from storage.definitions import CurrentDefinitions
 from storage.queries import Source, StatsQuery, questions
@@ -315,12 +315,13 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     @app.callback(
         Output("overview-section", "style"),
         Output("explore-section", "style"),
+        Output(SETTINGS_SECTION, "style"),
         Input("tabs", "value"),
     )
-    def show_tab(tab: str) -> tuple[dict, dict]:
-        # Other tabs (the Funnel) show and hide their own sections.
+    def show_tab(tab: str) -> tuple[dict, dict, dict]:
+        # Other tabs (the Funnel, Realtime) show and hide their own sections.
         hidden, shown = {"display": "none"}, {"display": "block"}
-        return (shown if tab == OVERVIEW_TAB else hidden), (shown if tab == EXPLORE_TAB else hidden)
+        return tuple(shown if tab == view else hidden for view in (OVERVIEW_TAB, EXPLORE_TAB, SETTINGS_TAB))  # type: ignore[return-value]
 
 
 def picked_day(text: str | None) -> date | None:

@@ -1,8 +1,8 @@
-"""The signed-in operator's Share panel: create, list and revoke the shared links of the site in
-the header's site picker. Its callbacks are Dash callbacks like the rest of the dashboard (JSON
-POSTs behind the sign-in cookie, SameSite=Lax: a cross-site page can neither send the cookie nor
-the JSON content type without a preflight), and a shared session is refused them by the guard in
-dashboard/sharing.py (they are not the Overview's).
+"""The Share panel, a section of the Settings view (dashboard/settings_view.py): create, list
+and revoke the shared links of the site in the header's site picker. Its callbacks are Dash
+callbacks like the rest of the dashboard (JSON POSTs behind the sign-in cookie, SameSite=Lax: a
+cross-site page can neither send the cookie nor the JSON content type without a preflight), and a
+shared session is refused them by the guard in dashboard/sharing.py (they are not the Overview's).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from flask import request
 
 from dashboard.components import notice, panel
-from dashboard.site_settings_panel import site_settings_panels
 from dashboard.store import ClientFactory
 from storage import shared_links
 from storage.sites import InvalidDomain
@@ -41,31 +40,6 @@ def share_panel() -> html.Section:
         ],
         id="share-panel",
     )
-
-
-def with_share_panel(page: html.Div) -> html.Div:
-    """The operator's page with the Share panel (and the import and email-report panels of
-    dashboard/site_settings_panel.py) at the end of the Overview."""
-    overview = _find(page, "overview-section")
-    if overview is not None:
-        overview.children = [*_children(overview), share_panel(), *site_settings_panels()]
-    return page
-
-
-def _find(component: object, component_id: str) -> object | None:
-    if getattr(component, "id", None) == component_id:
-        return component
-    for child in _children(component):
-        if (found := _find(child, component_id)) is not None:
-            return found
-    return None
-
-
-def _children(component: object) -> list:
-    children = getattr(component, "children", None)
-    if isinstance(children, list | tuple):
-        return list(children)
-    return [] if children is None or isinstance(children, str) else [children]
 
 
 def register_share_panel(app: Dash, clients: ClientFactory) -> None:

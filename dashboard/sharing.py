@@ -24,17 +24,16 @@ from flask import Response, g, has_request_context, jsonify, render_template_str
 
 from dashboard import browser_session
 from dashboard.access import body_problem, malformed_callback, shared_refusal
-from dashboard.accounts import with_team_panel
-from dashboard.alerts_panel import with_alerts_panel
+from dashboard.accounts import for_signed_in
 from dashboard.auth import FORM_PAGE_STYLE
 from dashboard.client_address import client_address
 from dashboard.message_page import MESSAGE_PAGE, MESSAGE_PAGE_HEAD
 from dashboard.request_bodies import MAX_BODY_BYTES
 from dashboard.request_bodies import refusal as body_refusal
-from dashboard.share_panel import with_share_panel
+from dashboard.settings_view import with_settings
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
-from dashboard.view_tabs import OVERVIEW_TAB
+from dashboard.view_tabs import OVERVIEW_TAB, SETTINGS_SECTION
 from storage import shared_links
 from storage.sessions import Session
 from storage.shared_links import SharedLink
@@ -46,7 +45,7 @@ DASH_PATHS = {"/_dash-layout", "/_dash-dependencies", "/_favicon.ico"}
 DASH_PREFIXES = ("/_dash-component-suites/", "/assets/")
 CALLBACK_PATH = "/_dash-update-component"
 # Replaced by empty placeholders in a shared layout (their callbacks are refused anyway).
-HIDDEN_SECTIONS = ("explore-section", "funnel-section")
+HIDDEN_SECTIONS = ("explore-section", "funnel-section", SETTINGS_SECTION)
 # Dropped with the element around them: the global rate-limiting panel and the log-out form.
 DROPPED_WITH_PARENT = ("rate-limits", "logout")
 
@@ -164,14 +163,15 @@ def callback_refusal(app: Dash, body: Any, link: SharedLink) -> str | None:
 
 
 def layout_for_viewer(full_layout: Callable[[], html.Div]) -> Callable[[], html.Div]:
-    """The operator's layout, or for a shared session the same page cut down to one site's Overview."""
+    """The page with the Settings view's panels, cut for a team member (dashboard/accounts.py), or
+    for a shared session the page without them cut down to one site's Overview."""
 
     def layout() -> html.Div:
         page = full_layout()
         link = shared_link()
         if link is not None:
             return read_only(page, link)
-        return with_team_panel(with_alerts_panel(with_share_panel(page)))
+        return for_signed_in(with_settings(page))
 
     return layout
 

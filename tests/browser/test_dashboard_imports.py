@@ -19,6 +19,7 @@ from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.fixtures.browser import open_overview, open_settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
@@ -81,11 +82,13 @@ async def test_imported_history_is_marked_beside_the_logs_numbers(
 
     # The Import history panel lists the file; removing it takes the days out of every report.
     await page.set_viewport_size(DESKTOP)
+    await open_settings(page)
     listed = page.locator("#import-files .imported-file")
     await expect(listed).to_have_count(1)
     await expect(listed).to_contain_text(f"imported_visitors_{days[0].replace('-', '')}")
     await listed.get_by_role("button", name="Remove").click()
     await expect(page.locator("#import-files")).to_have_text("Nothing imported yet.")
+    await open_overview(page)
     await expect(card.locator(".imported-marker")).to_have_count(0)
     await expect(page.locator("#metric-visitors")).to_have_text("1")
     response = httpx.post(

@@ -22,6 +22,7 @@ from storage.users import set_password, set_role
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
 from tests.browser.test_dashboard_team import PASSWORD as VIEWER_PASSWORD
+from tests.fixtures.browser import open_overview, open_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 
@@ -153,6 +154,7 @@ async def test_every_acquisition_row_filters_and_filters_save_as_a_segment(
     # Save the filters in force (channel Organic Search) as a segment.
     await click_row(page, "sources-by", "Channels", "sources-list", "Organic Search")
     await expect(chips).to_contain_text("Channel is Organic Search")
+    await open_settings(page)  # the filters in force stay above every view
     panel = page.locator("#segments-panel")
     await panel.scroll_into_view_if_needed()
     await page.fill("#segment-name", "Search visits")
@@ -187,9 +189,11 @@ async def test_every_acquisition_row_filters_and_filters_save_as_a_segment(
     row = panel.locator(f"#segment-{saved.id}")
 
     # Narrow it: add a country, replace the segment's filters with those in force.
+    await open_overview(page)
     await click_until(page.locator("#countries-list .breakdown-link", has_text="Germany"), chips, 2)
     await expect(page.locator("#filter-chips")).to_contain_text("Country is Germany")
     await expect(page.locator("#filter-chips")).to_contain_text("Segment is Organic search")
+    await open_settings(page)
     await row.get_by_role("button", name="Replace with the filters in force").click()
     await expect(page.locator("#segment-status")).to_contain_text("now holds the filters in force")
     await expect(chips).to_have_count(1)

@@ -32,7 +32,7 @@ from tests.browser.test_dashboard import (
     sign_in,
     traffic,
 )
-from tests.fixtures.browser import TIMEOUT_MS
+from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
 from tests.fixtures.dashboard_server import DashboardServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
@@ -111,6 +111,8 @@ async def test_shared_link_shows_one_sites_overview_and_nothing_else(
     await expect(page.locator("#explore-sql")).to_have_count(0)
     await expect(page.locator("#logout")).to_have_count(0)
     await expect(page.locator("#rate-limits")).to_have_count(0)
+    await expect_no_settings(page)  # no Settings tab, no settings panel, no API keys
+    await expect(page.locator("#account-panel")).to_have_count(0)
     # The site list offers the shared site only.
     await expect(page.locator("#site")).to_be_disabled()
 
@@ -241,6 +243,7 @@ async def test_operator_creates_and_revokes_a_link_from_the_share_panel(
         operator = await operator_context.new_page()
         await sign_in(operator, dashboard)
         await pick_site(operator, SHARED_SITE)
+        await open_settings(operator)
         await operator.fill("#share-label", "from the panel")
         await operator.click("#share-create")
         url = (await operator.locator("#share-new-url").text_content()) or ""

@@ -1,8 +1,8 @@
 """Team accounts in a real browser (Debian's Chromium) against the real dashboard server and the
-real ClickHouse engine: the operator invites a viewer from the Team panel; the invitee opens the
-link, sets a password, signs in with email and password and sees only their site; a viewer's
-goal change is refused by the server (403), also when the callback is written by hand; the
-owner sees the sign-in in the audit log.
+real ClickHouse engine: the operator invites a viewer from the Team section of Settings; the
+invitee opens the link, sets a password, signs in with email and password and sees only their
+site, no Settings tab and no settings panel; a goal change written by hand is refused by the
+server (403); the owner sees the sign-in in the audit log.
 
 Screenshots (desktop 1280, phone 390) go to docs/screenshots/team-*.png.
 """
@@ -24,7 +24,8 @@ from storage.client import connect
 from storage.sites import add_site, set_timezone, site_timezone
 from tally.settings import PROJECT_ROOT, Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, archive, pick_site, sign_in, traffic
-from tests.fixtures.browser import TIMEOUT_MS
+from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
+from tests.fixtures.callbacks import goal_add_request
 from tests.fixtures.dashboard_server import DashboardServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
@@ -76,19 +77,16 @@ async def invitee(browser: Browser) -> AsyncIterator[Page]:
 
 
 async def invite_from_the_team_panel(owner: Page, email: str) -> str:
-    await owner.locator("#team-panel").scroll_into_view_if_needed()
-    # The operator's key is TALLY_API_KEY: the panel says so and offers no form for keys.
+    # The operator's key is TALLY_API_KEY: their keys' panel says so and offers no form for keys.
     await expect(owner.locator("#team-keys")).to_contain_text("the operator's key is TALLY_API_KEY")
     await expect(owner.locator("#key-create")).to_have_count(0)
+    await open_settings(owner)
+    await owner.locator("#team-panel").scroll_into_view_if_needed()
     await owner.fill("#invite-email", email)
     await owner.click("#invite-create")
     link = owner.locator("#invite-link")
     await expect(link).to_contain_text("/invite/")
     return (await link.text_content() or "").strip()
-
-
-def goal_callback(request_body: object) -> bool:
-    return isinstance(request_body, dict) and "goal-status.children" in request_body.get("output", "")
 
 
 async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
@@ -131,23 +129,13 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     assert (await site_list(OTHER_SITE)).status == 403
     await expect(invitee.locator("#metric-pageviews")).not_to_have_attribute("data-value", "0")
 
-    # A viewer's goal change: the server answers 403 and adds nothing.
-    await invitee.locator("#goals-panel summary").click()
-    await invitee.fill("#goal-event", "Signup")
-    async with invitee.expect_response(
-        lambda r: CALLBACK in r.url and goal_callback(r.request.post_data_json)
-    ) as answer:
-        await invitee.click("#goal-add")
-    refused = await answer.value
-    assert refused.status == 403
-    body = refused.request.post_data_json
-    # The same callback written by hand, and one for another site: refused too.
+    # A viewer's page has no Settings tab and no settings panel (goals are edited there); the
+    # goal callback, written by hand, is refused (403), also for another site, and adds nothing.
+    await expect_no_settings(invitee)
+    body = goal_add_request(TEAM_SITE, "Signup")
     by_hand = await invitee.request.post(dashboard.url + CALLBACK, data=body)
     assert by_hand.status == 403 and "viewer" in await by_hand.text()
-    for entry in body["state"]:
-        if entry["id"] == "site":
-            entry["value"] = OTHER_SITE
-    other = await invitee.request.post(dashboard.url + CALLBACK, data=body)
+    other = await invitee.request.post(dashboard.url + CALLBACK, data=goal_add_request(OTHER_SITE, "Signup"))
     assert other.status == 403
     assert goals.list_goals(connect(dashboard_settings), TEAM_SITE) == []
 
@@ -156,10 +144,10 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await expect(invitee.locator("#funnel-saving")).to_have_count(0)  # saving funnels: admins' too
     await expect(invitee.locator("#funnel-saved")).to_have_count(1)  # picking a saved funnel: theirs too
 
-    # The Team panel: the viewer sees their keys, not the site's members or audit log; a key
-    # made there reads their site on the stats API.
-    await expect(invitee.locator("#team-owner")).to_be_hidden()
-    await invitee.locator("#team-panel").scroll_into_view_if_needed()
+    # Their own API keys, below the views (not a setting): a key made there reads their site on
+    # the stats API; the site's members and audit log are not in their page.
+    await expect(invitee.locator("#team-owner")).to_have_count(0)
+    await invitee.locator("#account-panel").scroll_into_view_if_needed()
     await invitee.click("#key-create")
     token = (await invitee.locator("#key-token").text_content() or "").strip()
     assert token.startswith("tk_")
@@ -195,6 +183,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     # The owner sees the member and their sign-ins in the audit log.
     await owner.reload()
     await pick_site(owner, TEAM_SITE)
+    await open_settings(owner)
     members = owner.locator("#team-members")
     await expect(members).to_contain_text(f"{email} · viewer")
     audit = owner.locator("#audit-table")
@@ -219,6 +208,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
 async def test_owner_excludes_and_includes_a_path_in_the_exclusions_panel(
     dashboard: DashboardServer, dashboard_settings: Settings, owner: Page
 ) -> None:
+    await open_settings(owner)
     panel = owner.locator("#exclusions-panel")
     await panel.scroll_into_view_if_needed()
     await owner.click("#exclusion-kind")
@@ -270,6 +260,7 @@ async def test_owner_changes_a_members_role_in_the_team_panel(
     await owner.set_viewport_size(DESKTOP)
     await owner.reload()
     await pick_site(owner, TEAM_SITE)
+    await open_settings(owner)
     row = owner.locator(f'#team-members li[data-email="{email}"]')
     await row.scroll_into_view_if_needed()
     await expect(row).to_have_attribute("data-role", "viewer")
@@ -298,6 +289,7 @@ async def test_owner_sets_the_sites_time_zone_in_its_panel(
     await owner.set_viewport_size(DESKTOP)
     await owner.reload()
     await pick_site(owner, TEAM_SITE)
+    await open_settings(owner)
     panel = owner.locator("#timezone-panel")
     await panel.scroll_into_view_if_needed()
     await expect(owner.locator("#timezone-name")).to_have_value("UTC")

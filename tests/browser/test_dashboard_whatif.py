@@ -28,6 +28,7 @@ from stream_jobs.definition_requests import DefinitionRequests
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, pick_site, sign_in
 from tests.browser.test_dashboard_periods import choose
+from tests.fixtures.browser import open_settings
 from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.ports import free_port
@@ -87,6 +88,7 @@ async def test_the_operator_compares_a_version_and_asks_for_a_swap_and_a_discard
     await sign_in(page, server)
     await pick_site(page, SITE)
     await choose(page, "preset", "Yesterday")
+    await open_settings(page)
     panel = page.locator("#whatif-panel")
     await panel.scroll_into_view_if_needed()
     await expect(page.locator("#whatif-current-version")).to_have_text(

@@ -21,7 +21,7 @@ from playwright.async_api import Browser, Page, expect
 from tally.settings import PROJECT_ROOT, Settings
 from tests.browser.test_dashboard import PHONE, api, period_shown, pick_site, sign_in
 from tests.browser.test_tracker import EVERY_OPTION, tracked_page
-from tests.fixtures.browser import Websites
+from tests.fixtures.browser import Websites, open_overview, open_settings
 from tests.fixtures.collector_server import register_site
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.integration.test_archiver import archive_until
@@ -56,6 +56,7 @@ async def visit_and_convert(page: Page, websites: Websites, collector_url: str) 
 
 
 async def add_goal(page: Page, event: str = "", page_pattern: str = "", currency: str = "") -> None:
+    """In the Settings view's Goals section."""
     await page.fill("#goal-event", event)
     await page.fill("#goal-page", page_pattern)
     await page.fill("#goal-currency", currency)
@@ -89,7 +90,7 @@ async def test_goals_from_both_trackers_reach_the_dashboard(
     await expect(dashboard.locator("#goals-list")).to_contain_text("No goals yet")
 
     # The site owner adds goals in the dashboard: an event goal, a revenue goal, a page goal.
-    await dashboard.locator("#goals-panel summary").click()
+    await open_settings(dashboard)  # editing goals is a setting; the Overview reports them
     await add_goal(dashboard, "Signup")
     await add_goal(dashboard, "Purchase", currency="eur")
     await add_goal(dashboard, page_pattern="/checkout/*")
@@ -97,6 +98,10 @@ async def test_goals_from_both_trackers_reach_the_dashboard(
     await dashboard.fill("#goal-page", "")
     await dashboard.click("#goal-add")
     await expect(dashboard.locator("#goal-status")).to_contain_text("already has a goal 'Purchase'")
+    listed = dashboard.locator("#goals-settings-list .goal")
+    await expect(listed).to_have_count(3)
+    await expect(listed.first).to_contain_text("Purchase")
+    await open_overview(dashboard)
 
     expected = api(dashboard_server, "/stats/goals", site=DOMAIN, **period)
     assert [(g["goal"], g["visitors"], g["events"], g["conversion_rate"]) for g in expected] == [
@@ -153,6 +158,10 @@ async def test_goals_from_both_trackers_reach_the_dashboard(
         await phone.close()
 
     # Removing a goal: its row goes, its events stay in the archive.
-    await dashboard.locator('#goals-table [data-goal="Visit /checkout/*"] .chip-remove').click()
+    await open_settings(dashboard)
+    await listed.filter(has_text="Visit /checkout/*").get_by_role("button", name="Remove").click()
+    await expect(dashboard.locator("#goal-status")).to_have_text("Removed the goal Visit /checkout/*.")
+    await expect(listed).to_have_count(2)
+    await open_overview(dashboard)
     await expect(rows).to_have_count(2)
     await dashboard.close()

@@ -20,6 +20,7 @@ from dash import Dash
 
 from dashboard.access import CALLBACKS, ROUTES, declaration, undeclared, undeclared_routes
 from dashboard.app import build_app
+from dashboard.settings_view import settings_panels
 from tally.settings import Settings
 from tests.security.conftest import PASSWORD, Tenants, bearer, opened_share, signed_in
 
@@ -267,11 +268,18 @@ def tab_values(layout: dict) -> list[str] | None:
 def test_members_pages_have_no_explore_tab_the_operators_has(
     tenants: Tenants, viewer_a: httpx.Client, admin_b: httpx.Client, operator: httpx.Client
 ) -> None:
-    for member in (viewer_a, admin_b):
+    # The admin of B has the Settings tab (their page opens on B, their one site); the viewer has
+    # none, and no settings panel in the layout at all (dashboard/settings_view.py).
+    for member, tabs in (
+        (viewer_a, ["overview", "funnel", "realtime"]),
+        (admin_b, ["overview", "funnel", "realtime", "settings"]),
+    ):
         layout = member.get("/_dash-layout")
         assert layout.status_code == 200
-        assert tab_values(layout.json()) == ["overview", "funnel", "realtime"]
+        assert tab_values(layout.json()) == tabs
         assert "explore-sql" not in layout.text
+    viewer_layout = viewer_a.get("/_dash-layout").text
+    assert [panel.id for panel in settings_panels() if f'"{panel.id}"' in viewer_layout] == []
     layout = operator.get("/_dash-layout").json()
     assert "explore" in (tab_values(layout) or [])
 

@@ -1,0 +1,109 @@
+"""The Settings view: every settings panel of the site in the site picker, one section per kind
+(as Plausible's site settings), under a fifth view tab "Settings" beside Overview, Explore,
+Funnel and Realtime; the Overview keeps the reports only.
+
+A view tab rather than a `/settings` page: the dashboard is one Dash page whose header (the site
+picker, the period, the filters and the stores the panels share: goals' and segments' versions)
+every view reads. A tab keeps the site picked and the filters in force (the Segments section
+saves them) without a second layout to build, cut for each viewer and guard, and without a
+reload; the callbacks are the same ones, declared in dashboard/access.py as before.
+
+Who sees it: the page's layout (dashboard/sharing.py `layout_for_viewer`) fills the section for
+the operator and for a member who administers some site, and cuts it for everyone else
+(dashboard/accounts.py `for_signed_in`: a viewer's page holds no settings panel at all; a shared
+link's none either). The Settings tab is offered only for a site the signed-in person
+administers (`settings_tab_for_site`, run when the site changes): an admin of A and viewer of B
+sees it for A and not for B. The guards, not the tab, are what refuse a settings change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, Input, Output, State, html, no_update
+from flask import g
+
+from dashboard.accounts import current_user, team_panel
+from dashboard.alerts_panel import alerts_panel
+from dashboard.components import find, panel_children
+from dashboard.exclusions_panel import exclusions_panel
+from dashboard.goals_panel import goals_settings_panel
+from dashboard.segments import segments_panel
+from dashboard.share_panel import share_panel
+from dashboard.site_settings_panel import site_settings_panels
+from dashboard.timezone_panel import timezone_panel
+from dashboard.view_tabs import OVERVIEW_TAB, SETTINGS_PANELS, SETTINGS_SECTION, SETTINGS_TAB
+from dashboard.whatif_panel import whatif_panel
+
+SETTINGS_OPTION = {"label": "Settings", "value": SETTINGS_TAB}
+
+
+def settings_section() -> html.Section:
+    """The view's frame, empty: `with_settings` puts the panels in for those who may see them."""
+    return html.Section(
+        [
+            html.Div(
+                [
+                    html.H2("Site settings"),
+                    html.P("For the site in the picker above.", className="hint"),
+                ],
+                className="settings-heading",
+            ),
+            html.Div(id=SETTINGS_PANELS, className="settings-panels"),
+        ],
+        id=SETTINGS_SECTION,
+        style={"display": "none"},
+    )
+
+
+def settings_panels() -> list[html.Section]:
+    """Every settings kind, one panel each, in the order of Plausible's site settings: general,
+    goals and segments, visibility and people, then integrations and the operator's definitions."""
+    return [
+        timezone_panel(),
+        goals_settings_panel(),
+        segments_panel(),
+        exclusions_panel(),
+        share_panel(),
+        team_panel(),
+        alerts_panel(),
+        *site_settings_panels(),  # Import history, Email reports
+        whatif_panel(),
+    ]
+
+
+def with_settings(page: html.Div) -> html.Div:
+    """The page with every settings panel in the Settings view (the operator's page; a member's
+    is then cut by dashboard/accounts.py)."""
+    container = find(page, SETTINGS_PANELS)
+    if container is not None:
+        container.children = [*panel_children(container), *settings_panels()]  # type: ignore[attr-defined]
+    return page
+
+
+def may_administer(site: str | None) -> bool:
+    """Whether this request's signed-in person may change `site`'s settings: the operator, or a
+    member with admin (or owner) on it. Never a shared link (its page has no settings)."""
+    if g.get("shared_link") is not None or not site:  # set by dashboard/sharing.py's guard
+        return False
+    user = current_user()
+    return user is None or user.may(site, "admin")
+
+
+def register_settings_view(app: Dash) -> None:
+    @app.callback(
+        Output("tabs", "options"),
+        Output("tabs", "value"),
+        Input("site", "value"),
+        State("tabs", "options"),
+        State("tabs", "value"),
+    )
+    def settings_tab_for_site(site: str | None, options: list[dict] | None, tab: str | None) -> Any:
+        """The Settings tab for a site the person administers, none for another (back to the
+        Overview if it was open)."""
+        current = list(options or [])
+        others = [option for option in current if option.get("value") != SETTINGS_TAB]
+        wanted = [*others, SETTINGS_OPTION] if may_administer(site) else others
+        if wanted == current:
+            return no_update, no_update
+        return wanted, (OVERVIEW_TAB if tab == SETTINGS_TAB and SETTINGS_OPTION not in wanted else no_update)
