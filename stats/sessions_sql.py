@@ -172,12 +172,23 @@ SELECT 'visit' AS kind{keys}, 0, 0, 0, count(),
 _VISITS = _VISIT_COUNTS + "FROM\n(" + _NEWEST_VISITS + ")\nWHERE is_deleted = 0{condition}{group}\n"
 
 
+# The custom events of the site whose path could pass the filter ({possible}), from the range's
+# start up to its last visit end plus the gap (no later one is in a visit of the range).
+_CUSTOM_EVENTS_OF_RANGE = """site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
+    AND ts <= (
+        SELECT max(session_end) FROM {sessions}
+        WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
+          AND session_start < {{end:DateTime64(3, 'UTC')}}
+    ) + toIntervalMillisecond({{gap_ms:UInt64}})"""
+
+
 # The custom events (visit_start, visitor_id, path) of the visits of the range (newest versions)
 # passing the filter with their visit's properties ({test}), each within its visit's [first page
 # view, last page view + gap] (raw's rule): read from custom_events_by_page (migration 0064), only
 # the events whose path could pass ({possible}) up to the range's last visit end plus the gap (no
 # later one is in a visit of the range), and only their visitors' visits.
-_CUSTOM_EVENTS_OF_VISITS = """
+_CUSTOM_EVENTS_OF_VISITS = (
+    """
         SELECT visit_start, visitor_id, path
         FROM
         (
@@ -193,15 +204,13 @@ _CUSTOM_EVENTS_OF_VISITS = """
         INNER JOIN
         (
             SELECT visitor_id, ts, path FROM {custom_events}
-            WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
-              AND ts <= (
-                  SELECT max(session_end) FROM {sessions}
-                  WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
-                    AND session_start < {{end:DateTime64(3, 'UTC')}}
-              ) + toIntervalMillisecond({{gap_ms:UInt64}})
+            WHERE """
+    + _CUSTOM_EVENTS_OF_RANGE
+    + """
         ) AS custom USING visitor_id
         WHERE is_deleted = 0 AND ts >= visit_start
           AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test}"""
+)
 # The visits such an event keeps under a page filter (raw's rule: one event of the visit passes
 # the whole filter).
 _KEPT_BY_CUSTOM_EVENTS = "(visit_start, visitor_id) IN (SELECT visit_start, visitor_id FROM ({events}))"
@@ -236,19 +245,18 @@ _VISITS_BY_VALUE = (
 # visits by visitor_id (a small hash table: custom events are few beside visits; a visitor without
 # any gets [] from the LEFT JOIN); _CUSTOM_PAGES then keeps the pages of those in the visit's
 # [first page view, last page view + gap] passing the whole filter with its properties (raw's rule).
-_CUSTOM_VALUES = """
+_CUSTOM_VALUES = (
+    """
     LEFT JOIN
     (
         SELECT visitor_id, groupArray(path) AS custom_paths, groupArray(ts) AS custom_ts
         FROM {custom_events}
-        WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible}
-          AND ts <= (
-              SELECT max(session_end) FROM {sessions}
-              WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
-                AND session_start < {{end:DateTime64(3, 'UTC')}}
-          ) + toIntervalMillisecond({{gap_ms:UInt64}})
+        WHERE """
+    + _CUSTOM_EVENTS_OF_RANGE
+    + """
         GROUP BY visitor_id
     ) AS custom USING visitor_id"""
+)
 _CUSTOM_PAGES = """arrayFilter((path, ts) -> ts >= visit_start
             AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}} AND {test},
             custom_paths, custom_ts)"""
