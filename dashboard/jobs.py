@@ -79,6 +79,7 @@ def run_jobs(
     """Run each job at start and then every `interval_s`, until `stop`; beat between them."""
     next_run = {job.name: 0.0 for job in jobs}
     while not stop.is_set():
+        heartbeat.beat(settings, COMPONENT)  # alive before a job runs: the first can take minutes
         for job in jobs:
             if time.monotonic() >= next_run[job.name]:
                 _run_once(job, clock())
