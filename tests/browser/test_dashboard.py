@@ -26,7 +26,7 @@ from storage.client import connect
 from storage.rate_limits import rate_limit_status
 from tally.event import PageViewEvent
 from tally.settings import PROJECT_ROOT, Settings
-from tests.fixtures.browser import TIMEOUT_MS
+from tests.fixtures.browser import SIGN_IN_TIMEOUT_MS, TIMEOUT_MS
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import (
     CLIENTS,
@@ -159,7 +159,9 @@ async def sign_in(page: Page, server: DashboardServer) -> None:
     await expect(page).to_have_url(re.compile(r"/login"))
     await page.fill("#password", server.password)
     await page.click("button[type=submit]")
-    await expect(page.locator("#site")).to_be_visible()
+    # The picker is a lazily loaded chunk, fetched behind the page's first callbacks over the
+    # browser's six connections: on a loaded machine that queue takes longer than an expectation.
+    await expect(page.locator("#site")).to_be_visible(timeout=SIGN_IN_TIMEOUT_MS)
 
 
 async def pick_site(page: Page, site: str) -> None:

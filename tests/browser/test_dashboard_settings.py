@@ -23,6 +23,7 @@ from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in, traffic
 from tests.browser.test_dashboard_team import PASSWORD  # the members' password, as the segments test
 from tests.fixtures.browser import (
+    SIGN_IN_TIMEOUT_MS,
     TIMEOUT_MS,
     expect_no_settings,
     open_overview,
@@ -73,7 +74,7 @@ async def sign_in_as(page: Page, server: DashboardServer, email: str) -> None:
     await page.fill("#email", email)
     await page.fill("#password", PASSWORD)
     await page.click("button[type=submit]")
-    await expect(page.locator("#site")).to_be_visible()
+    await expect(page.locator("#site")).to_be_visible(timeout=SIGN_IN_TIMEOUT_MS)
 
 
 def settings_tab(page: Page) -> Locator:
