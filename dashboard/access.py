@@ -317,7 +317,7 @@ def shared_refusal(app: Dash, body: dict, link_site: str) -> str | None:
 # -- routes -----------------------------------------------------------------------------------
 
 Caller = Literal["anyone", "session", "key"]
-SiteIn = Literal["query", "body", "none"]
+SiteIn = Literal["query", "body", "path", "none"]
 
 
 @dataclass(frozen=True)
@@ -397,6 +397,20 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.list_keys": key(site="none"),
     "stats_api.create_key": key(scope="manage", site="body"),
     "stats_api.revoke_key": key(scope="manage", site="none"),
+    # Plausible's Sites API (dashboard/http_api/sites_api.py): the site is `site_id`, in the
+    # path, the body or (listing goals and guests) the query; the endpoints check the role there.
+    "stats_api.sites_list": key(site="none"),  # a member's key: the sites it may read
+    "stats_api.sites_create": key("operator", "manage", site="none"),
+    "stats_api.sites_get": key(site="path"),
+    "stats_api.sites_update": key("admin", "manage", site="path"),
+    "stats_api.sites_delete": key("owner", "manage", site="path"),
+    "stats_api.sites_goals_list": key(site="query"),
+    "stats_api.sites_goal_put": key("admin", "manage", site="body"),
+    "stats_api.sites_goal_delete": key("admin", "manage", site="body"),
+    "stats_api.sites_shared_link_put": key("admin", "manage", site="body"),
+    "stats_api.sites_guests_list": key("owner", site="query"),
+    "stats_api.sites_guest_put": key("owner", "manage", site="body"),
+    "stats_api.sites_guest_delete": key("owner", "manage", site="body"),
     "plausible_api.query": key(site="body"),
     "plausible_api.not_found": key(site="none"),
 }

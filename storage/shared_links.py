@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -92,7 +93,16 @@ def clean_label(label: str) -> str:
     return cleaned
 
 
-def create_link(client: Client, site: str, label: str = "", password: str | None = None) -> CreatedLink:
+def create_link(
+    client: Client,
+    site: str,
+    label: str = "",
+    password: str | None = None,
+    token_of: Callable[[str], str] | None = None,
+) -> CreatedLink:
+    """A new link. `token_of` (the Sites API's, dashboard/http_api/sites_api.py) derives the token
+    from the link's id with a server secret, so its URL can be given again; without it the token
+    is random and shown once."""
     site = normalise(site)
     if site not in list_sites(client):
         raise SharedLinkError(f"site: {site} is not registered (see 'tally sites list')")
@@ -101,9 +111,10 @@ def create_link(client: Client, site: str, label: str = "", password: str | None
     if password:
         salt_bytes = os.urandom(16)
         salt, digest = salt_bytes.hex(), _scrypt(password, salt_bytes).hex()
-    token = secrets.token_urlsafe(32)
+    link_id = secrets.token_hex(4)
+    token = token_of(link_id) if token_of is not None else secrets.token_urlsafe(32)
     link = SharedLink(
-        id=secrets.token_hex(4),
+        id=link_id,
         site=site,
         label=clean_label(label),
         token_sha256=token_hash(token),

@@ -24,6 +24,7 @@ from dashboard.http_api.openapi import openapi_document
 from dashboard.http_api.parameters import Arguments, BadParameter
 from dashboard.http_api.plausible import v1 as plausible_v1
 from dashboard.http_api.segments import register_segments_api
+from dashboard.http_api.sites_api import register_sites_api
 from dashboard.http_api.whatif import register_whatif_api
 from dashboard.refusals import answer_refusals, error
 from dashboard.store import ClientFactory, StoreUnavailable
@@ -64,9 +65,10 @@ def stats_api(
             return response
         g.api_access = access
         # A team member's key reads only its sites (dashboard/http_api/authorisation.py).
-        site = scoped_site(request.args.get("site") or request.args.get("site_id") or "")
+        named = "site" if request.args.get("site") else "site_id"  # Plausible's APIs say site_id
+        site = scoped_site(request.args.get(named) or "")
         if site and not access.may_read(site):
-            return error(403, f"site: this API key may not read {site}")
+            return error(403, f"{named}: this API key may not read {site}")
         # The role and scope the endpoint declares (dashboard/access.py), as the dashboard asks them.
         declared = route_access(request.endpoint)
         in_query = site if declared is not None and declared.site == "query" else ""
@@ -245,6 +247,7 @@ def stats_api(
     register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/http_api/imports.py)
     register_segments_api(api, clients)  # /segments: list, create, change, delete
     register_management(api, settings, clients)  # settings and accounts (dashboard/http_api/manage.py)
+    register_sites_api(api, settings, clients)  # Plausible's Sites API (dashboard/http_api/sites_api.py)
     register_whatif_api(api, settings, clients, clock, goal_json)  # GET /whatif/goals (whatif_api.py)
 
     @api.get("/<path:unknown>")
