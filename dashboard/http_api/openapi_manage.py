@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dashboard.http_api import sites_api
 from dashboard.http_api.manage import DEFAULT_AUDIT_LIMIT
 from dashboard.http_api.parameters import MAX_LIMIT
 from storage import exclusions, report_subscriptions, users
@@ -331,6 +332,180 @@ def management_paths() -> JSON:
                         ),
                     )
                 },
+            ),
+        },
+    }
+
+
+# -- Plausible's Sites API (dashboard/http_api/sites_api.py) ------------------------------------
+
+SITES_WHO = (
+    " Plausible's Sites API (https://plausible.io/docs/sites-api): the same path, fields and answer. "
+    "Fields also as a form (curl -F). The operator's key may; a team member's key may with its user's "
+    "{role} role on the site and, for a change, scope manage."
+)
+NULLABLE_TEXT = _string(nullable=True)
+PAGE_META = _object({"after": NULLABLE_TEXT, "before": NULLABLE_TEXT, "limit": {"type": "integer"}})
+PAGINATION = [
+    _query("after", "the cursor of the next page (meta.after)", _string(), required=False),
+    _query("before", "the cursor of the previous page (meta.before)", _string(), required=False),
+    _query(
+        "limit",
+        "sites per page (default 100)",
+        {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+        False,
+    ),
+]
+SITE_ID_QUERY = _query("site_id", "the site's domain", TEXT)
+SITE_ID_PATH = {
+    "name": "site_id",
+    "in": "path",
+    "required": True,
+    "description": "the site's domain",
+    "schema": TEXT,
+}
+PLAUSIBLE_SITE = _object({"domain": _string(), "timezone": _string()})
+PLAUSIBLE_GOAL_PROPERTIES: JSON = {
+    "id": _string(description="stable while the goal exists (derived from its site and name)"),
+    "display_name": _string(),
+    "goal_type": _string(enum=list(sites_api.GOAL_TYPES)),
+    "event_name": NULLABLE_TEXT,
+    "page_path": NULLABLE_TEXT,
+}
+GUEST_ROLE = _string(enum=list(sites_api.GUEST_ROLES))
+GUEST = _object({"email": _string(), "role": GUEST_ROLE, "accepted": {"type": "boolean"}})
+GUEST_MADE = {
+    "type": "object",
+    "required": ["email", "role", "accepted"],
+    "properties": {
+        **GUEST["properties"],
+        "delivery": _string(enum=list(users.DELIVERIES), description="a new invitation's (Tally's)"),
+        "link": _string(description="a new invitation's link, when the caller may hold it (Tally's)"),
+    },
+}
+DELETED = _object({"deleted": {"type": "boolean"}})
+CONFLICT = {"409": _answer("a shared link of that name made elsewhere: its URL was shown once", ERROR)}
+
+
+def _listed(name: str, item: JSON) -> JSON:
+    return _object({name: {"type": "array", "items": item}, "meta": PAGE_META})
+
+
+def sites_paths() -> JSON:
+    return {
+        "/api/v1/sites": {
+            "get": _operation(
+                "The sites, by domain; a member's key: the sites it may read."
+                + SITES_WHO.format(role="viewer"),
+                [*PAGINATION, _query("team_id", "accepted, ignored: Tally has no teams", _string(), False)],
+                {"200": _answer("a page of sites", _listed("sites", PLAUSIBLE_SITE))},
+            ),
+            "post": _operation(
+                "Register a site." + SITES_WHO.split(" The operator's")[0] + " The operator's key only.",
+                [],
+                {"200": _answer("registered", PLAUSIBLE_SITE)},
+                _body(
+                    {
+                        "domain": TEXT,
+                        "timezone": _string(description="IANA; default UTC"),
+                        "team_id": _string(),
+                    },
+                    ["domain"],
+                ),
+            ),
+        },
+        "/api/v1/sites/{site_id}": {
+            "get": _operation(
+                "A site; custom_properties is always empty: Tally records every property sent."
+                + SITES_WHO.format(role="viewer"),
+                [SITE_ID_PATH],
+                {
+                    "200": _answer(
+                        "the site",
+                        _object(
+                            {
+                                **PLAUSIBLE_SITE["properties"],
+                                "custom_properties": {"type": "array", "items": _string()},
+                            }
+                        ),
+                    )
+                },
+            ),
+            "put": _operation(
+                "Change the domain: refused (400 naming `domain`), the archive is keyed by it; the same "
+                "domain answers the site." + SITES_WHO.format(role="admin"),
+                [SITE_ID_PATH],
+                {"200": _answer("the site, unchanged", PLAUSIBLE_SITE)},
+                _body({"domain": TEXT}, ["domain"]),
+            ),
+            "delete": _operation(
+                "Remove the site and its settings (goals, shared links, members, invitations, exclusions, "
+                "reports, alert rules, segments, funnels, channel rules); its archived events are kept."
+                + SITES_WHO.format(role="owner"),
+                [SITE_ID_PATH],
+                {"200": _answer("deleted", DELETED)},
+            ),
+        },
+        "/api/v1/sites/goals": {
+            "get": _operation(
+                "The site's goals." + SITES_WHO.format(role="viewer"),
+                [SITE_ID_QUERY, *PAGINATION],
+                {"200": _answer("a page of goals", _listed("goals", _object(PLAUSIBLE_GOAL_PROPERTIES)))},
+            ),
+            "put": _operation(
+                "Find the goal of this event or page, or create it." + SITES_WHO.format(role="admin"),
+                [],
+                {"200": _answer("the goal", _object({"domain": _string(), **PLAUSIBLE_GOAL_PROPERTIES}))},
+                _body(
+                    {
+                        "site_id": TEXT,
+                        "goal_type": _string(enum=list(sites_api.GOAL_TYPES)),
+                        "event_name": _string(),
+                        "page_path": _string(),
+                        "display_name": _string(),
+                    },
+                    ["site_id", "goal_type"],
+                ),
+            ),
+        },
+        "/api/v1/sites/goals/{goal_id}": {
+            "delete": _operation(
+                "Delete a goal." + SITES_WHO.format(role="admin"),
+                [{"name": "goal_id", "in": "path", "required": True, "schema": TEXT}],
+                {"200": _answer("deleted", DELETED)},
+                _body({"site_id": TEXT}, ["site_id"]),
+            ),
+        },
+        "/api/v1/sites/shared-links": {
+            "put": _operation(
+                "Find the shared link of this name, or create it: its read-only dashboard URL, the same "
+                "each time." + SITES_WHO.format(role="admin"),
+                [],
+                {"200": _answer("the link", _object({"name": _string(), "url": _string()})), **CONFLICT},
+                _body({"site_id": TEXT, "name": TEXT}, ["site_id", "name"]),
+            ),
+        },
+        "/api/v1/sites/guests": {
+            "get": _operation(
+                "The site's viewers and editors (Tally's admins), accepted or invited."
+                + SITES_WHO.format(role="owner"),
+                [SITE_ID_QUERY, *PAGINATION],
+                {"200": _answer("a page of guests", _listed("guests", GUEST))},
+            ),
+            "put": _operation(
+                "Find the guest or the invitation of this address, or invite them (editor: Tally's admin)."
+                + SITES_WHO.format(role="owner"),
+                [],
+                {"200": _answer("the guest", GUEST_MADE)},
+                _body({"site_id": TEXT, "email": TEXT, "role": GUEST_ROLE}, ["site_id", "email", "role"]),
+            ),
+        },
+        "/api/v1/sites/guests/{email}": {
+            "delete": _operation(
+                "Remove the guest's role on the site, or their invitation." + SITES_WHO.format(role="owner"),
+                [{"name": "email", "in": "path", "required": True, "schema": TEXT}],
+                {"200": _answer("deleted", DELETED)},
+                _body({"site_id": TEXT}, ["site_id"]),
             ),
         },
     }

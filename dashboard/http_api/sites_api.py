@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from flask import Blueprint, Response, g, jsonify, request
+from werkzeug.exceptions import MethodNotAllowed
 
 from dashboard import invitations
 from dashboard.http_api.authorisation import Access
@@ -67,6 +68,8 @@ GOAL_TYPES = ("event", "page")
 GUEST_ROLES: dict[str, Role] = {"viewer": "viewer", "editor": "admin"}
 PLAUSIBLE_ROLE = {tally: plausible for plausible, tally in GUEST_ROLES.items()}
 SHARE_PATH = "/share/"
+# The paths under /sites that are no site: GET|PUT|DELETE /sites/<site_id> answers 405 for them.
+NOT_SITES = {"goals": ["GET", "PUT"], "guests": ["GET", "PUT"], "shared-links": ["PUT"]}
 
 T = TypeVar("T")
 
@@ -105,6 +108,8 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     def site_for(value: object, field: str, needed: Role, change: bool) -> str:
         """The registered site `value` names, once the caller's role there (and for a change the
         key's scope) allows it: 400 naming `field`, then 404, then 403."""
+        if "site_id" in (request.view_args or {}) and value in NOT_SITES:  # DELETE /sites/goals, …
+            raise MethodNotAllowed(valid_methods=[*NOT_SITES[str(value)], "OPTIONS"])
         if value is None or (isinstance(value, str) and not value.strip()):
             raise BadParameter(field, "required: the site's domain")
         if not isinstance(value, str) or len(value) > MAX_SITE_LENGTH:

@@ -4,6 +4,7 @@ storage.queries exactly as the dashboard shows them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -265,9 +266,13 @@ def stats_api(
         # every other path Werkzeug's own answer.
         if not request.path.startswith((f"{PREFIX}/", "/api/v2/")):
             return refused.get_response()
-        if request.path not in openapi_document()["paths"]:
+        if not documented(request.path):
             return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")
         return not_allowed(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+
+    def documented(path: str) -> bool:
+        """Whether `path` is one the document describes, its templates (`{site_id}`) included."""
+        return any(re.fullmatch(path_pattern(template), path) for template in openapi_document()["paths"])
 
     def not_allowed(methods: list[str]) -> Response:
         allowed = ", ".join(methods)
@@ -298,6 +303,12 @@ def stats_api(
         return error(500, "internal error; the dashboard's log has the details")
 
     return api
+
+
+def path_pattern(template: str) -> str:
+    """A regular expression of an OpenAPI path: each `{name}` one path segment."""
+    parts = template.split("/")
+    return "/".join("[^/]+" if part.startswith("{") else re.escape(part) for part in parts)
 
 
 def session_json(row: SessionRow) -> dict[str, object]:

@@ -276,3 +276,19 @@ def test_site_added_elsewhere_is_listed_with_its_zone(
     plausible = PlausibleSitesClient(dashboard_server.url, dashboard_server.api_key)
     assert {"domain": domain, "timezone": "Asia/Tokyo"} in plausible.all_sites(limit=1000)
     plausible.close()
+
+
+def test_a_method_a_sites_path_does_not_take_is_405_with_allow(tenants: Tenants) -> None:
+    api = httpx.Client(base_url=tenants.server.url, headers=bearer(tenants.operator_key), timeout=30)
+    for method, path, allowed in [
+        ("GET", "/api/v1/sites/shared-links", "OPTIONS, PUT"),
+        ("DELETE", "/api/v1/sites/goals", "GET, OPTIONS, PUT"),
+        ("POST", f"/api/v1/sites/{tenants.site_a}", None),
+        ("PATCH", "/api/v1/sites/goals/abc", None),
+    ]:
+        answer = api.request(method, path)
+        assert answer.status_code == 405, (method, path, answer.text)
+        assert "error" in answer.json()
+        if allowed is not None:
+            assert answer.headers["Allow"] == allowed
+    api.close()

@@ -46,6 +46,16 @@ MANAGEMENT_PATHS = {
     "/api/v1/reports",
     "/api/v1/timezone",
 }
+# Plausible's Sites API: tests/integration/test_sites_api.py.
+SITES_PATHS = {
+    "/api/v1/sites",
+    "/api/v1/sites/{site_id}",
+    "/api/v1/sites/goals",
+    "/api/v1/sites/goals/{goal_id}",
+    "/api/v1/sites/shared-links",
+    "/api/v1/sites/guests",
+    "/api/v1/sites/guests/{email}",
+}
 
 
 A = {"country": "CH", "device": "desktop", "browser": "Firefox", "os": "Linux", "screen_width": 1440}
@@ -488,6 +498,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
             WHATIF_GOALS,
         }
         | MANAGEMENT_PATHS
+        | SITES_PATHS
     )
     parameters = document["components"]["parameters"]
     samples = {
@@ -498,7 +509,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "steps": json.dumps([{"page": "/"}, {"page": "/pricing"}]),
     }
     for path, item in paths.items():
-        if "get" not in item or path in MANAGEMENT_PATHS:  # those: tests/integration/test_manage_api.py
+        if "get" not in item or path in MANAGEMENT_PATHS | SITES_PATHS:  # their own tests
             continue
         if path == WHATIF_GOALS:  # needs a proposal and an admin: tests/integration/test_whatif_goals.py
             continue
