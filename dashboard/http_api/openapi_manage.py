@@ -407,8 +407,8 @@ def sites_paths() -> JSON:
                 _body(
                     {
                         "domain": TEXT,
-                        "timezone": _string(description="IANA; default UTC"),
-                        "team_id": _string(),
+                        "timezone": _string(nullable=True, description="IANA; default UTC"),
+                        "team_id": NULLABLE_TEXT,
                     },
                     ["domain"],
                 ),
@@ -460,9 +460,9 @@ def sites_paths() -> JSON:
                     {
                         "site_id": TEXT,
                         "goal_type": _string(enum=list(sites_api.GOAL_TYPES)),
-                        "event_name": _string(),
-                        "page_path": _string(),
-                        "display_name": _string(),
+                        "event_name": NULLABLE_TEXT,
+                        "page_path": NULLABLE_TEXT,
+                        "display_name": NULLABLE_TEXT,
                     },
                     ["site_id", "goal_type"],
                 ),

@@ -170,6 +170,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     def sites_create() -> Response:
         query(())
         fields = body(("domain", "timezone", "team_id"))
+        optional_text(fields, "team_id")  # Plausible's; Tally has no teams: checked, then ignored
         domain = domain_field(fields)
         if domain in list_sites(clients()):
             raise BadParameter("domain", f"{domain} is already registered")
@@ -533,7 +534,7 @@ def encode_cursor(key: str) -> str:
 
 def decode_cursor(args: Mapping[str, str], name: str) -> str | None:
     value = args.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
     try:
         key = base64.b64decode(value + "=" * (-len(value) % 4), altchars=b"-_", validate=True).decode()
