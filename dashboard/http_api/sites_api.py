@@ -23,9 +23,11 @@ import base64
 import binascii
 import hashlib
 import hmac
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import wraps
 from typing import Any, TypeVar
 
 from flask import Blueprint, Response, g, jsonify, request
@@ -84,6 +86,17 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     """Adds the endpoints to the stats API's blueprint (its key check, refusal handlers and
     no-store header apply to them)."""
     link_secret = settings.resolved_dashboard_session_secret().encode()
+    # Find-or-create is a read then a write: two calls at once must not both create. One lock
+    # per dashboard process (waitress answers on several threads); provisioning is rare.
+    provisioning = threading.Lock()
+
+    def serialised(view: Callable[[], Response]) -> Callable[[], Response]:
+        @wraps(view)
+        def one_at_a_time() -> Response:
+            with provisioning:
+                return view()
+
+        return one_at_a_time
 
     def link_token(link_id: str) -> str:
         """A shared link's token, derived from its id with the server's secret: the Sites API's
@@ -167,6 +180,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         return jsonify({"sites": [{"domain": d, "timezone": z} for d, z in rows], "meta": meta})
 
     @api.post("/sites")
+    @serialised
     def sites_create() -> Response:
         query(())
         fields = body(("domain", "timezone", "team_id"))
@@ -281,6 +295,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         return jsonify({"goals": [goal_json(goal) for goal in rows], "meta": meta})
 
     @api.put("/sites/goals")
+    @serialised
     def sites_goal_put() -> Response:
         query(())
         fields = body(("site_id", "goal_type", "event_name", "page_path", "display_name"))
@@ -334,6 +349,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     # -- shared links -------------------------------------------------------------------------
 
     @api.put("/sites/shared-links")
+    @serialised
     def sites_shared_link_put() -> Response:
         query(())
         fields = body(("site_id", "name"))
@@ -389,6 +405,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         return jsonify({"guests": rows, "meta": meta})
 
     @api.put("/sites/guests")
+    @serialised
     def sites_guest_put() -> Response:
         query(())
         fields = body(("site_id", "email", "role"))

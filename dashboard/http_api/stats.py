@@ -75,6 +75,8 @@ def stats_api(
         in_query = site if declared is not None and declared.site == "query" else ""
         refusal = key_refusal(declared, access, in_query, lambda: users.get_user(clients(), access.email))
         if refusal is not None:
+            if named == "site_id" and refusal.startswith("site: "):  # the parameter as it was sent
+                refusal = "site_id: " + refusal.removeprefix("site: ")
             return error(403, refusal)
         return None
 

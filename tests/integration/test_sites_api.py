@@ -10,6 +10,7 @@ keys, an owner's read-only key, another site's admin)."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -197,7 +198,7 @@ def test_every_refusal_names_its_field(tenants: Tenants, dashboard_settings: Set
     viewer = httpx.Client(base_url=url, headers=bearer(tenants.viewer_a.manage_key), timeout=30)
     refused(viewer.put("/api/v1/sites/goals", data=goal), 403, "site_id")
     refused(viewer.put("/api/v1/sites/shared-links", data={"site_id": site, "name": "x"}), 403, "site_id")
-    refused(viewer.get("/api/v1/sites/guests", params={"site_id": site}), 403, "site")
+    refused(viewer.get("/api/v1/sites/guests", params={"site_id": site}), 403, "site_id")
     assert viewer.get("/api/v1/sites/goals", params={"site_id": site}).status_code == 200
     refused(viewer.delete(f"/api/v1/sites/{site}"), 403, "site_id")
 
@@ -291,4 +292,23 @@ def test_a_method_a_sites_path_does_not_take_is_405_with_allow(tenants: Tenants)
         assert "error" in answer.json()
         if allowed is not None:
             assert answer.headers["Allow"] == allowed
+    api.close()
+
+
+def test_the_same_goal_and_link_asked_for_at_once_are_made_once(
+    tenants: Tenants, dashboard_settings: Settings
+) -> None:
+    api = httpx.Client(base_url=tenants.server.url, headers=bearer(tenants.operator_key), timeout=60)
+    event = f"Together-{uuid.uuid4().hex[:6]}"
+    goal = {"site_id": tenants.site_b, "goal_type": "event", "event_name": event}
+    link = {"site_id": tenants.site_b, "name": event}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        goal_answers = list(pool.map(lambda _: api.put("/api/v1/sites/goals", data=goal), range(8)))
+        link_answers = list(pool.map(lambda _: api.put("/api/v1/sites/shared-links", data=link), range(8)))
+    assert {answer.status_code for answer in goal_answers + link_answers} == {200}
+    assert len({answer.json()["id"] for answer in goal_answers}) == 1
+    assert len({answer.json()["url"] for answer in link_answers}) == 1
+    client = connect(dashboard_settings)
+    assert [g.name for g in goals.list_goals(client, tenants.site_b)].count(event) == 1
+    assert [li.label for li in shared_links.list_links(client, tenants.site_b)].count(event) == 1
     api.close()
