@@ -155,13 +155,41 @@ async def desktop(browser: Browser) -> AsyncIterator[BrowserContext]:
 
 
 async def sign_in(page: Page, server: DashboardServer) -> None:
+    """Sign in with the operator's password, as far as the header's site picker."""
+    errors = await sign_in_to_views(page, server)
+    # The picker is a lazily loaded chunk, fetched behind the page's first callbacks over the
+    # browser's six connections: on a loaded machine that queue takes longer than an expectation.
+    try:
+        await expect(page.locator("#site")).to_be_visible(timeout=SIGN_IN_TIMEOUT_MS)
+    except AssertionError as missing:
+        header = (await page.locator("header").inner_html())[:2000]
+        raise AssertionError(
+            f"no site picker; the page's errors: {errors[:20]}; header: {header}"
+        ) from missing
+
+
+async def sign_in_to_views(page: Page, server: DashboardServer) -> list[str]:
+    """Sign in with the operator's password, as far as the view tabs (the page is rendered); what
+    the page's scripts throw and the requests that fail from then on, for a failure message."""
+    errors = page_errors(page)
     await page.goto(server.url + "/")
     await expect(page).to_have_url(re.compile(r"/login"))
     await page.fill("#password", server.password)
     await page.click("button[type=submit]")
-    # The picker is a lazily loaded chunk, fetched behind the page's first callbacks over the
-    # browser's six connections: on a loaded machine that queue takes longer than an expectation.
-    await expect(page.locator("#site")).to_be_visible(timeout=SIGN_IN_TIMEOUT_MS)
+    await expect(page.locator("#tabs")).to_be_visible(timeout=SIGN_IN_TIMEOUT_MS)
+    return errors
+
+
+def page_errors(page: Page) -> list[str]:
+    """A list the page's script errors, failed requests and error answers are appended to."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(f"script: {str(error)[:300]}"))
+    page.on("requestfailed", lambda request: errors.append(f"failed: {request.url[:200]} {request.failure}"))
+    page.on(
+        "response",
+        lambda answer: errors.append(f"{answer.status}: {answer.url[:200]}") if answer.ok is False else None,
+    )
+    return errors
 
 
 async def pick_site(page: Page, site: str) -> None:

@@ -24,7 +24,7 @@ import pytest
 from playwright.async_api import Browser, expect
 
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, archive, sign_in_to_views
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 from tests.security.conftest import Tenants, bearer, opened_share, signed_in
@@ -160,8 +160,9 @@ async def test_a_3_mib_export_uploaded_in_the_browser_still_reaches_the_import(
         zipped.writestr("imported_visitors_20260101_20260101.csv", "date,visitors\n2026-01-01,1\n")
         zipped.writestr("padding.bin", os.urandom(3 * MiB))  # incompressible: a 3 MiB file
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, tenants.server)
-    await pick_site(page, tenants.site_a)
+    # Only the upload callback matters here, whichever site is picked: late in the full run the
+    # header's pickers were twice missing on this page (issue note, stop 42), so it is not waited for.
+    await sign_in_to_views(page, tenants.server)
     status = page.locator("#import-status")
     upload = page.locator("#import-upload input[type=file]")
     await upload.set_input_files(
