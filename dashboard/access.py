@@ -411,6 +411,11 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.sites_guests_list": key("owner", site="query"),
     "stats_api.sites_guest_put": key("owner", "manage", site="body"),
     "stats_api.sites_guest_delete": key("owner", "manage", site="body"),
+    # Notes on the chart (dashboard/http_api/annotations.py): read by members, written by admins
+    # (the site in the query or, adding one, the body; the endpoints check the role there).
+    "stats_api.annotations_list": key(),
+    "stats_api.annotations_add": key("admin", "manage", site="body"),
+    "stats_api.annotations_remove": key("admin", "manage"),
     "plausible_api.query": key(site="body"),
     "plausible_api.not_found": key(site="none"),
 }

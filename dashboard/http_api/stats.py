@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from dashboard import provenance
 from dashboard.access import key_refusal, route_access
 from dashboard.http_api import answers, backtest_request, parameters
+from dashboard.http_api.annotations import register_annotations_api
 from dashboard.http_api.answers import goal_json, iso
 from dashboard.http_api.authorisation import authorise, scoped_site
 from dashboard.http_api.imports import register_imports_api
@@ -251,6 +252,9 @@ def stats_api(
     register_segments_api(api, clients)  # /segments: list, create, change, delete
     register_management(api, settings, clients)  # settings and accounts (dashboard/http_api/manage.py)
     register_sites_api(api, settings, clients)  # Plausible's Sites API (dashboard/http_api/sites_api.py)
+    register_annotations_api(
+        api, settings, clients, clock
+    )  # /annotations (dashboard/http_api/annotations.py)
     register_whatif_api(api, settings, clients, clock, goal_json)  # GET /whatif/goals (whatif_api.py)
 
     @api.get("/<path:unknown>")
