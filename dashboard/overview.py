@@ -20,7 +20,7 @@ from dashboard.periods import Period
 from dashboard.sharing import visible_sites
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB, SETTINGS_SECTION, SETTINGS_TAB
-from storage import queries
+from storage import annotations, queries
 from storage.definitions import CurrentDefinitions
 from storage.queries import Source, StatsQuery, questions
 from storage.rate_limits import rate_limit_status
@@ -244,9 +244,26 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             client, stats_query(site, period, filters, previous=True), period.interval, source=source
         )
         label = "Visitors" if metric == "visitors" else "Page views"
+        notes = annotations.list_annotations(client, site or "", period.start, period.end)
         return figures.timeseries(
-            current, previous, metric, label, period.interval, period.timezone, compared_name(period)
+            current, previous, metric, label, period.interval, period.timezone, compared_name(period), notes
         )
+
+    @app.callback(
+        Output("main-chart", "figure", allow_duplicate=True),
+        Input("annotations-version", "data"),
+        State("site", "value"),
+        State("period", "data"),
+        State("filters", "data"),
+        State("chart-metric", "value"),
+        prevent_initial_call=True,
+    )
+    @friendly(figures.message)
+    def chart_with_new_annotations(
+        _: int, site: str | None, period_data: dict | None, filters: dict | None, metric: str
+    ) -> go.Figure:
+        """The chart again once an annotation is added or removed in the Settings view."""
+        return main_chart(site, period_data, filters, metric)
 
     register_goals(app, clients, source, stats_query, inputs_ready)
     for list_id, tabs_id in (

@@ -141,7 +141,7 @@ def add(
     """A note on `site` on a date or at an instant; returns it with its id."""
     site = registered(client, site)
     text, kind = clean_text(text), clean_kind(kind)
-    if len(_stored(client, site)) >= MAX_PER_SITE:
+    if len(list_notes(client, site)) >= MAX_PER_SITE:
         raise InvalidAnnotation("site", f"{site} has {MAX_PER_SITE} annotations already; remove some first")
     if isinstance(when, datetime):
         at = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
@@ -159,7 +159,7 @@ def remove(client: Client, site: str, annotation_id: str) -> Annotation:
     wanted = annotation_id.strip()
     if wanted.split("-", 1)[0] in AUTOMATIC_KINDS:
         raise InvalidAnnotation("id", f"{wanted[:100]!r} is Tally's own record of what happened; it stays")
-    found = [note for note in _stored(client, site) if note.id == wanted]
+    found = [note for note in list_notes(client, site) if note.id == wanted]
     if not found:
         raise InvalidAnnotation("id", f"{site} has no annotation {wanted[:100]!r}", "not_found")
     _write(client, found[0], removed=1)
@@ -185,7 +185,7 @@ def list_annotations(
     ones Tally reads from its own records."""
     site = normalise(site)
     timezone = site_timezone(client, site)
-    found = [note for note in _stored(client, site, timezone) if start <= note.at < end]
+    found = [note for note in list_notes(client, site, timezone) if start <= note.at < end]
     if automatic:
         found += definitions_applied(client, site, start, end)
         found += imports_made(client, site, start, end)
@@ -193,7 +193,8 @@ def list_annotations(
     return sorted(found, key=lambda note: (note.at, note.id))
 
 
-def _stored(client: Client, site: str, timezone: str | None = None) -> list[Annotation]:
+def list_notes(client: Client, site: str, timezone: str | None = None) -> list[Annotation]:
+    """Every note of `site` (not Tally's own), oldest first."""
     rows = client.query(
         f"SELECT id, whole_day, day, at, text, author, kind FROM {TABLE} FINAL "
         "WHERE site = {site:String} AND removed = 0 ORDER BY at, id",
