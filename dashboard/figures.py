@@ -119,7 +119,7 @@ def _mark(figure: go.Figure, notes: Sequence[Annotation], tz: ZoneInfo) -> None:
         x = note.at.astimezone(tz).replace(tzinfo=None)
         color = PREVIOUS if note.automatic else NOTE
         when = note.day.strftime("%d %b %Y") if note.day else x.strftime("%d %b %Y %H:%M")
-        who = "" if note.automatic else f" · {note.author}"
+        who = f" · {note.author}" if note.author and not note.automatic else ""
         label = "<br>".join(escape(line) for line in _wrapped(f"{note.text}", 60))
         figure.add_shape(
             type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="paper",

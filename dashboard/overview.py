@@ -5,6 +5,7 @@ from the source the settings name (`agg` by default: the derived tables, where t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
-from dashboard.sharing import visible_sites
+from dashboard.sharing import shared_link, visible_sites
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB, SETTINGS_SECTION, SETTINGS_TAB
 from storage import annotations, queries
@@ -245,6 +246,8 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         )
         label = "Visitors" if metric == "visitors" else "Page views"
         notes = annotations.list_annotations(client, site or "", period.start, period.end)
+        if shared_link() is not None:  # a public page: the notes, not who wrote them
+            notes = [replace(note, author="") for note in notes]
         return figures.timeseries(
             current, previous, metric, label, period.interval, period.timezone, compared_name(period), notes
         )
