@@ -220,16 +220,10 @@ def definitions_applied(client: Client, site: str, start: datetime, end: datetim
         "ORDER BY at LIMIT {limit:UInt32}",
         parameters={"start": start, "end": end, "limit": MAX_AUTOMATIC},
     ).result_rows
-    versions: dict[int, definitions.Version | None] = {}
-
-    def version(number: int) -> definitions.Version | None:
-        if number not in versions:
-            versions[number] = definitions.get_or_none(client, number)
-        return versions[number]
-
+    versions = definitions.get_many(client, {int(n) for row in rows for n in (row[1], row[2])})
     found = []
     for at, number, previous, reason in rows:
-        older, newer = version(int(previous)), version(int(number))
+        older, newer = versions.get(int(previous)), versions.get(int(number))
         if older is None or newer is None:
             continue
         mine = [
@@ -239,8 +233,8 @@ def definitions_applied(client: Client, site: str, start: datetime, end: datetim
         ]
         if not mine:
             continue
-        what = "rolled back to" if reason == "rollback" else "applied:"
-        text = f"Definitions version {number} {what} {'; '.join(mine)}"
+        what = f"rolled back to version {number}" if reason == "rollback" else f"version {number} applied"
+        text = f"Definitions {what}: {'; '.join(mine)}"
         stamp = _utc(at)
         found.append(
             Annotation(
