@@ -1,8 +1,8 @@
 """Annotations (issue 35) through the API, the CLI and the store, on the real dashboard app and
 the real ClickHouse engine: a note added, listed in its range, removed; a deploy from a CI
-pipeline; Tally's own annotation for a goal changed; the email report listing them; and each
-refusal as a caller sees it (a viewer's key, a read-only key, another site's key, a bad date,
-an empty or too long text), in one line from the CLI."""
+pipeline; Tally's own for a goal changed, a file imported and an alert fired; the email report
+listing them; and each refusal as a caller sees it (a viewer's key, a read-only key, another
+site's key, a bad date, an empty or too long text), in one line from the CLI."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from dashboard import email_reports
-from storage import annotations, definitions, goals
+from storage import alert_rules, annotations, definitions, goals, imports
 from storage.client import connect
 from storage.report_subscriptions import ReportPeriod
 from storage.sites import add_site
@@ -99,7 +99,7 @@ def test_refusals_name_the_field(api: FlaskClient, team: Team) -> None:  # noqa:
     refused(api.delete(f"/api/v1/annotations/definitions-2-1?site={team.site}", headers=admin), 400, "id")
 
 
-def test_a_goal_change_is_annotated_for_its_site_only(
+def test_tallys_own_annotations_a_goal_change_an_import_an_alert_for_their_site_only(
     api: FlaskClient,  # noqa: F811
     team: Team,  # noqa: F811
     dashboard_settings: Settings,
@@ -108,15 +108,38 @@ def test_a_goal_change_is_annotated_for_its_site_only(
     definitions.current(client, dashboard_settings)  # version 1 exists before the change
     before = datetime.now(UTC) - timedelta(minutes=1)
     goals.add_goal(client, goals.make_goal(team.site, "Signup"))
+    csv = b"date,visitors,pageviews,bounces,visits,visit_duration\n2026-10-01,10,30,4,12,600\n"
+    files = imports.read_bytes("imported_visitors_20261001_20261001.csv", csv, "plausible")
+    imports.import_files(client, team.site, files, "plausible")
+    fired = [
+        "alert-" + team.site,
+        "rule-1",
+        team.site,
+        "pageviews_above",
+        before,
+        120.0,
+        100.0,
+        before,
+        "page views 120 above 100 in 5 minutes",
+        "fired",
+        0,
+        "",
+        0,
+    ]  # as the alerts query writes it
+    client.insert("alerts", [fired], column_names=[*alert_rules.ALERT_COLUMNS, "stage"])  # fmt: skip
+
     window = {"from": before.isoformat(), "to": (datetime.now(UTC) + timedelta(minutes=1)).isoformat()}
-    mine = api.get("/api/v1/annotations", query_string={"site": team.site, **window}, headers=team.operator)
-    automatic = [a for a in mine.get_json()["annotations"] if a["kind"] == "definitions"]
-    assert len(automatic) == 1 and automatic[0]["automatic"], mine.get_json()
-    assert f"goals on {team.site}: +Signup" in automatic[0]["text"]
+    mine = api.get(
+        "/api/v1/annotations", query_string={"site": team.site, **window}, headers=team.read["viewer"]
+    )
+    automatic = {a["kind"]: a["text"] for a in mine.get_json()["annotations"] if a["automatic"]}
+    assert f"goals on {team.site}: +Signup" in automatic["definitions"], automatic
+    assert automatic["import"].startswith("Imported imported_visitors_20261001_20261001.csv (plausible")
+    assert automatic["alert"] == "Alert: page views 120 above 100 in 5 minutes"
     theirs = api.get(
         "/api/v1/annotations", query_string={"site": team.other_site, **window}, headers=team.operator
     )
-    assert [a for a in theirs.get_json()["annotations"] if a["kind"] == "definitions"] == []
+    assert theirs.get_json()["annotations"] == []
 
     # The email report lists the period's annotations under the numbers, text escaped in HTML.
     today = datetime.now(UTC).date()
