@@ -260,7 +260,10 @@ def stats_api(
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
-        item = openapi_document()["paths"].get(f"{PREFIX}/{unknown}")
+        paths, path = openapi_document()["paths"], f"{PREFIX}/{unknown}"
+        item = paths.get(path) or next(  # a templated one too (DELETE /annotations/{id})
+            (item for template, item in paths.items() if re.fullmatch(path_pattern(template), path)), None
+        )
         if item is not None:  # an endpoint without GET (POST /invites): this catch-all took it
             return not_allowed(sorted({method.upper() for method in item} | {"OPTIONS"}))
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
