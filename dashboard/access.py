@@ -76,6 +76,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.overview.show_filters": overview(None),
     "dashboard.overview.top_metrics": overview(),
     "dashboard.overview.main_chart": overview(),
+    "dashboard.overview.chart_with_new_annotations": overview(),
     "dashboard.overview.breakdown": overview(),
     "dashboard.overview.countries": overview(),
     "dashboard.overview.live_visitors": overview(),
@@ -120,6 +121,8 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.funnel.edit_saved_funnels": ADMIN,
     "dashboard.exclusions_panel.listed": ADMIN,
     "dashboard.exclusions_panel.edit": ADMIN,
+    "dashboard.annotations_panel.listed": ADMIN,
+    "dashboard.annotations_panel.edit": ADMIN,
     "dashboard.segments.listed": ADMIN,
     "dashboard.segments.edit": ADMIN,
     "dashboard.timezone_panel.shown": ADMIN,
@@ -411,6 +414,11 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.sites_guests_list": key("owner", site="query"),
     "stats_api.sites_guest_put": key("owner", "manage", site="body"),
     "stats_api.sites_guest_delete": key("owner", "manage", site="body"),
+    # Notes on the chart (dashboard/http_api/annotations.py): read by members, written by admins
+    # (the site in the query or, adding one, the body; the endpoints check the role there).
+    "stats_api.annotations_list": key(),
+    "stats_api.annotations_add": key("admin", "manage", site="body"),
+    "stats_api.annotations_remove": key("admin", "manage"),
     "plausible_api.query": key(site="body"),
     "plausible_api.not_found": key(site="none"),
 }

@@ -17,6 +17,7 @@ from waitress import serve
 from dashboard.access import install_shape_check
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.alerts_panel import register_alerts_panel
+from dashboard.annotations_panel import register_annotations_panel
 from dashboard.auth import install_login
 from dashboard.client_address import install_client_address
 from dashboard.exclusions_panel import register_exclusions_panel
@@ -80,6 +81,7 @@ def build_app(
     register_goal_editing(app, clients)
     register_funnel_saving(app, clients)
     register_exclusions_panel(app, clients)
+    register_annotations_panel(app, settings, clients)
     register_segment_editing(app, clients)
     register_timezone_panel(app, clients)
     register_whatif_panel(app, settings, clients)

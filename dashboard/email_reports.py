@@ -28,7 +28,8 @@ from clickhouse_connect.driver.client import Client
 from PIL import Image, ImageDraw
 
 from dashboard import display
-from storage import definitions, queries
+from storage import annotations, definitions, queries
+from storage.annotations import Annotation
 from storage.calendar import local_date, zone
 from storage.queries import BreakdownRow, Source, questions
 from storage.report_subscriptions import ReportPeriod, Subscription, due, record_delivery
@@ -53,6 +54,7 @@ class Report:
     days: list[tuple[date, int]]  # visitors per day of the period
     pages: list[BreakdownRow]
     sources: list[BreakdownRow]
+    notes: tuple[Annotation, ...] = ()  # the period's annotations, Tally's own included
 
 
 def build_report(
@@ -74,6 +76,7 @@ def build_report(
         [(day, visitors.get(day, 0)) for day in days],
         queries.breakdown(client, q, "path", TOP_ROWS, source=source),
         queries.breakdown(client, q, "referrer_domain", TOP_ROWS, source=source),
+        tuple(annotations.list_annotations(client, site, *period.span)),
     )
 
 
@@ -126,6 +129,12 @@ def text_part(report: Report) -> str:
         f"{metric.label}: {value} ({change} vs the previous {word})"
         for metric, value, change in metric_lines(report)
     ]
+    if report.notes:
+        lines += [
+            "",
+            "Annotations:",
+            *[f"  {when(note, report)} ({note.kind}): {note.text}" for note in report.notes],
+        ]
     lines += ["", "Top pages:", *_rows_text("path", report.pages)]
     lines += ["", "Top sources:", *_rows_text("referrer_domain", report.sources)]
     lines += ["", f"Visitors per day ({report.period.timezone}):"]
@@ -154,6 +163,7 @@ def html_part(report: Report, chart_cid: str) -> str:
         '<!doctype html><html><body style="font-family:Arial,sans-serif;color:#1d2433;margin:0;padding:16px">'
         f'<h1 style="font-size:18px">{html.escape(subject(report))}</h1>'
         f'<table style="border-collapse:collapse"><tr>{cells}</tr></table>'
+        f"{_notes_html(report)}"
         f'<h2 style="font-size:15px">Visitors per day, {first} to {last} '
         f"({html.escape(report.period.timezone)})</h2>"
         f'<img src="cid:{chart_cid[1:-1]}" width="{CHART_WIDTH}" height="{CHART_HEIGHT}" '
@@ -164,6 +174,25 @@ def html_part(report: Report, chart_cid: str) -> str:
         f"<code>tally reports unsubscribe {html.escape(report.site)} EMAIL</code>.</p>"
         "</body></html>"
     )
+
+
+def when(note: Annotation, report: Report) -> str:
+    """An annotation's date, or its time on the site's clock."""
+    if note.day is not None:
+        return note.day.isoformat()
+    return note.at.astimezone(zone(report.period.timezone)).strftime("%Y-%m-%d %H:%M")
+
+
+def _notes_html(report: Report) -> str:
+    """The period's annotations under the numbers; their text escaped (data, never markup)."""
+    if not report.notes:
+        return ""
+    items = "".join(
+        f'<li data-annotation="{html.escape(note.id)}">{html.escape(when(note, report))} '
+        f'<span style="color:#5b6275">({html.escape(note.kind)})</span>: {html.escape(note.text)}</li>'
+        for note in report.notes
+    )
+    return f'<h2 style="font-size:15px">Annotations</h2><ul style="padding-left:18px">{items}</ul>'
 
 
 def _rows_html(title: str, dimension: str, rows: list[BreakdownRow]) -> str:

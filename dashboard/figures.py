@@ -3,9 +3,14 @@ the countries map, plus the empty figure that carries a message instead of a cha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from html import escape
+from zoneinfo import ZoneInfo
+
 import plotly.graph_objects as go
 
 from dashboard.countries import alpha3, country_name
+from storage.annotations import Annotation
 from storage.calendar import zone
 from storage.queries import BreakdownRow, Point
 
@@ -13,6 +18,7 @@ ACCENT = "#4f46e5"
 PREVIOUS = "#98a1b3"
 GRID = "#e6e8ef"
 TEXT = "#1f2430"
+NOTE = "#d97706"  # an annotation's marker
 FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "color": TEXT, "size": 13}
 TIME_FORMATS = {
     "minute": "%H:%M", "hour": "%d %b %H:%M", "day": "%a %d %b", "week": "%d %b", "month": "%b %Y",
@@ -64,9 +70,11 @@ def timeseries(
     interval: str,
     timezone: str = "UTC",
     compared: str = "previous period",
+    notes: Sequence[Annotation] = (),
 ) -> go.Figure:
-    """The period as a filled line, the compared period dashed behind it, bucket by bucket. Times
-    are shown on the site's wall clock (plotly draws a date-time's own clock time)."""
+    """The period as a filled line, the compared period dashed behind it, bucket by bucket, and
+    each annotation of the period as a vertical marker. Times are shown on the site's wall clock
+    (plotly draws a date-time's own clock time)."""
     tz = zone(timezone)
     x = [point.t.astimezone(tz).replace(tzinfo=None) for point in current]
     hover_time = TIME_FORMATS.get(interval, "%d %b %H:%M")
@@ -98,7 +106,43 @@ def timeseries(
     figure = _base_layout(figure, 280)
     figure.update_xaxes(tickformat=TIME_FORMATS.get(interval))
     _whole_number_ticks(figure, [getattr(p, metric) for p in [*current, *previous]])
+    _mark(figure, notes, tz)
     return figure
+
+
+def _mark(figure: go.Figure, notes: Sequence[Annotation], tz: ZoneInfo) -> None:
+    """Each annotation as a dotted vertical line across the chart with a marker at its top whose
+    hover label is the annotation (Tally's own in grey). Layout shapes and annotations, not
+    traces: the chart's traces stay the compared and the period's lines. Plotly reads labels as
+    a subset of HTML, so the text is escaped: a note shows as it was written, never as markup."""
+    for note in notes:
+        x = note.at.astimezone(tz).replace(tzinfo=None)
+        color = PREVIOUS if note.automatic else NOTE
+        when = note.day.strftime("%d %b %Y") if note.day else x.strftime("%d %b %Y %H:%M")
+        who = f" · {note.author}" if note.author and not note.automatic else ""
+        label = "<br>".join(escape(line) for line in _wrapped(f"{note.text}", 60))
+        figure.add_shape(
+            type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="paper",
+            line={"color": color, "width": 1.5, "dash": "dot"}, layer="below",
+        )  # fmt: skip
+        figure.add_annotation(
+            x=x, xref="x", y=1, yref="paper", yanchor="bottom", text="▼", showarrow=False,
+            font={"color": color, "size": 12}, name=f"annotation-{note.id}",
+            hovertext=f"{escape(when)} · {escape(note.kind)}{escape(who)}<br>{label}",
+            hoverlabel={"bgcolor": "white", "bordercolor": color, "font": {**FONT, "size": 12}},
+        )  # fmt: skip
+    if notes:
+        figure.update_layout(margin={"t": 24})
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 def per_minute(points: list[Point]) -> go.Figure:

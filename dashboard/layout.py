@@ -187,6 +187,8 @@ def _overview(topojson_url: str) -> html.Section:
                         className="panel-heading",
                     ),
                     loading(graph("main-chart", 280, className="chart")),
+                    # Bumped by the Settings view's Annotations section: the chart redraws its markers.
+                    dcc.Store(id="annotations-version", data=0),
                 ],
                 className="card",
             ),

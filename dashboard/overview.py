@@ -5,6 +5,7 @@ from the source the settings name (`agg` by default: the derived tables, where t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -17,10 +18,10 @@ from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
-from dashboard.sharing import visible_sites
+from dashboard.sharing import shared_link, visible_sites
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB, SETTINGS_SECTION, SETTINGS_TAB
-from storage import queries
+from storage import annotations, queries
 from storage.definitions import CurrentDefinitions
 from storage.queries import Source, StatsQuery, questions
 from storage.rate_limits import rate_limit_status
@@ -244,9 +245,28 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             client, stats_query(site, period, filters, previous=True), period.interval, source=source
         )
         label = "Visitors" if metric == "visitors" else "Page views"
+        notes = annotations.list_annotations(client, site or "", period.start, period.end)
+        if shared_link() is not None:  # a public page: the notes, not who wrote them
+            notes = [replace(note, author="") for note in notes]
         return figures.timeseries(
-            current, previous, metric, label, period.interval, period.timezone, compared_name(period)
+            current, previous, metric, label, period.interval, period.timezone, compared_name(period), notes
         )
+
+    @app.callback(
+        Output("main-chart", "figure", allow_duplicate=True),
+        Input("annotations-version", "data"),
+        State("site", "value"),
+        State("period", "data"),
+        State("filters", "data"),
+        State("chart-metric", "value"),
+        prevent_initial_call=True,
+    )
+    @friendly(figures.message)
+    def chart_with_new_annotations(
+        _: int, site: str | None, period_data: dict | None, filters: dict | None, metric: str
+    ) -> go.Figure:
+        """The chart again once an annotation is added or removed in the Settings view."""
+        return main_chart(site, period_data, filters, metric)
 
     register_goals(app, clients, source, stats_query, inputs_ready)
     for list_id, tabs_id in (

@@ -25,6 +25,7 @@ from flask import g
 
 from dashboard.accounts import current_user, team_panel
 from dashboard.alerts_panel import alerts_panel
+from dashboard.annotations_panel import annotations_panel
 from dashboard.components import find, panel_children
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.goals_panel import goals_settings_panel
@@ -63,6 +64,7 @@ def settings_panels() -> list[html.Section]:
         timezone_panel(),
         goals_settings_panel(),
         segments_panel(),
+        annotations_panel(),
         exclusions_panel(),
         share_panel(),
         team_panel(),

@@ -213,6 +213,18 @@ def get_or_none(client: Client, number: int) -> Version | None:
     return _version(rows[0]) if rows else None
 
 
+def get_many(client: Client, numbers: set[int]) -> dict[int, Version]:
+    """The versions numbered `numbers` that exist, in one read."""
+    if not numbers:
+        return {}
+    rows = client.query(
+        f"SELECT version, definitions, note, created_at FROM {VERSIONS} FINAL "
+        "WHERE version IN {v:Array(UInt32)}",
+        parameters={"v": sorted(numbers)},
+    ).result_rows
+    return {int(row[0]): _version(row) for row in rows}
+
+
 def list_versions(client: Client) -> list[Version]:
     rows = client.query(
         f"SELECT version, definitions, note, created_at FROM {VERSIONS} FINAL ORDER BY version"

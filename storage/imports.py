@@ -525,6 +525,20 @@ def list_imports(client: Client, site: str) -> list[ImportRecord]:
     return [ImportRecord(*row) for row in rows]
 
 
+def imported_between(
+    client: Client, site: str, start: datetime, end: datetime, limit: int
+) -> list[tuple[ImportRecord, datetime]]:
+    """The files imported into `site`'s history in [start, end), each with when it was imported,
+    oldest first (the chart's automatic annotations, storage/annotations.py)."""
+    rows = client.query(
+        f"SELECT import_id, origin, file_name, first_day, last_day, row_count, imported_at FROM {IMPORTS} "
+        "FINAL WHERE site = {site:String} AND imported_at >= {start:DateTime64(3, 'UTC')} "
+        "AND imported_at < {end:DateTime64(3, 'UTC')} ORDER BY imported_at LIMIT {limit:UInt32}",
+        parameters={"site": site, "start": start, "end": end, "limit": limit},
+    ).result_rows
+    return [(ImportRecord(*row[:6]), row[6]) for row in rows]
+
+
 def remove_import(client: Client, site: str, which: str) -> ImportRecord:
     """Take one imported file out of `site`'s history: named by its id, or by its file name when
     one file of the site has that name. Its rows go first, its record last: a removal cut short

@@ -51,46 +51,13 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
     handlers and no-store header apply to them as they do to the numbers."""
 
     def site_with_role(args: Mapping[str, str], needed: Role, change: bool) -> str:
-        """The request's registered site, once the caller's role there (and, for a change, the
-        key's scope) allows it: 400, then 404, then 403."""
-        site = checked_site(args)
-        if site not in list_sites(clients()):
-            raise SiteNotFound(f"site: {site} is not registered")
-        access = caller()
-        if change and access.scope != "manage":
-            raise Refused("this API key is read-only; changes need a key with scope manage", kind="forbidden")
-        role = role_of(access, site)
-        if role is None or RANK[role] < RANK[needed]:
-            held = f"the key's user is {role}" if role else "the key's user has no role there"
-            raise Refused(f"site: needs the {needed} role on {site}; {held}", kind="forbidden")
-        return site
-
-    def role_of(access: Access, site: str) -> Role | None:
-        if access.is_operator:
-            return "owner"  # the operator's password and key: the first owner of every site
-        if not access.may_read(site):
-            return None
-        user = users.get_user(clients(), access.email)
-        return user.role_on(site) if user else None
+        return site_with_role_of(clients, args, needed, change)
 
     def actor() -> users.Actor:
-        access = caller()
-        email = settings.owner_email if access.is_operator else access.email
-        return users.Actor(email, access.is_operator, request.remote_addr or "", access.key_id)
+        return actor_of(settings)
 
     def audited(action: str, detail: str, site: str, key_id: str = "") -> None:
-        """The change's audit row, naming the site it concerns ('' for an account's keys)."""
-        who = actor()
-        users.record(
-            clients(),
-            action,
-            who.email,
-            "ok",
-            address=who.address,
-            key_id=key_id or who.key_id,
-            detail=detail,
-            site=site,
-        )
+        audit(settings, clients, action, detail, site, key_id)
 
     # -- exclusions (admin) -------------------------------------------------------------------
 
@@ -319,6 +286,57 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
             raise Refused(f"email: {email} receives no {which} of {site}", kind="not_found") from None
         audited("report_unsubscribed", f"{site} {email} {frequency or 'all'}", site)
         return jsonify({"removed": [subscription_json(row) | {"site": site} for row in ended]})
+
+
+# -- who is calling, and the audit row of a change (shared with dashboard/http_api/annotations.py) --
+
+
+def site_with_role_of(clients: ClientFactory, args: Mapping[str, str], needed: Role, change: bool) -> str:
+    """The request's registered site, once the caller's role there (and, for a change, the
+    key's scope) allows it: 400, then 404, then 403."""
+    site = checked_site(args)
+    if site not in list_sites(clients()):
+        raise SiteNotFound(f"site: {site} is not registered")
+    access = caller()
+    if change and access.scope != "manage":
+        raise Refused("this API key is read-only; changes need a key with scope manage", kind="forbidden")
+    role = role_of(clients, access, site)
+    if role is None or RANK[role] < RANK[needed]:
+        held = f"the key's user is {role}" if role else "the key's user has no role there"
+        raise Refused(f"site: needs the {needed} role on {site}; {held}", kind="forbidden")
+    return site
+
+
+def role_of(clients: ClientFactory, access: Access, site: str) -> Role | None:
+    if access.is_operator:
+        return "owner"  # the operator's password and key: the first owner of every site
+    if not access.may_read(site):
+        return None
+    user = users.get_user(clients(), access.email)
+    return user.role_on(site) if user else None
+
+
+def actor_of(settings: Settings) -> users.Actor:
+    access = caller()
+    email = settings.owner_email if access.is_operator else access.email
+    return users.Actor(email, access.is_operator, request.remote_addr or "", access.key_id)
+
+
+def audit(
+    settings: Settings, clients: ClientFactory, action: str, detail: str, site: str, key_id: str = ""
+) -> None:
+    """The change's audit row, naming the site it concerns ('' for an account's keys)."""
+    who = actor_of(settings)
+    users.record(
+        clients(),
+        action,
+        who.email,
+        "ok",
+        address=who.address,
+        key_id=key_id or who.key_id,
+        detail=detail,
+        site=site,
+    )
 
 
 # -- reading a request ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dashboard import periods
 from dashboard.http_api import imports as imports_api
 from dashboard.http_api import parameters
 from dashboard.http_api import whatif as whatif_api
-from dashboard.http_api.openapi_manage import management_paths, sites_paths
+from dashboard.http_api.openapi_manage import annotations_paths, management_paths, sites_paths
 from dashboard.http_api.plausible import query as plausible
 from storage import imports, queries
 from storage.alert_backtest import MAX_HISTORY_DAYS
@@ -719,7 +719,8 @@ def openapi_document() -> JSON:
             },
         }
         | management_paths()  # settings and accounts (dashboard/http_api/manage.py)
-        | sites_paths(),  # Plausible's Sites API (dashboard/http_api/sites_api.py)
+        | sites_paths()  # Plausible's Sites API (dashboard/http_api/sites_api.py)
+        | annotations_paths(),  # notes on the chart (dashboard/http_api/annotations.py)
         "components": {
             "securitySchemes": {
                 "bearer": {

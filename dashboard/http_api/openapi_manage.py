@@ -10,7 +10,7 @@ from typing import Any
 from dashboard.http_api import sites_api
 from dashboard.http_api.manage import DEFAULT_AUDIT_LIMIT
 from dashboard.http_api.parameters import MAX_LIMIT
-from storage import exclusions, report_subscriptions, users
+from storage import annotations, exclusions, report_subscriptions, users
 
 JSON = dict[str, Any]
 
@@ -506,6 +506,86 @@ def sites_paths() -> JSON:
                 [{"name": "email", "in": "path", "required": True, "schema": TEXT}],
                 {"200": _answer("deleted", DELETED)},
                 _body({"site_id": TEXT}, ["site_id"]),
+            ),
+        },
+    }
+
+
+# -- annotations (dashboard/http_api/annotations.py) -------------------------------------------
+
+ANNOTATION = _object(
+    {
+        "id": _string(),
+        "date": _string(format="date", nullable=True, description="a note on a date; null for an instant"),
+        "datetime": _string(format="date-time", description="UTC; a date's midnight in the site's zone"),
+        "text": _string(description="plain text, never markup"),
+        "author": _string(),
+        "kind": _string(enum=[*annotations.KINDS, *annotations.AUTOMATIC_KINDS]),
+        "automatic": {"type": "boolean", "description": "Tally's own record: definitions, import, alert"},
+    }
+)
+ANNOTATION_RANGE = [
+    SITE,
+    _query("period", "a preset as the stats API takes it (7d, 30d, month, …)", _string(), required=False),
+    _query("from", "ISO-8601 date or date-time (the site's zone without an offset)", _string(), False),
+    _query("to", "ISO-8601 date or date-time; default now", _string(), False),
+    _query("date", "one day, YYYY-MM-DD, in the site's zone", _string(format="date"), False),
+]
+
+
+def annotations_paths() -> JSON:
+    return {
+        "/api/v1/annotations": {
+            "get": _operation(
+                "The site's annotations in the range (default: the last 30 days), oldest first: "
+                "notes and deploys, and Tally's own (a definitions version applied, an import, an "
+                "alert fired)." + WHO.format(role="viewer"),
+                ANNOTATION_RANGE,
+                {
+                    "200": _answer(
+                        "the annotations",
+                        _object(
+                            {
+                                "site": _string(),
+                                "from": _string(format="date-time"),
+                                "to": _string(format="date-time"),
+                                "annotations": {"type": "array", "items": ANNOTATION},
+                            }
+                        ),
+                    )
+                },
+            ),
+            "post": _operation(
+                "Add a note on a `date` or at a `datetime` (UTC), e.g. a deploy from a CI pipeline "
+                '(`"kind": "deploy"`). The site in the body or the query.' + WHO.format(role="admin"),
+                [_query("site", "the site, unless the body names it", _string(minLength=1), required=False)],
+                {"201": _answer("added", ANNOTATION)},
+                _body(
+                    {
+                        "site": TEXT,
+                        "date": _string(format="date"),
+                        "datetime": _string(format="date-time"),
+                        "text": _string(minLength=1, maxLength=annotations.MAX_TEXT),
+                        "kind": _string(enum=list(annotations.KINDS), default="note"),
+                    },
+                    ["text"],
+                ),
+            ),
+        },
+        "/api/v1/annotations/{id}": {
+            "delete": _operation(
+                "Remove a note (Tally's own annotations stay)." + WHO.format(role="admin"),
+                [
+                    SITE,
+                    {
+                        "name": "id",
+                        "in": "path",
+                        "required": True,
+                        "description": "as listed",
+                        "schema": TEXT,
+                    },
+                ],
+                {"200": _answer("removed", _object({"removed": ANNOTATION}))},
             ),
         },
     }

@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from dashboard import provenance
 from dashboard.access import key_refusal, route_access
 from dashboard.http_api import answers, backtest_request, parameters
+from dashboard.http_api.annotations import register_annotations_api
 from dashboard.http_api.answers import goal_json, iso
 from dashboard.http_api.authorisation import authorise, scoped_site
 from dashboard.http_api.imports import register_imports_api
@@ -251,12 +252,18 @@ def stats_api(
     register_segments_api(api, clients)  # /segments: list, create, change, delete
     register_management(api, settings, clients)  # settings and accounts (dashboard/http_api/manage.py)
     register_sites_api(api, settings, clients)  # Plausible's Sites API (dashboard/http_api/sites_api.py)
+    register_annotations_api(
+        api, settings, clients, clock
+    )  # /annotations (dashboard/http_api/annotations.py)
     register_whatif_api(api, settings, clients, clock, goal_json)  # GET /whatif/goals (whatif_api.py)
 
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
-        item = openapi_document()["paths"].get(f"{PREFIX}/{unknown}")
+        paths, path = openapi_document()["paths"], f"{PREFIX}/{unknown}"
+        item = paths.get(path) or next(  # a templated one too (DELETE /annotations/{id})
+            (item for template, item in paths.items() if re.fullmatch(path_pattern(template), path)), None
+        )
         if item is not None:  # an endpoint without GET (POST /invites): this catch-all took it
             return not_allowed(sorted({method.upper() for method in item} | {"OPTIONS"}))
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")

@@ -10,6 +10,7 @@ import click
 from ops.cli import (
     accounts,
     alerts,
+    annotate,
     channels,
     data,
     funnels,
@@ -39,6 +40,7 @@ MODULES = (
     stack,
     sites,
     goals,
+    annotate,
     channels,
     accounts,
     alerts,

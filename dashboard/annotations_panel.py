@@ -1,0 +1,128 @@
+"""The Annotations section of the Settings view: a site's notes on its timeline
+(storage/annotations.py), added on a date and removed, as with `tally annotations` and
+`/api/v1/annotations`. The Overview's "Over time" chart draws every annotation of its period,
+Tally's own included, for everyone who reads the site (dashboard/figures.py); this section is the
+admins' (dashboard/access.py; cut from a viewer's page by dashboard/accounts.py, refused to
+shared links by dashboard/sharing.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+from flask import request
+
+from dashboard.accounts import current_user
+from dashboard.components import notice, panel
+from dashboard.store import ClientFactory
+from storage import annotations as store
+from storage import users
+from tally.refusal import Refused
+from tally.settings import Settings
+
+REMOVE = "annotation-remove"
+SHOWN = 50  # the newest notes listed here; the API and the CLI list any range
+
+
+def annotations_panel() -> html.Section:
+    return panel(
+        "Annotations",
+        [
+            html.P(
+                "Notes on the Overview's chart: a release, a campaign, an outage. Everyone who reads "
+                "the site sees them; Tally adds its own (definitions changed, imports, alerts).",
+                className="hint",
+            ),
+            html.Div(
+                [
+                    dcc.Input(id="annotation-date", type="date", placeholder="YYYY-MM-DD"),
+                    dcc.Input(
+                        id="annotation-text",
+                        type="text",
+                        maxLength=store.MAX_TEXT,
+                        placeholder="Launched the new pricing page",
+                        autoComplete="off",
+                    ),
+                    html.Button("Add", id="annotation-add", className="button-primary", n_clicks=0),
+                ],
+                className="share-form",
+            ),
+            html.Div(id="annotation-status", role="status"),
+            html.Div(id="annotations-list"),
+        ],
+        id="annotations-panel",
+    )
+
+
+def register_annotations_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    @app.callback(
+        Output("annotations-list", "children"),
+        Input("site", "value"),
+        Input("annotations-version", "data"),
+    )
+    def listed(site: str | None, _: int) -> Any:
+        if not site:
+            raise PreventUpdate
+        notes = store.list_notes(clients(), site)[-SHOWN:][::-1]
+        if not notes:
+            return html.P("No notes yet.", className="hint")
+        return html.Ul(
+            [
+                html.Li(
+                    [
+                        html.Span(
+                            note.day.isoformat() if note.day else note.at.strftime("%Y-%m-%d %H:%M UTC")
+                        ),
+                        f" · {note.kind} · ",
+                        html.Span(note.text, className="annotation-text"),  # text, never markup
+                        " ",
+                        html.Button("Remove", id={"type": REMOVE, "id": note.id}, className="button-quiet"),
+                    ]
+                )
+                for note in notes
+            ],
+            id="annotations-items",
+        )
+
+    @app.callback(
+        Output("annotation-status", "children"),
+        Output("annotations-version", "data"),
+        Output("annotation-text", "value"),
+        Input("annotation-add", "n_clicks"),
+        Input({"type": REMOVE, "id": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("annotation-date", "value"),
+        State("annotation-text", "value"),
+        State("annotations-version", "data"),
+        prevent_initial_call=True,
+    )
+    def edit(
+        _add: int, _removals: list, site: str | None, day: str | None, text: str | None, version: int
+    ) -> tuple[Any, Any, Any]:
+        if not site or not ctx.triggered[0]["value"]:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        trigger = ctx.triggered_id
+        user = current_user()
+        author = user.email if user is not None else settings.owner_email
+        try:
+            if isinstance(trigger, dict):
+                removed = store.remove(clients(), site, str(trigger["id"]))
+                audited(author, "annotation_removed", f"{site} {removed.id} {removed.kind}", site)
+                return (
+                    notice(f"Removed the note of {removed.day or removed.at:%Y-%m-%d}."),
+                    version + 1,
+                    no_update,
+                )
+            if not day:
+                return notice("Pick the date it is about.", "error"), no_update, no_update
+            note = store.add(clients(), site, store.parse_day(day), text or "", author)
+        except Refused as refused:
+            return notice(str(refused), "error"), no_update, no_update
+        audited(author, "annotation_added", f"{site} {note.id} {note.kind} {note.day}", site)
+        return notice(f"Added a note on {note.day}."), version + 1, ""
+
+    def audited(email: str, action: str, detail: str, site: str) -> None:
+        users.record(
+            clients(), action, email, "ok", address=request.remote_addr or "", detail=detail, site=site
+        )

@@ -1,0 +1,108 @@
+"""Annotations (issue 35) in a real browser (Debian's Chromium) against the real dashboard server
+and the real ClickHouse engine: an admin adds a note in the Settings view's Annotations section
+and the Overview's "Over time" chart shows its marker, its text on hover as written (not as
+markup); a viewer sees the markers and no Annotations section. The chart with a hover label is
+kept as docs/screenshots/annotations.png.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Page, expect
+
+from storage import annotations
+from storage.client import connect
+from storage.sites import add_site
+from storage.users import set_password, set_role
+from tally.settings import PROJECT_ROOT, Settings
+from tests.browser.test_dashboard import DESKTOP, archive, traffic
+from tests.browser.test_dashboard_settings import sign_in_as
+from tests.browser.test_dashboard_team import PASSWORD
+from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_overview, open_settings
+from tests.fixtures.dashboard_server import DashboardServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
+
+SITE = "annotations.example.com"
+ADMIN = "annotations-admin@example.com"
+VIEWER = "annotations-viewer@example.com"
+DEPLOY = "Deployed v2.4 (checkout rewrite)"
+NOTE = "Launched <b>pricing</b> page"  # markup typed as text stays text
+SCREENSHOT = PROJECT_ROOT / "docs" / "screenshots" / "annotations.png"
+# The chart's layout annotations (the markers), as Plotly holds them in the page.
+MARKERS = "(document.querySelector('#main-chart .js-plotly-plot')?.layout?.annotations || [])"
+
+
+@pytest.fixture(scope="module")
+def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -> DashboardServer:
+    now = datetime.now(UTC)
+    archive(dashboard_settings, traffic(SITE, now - timedelta(seconds=5), visitors=10, seed=35))
+    client = connect(dashboard_settings)
+    add_site(client, SITE)
+    for email, role in ((ADMIN, "admin"), (VIEWER, "viewer")):
+        set_password(client, email, PASSWORD)
+        set_role(client, email, SITE, role)
+    annotations.add(client, SITE, now - timedelta(days=2), DEPLOY, "ci@example.com", "deploy")
+    return dashboard_server
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport=DESKTOP, locale="en-GB")
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+async def marker_texts(page: Page, wanted: str) -> list[str]:
+    """The hover texts of the chart's markers, once one holds `wanted`."""
+    check = f"() => {MARKERS}.some(a => (a.hovertext || '').includes({json.dumps(wanted)}))"
+    await page.wait_for_function(check, timeout=TIMEOUT_MS)
+    return await page.evaluate(f"() => {MARKERS}.map(a => a.hovertext)")
+
+
+async def test_an_admin_adds_a_note_in_settings_and_the_chart_marks_it(
+    dashboard: DashboardServer, page: Page
+) -> None:
+    await sign_in_as(page, dashboard, ADMIN)
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    await open_settings(page)
+    section = page.locator("#annotations-panel")
+    await expect(section.locator("h2")).to_have_text("Annotations")
+    day = (datetime.now(UTC) - timedelta(days=4)).date()
+    await section.locator("#annotation-date").fill(day.isoformat())
+    await section.locator("#annotation-text").fill(NOTE)
+    await section.locator("#annotation-add").click()
+    await expect(section.locator("#annotation-status")).to_contain_text(f"Added a note on {day}")
+    await expect(section.locator("#annotations-items")).to_contain_text(NOTE)  # as typed
+
+    await open_overview(page)
+    texts = await marker_texts(page, "Launched &lt;b&gt;pricing")  # escaped for Plotly: shown as typed
+    assert any(DEPLOY in text for text in texts), texts
+    marker = page.locator("#main-chart .annotation").first
+    await expect(marker).to_be_visible()
+    # Hovering the note's marker shows its text as written.
+    note_marker = page.locator("#main-chart .annotation").nth(
+        next(i for i, text in enumerate(texts) if "pricing" in text)
+    )
+    await note_marker.hover()
+    await expect(page.locator("#main-chart .hoverlayer")).to_contain_text(NOTE)
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    await page.locator("#main-chart").screenshot(path=str(SCREENSHOT))
+
+
+async def test_a_viewer_sees_the_markers_and_no_annotations_section(
+    dashboard: DashboardServer, page: Page
+) -> None:
+    await sign_in_as(page, dashboard, VIEWER)
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    await marker_texts(page, DEPLOY)
+    await expect_no_settings(page)  # the Annotations section with every other settings panel
+    await expect(page.locator("#annotations-panel")).to_have_count(0)

@@ -1,0 +1,167 @@
+"""Annotations (issue 35) through the API, the CLI and the store, on the real dashboard app and
+the real ClickHouse engine: a note added, listed in its range, removed; a deploy from a CI
+pipeline; Tally's own for a goal changed, a file imported and an alert fired; the email report
+listing them; and each refusal as a caller sees it (a viewer's key, a read-only key, another
+site's key, a bad date, an empty or too long text), in one line from the CLI."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from flask.testing import FlaskClient
+
+from dashboard import email_reports
+from storage import alert_rules, annotations, definitions, goals, imports
+from storage.client import connect
+from storage.report_subscriptions import ReportPeriod
+from storage.sites import add_site
+from tally.settings import Settings
+from tests.fixtures.cli import run_tally
+from tests.integration.test_cli_errors import one_line_error
+from tests.integration.test_manage_api import Team, api, refused, team  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.integration
+
+MARKUP = "<b>Launch</b> & the <script>x</script> page"
+
+
+def test_an_admin_adds_notes_members_read_them_and_an_admin_removes_one(
+    api: FlaskClient,  # noqa: F811
+    team: Team,  # noqa: F811
+) -> None:
+    url = "/api/v1/annotations"
+    note = api.post(
+        f"{url}?site={team.site}", json={"date": "2026-03-10", "text": MARKUP}, headers=team.manage["admin"]
+    )
+    assert note.status_code == 201, note.get_json()
+    # A CI pipeline's deploy: the site in the body, an instant in UTC.
+    deploy = api.post(
+        url,
+        json={
+            "site": team.site,
+            "datetime": "2026-03-11T14:05:00+01:00",
+            "text": "v2.3 out",
+            "kind": "deploy",
+        },
+        headers=team.manage["admin"],
+    )
+    assert deploy.status_code == 201, deploy.get_json()
+    assert deploy.get_json()["datetime"] == "2026-03-11T13:05:00Z"
+
+    # A viewer's read key lists them in the range, the text as written (data, never markup).
+    listed = api.get(url, query_string={"site": team.site, "from": "2026-03-01", "to": "2026-04-01"},
+                     headers=team.read["viewer"])  # fmt: skip
+    assert listed.status_code == 200, listed.get_json()
+    shown = [(a["date"], a["text"], a["kind"], a["author"]) for a in listed.get_json()["annotations"]]
+    admin = team.emails["admin"]
+    assert shown == [("2026-03-10", MARKUP, "note", admin), (None, "v2.3 out", "deploy", admin)]
+    one_day = api.get(
+        url, query_string={"site": team.site, "date": "2026-03-11"}, headers=team.read["viewer"]
+    )
+    assert [a["text"] for a in one_day.get_json()["annotations"]] == ["v2.3 out"]
+
+    note_id = note.get_json()["id"]
+    removed = api.delete(f"{url}/{note_id}", query_string={"site": team.site}, headers=team.manage["admin"])
+    assert removed.status_code == 200, removed.get_json()
+    again = api.get(url, query_string={"site": team.site, "from": "2026-03-01", "to": "2026-04-01"},
+                    headers=team.operator)  # fmt: skip
+    assert [a["text"] for a in again.get_json()["annotations"]] == ["v2.3 out"]
+    refused(api.delete(f"{url}/{note_id}", query_string={"site": team.site}, headers=team.manage["admin"]),
+            404, "id")  # fmt: skip
+    # Audited as the other settings changes.
+    audit = api.get("/api/v1/audit", query_string={"site": team.site}, headers=team.manage["owner"])
+    actions = [entry["action"] for entry in audit.get_json()["entries"]]
+    assert actions.count("annotation_added") == 2 and "annotation_removed" in actions
+
+
+def test_refusals_name_the_field(api: FlaskClient, team: Team) -> None:  # noqa: F811
+    url = f"/api/v1/annotations?site={team.site}"
+    ok = {"date": "2026-03-10", "text": "a note"}
+    refused(api.post(url, json=ok, headers=team.manage["viewer"]), 403, "site")
+    refused(api.post(url, json=ok, headers=team.read["admin"]), 403)  # read-only key
+    other = f"/api/v1/annotations?site={team.other_site}"
+    refused(api.post(other, json=ok, headers=team.manage["admin"]), 403, "site")  # another site's key
+    refused(api.get(other, headers=team.read["admin"]), 403, "site")
+    admin = team.manage["admin"]
+    refused(api.post(url, json={"date": "10/03/2026", "text": "x"}, headers=admin), 400, "date")
+    refused(api.post(url, json={"datetime": "yesterday", "text": "x"}, headers=admin), 400, "datetime")
+    refused(api.post(url, json={"text": "x"}, headers=admin), 400, "date")
+    refused(api.post(url, json={"date": "2026-03-10", "text": "  "}, headers=admin), 400, "text")
+    refused(api.post(url, json={"date": "2026-03-10", "text": "x" * 501}, headers=admin), 400, "text")
+    refused(api.post(url, json={**ok, "kind": "alert"}, headers=admin), 400, "kind")
+    refused(api.post(url, json={**ok, "colour": "red"}, headers=admin), 400, "colour")
+    refused(api.get(f"{url}&date=2026-13-01", headers=admin), 400, "date")
+    refused(
+        api.post("/api/v1/annotations?site=never.example.com", json=ok, headers=team.operator), 404, "site"
+    )
+    refused(api.delete(f"/api/v1/annotations/definitions-2-1?site={team.site}", headers=admin), 400, "id")
+
+
+def test_tallys_own_annotations_a_goal_change_an_import_an_alert_for_their_site_only(
+    api: FlaskClient,  # noqa: F811
+    team: Team,  # noqa: F811
+    dashboard_settings: Settings,
+) -> None:
+    client = connect(dashboard_settings)
+    definitions.current(client, dashboard_settings)  # version 1 exists before the change
+    before = datetime.now(UTC) - timedelta(minutes=1)
+    goals.add_goal(client, goals.make_goal(team.site, "Signup"))
+    csv = b"date,visitors,pageviews,bounces,visits,visit_duration\n2026-10-01,10,30,4,12,600\n"
+    files = imports.read_bytes("imported_visitors_20261001_20261001.csv", csv, "plausible")
+    imports.import_files(client, team.site, files, "plausible")
+    fired = [
+        "alert-" + team.site,
+        "rule-1",
+        team.site,
+        "pageviews_above",
+        before,
+        120.0,
+        100.0,
+        before,
+        "page views 120 above 100 in 5 minutes",
+        "fired",
+        0,
+        "",
+        0,
+    ]  # as the alerts query writes it
+    client.insert("alerts", [fired], column_names=[*alert_rules.ALERT_COLUMNS, "stage"])  # fmt: skip
+
+    window = {"from": before.isoformat(), "to": (datetime.now(UTC) + timedelta(minutes=1)).isoformat()}
+    mine = api.get(
+        "/api/v1/annotations", query_string={"site": team.site, **window}, headers=team.read["viewer"]
+    )
+    automatic = {a["kind"]: a["text"] for a in mine.get_json()["annotations"] if a["automatic"]}
+    assert f"goals on {team.site}: +Signup" in automatic["definitions"], automatic
+    assert automatic["import"].startswith("Imported imported_visitors_20261001_20261001.csv (plausible")
+    assert automatic["alert"] == "Alert: page views 120 above 100 in 5 minutes"
+    theirs = api.get(
+        "/api/v1/annotations", query_string={"site": team.other_site, **window}, headers=team.operator
+    )
+    assert theirs.get_json()["annotations"] == []
+
+    # The email report lists the period's annotations under the numbers, text escaped in HTML.
+    today = datetime.now(UTC).date()
+    annotations.add(client, team.site, today, MARKUP, "owner@example.com")
+    yesterday = today - timedelta(days=1)
+    period = ReportPeriod("weekly", today, today, yesterday, yesterday, "UTC")
+    report = email_reports.build_report(client, team.site, period, "raw", dashboard_settings)
+    assert f"(note): {MARKUP}" in email_reports.text_part(report)
+    assert "&lt;b&gt;Launch&lt;/b&gt;" in email_reports.html_part(report, "<chart@tally>")
+
+
+def test_the_cli_adds_lists_and_removes_and_refuses_in_one_line(dashboard_settings: Settings) -> None:
+    site = "cli.annotations.example.com"
+    add_site(connect(dashboard_settings), site)
+    env = os.environ | dashboard_settings.environment()
+    added = run_tally(env, "annotations", "add", site, "Spring campaign", "--date", "2026-04-01", timeout=120)
+    assert added.returncode == 0, added.stderr
+    note_id = added.stdout.split()[2]
+    listed = run_tally(env, "annotations", "list", site, "--from", "2026-03-30", "--to", "2026-04-02")
+    assert listed.stdout.splitlines() == [
+        f"{note_id}\t2026-04-01\tnote\t{dashboard_settings.owner_email}\tSpring campaign"
+    ]
+    assert run_tally(env, "annotations", "remove", site, note_id).returncode == 0
+    assert "not registered" in one_line_error(run_tally(env, "annotations", "add", "nope.example.com", "x"))
+    assert "--date" in one_line_error(run_tally(env, "annotations", "add", site, "x", "--date", "1 April"))
