@@ -30,11 +30,12 @@ from dataclasses import replace
 from functools import wraps
 from typing import Any, TypeVar
 
-from flask import Blueprint, Response, g, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import MethodNotAllowed
 
 from dashboard import invitations
 from dashboard.http_api.authorisation import Access
+from dashboard.http_api.manage import MAX_FIELD_CHARS, actor_of, audit, caller, optional_text, text
 from dashboard.http_api.parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
 from dashboard.store import ClientFactory
 from storage import (
@@ -63,7 +64,6 @@ from tally.refusal import Refused
 from tally.settings import Settings
 
 DEFAULT_PAGE = 100  # Plausible's default `limit`; its maximum is 1000, as MAX_LIMIT
-MAX_FIELD_CHARS = 1000
 GOAL_TYPES = ("event", "page")
 # Plausible's guest roles and Tally's: an editor changes goals, shared links and settings, as a
 # Tally admin does; a viewer reads. Tally's owners are the site's team, never guests.
@@ -107,9 +107,6 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
 
     # -- who is asking, and for which site --------------------------------------------------
 
-    def caller() -> Access:
-        return g.api_access  # set by the stats API's key check before any endpoint runs
-
     def role_of(access: Access, site: str) -> Role | None:
         if access.is_operator:
             return "owner"  # the operator's key: the first owner of every site
@@ -148,24 +145,6 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
             )
         return site
 
-    def actor() -> users.Actor:
-        access = caller()
-        email = settings.owner_email if access.is_operator else access.email
-        return users.Actor(email, access.is_operator, request.remote_addr or "", access.key_id)
-
-    def audited(action: str, detail: str, site: str) -> None:
-        who = actor()
-        users.record(
-            clients(),
-            action,
-            who.email,
-            "ok",
-            address=who.address,
-            key_id=who.key_id,
-            detail=detail,
-            site=site,
-        )
-
     def site_json(domain: str) -> dict[str, object]:
         return {"domain": domain, "timezone": site_timezone(clients(), domain)}
 
@@ -195,7 +174,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
             raise BadParameter(
                 "timezone", f"{zone[:100]!r} is not an IANA time zone (e.g. Europe/London)"
             ) from None
-        audited("site_added", f"{domain} {zone.strip()}", domain)
+        audit(settings, clients, "site_added", f"{domain} {zone.strip()}", domain)
         return jsonify(site_json(domain))
 
     @api.get("/sites/<site_id>")
@@ -233,14 +212,20 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         body(())
         removed = remove_settings(site)
         remove_site(clients(), site)
-        audited("site_removed", f"{site}: settings removed ({removed}); archived events kept", site)
+        audit(
+            settings,
+            clients,
+            "site_removed",
+            f"{site}: settings removed ({removed}); archived events kept",
+            site,
+        )
         return jsonify({"deleted": True})
 
     def remove_settings(site: str) -> str:
         """Everything Tally keeps about `site` but its events: goals, shared links (revoked),
         exclusions, email reports, alert rules, segments, saved funnels, channel rules, its
         members' roles and waiting invitations. Returns what was removed, for the audit row."""
-        client, who = clients(), actor()
+        client, who = clients(), actor_of(settings)
         counts: dict[str, int] = {}
         site_goals = goals.list_goals(client, site)
         if site_goals:
@@ -331,7 +316,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
             if problem.startswith("site: "):
                 raise BadParameter("site_id", problem.removeprefix("site: ")) from None
             raise BadParameter("display_name", problem) from None
-        audited("goal_added", f"{site} {wanted.name}", site)
+        audit(settings, clients, "goal_added", f"{site} {wanted.name}", site)
         return jsonify({"domain": site} | goal_json(wanted))
 
     @api.delete("/sites/goals/<goal_key>")
@@ -343,7 +328,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         if not found:
             raise Refused(f"goal_id: goal {goal_key[:100]!r} could not be found on {site}", kind="not_found")
         goals.remove_goal(clients(), site, found[0].name)
-        audited("goal_removed", f"{site} {found[0].name}", site)
+        audit(settings, clients, "goal_removed", f"{site} {found[0].name}", site)
         return jsonify({"deleted": True})
 
     # -- shared links -------------------------------------------------------------------------
@@ -374,7 +359,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
             created = shared_links.create_link(client, site, label=name, token_of=link_token)
         except shared_links.SharedLinkError as refused:  # the cap: "site: at most 50 shared links …"
             raise BadParameter("site_id", str(refused).removeprefix("site: ")) from None
-        audited("shared_link_created", f"{site} {name} {created.link.id}", site)
+        audit(settings, clients, "shared_link_created", f"{site} {name} {created.link.id}", site)
         return jsonify({"name": name, "url": share_url(created.token)})
 
     def share_url(token: str) -> str:
@@ -425,7 +410,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
                 return jsonify(guest_json(email, invite.role, accepted=False))
         try:
             made = invitations.invite(
-                settings, clients(), actor(), email, site, GUEST_ROLES[role], request.host_url
+                settings, clients(), actor_of(settings), email, site, GUEST_ROLES[role], request.host_url
             )
         except AccountError as refused:
             raise as_bad_field(refused) from None
@@ -442,7 +427,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         fields = body(("site_id",))
         site = site_for(fields.get("site_id", args.get("site_id")), "site_id", "owner", change=True)
         email = account_field(users.clean_email, email[:MAX_FIELD_CHARS])
-        client, who = clients(), actor()
+        client, who = clients(), actor_of(settings)
         user = users.get_user(client, email)
         held = user.role_on(site) if user else None
         if held == "owner":
@@ -493,22 +478,6 @@ def body(allowed: tuple[str, ...]) -> dict[str, Any]:
         if name not in allowed:
             raise BadParameter(str(name)[:100], f"unknown field; known: {', '.join(allowed) or 'none'}")
     return fields
-
-
-def optional_text(fields: Mapping[str, Any], name: str) -> str | None:
-    value = fields.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > MAX_FIELD_CHARS:
-        raise BadParameter(name, f"a string of at most {MAX_FIELD_CHARS} characters")
-    return value
-
-
-def text(fields: Mapping[str, Any], name: str) -> str:
-    value = optional_text(fields, name)
-    if value is None or not value.strip():
-        raise BadParameter(name, "required")
-    return value.strip()
 
 
 def domain_field(fields: Mapping[str, Any]) -> str:
