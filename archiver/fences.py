@@ -1,5 +1,5 @@
 """Fences: an archiver writes a partition's offsets into the archive only while it holds the
-partition's fence, checked by the store in the very INSERT (issue 33).
+partition's fence, checked by the store in the very INSERT.
 
 Two archivers share a consumer group (`tally up --cluster`). One frozen for longer than its
 consumer session (a GC pause, a stopped VM, SIGSTOP) loses its partitions to the other, which

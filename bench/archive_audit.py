@@ -1,4 +1,4 @@
-"""What an archive audit round costs (issue 33): the full audit (every archived offset, as every
+"""What an archive audit round costs: the full audit (every archived offset, as every
 round did before the clean marks, and `tally verify --full` still does) against the incremental
 one (the offsets since the marks), over a synthetic archive of N events.
 
