@@ -19,6 +19,7 @@ from storage.report_subscriptions import ReportPeriod
 from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.integration.test_cli_errors import one_line_error
 from tests.integration.test_manage_api import Team, api, refused, team  # noqa: F401 (fixtures)
 
@@ -100,21 +101,27 @@ def test_refusals_name_the_field(api: FlaskClient, team: Team) -> None:  # noqa:
 
 
 def test_tallys_own_annotations_a_goal_change_an_import_an_alert_for_their_site_only(
-    api: FlaskClient,  # noqa: F811
-    team: Team,  # noqa: F811
-    dashboard_settings: Settings,
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
 ) -> None:
-    client = connect(dashboard_settings)
-    definitions.current(client, dashboard_settings)  # version 1 exists before the change
+    # A database of its own: definitions versions are global to one, and version 1 made in the
+    # shared store would hold every later test's definitions (its engaged time, its session gap).
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("annotations-home"), clickhouse_endpoint, "annotations"
+    )
+    client = connect(settings)
+    site, other_site = "own.annotations.example.com", "other.annotations.example.com"
+    for domain in (site, other_site):
+        add_site(client, domain)
+    definitions.current(client, settings)  # version 1 exists before the change
     before = datetime.now(UTC) - timedelta(minutes=1)
-    goals.add_goal(client, goals.make_goal(team.site, "Signup"))
+    goals.add_goal(client, goals.make_goal(site, "Signup"))
     csv = b"date,visitors,pageviews,bounces,visits,visit_duration\n2026-10-01,10,30,4,12,600\n"
     files = imports.read_bytes("imported_visitors_20261001_20261001.csv", csv, "plausible")
-    imports.import_files(client, team.site, files, "plausible")
+    imports.import_files(client, site, files, "plausible")
     fired = [
-        "alert-" + team.site,
+        "alert-" + site,
         "rule-1",
-        team.site,
+        site,
         "pageviews_above",
         before,
         120.0,
@@ -128,25 +135,20 @@ def test_tallys_own_annotations_a_goal_change_an_import_an_alert_for_their_site_
     ]  # as the alerts query writes it
     client.insert("alerts", [fired], column_names=[*alert_rules.ALERT_COLUMNS, "stage"])  # fmt: skip
 
-    window = {"from": before.isoformat(), "to": (datetime.now(UTC) + timedelta(minutes=1)).isoformat()}
-    mine = api.get(
-        "/api/v1/annotations", query_string={"site": team.site, **window}, headers=team.read["viewer"]
-    )
-    automatic = {a["kind"]: a["text"] for a in mine.get_json()["annotations"] if a["automatic"]}
-    assert f"goals on {team.site}: +Signup" in automatic["definitions"], automatic
+    after = datetime.now(UTC) + timedelta(minutes=1)
+    mine = annotations.list_annotations(client, site, before, after)
+    automatic = {a.kind: a.text for a in mine if a.automatic}
+    assert f"goals on {site}: +Signup" in automatic["definitions"], automatic
     assert automatic["import"].startswith("Imported imported_visitors_20261001_20261001.csv (plausible")
     assert automatic["alert"] == "Alert: page views 120 above 100 in 5 minutes"
-    theirs = api.get(
-        "/api/v1/annotations", query_string={"site": team.other_site, **window}, headers=team.operator
-    )
-    assert theirs.get_json()["annotations"] == []
+    assert annotations.list_annotations(client, other_site, before, after) == []
 
     # The email report lists the period's annotations under the numbers, text escaped in HTML.
     today = datetime.now(UTC).date()
-    annotations.add(client, team.site, today, MARKUP, "owner@example.com")
+    annotations.add(client, site, today, MARKUP, "owner@example.com")
     yesterday = today - timedelta(days=1)
     period = ReportPeriod("weekly", today, today, yesterday, yesterday, "UTC")
-    report = email_reports.build_report(client, team.site, period, "raw", dashboard_settings)
+    report = email_reports.build_report(client, site, period, "raw", settings)
     assert f"(note): {MARKUP}" in email_reports.text_part(report)
     assert "&lt;b&gt;Launch&lt;/b&gt;" in email_reports.html_part(report, "<chart@tally>")
 
