@@ -47,6 +47,10 @@ MANAGEMENT_PATHS = {
     "/api/v1/timezone",
 }
 # Plausible's Sites API: tests/integration/test_sites_api.py.
+ANNOTATIONS_PATHS = {
+    "/api/v1/annotations",
+    "/api/v1/annotations/{id}",
+}  # tests/integration/test_annotations.py
 SITES_PATHS = {
     "/api/v1/sites",
     "/api/v1/sites/{site_id}",
@@ -499,6 +503,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         }
         | MANAGEMENT_PATHS
         | SITES_PATHS
+        | ANNOTATIONS_PATHS
     )
     parameters = document["components"]["parameters"]
     samples = {
@@ -509,7 +514,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
         "steps": json.dumps([{"page": "/"}, {"page": "/pricing"}]),
     }
     for path, item in paths.items():
-        if "get" not in item or path in MANAGEMENT_PATHS | SITES_PATHS:  # their own tests
+        if "get" not in item or path in MANAGEMENT_PATHS | SITES_PATHS | ANNOTATIONS_PATHS:  # their own tests
             continue
         if path == WHATIF_GOALS:  # needs a proposal and an admin: tests/integration/test_whatif_goals.py
             continue
