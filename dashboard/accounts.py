@@ -34,7 +34,7 @@ from flask import (
 )
 
 from dashboard import browser_session, invitations
-from dashboard.access import body_problem, malformed_callback, member_refusal
+from dashboard.access import CALLBACK_PATH, body_problem, malformed_callback, member_refusal
 from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
 from dashboard.client_address import client_address
 from dashboard.components import find, notice, panel, panel_children, removable_list
@@ -49,7 +49,6 @@ from tally.settings import Settings
 
 log = structlog.get_logger()
 
-CALLBACK_PATH = "/_dash-update-component"
 INVITE_PREFIX = "/invite/"
 KEY_REVOKE = "key-revoke"
 KEY_FORM = "key-form"  # a member's form for their own keys

@@ -11,10 +11,10 @@ from datetime import datetime
 
 import structlog
 from dash import Dash
-from flask import Flask, Response
+from flask import Flask, Response, request
 from waitress import serve
 
-from dashboard.access import install_shape_check
+from dashboard.access import CALLBACK_PATH, install_shape_check
 from dashboard.accounts import install_accounts, register_team_panel, team_sign_in
 from dashboard.alerts_panel import register_alerts_panel
 from dashboard.annotations_panel import register_annotations_panel
@@ -106,6 +106,20 @@ def harden(server: Flask) -> None:
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+    @server.after_request
+    def log_refused_callbacks(response: Response) -> Response:
+        # A refused or failed callback shows nothing on the page (Dash drops the answer): the
+        # log says which one, with its status, so "the button did nothing" can be traced.
+        if request.path == CALLBACK_PATH and response.status_code >= 400:
+            body = request.get_json(silent=True)
+            output = body.get("output") if isinstance(body, dict) else None
+            log.warning(
+                "dashboard_callback_refused",
+                status=response.status_code,
+                output=output[:200] if isinstance(output, str) else "",
+            )
         return response
 
 

@@ -23,7 +23,7 @@ from dash import Dash, html
 from flask import Response, g, has_request_context, jsonify, render_template_string, request
 
 from dashboard import browser_session
-from dashboard.access import body_problem, malformed_callback, shared_refusal
+from dashboard.access import CALLBACK_PATH, body_problem, malformed_callback, shared_refusal
 from dashboard.accounts import for_signed_in
 from dashboard.auth import FORM_PAGE_STYLE
 from dashboard.client_address import client_address
@@ -43,7 +43,6 @@ SHARE_PREFIX = "/share/"
 # What the Dash page of a shared session fetches besides its callbacks.
 DASH_PATHS = {"/_dash-layout", "/_dash-dependencies", "/_favicon.ico"}
 DASH_PREFIXES = ("/_dash-component-suites/", "/assets/")
-CALLBACK_PATH = "/_dash-update-component"
 # Replaced by empty placeholders in a shared layout (their callbacks are refused anyway).
 HIDDEN_SECTIONS = ("explore-section", "funnel-section", SETTINGS_SECTION)
 # Dropped with the element around them: the global rate-limiting panel and the log-out form.

@@ -171,14 +171,24 @@ def test_viewer_of_a_runs_no_callback_on_site_b_and_none_above_viewer_on_a(
 
 
 def test_member_of_b_runs_no_callback_on_site_a(app: Dash, tenants: Tenants, admin_b: httpx.Client) -> None:
-    wrong = []
+    wrong, refused = [], []
     for output in one_output_per_callback(app):
         declared = declaration(app, output)
         if declared.site is not None or declared.role == "operator":
             answer = call(admin_b, callback_body(app, output, tenants.site_a))
             if answer.status_code != REFUSED:
                 wrong.append((output, answer.status_code))
+            refused.append(output)
     assert wrong == []
+    # Each refusal is in the server's log, naming the callback's output: a button that "did
+    # nothing" in a browser can be traced there.
+    logged = [
+        line for line in tenants.server.log_path.read_text(errors="replace").splitlines()
+        if "dashboard_callback_refused" in line and "status=403" in line
+    ]  # fmt: skip
+    assert refused
+    unlogged = [output for output in refused if not any(output[:200] in line for line in logged)]
+    assert unlogged == [], logged[-5:]
 
 
 def test_shared_link_of_a_runs_only_the_overview_of_a(
