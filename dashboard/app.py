@@ -113,7 +113,10 @@ def harden(server: Flask) -> None:
         # A refused or failed callback shows nothing on the page (Dash drops the answer): the
         # log says which one, with its status, so "the button did nothing" can be traced.
         if request.path == CALLBACK_PATH and response.status_code >= 400:
-            body = request.get_json(silent=True)
+            try:
+                body = request.get_json(silent=True)  # parsed once already: cached
+            except RecursionError:  # nested past the parser's limit: the shape check's 400
+                body = None
             output = body.get("output") if isinstance(body, dict) else None
             log.warning(
                 "dashboard_callback_refused",
