@@ -52,6 +52,8 @@ class TallyApi:
                 f"the dashboard at {self.settings.api_url} did not answer within "
                 f"{self.settings.timeout_s:g} s; ask for a shorter period or try again"
             ) from None
+        except httpx.InvalidURL:
+            raise ToolError(f"TALLY_MCP_API_URL {self.settings.api_url!r} is not a URL") from None
         except httpx.TransportError:
             raise ToolError(
                 f"the dashboard at {self.settings.api_url} is not reachable; is Tally running (tally up)?"

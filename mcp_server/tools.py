@@ -82,18 +82,21 @@ def range_params(
     return {name: str(value) for name, value in given.items() if value is not None}
 
 
-def bounded(answer: Any, max_rows: int) -> Any:
-    """`answer` with its rows cut to `max_rows`: a list, or the list under `results`, `sites` or
-    `rows`; a cut answer says so in `note` (the rows shown, the rows there were, the cap)."""
+def bounded(answer: Any, max_rows: int) -> dict[str, Any]:
+    """`answer` as one JSON object with its rows cut to `max_rows`: a list becomes `results` (an MCP
+    tool's list would be one content block per item, none for an empty list), and the list under
+    `results`, `sites` or `rows` is cut; a cut answer says so in `note` (the rows shown, the rows
+    there were, the cap)."""
     if isinstance(answer, list):
         if len(answer) <= max_rows:
-            return answer
+            return {"results": answer}
         return {"results": answer[:max_rows], "note": cut_note(max_rows, len(answer))}
-    if isinstance(answer, dict):
-        for name in ("results", "sites", "rows"):
-            rows = answer.get(name)
-            if isinstance(rows, list) and len(rows) > max_rows:
-                return answer | {name: rows[:max_rows], "note": cut_note(max_rows, len(rows))}
+    if not isinstance(answer, dict):
+        return {"result": answer}
+    for name in ("results", "sites", "rows"):
+        rows = answer.get(name)
+        if isinstance(rows, list) and len(rows) > max_rows:
+            return answer | {name: rows[:max_rows], "note": cut_note(max_rows, len(rows))}
     return answer
 
 
@@ -112,14 +115,15 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         "tally", title="Tally analytics (read-only)", instructions=INSTRUCTIONS.format(rows=max_rows)
     )
 
-    async def get(ctx: Context, path: str, params: dict[str, str]) -> Any:
+    async def get(ctx: Context, path: str, params: dict[str, str]) -> dict[str, Any]:
         return bounded(await api.get(key_of(ctx), path, params), max_rows)
 
     @server.tool(annotations=READ_ONLY)
-    async def list_sites(ctx: Context) -> Any:
+    async def list_sites(ctx: Context) -> dict[str, Any]:
         """The sites this key may read: each site's domain and time zone."""
         answer = await api.get(key_of(ctx), "/api/v1/sites", {"limit": str(max_rows)})
-        if isinstance(answer, dict) and (answer.get("meta") or {}).get("after"):  # another page exists
+        answer = bounded(answer, max_rows)
+        if (answer.get("meta") or {}).get("after"):  # another page exists
             answer = answer | {"note": cut_note(max_rows, None)}
         return answer
 
@@ -133,7 +137,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         filters: Filters = None,
         compare: Compare = None,
         source: Source = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Top-line numbers for a range: pageviews, visitors, sessions, bounce_rate (0-1),
         avg_session_duration_s (GET /api/v1/stats/aggregate)."""
         params = range_params(site, period, date_from, date_to, filters, source, compare=compare)
@@ -152,7 +156,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         ] = None,
         filters: Filters = None,
         source: Source = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Pageviews and visitors per time bucket, empty buckets as zero (GET /api/v1/stats/timeseries)."""
         params = range_params(site, period, date_from, date_to, filters, source, interval=interval)
         return await get(ctx, "/api/v1/stats/timeseries", params)
@@ -175,7 +179,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         goal: Annotated[str | None, Field(description="With by=prop:KEY: only this goal's events.")] = None,
         limit: Annotated[int | None, Field(ge=1, le=1000, description="Rows wanted (default 10).")] = None,
         source: Source = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Pageviews and visitors per value of a dimension, most visitors first
         (GET /api/v1/stats/breakdown)."""
         wanted = min(limit or 10, max_rows)
@@ -183,8 +187,8 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
             site, period, date_from, date_to, filters, source, by=by, goal=goal, limit=wanted
         )
         answer = await get(ctx, "/api/v1/stats/breakdown", params)
-        if limit is not None and limit > max_rows:
-            return {"results": answer, "note": cut_note(max_rows, None)}
+        if limit is not None and limit > max_rows and len(answer.get("results") or []) == max_rows:
+            return answer | {"note": cut_note(max_rows, None)}  # there may be more
         return answer
 
     @server.tool(annotations=READ_ONLY)
@@ -196,7 +200,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         date_to: DateTo = None,
         filters: Filters = None,
         source: Source = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Each goal of the site: its conversions, converted visitors and conversion rate
         (GET /api/v1/stats/goals)."""
         return await get(
@@ -221,7 +225,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         date_to: DateTo = None,
         filters: Filters = None,
         source: Source = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """How many visitors reach each step of a funnel within a session, and where they drop off
         (GET /api/v1/stats/funnel)."""
         params = range_params(
@@ -244,7 +248,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
             Literal["pages", "sources", "countries"] | None,
             Field(description="Also the last 30 minutes by page, source or country."),
         ] = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Visitors on the site now (the last 5 minutes), or the last 30 minutes broken down
         (GET /api/v1/stats/realtime)."""
         params = {"site": site} | ({"breakdown": breakdown, "limit": str(max_rows)} if breakdown else {})
@@ -266,15 +270,20 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         date_to: DateTo = None,
         filters: Filters = None,
         source: Source = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Where a figure comes from: the figure and its `meta` (the source read, agg or raw; the
         log's offsets and watermark covered; late events; whether agg and raw agree; the
         definitions' version), as the dashboard's provenance line shows it."""
+        if (by is not None) != (report == "breakdown"):
+            raise ToolError("by: give it with report=breakdown, and only then")
         params = range_params(site, period, date_from, date_to, filters, source, by=by, meta="true")
         answer = await api.get(key_of(ctx), f"/api/v1/stats/{report}", params)
         if not isinstance(answer, dict) or "meta" not in answer:
             raise ToolError("the API answered without meta")
-        return {"figure": bounded(answer.get("results"), max_rows), "meta": answer["meta"]}
+        figure = bounded(answer.get("results"), max_rows)
+        return {"figure": figure.get("results", figure), "meta": answer["meta"]} | (
+            {"note": figure["note"]} if "note" in figure else {}
+        )
 
     @server.tool(annotations=READ_ONLY)
     async def plausible_query(
@@ -306,7 +315,7 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         ] = None,
         order_by: Annotated[list[Any] | None, Field(description='e.g. [["visitors", "desc"]].')] = None,
         include: Annotated[dict[str, Any] | None, Field(description='e.g. {"imports": true}.')] = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Plausible's Stats API v2 (POST /api/v2/query): several dimensions, filters, ordering, as
         Plausible answers them; percentages 0-100."""
         body: dict[str, Any] = {"site_id": site_id, "metrics": metrics, "date_range": date_range}
@@ -314,8 +323,8 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
         body |= {name: value for name, value in optional.items() if value is not None}
         # One row more than shown: a cut answer is known as cut.
         body["pagination"] = {"limit": max_rows + 1, "offset": 0}
-        answer = await api.post(key_of(ctx), "/api/v2/query", body)
-        results = answer.get("results") if isinstance(answer, dict) else None
+        answer = bounded(await api.post(key_of(ctx), "/api/v2/query", body), max_rows + 1)
+        results = answer.get("results")
         if isinstance(results, list) and len(results) > max_rows:
             return answer | {"results": results[:max_rows], "note": cut_note(max_rows, None)}
         return answer
@@ -327,13 +336,13 @@ def build_server(api: TallyApi, key_of: KeyOf) -> MCPServer:
             str, Field(description="One SELECT over the raw archive, table events (see the events columns).")
         ],
         limit: Annotated[int | None, Field(ge=1, le=1000, description="Rows wanted.")] = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """Read-only SQL over the raw event archive: the operator's key only (a member's key is
         refused: the archive holds every site's rows). Only one SELECT of Tally's readable tables
         and listed functions; runs read-only, time- and memory-limited (POST /api/v1/query)."""
         wanted = min(limit or max_rows, max_rows)
-        answer = await api.post(key_of(ctx), "/api/v1/query", {"sql": sql, "limit": wanted})
-        if isinstance(answer, dict) and answer.get("truncated"):
+        answer = bounded(await api.post(key_of(ctx), "/api/v1/query", {"sql": sql, "limit": wanted}), wanted)
+        if answer.get("truncated"):
             answer = answer | {"note": cut_note(wanted, None)}
         return answer
 

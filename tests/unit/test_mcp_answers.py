@@ -43,7 +43,8 @@ def test_rows_under_results_or_sites_are_cut_and_the_rest_kept() -> None:
     cut = bounded({"results": list(range(5)), "meta": {"source": "raw"}}, 3)
     assert cut["results"] == [0, 1, 2] and cut["meta"] == {"source": "raw"} and "note" in cut
     assert bounded({"pageviews": 7}, 3) == {"pageviews": 7}
-    assert bounded([1, 2, 3], 3) == [1, 2, 3]
+    assert bounded([1, 2, 3], 3) == {"results": [1, 2, 3]}  # one object: an MCP list is a block per item
+    assert bounded([], 3) == {"results": []}
 
 
 @pytest.mark.parametrize(
