@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pydantic import ValidationError
+
 from mcp_server.serve import serve
 from mcp_server.settings import MissingKey
 from tally.settings import Settings
@@ -17,7 +19,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="HTTP: listen here (default TALLY_MCP_PORT)")
     options = parser.parse_args(argv)
     try:
-        serve(Settings(), options.transport, options.host, options.port)
+        settings = Settings()
+    except ValidationError as invalid:
+        problem = invalid.errors()[0]
+        name = "TALLY_" + str(problem["loc"][0]).upper() if problem["loc"] else "a TALLY_ setting"
+        print(f"tally mcp: {name}: {problem['msg']}", file=sys.stderr)
+        return 2
+    try:
+        serve(settings, options.transport, options.host, options.port)
     except MissingKey as missing:
         print(f"tally mcp: {missing}", file=sys.stderr)
         return 1
