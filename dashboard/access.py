@@ -376,6 +376,8 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.alerts": key("admin"),
     "stats_api.list_imports": key("admin"),
     "stats_api.alerts_backtest": key("admin", site="body"),
+    # Raw SQL over every tenant's rows (Explore's, over HTTP; `tally mcp`'s sql tool): the operator's.
+    "stats_api.sql": key("operator", site="none"),
     "stats_api.upload": key("admin", "manage"),
     "stats_api.remove": key("admin", "manage"),
     "stats_api.segments_add": key("admin", "manage"),

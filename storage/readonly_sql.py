@@ -127,11 +127,18 @@ class Catalog:
         return frozenset(name.lower() for name in (self.tables - READABLE_TABLES) | PRIVATE_TABLES)
 
 
-def run(settings: Settings, sql: str, client: Client | None = None) -> QueryResult:
+def run(
+    settings: Settings, sql: str, client: Client | None = None, timeout_s: float | None = None
+) -> QueryResult:
+    """The guarded query's result (at most MAX_ROWS rows); `timeout_s` shortens its time limit
+    (the stats API's door runs it under the stats path's timeout)."""
+    limits = LIMITS
+    if timeout_s is not None:
+        limits = LIMITS | {"max_execution_time": min(float(LIMITS["max_execution_time"]), timeout_s)}
     try:
         client = client or connect(settings)
         check_reads(client, sql, settings.clickhouse_database)
-        result = client.query(sql, settings=LIMITS)
+        result = client.query(sql, settings=limits)
     except DatabaseError as error:
         if isinstance(error, OperationalError) and error.code is None:
             raise  # the store is not answering: not a refusal (the CLI says how to start it)

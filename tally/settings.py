@@ -175,6 +175,18 @@ class Settings(BaseSettings):
     # How often the jobs process computes saved funnels' closed days (storage/saved_funnels.py).
     funnel_precompute_interval_s: float = 300.0
 
+    # `tally mcp` (mcp_server/): the read-only MCP server. Over HTTP (`--transport http`) it listens
+    # here and each request brings its caller's key (Authorization: Bearer); over stdio the key is
+    # TALLY_MCP_KEY (a member's key, or the operator's from $TALLY_HOME/api_key). Either way it asks
+    # the dashboard's APIs at mcp_api_url (empty: http://TALLY_DASHBOARD_HOST:TALLY_DASHBOARD_PORT)
+    # with that key, waits at most mcp_timeout_s for an answer and hands back at most mcp_max_rows rows.
+    mcp_host: str = "127.0.0.1"
+    mcp_port: int = 8060
+    mcp_api_url: str = ""
+    mcp_key: str = Field(default="", repr=False)
+    mcp_timeout_s: float = Field(default=30.0, gt=0)
+    mcp_max_rows: int = Field(default=100, ge=1, le=1000)
+
     # The CLI prints a traceback instead of its one-line error (for bug reports).
     debug: bool = False
 

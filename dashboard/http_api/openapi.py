@@ -13,7 +13,7 @@ from typing import Any
 
 from dashboard import periods
 from dashboard.http_api import imports as imports_api
-from dashboard.http_api import parameters
+from dashboard.http_api import parameters, sql_query
 from dashboard.http_api import whatif as whatif_api
 from dashboard.http_api.openapi_manage import annotations_paths, management_paths, sites_paths
 from dashboard.http_api.plausible import query as plausible
@@ -223,6 +223,27 @@ def _or_with_meta(answer: JSON) -> JSON:
 
 
 SCHEMAS: dict[str, JSON] = {
+    "SqlQueryRequest": {
+        "type": "object",
+        "description": "One read-only SELECT over the archive (table `events`), as Explore runs it.",
+        "required": ["sql"],
+        "additionalProperties": False,
+        "properties": {
+            "sql": {"type": "string", "minLength": 1, "maxLength": sql_query.MAX_SQL_LENGTH},
+            "limit": {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT},
+        },
+    },
+    "SqlQueryResult": {
+        "type": "object",
+        "required": ["columns", "rows", "row_count", "truncated", "limit"],
+        "properties": {
+            "columns": {"type": "array", "items": {"type": "string"}},
+            "rows": {"type": "array", "items": {"type": "array", "items": {}}},
+            "row_count": {"type": "integer"},
+            "truncated": {"type": "boolean", "description": "more rows than `limit` matched"},
+            "limit": {"type": "integer"},
+        },
+    },
     "AlertBacktestRequest": {
         "type": "object",
         "description": "An alert rule as `tally alerts add` takes it (no webhook needed: a backtest "
@@ -707,6 +728,7 @@ def openapi_document() -> JSON:
                 _ok(_schema("Alerts"), "rules and alerts"),
             ),
             "/api/v1/alerts/backtest": alert_backtest_operation(),
+            "/api/v1/query": sql_query_operation(),
             "/api/v1/whatif/goals": whatif_goals_operation(),
             "/api/v1/imports": imports_operations(),
             "/api/v1/segments": segments_operations(),
@@ -1088,6 +1110,21 @@ def alert_backtest_operation() -> JSON:
                 "200": _ok(_schema("AlertBacktest"), "the windows it would have fired for"),
                 **ERRORS,
             },
+        }
+    }
+
+
+def sql_query_operation() -> JSON:
+    """POST /query (dashboard/http_api/sql_query.py)."""
+    return {
+        "post": {
+            "summary": "Read-only SQL over the raw archive (Explore's guard and limits; rows capped at "
+            "`limit`, default 100); the operator's key only",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _schema("SqlQueryRequest")}},
+            },
+            "responses": {"200": _ok(_schema("SqlQueryResult"), "the columns and the first rows"), **ERRORS},
         }
     }
 

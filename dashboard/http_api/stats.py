@@ -16,7 +16,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from dashboard import provenance
 from dashboard.access import key_refusal, route_access
-from dashboard.http_api import answers, backtest_request, parameters
+from dashboard.http_api import answers, backtest_request, parameters, sql_query
 from dashboard.http_api.annotations import register_annotations_api
 from dashboard.http_api.answers import goal_json, iso
 from dashboard.http_api.authorisation import authorise, scoped_site
@@ -247,6 +247,12 @@ def stats_api(
             field, _, problem = str(refused).partition(": ")
             raise BadParameter(field, problem) from None
         return jsonify(backtest_request.backtest_json(result, iso))
+
+    @api.post("/query")
+    def sql() -> Response:
+        """Read-only SQL over the archive (Explore's), the operator's key only (dashboard/access.py)."""
+        sql_text, limit = sql_query.parse(request.get_json(force=True, silent=True))
+        return jsonify(sql_query.answer(settings, clients(), sql_text, limit))
 
     register_imports_api(api, clients)  # POST/GET /imports: imported history (dashboard/http_api/imports.py)
     register_segments_api(api, clients)  # /segments: list, create, change, delete

@@ -15,6 +15,7 @@ from ops.cli import (
     data,
     funnels,
     goals,
+    mcp,
     reports,
     segments,
     share,
@@ -51,6 +52,7 @@ MODULES = (
     data,
     whatif,
     stats,
+    mcp,
 )
 for module in MODULES:
     for command in module.COMMANDS:

@@ -495,6 +495,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
             "/api/v1/stats/goals",
             "/api/v1/alerts",
             "/api/v1/alerts/backtest",  # a POST: tests/integration/test_alert_backtest.py
+            "/api/v1/query",  # a POST, the operator's: tests/integration/test_mcp_server.py
             "/api/v1/imports",  # GET here; its POST: tests/integration/test_imports_api.py
             "/api/v1/segments",  # also POST, PATCH, DELETE: tests/integration/test_segments_api.py
             "/api/v1/openapi.json",

@@ -1,6 +1,6 @@
 """The layout's dependency rule (docs/architecture.md, "Dependency rule"), checked on every import.
 
-Components (collector, storage, archiver, stream_jobs, dashboard, loadgen, alerts) import the
+Components (collector, storage, archiver, stream_jobs, dashboard, loadgen, alerts, mcp_server) import the
 foundation (`tally`) and storage's public modules, never each other otherwise and never the
 operator package; only the operator package (`ops`: the CLI, the local stack, the local
 ClickHouse endpoint) and the benchmarks (`bench`) may import everything, but the operator package
@@ -19,7 +19,9 @@ import pytest
 
 from tally.settings import PROJECT_ROOT
 
-COMPONENTS = frozenset({"collector", "storage", "archiver", "stream_jobs", "dashboard", "loadgen", "alerts"})
+COMPONENTS = frozenset(
+    {"collector", "storage", "archiver", "stream_jobs", "dashboard", "loadgen", "alerts", "mcp_server"}
+)
 FOUNDATION = "tally"
 OPERATOR = "ops"
 BENCHMARKS = "bench"
@@ -111,6 +113,9 @@ def test_the_check_sees_every_package() -> None:
         ("stats.raw_sql", "from dashboard.http_api.stats import error"),
         ("stats.query", "from ops.cli import main"),
         ("ops.cli", "from bench.sections import SECTION_NAMES"),
+        # The MCP server asks the dashboard's HTTP APIs with the caller's key, never its code.
+        ("mcp_server.tools", "from dashboard.http_api import stats"),
+        ("mcp_server.api", "def lazy():\n    from dashboard.access import ROUTES"),
     ],
 )
 def test_a_forbidden_import_is_reported(importer: str, source: str) -> None:
@@ -129,6 +134,8 @@ def test_a_forbidden_import_is_reported(importer: str, source: str) -> None:
         ("dashboard.http_api.plausible.report", "from stats import raw_sql"),
         ("storage.queries.contract", "from stats.catalogue import DIMENSIONS"),
         ("stats.raw_sql", "from storage.channels import channel_sql"),
+        ("ops.cli.mcp", "from mcp_server.serve import serve"),
+        ("mcp_server.settings", "from tally.settings import Settings"),
     ],
 )
 def test_an_allowed_import_passes(importer: str, source: str) -> None:
