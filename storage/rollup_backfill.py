@@ -29,6 +29,7 @@ backfill of the same day, so clear the site's rows first.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from uuid import uuid4
 
@@ -185,9 +186,11 @@ def backfill_rollups(
     table_suffix: str = "",
     session_gap_s: int = SESSION_GAP_S,
     engaged_bounce_ms: int = ENGAGED_BOUNCE_MS,
+    on_day: Callable[[date], None] | None = None,
 ) -> None:
     """Add the rollup rows and sessions of `site` for the UTC days [start_day, end_day) to
-    rollup_minute/hour/day and sessions (each name + `table_suffix`, e.g. '_replay')."""
+    rollup_minute/hour/day and sessions (each name + `table_suffix`, e.g. '_replay');
+    `on_day(day)` once each day is written."""
     if not re.fullmatch(r"[A-Za-z0-9_]*", table_suffix):
         raise ValueError(f"table suffix must be letters, digits and underscores: {table_suffix!r}")
     points_table = f"backfill_points_{uuid4().hex[:12]}"
@@ -211,6 +214,8 @@ def backfill_rollups(
             client.command(
                 _SESSIONS.format(table=SESSIONS + table_suffix, sessions=sessions), parameters=q.parameters()
             )
+            if on_day is not None:
+                on_day(day)
             day += timedelta(days=1)
     finally:
         client.command(f"DROP TABLE IF EXISTS {points_table} SYNC")

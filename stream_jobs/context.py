@@ -10,6 +10,7 @@ tables, from checkpoints of its own (`checkpoints_v<N>`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
@@ -25,14 +26,20 @@ class StreamContext:
     checkpoints_dir: Path
     table_suffix: str = ""
     available_now: bool = False
+    # A rebuild over a log that has expired its beginning reads only the events from this time
+    # on; the days before it come from the archive (storage/expired_history.py).
+    events_from: datetime | None = None
 
     @classmethod
     def live(cls, settings: Settings) -> StreamContext:
         return cls(settings, settings.checkpoints_dir)
 
     @classmethod
-    def replay(cls, settings: Settings) -> StreamContext:
-        return cls(settings, settings.home_dir / "checkpoints-replay", REPLAY_SUFFIX, available_now=True)
+    def replay(cls, settings: Settings, events_from: datetime | None = None) -> StreamContext:
+        return cls(
+            settings, settings.home_dir / "checkpoints-replay", REPLAY_SUFFIX, available_now=True,
+            events_from=events_from,
+        )  # fmt: skip
 
     @classmethod
     def side(cls, settings: Settings, suffix: str) -> StreamContext:

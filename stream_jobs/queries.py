@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from stream_jobs import activity, alerts
@@ -48,5 +49,7 @@ def start_queries(
             fields=query.event_fields,
             kafka_columns=query.kafka_columns,
         )
+        if context.events_from is not None:  # the days before are the archive's
+            pageviews = pageviews.where(F.col("ts") >= F.lit(context.events_from))
         queries.append(query.start(pageviews, context))
     return queries

@@ -22,8 +22,10 @@ before starting the stream jobs.
 What it equals: for windows the log holds entirely and in order, the live tables exactly
 (tests/integration/test_stream_replay.py). A watermark depends on how events were batched, so
 an event the live run dropped as late may be counted by the replay, whose batches are larger.
-The log keeps 7 days (topic retention): derived rows for older event times cannot be rebuilt
-and the swap drops them, so a replay over a log that has expired its beginning needs --force.
+The log keeps 7 days (topic retention). Where it has expired its beginning, the days before
+the first one it holds whole are rebuilt from the archive instead, which keeps every event with
+its log offset (`rebuild_with_history`, storage/expired_history.py: where the split falls and
+what it changes); only with no archived copy of the expired events does a replay need --force.
 The blocklist topic receives the history again (blocks whose `until` has passed mean nothing;
 the last message per client is the live one). The alerts query is not replayed (it would fire
 past alerts again) and keeps its checkpoint across the swap.
@@ -34,12 +36,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from storage.client import connect
+from storage.expired_history import ExpiredHistory
+from storage.rollup_backfill import backfill_rollups
 from storage.tables import DERIVED_TABLES
 from stream_jobs import activity
 from stream_jobs.context import StreamContext
@@ -86,6 +92,28 @@ def rebuild(spark: SparkSession, settings: Settings, context: StreamContext | No
     finally:
         for query in queries:
             query.stop()
+
+
+def rebuild_with_history(
+    spark: SparkSession,
+    settings: Settings,
+    history: ExpiredHistory | None,
+    on_day: Callable[[str, date], None] | None = None,
+) -> ReplaySummary:
+    """`rebuild` into `<table>_replay`; where the log has expired its beginning (`history`), the
+    log only from the cut on and the days before it from the archive (storage/expired_history.py),
+    `on_day(site, day)` after each."""
+    context = StreamContext.replay(settings, events_from=history.cut_at if history else None)
+    summary = rebuild(spark, settings, context)
+    if history is not None:
+        client = connect(settings)
+        for site, first in history.first_day.items():
+            backfill_rollups(
+                client, site, first, history.cut, table_suffix=context.table_suffix,
+                session_gap_s=settings.session_gap_s, engaged_bounce_ms=settings.engaged_bounce_ms,
+                on_day=(lambda day, site=site: on_day(site, day)) if on_day else None,
+            )  # fmt: skip
+    return summary
 
 
 def swap(settings: Settings) -> None:
@@ -136,11 +164,6 @@ def discard(settings: Settings, side: StreamContext) -> None:
     for table in DERIVED_TABLES:
         client.command(f"DROP TABLE IF EXISTS {side.table(table)} SYNC")
     shutil.rmtree(side.checkpoints_dir, ignore_errors=True)
-
-
-def expired_partitions(settings: Settings) -> dict[int, int]:
-    """Partitions of `pageviews` whose first retained offset is not 0: events lost to retention."""
-    return {p: offset for p, offset in beginning_offsets(settings).items() if offset > 0}
 
 
 def beginning_offsets(settings: Settings) -> dict[int, int]:

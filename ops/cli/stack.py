@@ -1,19 +1,28 @@
 """The stack itself: start, stop and check it (`up`, `down`, `status`), set it up (`init`), rebuild
-the derived tables from the log (`replay`) and audit the archive against the log (`verify`)."""
+the derived tables from the log (`replay`, and `upgrade` after installing a newer version) and
+audit the archive against the log (`verify`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from datetime import date
+from typing import TYPE_CHECKING
 
 import click
+from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
 from ops.cli.context import Stack, console, progress
 from ops.cli_errors import UserError
 from tally.settings import Settings
+
+if TYPE_CHECKING:
+    from storage.expired_history import ExpiredHistory
 
 
 @click.command()
@@ -100,15 +109,50 @@ def init(stack: Stack) -> None:
 
 
 @click.command()
-@click.option("--force", is_flag=True, help="Go on although the log has expired its oldest events.")
+@click.option(
+    "--force", is_flag=True, help="Go on although the log has expired events the archive does not hold."
+)
 @click.pass_obj
 def replay(stack: Stack, force: bool) -> None:
     """Rebuild the derived tables from the log. Stops the stream jobs, recomputes every table
     into <table>_replay, swaps them in, and starts the stream jobs again; the dashboard keeps
-    reading the old tables until the swap."""
+    reading the old tables until the swap. Days the log has expired are rebuilt from the
+    archive."""
     from ops.local.replay import run_replay
 
-    run_replay(stack.settings, progress=progress, force=force)
+    with archive_days_bar() as history_progress:
+        run_replay(stack.settings, progress=progress, force=force, history_progress=history_progress)
+
+
+@click.command()
+@click.pass_obj
+def upgrade(stack: Stack) -> None:
+    """After installing a newer Tally: create missing topics, apply the store's migrations, and
+    rebuild every derived table as `tally replay` does (the days the log has expired from the
+    archive, so no history is lost), then start the stream jobs again."""
+    from ops.local.replay import run_replay
+    from storage.schema import apply_migrations
+    from tally.topics import ensure_topics_sync
+
+    settings = stack.settings
+    applied = apply_migrations(settings)  # first: a stack that is down is said at once
+    created = ensure_topics_sync(settings)
+    console.print(f"migrations applied: {applied or 'none'}; topics created: {created or 'none'}")
+    with archive_days_bar() as history_progress:
+        run_replay(settings, progress=progress, history_progress=history_progress)
+    console.print("upgrade: done")
+
+
+@contextlib.contextmanager
+def archive_days_bar() -> Iterator[Callable[[ExpiredHistory], Callable[[str, date], None]]]:
+    """A progress bar over the site-days a rebuild takes from the archive, once it knows them."""
+    with Progress(*Progress.get_default_columns(), MofNCompleteColumn(), console=console) as bar:
+
+        def start(history: ExpiredHistory) -> Callable[[str, date], None]:
+            task = bar.add_task(f"days before {history.cut} from the archive", total=history.days)
+            return lambda _site, _day: bar.advance(task)
+
+        yield start
 
 
 @click.command()
@@ -140,4 +184,4 @@ def verify(stack: Stack, no_repair: bool, site: str | None, full: bool) -> None:
     sys.exit(0 if report.ok else 1)
 
 
-COMMANDS = (up, down, status, init, replay, verify)
+COMMANDS = (up, down, status, init, replay, upgrade, verify)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import xmlrpc.client
 from collections.abc import Callable
+from datetime import date
 
 from ops.local.supervisor import rpc, supervisor_running
 from storage import definitions
 from storage.client import connect
+from storage.expired_history import ExpiredHistory, expired_history
 from storage.schema import apply_migrations
 from storage.tables import DERIVED_TABLES
-from stream_jobs.replay import ReplayError, ReplaySummary, expired_partitions, rebuild, swap
+from stream_jobs.replay import ReplayError, ReplaySummary, beginning_offsets, rebuild_with_history, swap
 from tally import heartbeat
 from tally.settings import Settings
 
@@ -25,28 +27,44 @@ __all__ = ["ReplayError", "run_replay"]
 SPARK_COMPONENT = "spark"
 
 
-def run_replay(settings: Settings, progress: Callable[[str], None], force: bool = False) -> ReplaySummary:
-    """`tally replay`: stop the live stream jobs, rebuild, swap, start them again."""
-    expired = expired_partitions(settings)
-    if expired and not force:
+def run_replay(
+    settings: Settings,
+    progress: Callable[[str], None],
+    force: bool = False,
+    history_progress: Callable[[ExpiredHistory], Callable[[str, date], None]] | None = None,
+) -> ReplaySummary:
+    """`tally replay`: stop the live stream jobs, rebuild, swap, start them again. Where the log
+    has expired its beginning, the days before the first it holds whole come from the archive;
+    `history_progress(history)` gives the callback told of each (site, day) rebuilt from it."""
+    apply_migrations(settings)
+    beginnings = beginning_offsets(settings)
+    history = expired_history(connect(settings), beginnings)
+    expired = {p: offset for p, offset in beginnings.items() if offset > 0}
+    if expired and history is None and not force:
         raise ReplayError(
-            f"the log no longer starts at offset 0 (partition → first offset: {expired}): the derived "
-            "rows of expired events cannot be rebuilt and the swap would drop them; --force to go on"
+            f"the log no longer starts at offset 0 (partition → first offset: {expired}) and the archive "
+            "holds none of the expired events: their derived rows cannot be rebuilt and the swap would "
+            "drop them; --force to go on"
         )
     restart = stop_live_stream_jobs(settings, progress)
     from stream_jobs.session import build_spark_session
 
-    apply_migrations(settings)
     # A replay rebuilds with the current definitions version, as the live stream jobs run.
     settings = definitions.applied(settings, definitions.current(connect(settings), settings).definitions)
+    if history is not None:
+        progress(
+            f"replay: the log has expired {history.expired_events} archived events: the days before "
+            f"{history.cut} ({history.days} site-days) are rebuilt from the archive, the log from then on"
+        )
     progress("replay: starting Spark")
     spark = build_spark_session(settings, app_name="tally-replay")
     try:
-        progress("replay: recomputing every derived table from the log into <table>_replay")
-        summary = rebuild(spark, settings)
+        progress("replay: recomputing every derived table into <table>_replay")
+        on_day = history_progress(history) if history is not None and history_progress else None
+        summary = rebuild_with_history(spark, settings, history, on_day)
     finally:
         spark.stop()
-    progress(f"replay: {summary.events} events, micro-batches per query {summary.batches}")
+    progress(f"replay: {summary.events} events from the log, micro-batches per query {summary.batches}")
     swap(settings)
     progress(f"replay: swapped in {', '.join(DERIVED_TABLES)}; checkpoints replaced")
     if restart:

@@ -17,7 +17,6 @@ from tests.fixtures.ports import free_port
 pytestmark = pytest.mark.integration
 
 STORE_DOWN = ["the store is not running", "tally up -d"]
-LOG_DOWN = ["the log (Kafka) is not running", "tally up -d"]
 
 
 @pytest.fixture
@@ -64,7 +63,8 @@ def command(*args: str, expected: list[str]) -> object:
             expected=STORE_DOWN,
         ),
         command("loadgen", "--rate", "5", "--duration", "1", expected=STORE_DOWN),
-        command("replay", expected=LOG_DOWN),
+        command("replay", expected=STORE_DOWN),
+        command("upgrade", expected=STORE_DOWN),
     ],
 )
 def test_command_with_the_stack_down_says_what_is_down_and_how_to_start_it(
@@ -73,8 +73,7 @@ def test_command_with_the_stack_down_says_what_is_down_and_how_to_start_it(
     line = one_line_error(run_tally(nothing_running, *args, timeout=120))
     for words in expected:
         assert words in line
-    address = nothing_running["TALLY_KAFKA_BOOTSTRAP" if expected is LOG_DOWN else "TALLY_CLICKHOUSE_URL"]
-    assert address in line
+    assert nothing_running["TALLY_CLICKHOUSE_URL"] in line
 
 
 @pytest.mark.parametrize(
