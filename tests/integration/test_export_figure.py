@@ -58,8 +58,8 @@ def traffic(site: str) -> list[PageViewEvent]:
             if v % 3 == day:
                 events.append(page_view(site, visitor, t + timedelta(minutes=6), "/signup", name=GOAL,
                                         country=country, props={"plan": "pro"}))  # fmt: skip
-    before = DAY_ONE - timedelta(hours=2)
-    events += [page_view(site, "early", before, "/"), page_view(site, "late", DAY_ONE + timedelta(days=2), "/")]
+    before, after = DAY_ONE - timedelta(hours=2), DAY_ONE + timedelta(days=2)
+    events += [page_view(site, "early", before, "/"), page_view(site, "late", after, "/")]
     return events
 
 
@@ -181,14 +181,15 @@ def test_page_views_of_the_goals_converters_add_up_to_the_aggregate(
 def test_one_row_of_a_breakdown(dashboard_server: DashboardServer, store: Client) -> None:
     rows_by_path = api(dashboard_server, "/stats/breakdown", site=SITE, source="raw", by="path", **RANGE)
     pricing = next(row for row in rows_by_path if row["value"] == "/pricing")
-    answer, rows = export(
-        dashboard_server, site=SITE, metric="pageviews", property="path", value="/pricing", format="csv", **RANGE
-    )
+    asked = {"site": SITE, "metric": "pageviews", "property": "path", "value": "/pricing", "format": "csv"}
+    _, rows = export(dashboard_server, **asked, **RANGE)
     assert len(rows) == pricing["pageviews"] and {row["path"] for row in rows} == {"/pricing"}
     assert visitor_days(rows) == pricing["visitors"]
 
 
-def test_custom_events_add_up_to_the_event_breakdown(dashboard_server: DashboardServer, store: Client) -> None:
+def test_custom_events_add_up_to_the_event_breakdown(
+    dashboard_server: DashboardServer, store: Client
+) -> None:
     names = api(dashboard_server, "/stats/breakdown", site=SITE, source="raw", by="event:name", **RANGE)
     _, rows = export(dashboard_server, site=SITE, metric="events", **RANGE)
     assert len(rows) == sum(row["events"] for row in names) > 0
