@@ -10,8 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +27,7 @@ from storage.client import connect
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.cli import run_tally
 from tests.fixtures.dashboard_server import DashboardServer, signed_in
 from tests.fixtures.events import archive_rows, engagement_event, page_view
 from tests.integration.test_users import PASSWORD
@@ -268,3 +271,22 @@ def test_the_overviews_download_link_gives_the_page_views_shown(
     assert len(rows_of(download.content, "csv")) == figure["pageviews"] > 0
     # Without a session the link leads to the sign-in page, not to the events.
     assert httpx.get(f"{dashboard_server.url}{href}", timeout=30).status_code == 302
+
+
+def test_tally_export_figure_writes_the_same_events(
+    dashboard_server: DashboardServer, dashboard_settings: Settings, store: Client, tmp_path: Path
+) -> None:
+    env = os.environ | dashboard_settings.environment()
+    filters = json.dumps({"country": "DE"})
+    figure = api(dashboard_server, "/stats/aggregate", site=SITE, source="raw", filters=filters, **RANGE)
+    target = tmp_path / "pageviews.parquet"
+    dates = ["--from", "2026-11-10", "--to", "2026-11-12"]
+    figure_options = ["--figure", "pageviews", "--filters", filters]
+    done = run_tally(env, "export", "--site", SITE, *dates, *figure_options, "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    rows = rows_of(target.read_bytes(), "parquet")
+    assert len(rows) == figure["pageviews"] > 0 and {row["country"] for row in rows} == {"DE"}
+    assert f"pageviews={figure['pageviews']}" in done.stderr
+    refused = run_tally(env, "export", "--site", SITE, *dates, "--figure", "bounce_rate")
+    assert refused.returncode != 0 and "metric" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
