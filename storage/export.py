@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, time, timedelta
 from typing import BinaryIO
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from clickhouse_connect.driver.client import Client
 
 from storage import queries
@@ -72,7 +74,14 @@ FIGURES = {
 # What every exported row carries: the archived event as it was on the log (minus ip_hash, the
 # rate limiter's salted client hash, no analytics field), where on the log it was, and the
 # definitions version the figure was made with (0: none recorded yet).
-FIGURE_COLUMNS = "* EXCEPT (ip_hash), {definitions_version:UInt32} AS definitions_version"
+FIGURE_COLUMNS = (
+    "* EXCEPT (ip_hash) REPLACE (toString(event_id) AS event_id), "
+    "{definitions_version:UInt32} AS definitions_version"
+)
+# An export is read one UTC day at a time (each a bounded answer of the engine).
+SLICE = timedelta(days=1)
+SLICE_START, SLICE_END = "slice_start", "slice_end"
+ROW_GROUP_ROWS = 65_536  # Parquet row groups of this many rows: a few MiB held at a time
 
 
 class FigureRefused(Refused):
@@ -137,13 +146,93 @@ def figure_events(
 
 
 def stream_figure(client: Client, found: FigureEvents, output_format: str) -> Iterator[bytes]:
-    """The figure's events as Parquet (the engine's bytes) or CSV (header, then each block of
-    rows the engine streams), chunk by chunk: memory stays one block, whatever the count."""
+    """The figure's events as Parquet or CSV, chunk by chunk, one UTC day of the range at a time
+    (figure_slices): memory stays one block here and one day's answer in the engine, whatever
+    the count (the local endpoint holds an answer whole before sending it)."""
     if output_format == "csv":
-        with client.query_row_block_stream(found.select_sql, parameters=found.parameters) as blocks:
-            yield csv_text([blocks.source.column_names]).encode()
+        yield from _csv_chunks(client, found)
+    else:
+        yield from _parquet_chunks(client, found)
+
+
+def figure_slices(found: FigureEvents) -> Iterator[tuple[str, dict[str, object]]]:
+    """The figure's SELECT over each UTC day of its range (the rows of all days are the figure's:
+    only `ts` is narrowed, every other condition keeps the whole range's parameters)."""
+    start, end = found.parameters["start"], found.parameters["end"]
+    assert isinstance(start, datetime) and isinstance(end, datetime)
+    edge = start
+    while edge < end:
+        following = min(end, datetime.combine(edge.date(), time(), UTC) + SLICE)
+        yield (
+            found.select_sql + f" AND ts >= {{{SLICE_START}:DateTime64(3, 'UTC')}} "
+            f"AND ts < {{{SLICE_END}:DateTime64(3, 'UTC')}}",
+            {**found.parameters, SLICE_START: edge, SLICE_END: following},
+        )
+        edge = following
+
+
+def _csv_chunks(client: Client, found: FigureEvents) -> Iterator[bytes]:
+    """A header line, then each block of rows the engine streams (a few thousand at a time)."""
+    described = client.query(f"DESCRIBE ({found.select_sql})", parameters=found.parameters).result_rows
+    yield csv_text([[row[0] for row in described]]).encode()
+    for sql, parameters in figure_slices(found):
+        with client.query_row_block_stream(sql, parameters=parameters) as blocks:
             for block in blocks:
                 yield csv_text(block).encode()
-        return
-    with client.raw_stream(found.select_sql, parameters=found.parameters, fmt="Parquet") as chunks:
-        yield from chunks
+
+
+class _Chunks:
+    """A file pyarrow writes into; what it wrote is taken out after each row group."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def taken(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+
+def _parquet_chunks(client: Client, found: FigureEvents) -> Iterator[bytes]:
+    """One Parquet file written here from the Arrow blocks the engine streams, a row group per
+    ROW_GROUP_ROWS rows (at most that many held); the figure and the definitions version also
+    in the file's metadata."""
+    sink = _Chunks()
+    writer: pq.ParquetWriter | None = None
+    held: list[pa.RecordBatch] = []
+    for sql, parameters in figure_slices(found):
+        with client.query_arrow_stream(sql, parameters=parameters, use_strings=True) as batches:
+            for batch in batches:
+                if writer is None:
+                    schema = batch.schema.with_metadata(_parquet_metadata(found))
+                    writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema)
+                held.append(batch.cast(writer.schema))
+                if sum(b.num_rows for b in held) >= ROW_GROUP_ROWS:
+                    writer.write_table(pa.Table.from_batches(held))
+                    held = []
+                    yield sink.taken()
+    if writer is None:  # no rows: an empty file with the columns
+        columns_only = found.select_sql + " LIMIT 0"
+        empty = client.query_arrow(columns_only, parameters=found.parameters, use_strings=True)
+        writer = pq.ParquetWriter(
+            pa.PythonFile(sink, mode="w"), empty.schema.with_metadata(_parquet_metadata(found))
+        )
+    if held:
+        writer.write_table(pa.Table.from_batches(held))
+    writer.close()
+    yield sink.taken()
+
+
+def _parquet_metadata(found: FigureEvents) -> dict[str, str]:
+    return {
+        "tally.figure": f"{found.metric}={found.figure}",
+        "tally.figure_rule": found.figure_rule,
+        "tally.definitions_version": str(found.parameters["definitions_version"]),
+    }

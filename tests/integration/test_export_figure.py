@@ -137,6 +137,10 @@ def test_exported_page_views_add_up_to_the_aggregate(
     version = answer.headers["X-Tally-Definitions-Version"]
     assert {str(row["definitions_version"]) for row in rows} == {version}
     assert "ip_hash" not in rows[0]
+    if output_format == "parquet":  # the figure and the version in the file's own metadata too
+        metadata = pq.read_schema(io.BytesIO(answer.content)).metadata
+        assert metadata[b"tally.definitions_version"].decode() == version
+        assert metadata[b"tally.figure"].decode() == f"pageviews={figure['pageviews']}"
     assert "attachment" in answer.headers["Content-Disposition"]
 
 
