@@ -212,7 +212,7 @@ def _parquet_chunks(client: Client, found: FigureEvents) -> Iterator[bytes]:
             for batch in batches:
                 if writer is None:
                     schema = batch.schema.with_metadata(_parquet_metadata(found))
-                    writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema)
+                    writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, compression="zstd")
                 held.append(batch.cast(writer.schema))
                 if sum(b.num_rows for b in held) >= ROW_GROUP_ROWS:
                     writer.write_table(pa.Table.from_batches(held))
