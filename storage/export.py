@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -158,9 +158,8 @@ def stream_figure(client: Client, found: FigureEvents, output_format: str) -> It
 def figure_slices(found: FigureEvents) -> Iterator[tuple[str, dict[str, object]]]:
     """The figure's SELECT over each UTC day of its range (the rows of all days are the figure's:
     only `ts` is narrowed, every other condition keeps the whole range's parameters)."""
-    start, end = found.parameters["start"], found.parameters["end"]
-    assert isinstance(start, datetime) and isinstance(end, datetime)
-    edge = start
+    start, end = cast(datetime, found.parameters["start"]), cast(datetime, found.parameters["end"])
+    edge, end = start.astimezone(UTC), end.astimezone(UTC)  # UTC days, whatever the site's zone
     while edge < end:
         following = min(end, datetime.combine(edge.date(), time(), UTC) + SLICE)
         yield (
