@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time
+from itertools import pairwise
 from typing import BinaryIO, cast
 
 import pyarrow as pa
@@ -78,8 +79,9 @@ FIGURE_COLUMNS = (
     "* EXCEPT (ip_hash) REPLACE (toString(event_id) AS event_id), "
     "{definitions_version:UInt32} AS definitions_version"
 )
-# An export is read one UTC day at a time (each a bounded answer of the engine).
-SLICE = timedelta(days=1)
+# An export is read in parts of whole UTC days of about this many rows (each a bounded answer of
+# the engine, which the local endpoint holds whole before sending it).
+SLICE_ROWS = 200_000
 SLICE_START, SLICE_END = "slice_start", "slice_end"
 ROW_GROUP_ROWS = 65_536  # Parquet row groups of this many rows: a few MiB held at a time
 
@@ -100,6 +102,7 @@ class FigureEvents:
     parameters: dict[str, object]
     rows: int
     visitors: int
+    days: tuple[tuple[date, int], ...] = ()  # the UTC days holding rows, and how many each
 
     @property
     def figure(self) -> int:
@@ -139,15 +142,19 @@ def figure_events(
     else:
         source_sql, parameters = raw.custom_events_sql(q), {}
     parameters = {**q.parameters(), **parameters, "definitions_version": definitions_version}
-    rows, visitors = client.query(
-        f"SELECT count(), {RAW_VISITORS} {source_sql}", parameters=parameters
-    ).result_rows[0]
-    return FigureEvents(metric, source_sql, parameters, int(rows), int(visitors))
+    # Per UTC day: a visitor is one per day, so the days' visitors add up to the range's.
+    per_day = client.query(
+        f"SELECT toDate(ts) AS day, count(), {RAW_VISITORS} {source_sql} GROUP BY day ORDER BY day",
+        parameters=parameters,
+    ).result_rows
+    rows, visitors = sum(int(r[1]) for r in per_day), sum(int(r[2]) for r in per_day)
+    days = tuple((day, int(count)) for day, count, _ in per_day)
+    return FigureEvents(metric, source_sql, parameters, rows, visitors, days)
 
 
 def stream_figure(client: Client, found: FigureEvents, output_format: str) -> Iterator[bytes]:
-    """The figure's events as Parquet or CSV, chunk by chunk, one UTC day of the range at a time
-    (figure_slices): memory stays one block here and one day's answer in the engine, whatever
+    """The figure's events as Parquet or CSV, chunk by chunk, a part of the range at a time
+    (figure_slices): memory stays one block here and one part's answer in the engine, whatever
     the count (the local endpoint holds an answer whole before sending it)."""
     if output_format == "csv":
         yield from _csv_chunks(client, found)
@@ -156,18 +163,25 @@ def stream_figure(client: Client, found: FigureEvents, output_format: str) -> It
 
 
 def figure_slices(found: FigureEvents) -> Iterator[tuple[str, dict[str, object]]]:
-    """The figure's SELECT over each UTC day of its range (the rows of all days are the figure's:
-    only `ts` is narrowed, every other condition keeps the whole range's parameters)."""
+    """The figure's SELECT over consecutive parts of its range that cover it exactly, each cut at a
+    UTC midnight once the days before it hold SLICE_ROWS rows (a day holding more is a part of its
+    own). Only `ts` is narrowed: every other condition keeps the whole range's parameters."""
     start, end = cast(datetime, found.parameters["start"]), cast(datetime, found.parameters["end"])
-    edge, end = start.astimezone(UTC), end.astimezone(UTC)  # UTC days, whatever the site's zone
-    while edge < end:
-        following = min(end, datetime.combine(edge.date(), time(), UTC) + SLICE)
+    start, end = start.astimezone(UTC), end.astimezone(UTC)  # UTC days, whatever the site's zone
+    edges, held = [start], 0
+    for day, count in found.days:
+        midnight = datetime.combine(day, time(), UTC)
+        if held and held + count > SLICE_ROWS and edges[-1] < midnight < end:
+            edges.append(midnight)
+            held = 0
+        held += count
+    edges.append(end)
+    for low, high in pairwise(edges):
         yield (
             found.select_sql + f" AND ts >= {{{SLICE_START}:DateTime64(3, 'UTC')}} "
             f"AND ts < {{{SLICE_END}:DateTime64(3, 'UTC')}}",
-            {**found.parameters, SLICE_START: edge, SLICE_END: following},
+            {**found.parameters, SLICE_START: low, SLICE_END: high},
         )
-        edge = following
 
 
 def _csv_chunks(client: Client, found: FigureEvents) -> Iterator[bytes]:
