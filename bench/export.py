@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import pyarrow.parquet as pq
 
 from bench.dashboard import SPAN, bench_site, ensure_archive
 from tally.settings import Settings
@@ -74,20 +75,36 @@ def run_export_bench(settings: Settings, events: int, output_format: str) -> dic
         started = time.monotonic()
         size = 0
         url = f"http://127.0.0.1:{port}/api/v1/export/events"
-        with httpx.stream("GET", url, params=query, headers=headers, timeout=3600) as answer:
+        kept = settings.home_dir / f"bench-export.{output_format}"
+        with (
+            httpx.stream("GET", url, params=query, headers=headers, timeout=3600) as answer,
+            kept.open("wb") as file,
+        ):
             answer.raise_for_status()
             first_byte_s = round(time.monotonic() - started, 2)
             for chunk in answer.iter_bytes():
                 size += len(chunk)
+                file.write(chunk)
             figure = answer.headers["X-Tally-Figure"]
             rows = int(answer.headers["X-Tally-Rows"])
         elapsed = time.monotonic() - started
+        # The file's rows against the aggregate's figure for the same question, from the archive.
+        aggregate = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/stats/aggregate",
+            params={key: query[key] for key in ("site", "from", "to")} | {"source": "raw"},
+            headers=headers,
+            timeout=600,
+        ).json()
+        in_file = pq.ParquetFile(kept).metadata.num_rows if output_format == "parquet" else None
+        kept.unlink()
         return {
             "archive_events": events,
             "seeded": seeded,
             "format": output_format,
             "figure": figure,
             "rows": rows,
+            "rows_in_file": in_file,
+            "aggregate_pageviews": aggregate["pageviews"],
             "bytes": size,
             "seconds": round(elapsed, 2),
             "first_byte_s": first_byte_s,
