@@ -419,6 +419,10 @@ ROUTES: dict[str, RouteAccess] = {
     # Notes on the chart (dashboard/http_api/annotations.py): read by members, written by admins
     # (the site in the query or, adding one, the body; the endpoints check the role there).
     "stats_api.annotations_list": key(),
+    # The events behind a figure (dashboard/http_api/export.py): what a viewer's key reads; the
+    # Overview's download link, the same for a signed-in session (the view checks the site).
+    "stats_api.export_events": key(),
+    "export_download": RouteAccess("session", "query", "viewer"),
     "stats_api.annotations_add": key("admin", "manage", site="body"),
     "stats_api.annotations_remove": key("admin", "manage"),
     "plausible_api.query": key(site="body"),

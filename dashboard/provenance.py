@@ -10,8 +10,10 @@ pay nothing. Plausible's v2 query always carries it, inside its `meta` object.
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from dash import Dash, Input, Output, html
 from dash.exceptions import PreventUpdate
@@ -19,6 +21,7 @@ from dash.exceptions import PreventUpdate
 from dashboard.accounts import current_user
 from dashboard.friendly_errors import friendly
 from dashboard.http_api.authorisation import caller
+from dashboard.http_api.export import EXPORT_PATH
 from dashboard.http_api.parameters import Arguments, BadParameter
 from dashboard.periods import Period
 from dashboard.sharing import shared_link
@@ -133,7 +136,10 @@ def register_provenance(app: Dash, settings: Settings, clients: ClientFactory) -
         # A shared link's viewer sees the line, not the offsets: they count every site's events;
         # a team member the offsets of the site's own events, not the log's end offsets.
         details = "" if shared_link() is not None else hover(found, scoped=current_user() is not None)
-        return line(found), f"provenance {tone}", details
+        parts = line(found)
+        if shared_link() is None:  # the events themselves: for the site's members, not a shared link
+            parts += [" \u00b7 ", download_link(site, period.start, period.end, filters)]
+        return parts, f"provenance {tone}", details
 
 
 def line(p: Provenance) -> list[Any]:
@@ -152,6 +158,23 @@ def line(p: Provenance) -> list[Any]:
         ),
     ]
     return parts
+
+
+def download_link(site: str, start: datetime, end: datetime, filters: dict | None) -> html.A:
+    """The page views of the period and filters shown, as the export streams them
+    (dashboard/http_api/export.py): the rows add up to the page views on the Overview."""
+    asked = {
+        "site": site,
+        "from": start.astimezone(UTC).isoformat(),
+        "to": end.astimezone(UTC).isoformat(),
+        "metric": "pageviews",
+        "format": "csv",
+    }
+    if filters:
+        asked["filters"] = json.dumps(filters, separators=(",", ":"))
+    return html.A(
+        "Download these page views (CSV)", href=f"{EXPORT_PATH}?{urlencode(asked)}", id="provenance-export"
+    )
 
 
 SOURCE_WORDS = {"agg": "the stream jobs' tables (agg)", "raw": "the raw archive (raw)"}

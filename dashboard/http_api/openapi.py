@@ -172,6 +172,29 @@ PARAMETERS: dict[str, JSON] = {
         "matching them. Required unless `funnel` names a saved funnel.",
         {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": parameters.STEPS_EXAMPLE},
     ),
+    "metric": _parameter(
+        "metric",
+        "Whose events: pageviews (the page views passing the filters: rows = pageviews), visitors (the "
+        "same rows: distinct (UTC day, visitor_id) = visitors), events (the custom events, or with "
+        "`goal` that goal's events: rows = events), conversions (a goal's events: distinct (UTC day, "
+        "visitor_id) = its visitors). A figure that is no count of events is refused.",
+        {"type": "string", "enum": ["pageviews", "visitors", "events", "conversions"]},
+        required=True,
+    ),
+    "export_format": _parameter(
+        "format", "The file: Parquet or CSV.", {"type": "string", "enum": ["parquet", "csv"]}
+    ),
+    "export_goal": _parameter(
+        "goal",
+        "With metric=events or conversions: the goal (its name) whose events are exported.",
+        {"type": "string", "maxLength": 200},
+    ),
+    "property": _parameter(
+        "property",
+        "With `value`: one row of a breakdown by this dimension (its value as one more filter).",
+        {"type": "string", "example": "path"},
+    ),
+    "value": _parameter("value", "The breakdown row's value.", {"type": "string", "example": "/pricing"}),
     "funnel": _parameter(
         "funnel",
         "A saved funnel's name (`tally funnels add SITE NAME STEP...`) instead of `steps`: its "
@@ -732,6 +755,7 @@ def openapi_document() -> JSON:
             "/api/v1/whatif/goals": whatif_goals_operation(),
             "/api/v1/imports": imports_operations(),
             "/api/v1/segments": segments_operations(),
+            "/api/v1/export/events": export_operation(),
             "/api/v1/openapi.json": {
                 "get": {
                     "summary": "This document",
@@ -1194,6 +1218,39 @@ def plausible_query_operation() -> JSON:
                 **ERRORS,
                 "404": _ok(_schema("Error"), "no such site"),
                 "413": _ok(_schema("Error"), "the body is over 64 KiB"),
+            },
+        }
+    }
+
+
+EXPORT_PARAMETERS = (
+    *("site", "from", "to", "period", "filters"),
+    *("metric", "export_format", "export_goal", "property", "value"),
+)
+
+
+def export_operation() -> JSON:
+    """`GET /api/v1/export/events`: a file, its figure in the headers (dashboard/http_api/export.py)."""
+    header = {"schema": {"type": "string"}}
+    file = {"schema": {"type": "string", "format": "binary"}}
+    return {
+        "get": {
+            "summary": "The archived events behind a figure (the aggregate's parameters), streamed as "
+            "Parquet or CSV with kafka_partition, kafka_offset and definitions_version",
+            "parameters": [_ref(name) for name in EXPORT_PARAMETERS],
+            "responses": {
+                "200": {
+                    "description": "the events; the headers say what they add up to",
+                    "headers": {
+                        "X-Tally-Figure": {**header, "description": "METRIC=VALUE, e.g. pageviews=1234"},
+                        "X-Tally-Figure-Rule": {**header, "description": "how the rows make the figure"},
+                        "X-Tally-Rows": {**header, "description": "the rows the file holds"},
+                        "X-Tally-Visitors": {**header, "description": "distinct (UTC day, visitor_id)"},
+                        "X-Tally-Definitions-Version": {**header, "description": "0: none recorded yet"},
+                    },
+                    "content": {"application/vnd.apache.parquet": file, "text/csv": file},
+                },
+                **ERRORS,
             },
         }
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 from dashboard import periods
@@ -334,3 +334,74 @@ def funnel_step(index: int, item: object) -> FunnelStep:
     if not isinstance(value, str):
         raise BadParameter("steps", f"step {index}: the {kind} must be a string")
     return FunnelStep(kind, value)
+
+
+# --- the events behind a figure (GET /api/v1/export/events, `tally export --figure`) ---------
+# The question is the aggregate's (the parameters above); these say which figure, which row of a
+# breakdown, and the file's format.
+EXPORT_PARAMETERS = ("metric", "format", "property", "value")
+EXPORT_FORMATS = ("parquet", "csv")
+
+
+@dataclass(frozen=True)
+class FigureChoice:
+    """Which figure's events, in which format; `breakdown`: one row of a breakdown (property, value)."""
+
+    metric: str
+    output_format: str
+    breakdown: tuple[str, str] | None = None
+
+
+def export_arguments(args: Mapping[str, Sequence[str]]) -> tuple[Arguments, FigureChoice]:
+    """The question's arguments (every other parameter, as the aggregate reads them) and the choice."""
+    own = {name: values for name, values in args.items() if name in EXPORT_PARAMETERS}
+    arguments = Arguments.parse(
+        {name: values for name, values in args.items() if name not in EXPORT_PARAMETERS}
+    )
+    repeated = sorted(name for name, values in own.items() if len(values) > 1)
+    if repeated:
+        raise BadParameter(repeated[0], "given more than once")
+    given = {name: values[0] for name, values in own.items()}
+    metric = given.get("metric")
+    if not metric:
+        raise BadParameter(
+            "metric", "required, e.g. metric=pageviews (pageviews, visitors, events, conversions)"
+        )
+    output_format = given.get("format", "parquet")
+    if output_format not in EXPORT_FORMATS:
+        raise BadParameter("format", f"must be one of {', '.join(EXPORT_FORMATS)}")
+    breakdown = None
+    if "property" in given or "value" in given:
+        if not given.get("property") or "value" not in given:
+            raise BadParameter(
+                "property", "a breakdown's row is property and value, e.g. property=path&value=/pricing"
+            )
+        breakdown = (given["property"], given["value"])
+    return arguments, FigureChoice(metric, output_format, breakdown)
+
+
+def breakdown_row(q: StatsQuery, breakdown: tuple[str, str] | None) -> StatsQuery:
+    """`q` narrowed to one row of a breakdown by `property`: its value as one more filter (the
+    dimension's events with that value: what the row counts)."""
+    if breakdown is None:
+        return q
+    name, value = breakdown
+    if name in q.filters and q.filters[name] != value:
+        raise BadParameter("property", f"the filters already ask {name} = {q.filters[name]!r}")
+    narrowed = replace(q, filters={**q.filters, name: value})
+    try:
+        queries.validate(narrowed)
+    except queries.UnsupportedQuery as refused:
+        raise BadParameter("property", str(refused)) from None
+    return narrowed
+
+
+def export_goal(arguments: Arguments) -> str:
+    """The goal whose events (metric=events) or converted visitors (metric=conversions) are
+    exported ('' for none: the custom events, or the page views)."""
+    value = arguments.get("goal")
+    if value is None:
+        return ""
+    if not value.strip() or len(value) > 200 or not value.isprintable():
+        raise BadParameter("goal", "a goal's name, e.g. Signup or Visit /checkout/*")
+    return value

@@ -20,6 +20,7 @@ from dashboard.http_api import answers, backtest_request, parameters, sql_query
 from dashboard.http_api.annotations import register_annotations_api
 from dashboard.http_api.answers import goal_json, iso
 from dashboard.http_api.authorisation import authorise, scoped_site
+from dashboard.http_api.export import register_export_api
 from dashboard.http_api.imports import register_imports_api
 from dashboard.http_api.manage import register_management
 from dashboard.http_api.openapi import openapi_document
@@ -130,6 +131,8 @@ def stats_api(
                 defined.settings().engaged_bounce_ms,
             )
         )
+
+    register_export_api(api, settings, clients, clock)
 
     @api.get("/stats/aggregate")
     def aggregate() -> Response:

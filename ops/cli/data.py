@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 from rich.console import Console
@@ -98,27 +99,58 @@ def query(stack: Stack, sql: str, output_format: str) -> None:
 
 @click.command()
 @click.option("--site", required=True, help="The site whose raw events to export.")
-@click.option("--from", "start", required=True, type=click.DateTime(), help="UTC start (inclusive).")
-@click.option("--to", "end", required=True, type=click.DateTime(), help="UTC end (exclusive).")
+@click.option("--from", "start", type=click.DateTime(), help="UTC start (inclusive).")
+@click.option("--to", "end", type=click.DateTime(), help="UTC end (exclusive).")
 @click.option("--format", "output_format", type=click.Choice(["parquet", "csv"]), default="parquet")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File to write (default: stdout).")
+@click.option(
+    "--figure",
+    metavar="METRIC",
+    help="Only the events behind a figure: pageviews, visitors, events or conversions "
+    "(as /api/v1/export/events; with --period, --filters, --goal, --property/--value).",
+)
+@click.option(
+    "--period", default=None, help="With --figure: today, 7d, 30d, month, … instead of --from/--to."
+)
+@click.option("--filters", default=None, help='With --figure: JSON, as the API takes it: {"country": "DE"}.')
+@click.option("--goal", default=None, help="With --figure events or conversions: that goal's events.")
+@click.option("--property", "property_", default=None, help="With --figure: one row of a breakdown by it.")
+@click.option("--value", default=None, help="With --property: the row's value.")
 @click.pass_obj
 def export(
-    stack: Stack, site: str, start: datetime, end: datetime, output_format: str, output: str | None
+    stack: Stack,
+    site: str,
+    start: datetime | None,
+    end: datetime | None,
+    output_format: str,
+    output: str | None,
+    figure: str | None,
+    **question: str | None,
 ) -> None:
-    """Raw events of one site out of the archive, streamed (bounded memory)."""
-    from storage.export import export_events
-
+    """Raw events of one site out of the archive, streamed (bounded memory); with --figure, exactly
+    the events a figure of the stats API counts, with their partition and offset."""
+    if figure is None:
+        if start is None or end is None:
+            raise UserError("--from and --to are required (or --figure with --period)")
+        asked = [name for name, value in question.items() if value is not None]
+        if asked:
+            raise UserError(f"--{asked[0].rstrip('_')}: only with --figure")
     target = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
-        rows = export_events(
-            stack.settings,
-            site,
-            start.replace(tzinfo=UTC),
-            end.replace(tzinfo=UTC),
-            output_format,
-            target,
-        )
+        if figure is None:
+            from storage.export import export_events
+
+            rows = export_events(
+                stack.settings,
+                site,
+                start.replace(tzinfo=UTC),
+                end.replace(tzinfo=UTC),
+                output_format,
+                target,  # type: ignore[union-attr]
+            )
+            summary = f"{rows} events"
+        else:
+            summary = export_figure(stack, site, start, end, output_format, figure, question, target)
     except BaseException:
         if output:  # a failed export leaves no file that looks like a (short) export
             target.close()
@@ -127,7 +159,59 @@ def export(
     finally:
         if output:
             target.close()
-    Console(stderr=True).print(f"exported {site}: {rows} events")
+    Console(stderr=True).print(f"exported {site}: {summary}")
+
+
+def export_figure(
+    stack: Stack,
+    site: str,
+    start: datetime | None,
+    end: datetime | None,
+    output_format: str,
+    figure: str,
+    question: dict[str, str | None],
+    target: BinaryIO,
+) -> str:
+    """The events behind `figure`, asked as `/api/v1/export/events` asks (its parameters, its
+    checks: dashboard/http_api/parameters.py); returns what they add up to."""
+    from dashboard.http_api import parameters
+    from storage import queries
+    from storage.definitions import CurrentDefinitions
+    from storage.export import figure_events, stream_figure
+    from storage.sites import site_timezone
+
+    given = {
+        "site": site,
+        "from": None if start is None else start.replace(tzinfo=UTC).isoformat(),
+        "to": None if end is None else end.replace(tzinfo=UTC).isoformat(),
+        "metric": figure,
+        "format": output_format,
+        "period": question["period"],
+        "filters": question["filters"],
+        "goal": question["goal"],
+        "property": question["property_"],
+        "value": question["value"],
+    }
+    arguments, choice = parameters.export_arguments(
+        {name: [value] for name, value in given.items() if value is not None}
+    )
+    client = stack.client
+    definitions = CurrentDefinitions(stack.settings, lambda: client)  # as the API reads them
+    name = parameters.site(arguments)
+    first_day = queries.first_day(client, name) if arguments.get("period") == "all" else None
+    q = parameters.window_queries(
+        arguments, datetime.now(UTC), definitions.settings(), site_timezone(client, name), first_day
+    )[0]
+    q = parameters.breakdown_row(q, choice.breakdown)
+    version = definitions.version()
+    number = 0 if version is None else version.number
+    found = figure_events(client, q, choice.metric, parameters.export_goal(arguments), number)
+    for chunk in stream_figure(client, found, choice.output_format):
+        target.write(chunk)
+    return (
+        f"{found.rows} events; {choice.metric}={found.figure} "
+        f"(definitions version {number}; {found.figure_rule})"
+    )
 
 
 COMMANDS = (

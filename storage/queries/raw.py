@@ -422,12 +422,31 @@ def goals(client: Client, q: StatsQuery, site_goals: list[Goal]) -> list[GoalRow
             f"sumIf(toDecimal128OrZero(revenue_amount, 6), {in_currency})",
             f"countIf({in_currency})",
         ]
-    where = f"{_IN_RANGE} AND name != 'engagement'{q.filter_sql()}"
+    where = goal_range_where(q)
     row = client.query(
         f"SELECT {', '.join(columns)} FROM {EVENTS} WHERE {where}",
         parameters=parameters,
     ).result_rows[0]
     return goal_rows(site_goals, row)
+
+
+def goal_range_where(q: StatsQuery) -> str:
+    """The events in the range a goal's events are among (custom events and page views passing
+    the filters); `goals` counts each goal's over it, `goal_events_sql` exports them."""
+    return f"{_IN_RANGE} AND name != 'engagement'{q.filter_sql()}"
+
+
+def goal_events_sql(q: StatsQuery, goal: Goal) -> tuple[str, dict[str, object]]:
+    """`FROM events WHERE …`: the goal's events in the range that pass the filters (what `goals`
+    counts as its events; their visitors are its visitors), and the goal's parameters."""
+    condition, parameters = goal_condition(goal, "export")
+    return f"FROM {EVENTS} WHERE {goal_range_where(q)} AND {condition}", parameters
+
+
+def custom_events_sql(q: StatsQuery) -> str:
+    """`FROM events WHERE …`: the custom events in the range that pass the filters (what the
+    breakdown by event name counts, summed over the names)."""
+    return f"FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}{q.filter_sql()}"
 
 
 def goal_rows(site_goals: list[Goal], row: tuple) -> list[GoalRow]:
@@ -443,8 +462,7 @@ def custom_events(client: Client, q: StatsQuery, limit: int) -> list[EventRow]:
     """Custom events by name: events and visitors."""
     return event_rows(
         client,
-        f"SELECT name AS value, count() AS events, {RAW_VISITORS} AS visitors FROM {EVENTS} "
-        f"WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}{q.filter_sql()}",
+        f"SELECT name AS value, count() AS events, {RAW_VISITORS} AS visitors " + custom_events_sql(q),
         q.parameters(),
         limit,
     )

@@ -113,6 +113,11 @@ async def test_overview_says_what_its_numbers_are_made_of(
         await expect(page.locator("#provenance-agreement")).to_have_attribute("data-status", "agree")
         await expect(line).not_to_have_class("provenance provenance-warning")
         await expect(line).to_have_attribute("title", re.compile(r"partition 0: offsets 0\.\.8 \(9 events\)"))
+        # Beside it, the page views of the period shown, as a file (tests/integration/test_export_figure.py)
+        export = page.locator("#provenance-export")
+        await expect(export).to_have_text("Download these page views (CSV)")
+        href = rf"^/export/events\?site={re.escape(AGREEING)}&from=.+&metric=pageviews&format=csv"
+        await expect(export).to_have_attribute("href", re.compile(href))
         await screenshot(page, f"{viewport}-provenance-agrees")
 
         await pick_site(page, BROKEN)
