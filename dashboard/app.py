@@ -24,7 +24,7 @@ from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel, register_funnel_saving
 from dashboard.goals_panel import register_goal_editing
-from dashboard.http_api.export import register_export_download
+from dashboard.http_api.export import ExportSlots, register_export_download
 from dashboard.http_api.plausible.api import plausible_api
 from dashboard.http_api.stats import stats_api
 from dashboard.imports_panel import register_imports_panel
@@ -56,9 +56,10 @@ def build_app(
     clients = clients or thread_local_clients(settings)
     server = Flask(__name__)
     install_login(server, settings, clients, team_sign_in(clients, settings.owner_email))
-    server.register_blueprint(stats_api(settings, clients, clock))
+    export_slots = ExportSlots()  # the API's exports and the download link's, together
+    server.register_blueprint(stats_api(settings, clients, clock, export_slots))
     server.register_blueprint(plausible_api(settings, clients, clock))  # Plausible's v2 query
-    register_export_download(server, settings, clients, clock)  # the Overview's download link
+    register_export_download(server, settings, clients, clock, export_slots)  # the Overview's download link
     harden(server)
 
     @server.get("/healthz")

@@ -10,6 +10,7 @@ The question is asked with the aggregate's parameters, parsed by the same code
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -31,21 +32,56 @@ from tally.settings import Settings
 
 EXPORT_PATH = "/export/events"
 CONTENT_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv; charset=utf-8"}
+#: Exports streaming at once per dashboard process. Each holds one of the server's threads
+#: (dashboard/app.py SERVER_THREADS, 8) for as long as its client reads: 10M events take a
+#: minute, a slow reader longer. Without a bound a few viewers' downloads would take every
+#: thread and the dashboard would stop answering. Past it: 429, try again.
+MAX_CONCURRENT_EXPORTS = 2
+
+
+class ExportSlots:
+    """The exports that may stream at once; a slot is given back when its response is closed
+    (streamed whole, or the client gone), whether or not the body was ever read."""
+
+    def __init__(self, size: int = MAX_CONCURRENT_EXPORTS) -> None:
+        self._free = threading.BoundedSemaphore(size)
+        self.size = size
+
+    def take(self) -> Callable[[], None] | None:
+        """A slot's give-back (call it once), or None when every slot is taken."""
+        if not self._free.acquire(blocking=False):
+            return None
+        given_back = threading.Event()
+
+        def give_back() -> None:
+            if not given_back.is_set():
+                given_back.set()
+                self._free.release()
+
+        return give_back
 
 
 def register_export_api(
-    api: Blueprint, settings: Settings, clients: ClientFactory, clock: Callable[[], datetime]
+    api: Blueprint,
+    settings: Settings,
+    clients: ClientFactory,
+    clock: Callable[[], datetime],
+    slots: ExportSlots,
 ) -> None:
     """`GET /api/v1/export/events` on the stats API (a viewer's key, declared in access.py)."""
     defined = CurrentDefinitions(settings, clients)
 
     @api.get(EXPORT_PATH)
     def export_events() -> Response:
-        return exported(settings, clients, defined, clock)
+        return exported(settings, clients, defined, clock, slots)
 
 
 def register_export_download(
-    server: Flask, settings: Settings, clients: ClientFactory, clock: Callable[[], datetime]
+    server: Flask,
+    settings: Settings,
+    clients: ClientFactory,
+    clock: Callable[[], datetime],
+    slots: ExportSlots,
 ) -> None:
     """`/export/events` for the dashboard's own link: the operator, or a member who may read the
     site (a shared link's session never gets here: the sign-in guard sends it to /login)."""
@@ -60,15 +96,37 @@ def register_export_download(
         if not operator and (user is None or not user.may(site, "viewer")):
             return error(403, f"site: you may not read {site}")
         try:
-            return exported(settings, clients, defined, clock)
+            return exported(settings, clients, defined, clock, slots)
         except Refused as refused:
             return refused_answer(refused)
 
 
 def exported(
+    settings: Settings,
+    clients: ClientFactory,
+    defined: CurrentDefinitions,
+    clock: Callable[[], datetime],
+    slots: ExportSlots,
+) -> Response:
+    """The request's figure's events, streamed, its value in the headers; 429 while
+    `slots.size` exports are streaming."""
+    give_back = slots.take()
+    if give_back is None:
+        busy = error(429, f"export: {slots.size} exports are streaming already; try again when one ends")
+        busy.headers["Retry-After"] = "10"
+        return busy
+    try:
+        response = figure_response(settings, clients, defined, clock)
+    except BaseException:
+        give_back()
+        raise
+    response.call_on_close(give_back)
+    return response
+
+
+def figure_response(
     settings: Settings, clients: ClientFactory, defined: CurrentDefinitions, clock: Callable[[], datetime]
 ) -> Response:
-    """The request's figure's events, streamed, its value in the headers."""
     arguments, choice = parameters.export_arguments(request.args.to_dict(flat=False))
     client = clients()
     q = question(client, arguments, clock(), defined)

@@ -20,7 +20,7 @@ from dashboard.http_api import answers, backtest_request, parameters, sql_query
 from dashboard.http_api.annotations import register_annotations_api
 from dashboard.http_api.answers import goal_json, iso
 from dashboard.http_api.authorisation import authorise, scoped_site
-from dashboard.http_api.export import register_export_api
+from dashboard.http_api.export import ExportSlots, register_export_api
 from dashboard.http_api.imports import register_imports_api
 from dashboard.http_api.manage import register_management
 from dashboard.http_api.openapi import openapi_document
@@ -49,8 +49,13 @@ DEFAULT_ALERTS_LIMIT = 100
 
 
 def stats_api(
-    settings: Settings, clients: ClientFactory, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    settings: Settings,
+    clients: ClientFactory,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    export_slots: ExportSlots | None = None,
 ) -> Blueprint:
+    """The stats API; `export_slots` bounds the exports streaming at once (shared with the
+    dashboard's download link, dashboard/app.py)."""
     api = Blueprint("stats_api", __name__, url_prefix=PREFIX)
     api_key = settings.resolved_api_key().encode()
     # The current definitions version's session gap and bounce threshold (storage/definitions.py).
@@ -132,7 +137,7 @@ def stats_api(
             )
         )
 
-    register_export_api(api, settings, clients, clock)
+    register_export_api(api, settings, clients, clock, export_slots or ExportSlots())
 
     @api.get("/stats/aggregate")
     def aggregate() -> Response:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from clickhouse_connect.driver.client import Client
 
+from dashboard.app import build_app
 from dashboard.periods import period
 from storage import goals, users
 from storage.client import connect
@@ -294,3 +295,45 @@ def test_tally_export_figure_writes_the_same_events(
     refused = run_tally(env, "export", "--site", SITE, *dates, "--figure", "bounce_rate")
     assert refused.returncode != 0 and "metric" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+
+
+def test_at_most_two_exports_stream_at_once_and_a_third_is_told_to_retry(
+    dashboard_settings: Settings, store: Client
+) -> None:
+    # Each streaming export holds one of the server's 8 threads while its client reads: a few
+    # slow downloads must not take them all. Responses left unread hold their slot; closing one
+    # (the download ended or the client left) frees it, read or not.
+    app = build_app(dashboard_settings).server.test_client()
+    headers = {"Authorization": f"Bearer {dashboard_settings.resolved_api_key()}"}
+    query = {"site": SITE, "metric": "pageviews", **RANGE}
+
+    def start() -> Any:
+        return app.get("/api/v1/export/events", query_string=query, headers=headers, buffered=False)
+
+    streaming = [start(), start()]
+    assert [answer.status_code for answer in streaming] == [200, 200]
+    busy = start()
+    assert busy.status_code == 429 and busy.headers["Retry-After"] == "10"
+    assert busy.get_json()["error"].startswith("export: 2 exports are streaming")
+    # (Closed in the reverse order of their starts: in one thread, the test client nests each
+    # streaming response's request context in the one before.)
+    streaming[1].close()  # never read: its slot is free again
+    after = start()
+    assert after.status_code == 200
+    assert len(rows_of(after.get_data(), "parquet")) == api_figure(dashboard_settings, store)
+    after.close()
+    streaming[0].close()
+    last = start()
+    assert last.status_code == 200
+    last.close()
+
+
+def api_figure(settings: Settings, client: Client) -> int:
+    """The range's archived page views of SITE, counted in the store."""
+    return int(
+        client.query(
+            "SELECT count() FROM events WHERE site = {site:String} AND name = 'pageview' "
+            "AND ts >= '2026-11-10' AND ts < '2026-11-12'",
+            parameters={"site": SITE},
+        ).result_rows[0][0]
+    )
