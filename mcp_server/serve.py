@@ -16,7 +16,7 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server.api import TallyApi
 from mcp_server.settings import McpSettings, stdio_key
@@ -26,6 +26,11 @@ from tally.settings import Settings
 Transport = Literal["stdio", "http"]
 PATH = "/mcp"
 BEARER = "bearer "
+#: The largest request body taken: a JSON-RPC message with a tool's arguments is a few KiB.
+MAX_BODY_BYTES = 1 << 20
+#: Connections served at once; past it uvicorn answers 503 (each tool call may wait on the
+#: dashboard for TALLY_MCP_TIMEOUT_S).
+MAX_CONNECTIONS = 64
 
 
 def http_key(ctx: Context) -> str:
@@ -72,6 +77,66 @@ class BearerRequired:
         await self.app(scope, receive, send)
 
 
+class BodyLimit:
+    """ASGI middleware: a request body past MAX_BODY_BYTES (declared, or as it arrives) gets 413.
+    The body is read here, at most the limit, and handed on whole: the SDK would otherwise read
+    any body into memory."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if declared_length(scope) > self.limit:
+            await answer_413(send, self.limit)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left before its body was in
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await answer_413(send, self.limit)
+                return
+            if not message.get("more_body", False):
+                break
+        first: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal first
+            if first is not None:
+                message, first = first, None
+                return message
+            return await receive()  # after the body: the disconnect, when it comes
+
+        await self.app(scope, replay, send)
+
+
+def declared_length(scope: Scope) -> int:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
+async def answer_413(send: Send, limit: int) -> None:
+    body = json.dumps({"error": f"body: over {limit} bytes"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 def has_bearer(scope: Scope) -> bool:
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
@@ -89,7 +154,11 @@ def serve(settings: Settings, transport: Transport, host: str | None = None, por
     app = http_server(settings).streamable_http_app(streamable_http_path=PATH, host=host or config.host)
     server = uvicorn.Server(
         uvicorn.Config(
-            BearerRequired(app), host=host or config.host, port=port or config.port, log_level="warning"
+            BodyLimit(BearerRequired(app)),
+            host=host or config.host,
+            port=port or config.port,
+            log_level="warning",
+            limit_concurrency=MAX_CONNECTIONS,
         )
     )
     anyio.run(server.serve)

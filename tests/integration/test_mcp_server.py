@@ -26,6 +26,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from mcp_server.serve import MAX_BODY_BYTES
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from tally.settings import PROJECT_ROOT, Settings
@@ -287,6 +288,21 @@ async def test_streamable_http_without_a_bearer_is_401(mcp_http_url: str) -> Non
         headers={"Accept": "application/json, text/event-stream"},
     )
     assert refused.status_code == 401 and "Bearer" in refused.json()["error"]
+
+
+async def test_a_body_over_a_mib_is_413_declared_or_streamed(mcp_http_url: str) -> None:
+    # Through the real server (uvicorn): never read whole into memory, with or without a length.
+    headers = {"Authorization": "Bearer any", "Content-Type": "application/json"}
+    big = b"[" + b"1," * (MAX_BODY_BYTES // 2) + b"1]"
+    declared = httpx.post(mcp_http_url, content=big, headers=headers, timeout=30)
+    assert declared.status_code == 413 and "body: over" in declared.json()["error"]
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(big), 64 * 1024):
+            yield big[start : start + 64 * 1024]
+
+    streamed = httpx.post(mcp_http_url, content=chunks(), headers=headers, timeout=30)
+    assert streamed.status_code == 413 and "body: over" in streamed.json()["error"]
 
 
 async def test_a_dashboard_not_reachable_is_one_line(tenants: Tenants, tmp_path: Path) -> None:
