@@ -37,7 +37,7 @@ import asyncio
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -99,11 +99,13 @@ def rebuild_with_history(
     settings: Settings,
     history: ExpiredHistory | None,
     on_day: Callable[[str, date], None] | None = None,
+    context: StreamContext | None = None,
 ) -> ReplaySummary:
-    """`rebuild` into `<table>_replay`; where the log has expired its beginning (`history`), the
-    log only from the cut on and the days before it from the archive (storage/expired_history.py),
-    `on_day(site, day)` after each."""
-    context = StreamContext.replay(settings, events_from=history.cut_at if history else None)
+    """`rebuild` into `<table>_replay` (or `context`'s side tables: a what-if); where the log has
+    expired its beginning (`history`), the log only from the cut on and the days before it from
+    the archive (storage/expired_history.py), `on_day(site, day)` after each."""
+    events_from = history.cut_at if history is not None else None
+    context = replace(context or StreamContext.replay(settings), events_from=events_from)
     summary = rebuild(spark, settings, context)
     if history is not None:
         client = connect(settings)

@@ -12,14 +12,15 @@ tables resume from the offsets they were left at and catch up on the log, and it
 (goals, exclusions) are restored; a version that differs only in rules (an edit) shares the
 live tables, so rolling back to it exchanges nothing and stops nothing.
 
-Beyond the log's retention (the log no longer holds the offsets the archive has for the
-range's beginning) a rebuild from the log would miss the range's first events: it is refused
-with one line naming --from-archive, which builds the side tables from ClickHouse `events`
-with SQL (storage/rollup_backfill.py) for the range's days. The difference: the archive holds
-what was accepted and archived; the log also holds what the stream jobs saw and when (events
-behind the watermark are counted as late by the stream jobs and not in the rollups; the
-archive's rebuild counts them), and an archive-built version has no log checkpoints, so it is
-for comparing only and cannot be swapped in.
+Beyond the log's retention the build splits history as `tally replay` does
+(storage/expired_history.py): the days before the first day the log holds whole are built from
+the archive with SQL (storage/rollup_backfill.py), the rest replayed from the log, so the
+version is whole and can be swapped in. `--from-archive` builds only the range's days, every one
+from ClickHouse `events`: quicker for a comparison, but such a version has no log checkpoints,
+so it is for comparing only and cannot be swapped in. (The archive holds what was accepted and
+archived; the log also holds what the stream jobs saw and when: events behind the watermark are
+counted as late by the stream jobs and not in the rollups, while the archive's rebuild counts
+them.)
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ from ops.local.supervisor import rpc
 from storage import definitions
 from storage.client import connect
 from storage.definitions import DefinitionsError, Version, side_suffix
+from storage.expired_history import expired_history
 from storage.queries import sites as archived_sites
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
-from storage.tables import SYNTHETIC_PARTITION
 from stream_jobs import versions
 from stream_jobs.context import StreamContext
-from stream_jobs.replay import beginning_offsets, prepare, rebuild
+from stream_jobs.replay import beginning_offsets, prepare, rebuild_with_history
 from stream_jobs.versions import check_swap, side_context, swap_version
 from tally.settings import Settings
 
@@ -56,23 +57,6 @@ def propose(settings: Settings, changes: dict[str, int], note: str) -> tuple[Ver
     return current, definitions.propose(client, settings, changes, note)
 
 
-def log_misses(settings: Settings, client: Client, start: datetime) -> dict[int, tuple[int, int]]:
-    """Partitions whose log no longer holds the archive's first event at or after `start`:
-    partition → (the log's first offset, the archive's first offset of the range)."""
-    beginnings = beginning_offsets(settings)
-    rows = client.query(
-        "SELECT kafka_partition, min(kafka_offset) FROM events "
-        "WHERE ts >= {start:DateTime64(3, 'UTC')} AND kafka_partition != {synthetic:UInt16} "
-        "GROUP BY kafka_partition",
-        parameters={"start": start, "synthetic": SYNTHETIC_PARTITION},
-    ).result_rows
-    return {
-        int(p): (beginnings[int(p)], int(first))
-        for p, first in rows
-        if int(p) in beginnings and beginnings[int(p)] > int(first)
-    }
-
-
 def build(
     settings: Settings,
     proposed: Version,
@@ -82,8 +66,8 @@ def build(
     from_archive: bool = False,
     spark: SparkSession | None = None,
 ) -> None:
-    """Build the proposed version's side tables: from the log (refused with one line if the
-    log no longer holds the range's beginning), or from the archive for the range's days.
+    """Build the proposed version's side tables: from the log (and from the archive for the days
+    the log has expired), or from the archive alone for the range's days (`from_archive`).
     Spark: `spark` if given (left running), else a session of its own."""
     client = connect(settings)
     context = side_context(settings, proposed)
@@ -91,24 +75,24 @@ def build(
         progress(f"whatif: building version {proposed.number} from the archive (events), {start:%Y-%m-%d} on")
         build_from_archive(client, context, start, end)
         return
-    misses = log_misses(settings, client, start)
-    if misses:
-        words = ", ".join(
-            f"partition {p} starts at {log} (range from {archive})" for p, (log, archive) in misses.items()
-        )
-        raise DefinitionsError(
-            f"the log no longer holds the range's beginning ({words}): --from-archive replays ClickHouse "
-            "events instead (what was archived, without the stream jobs' late-event accounting)"
+    # Where the log has expired its beginning, the days before the first it holds whole come
+    # from the archive, as in a replay (storage/expired_history.py): the version stays whole, so
+    # it can be swapped in. `--from-archive` builds only the range's days, for comparing.
+    history = expired_history(client, beginning_offsets(settings))
+    if history is not None:
+        progress(
+            f"whatif: the log has expired {history.expired_events} archived events: the days before "
+            f"{history.cut} ({history.days} site-days) come from the archive, the log from then on"
         )
     progress(f"whatif: replaying the log into side tables {side_suffix(proposed.number)} (Spark)")
     if spark is not None:
-        summary = rebuild(spark, context.settings, context)
+        summary = rebuild_with_history(spark, context.settings, history, context=context)
     else:
         from stream_jobs.session import build_spark_session
 
         own = build_spark_session(settings, app_name="tally-whatif")
         try:
-            summary = rebuild(own, context.settings, context)
+            summary = rebuild_with_history(own, context.settings, history, context=context)
         finally:
             own.stop()
     progress(f"whatif: {summary.events} events replayed with version {proposed.number}")
