@@ -117,7 +117,9 @@ def test_accepted_events_survive_a_crash_of_each_component(local_stack: LocalSta
     missing = {path: n - in_archive[path] for path, n in expected_by_path.items() if in_archive[path] < n}
     assert missing == {}
     assert accepted <= count <= summary.sent
-    assert healthy(stack)
+    # Every component healthy again by itself (supervisord restarts what exits): in time, not at
+    # this very moment (a full run at load 15-30 found one component not yet healthy here).
+    eventually(lambda: healthy(stack), "every component healthy after the faults", 180)
 
     # Spark's counts equal the archive's for every minute, closed (past the watermark) or not,
     # once it has caught up with the whole log (a restarted driver on a busy machine may still
