@@ -131,13 +131,14 @@ def upgrade(stack: Stack) -> None:
     rebuild every derived table as `tally replay` does (the days the log has expired from the
     archive, so no history is lost), then start the stream jobs again."""
     from ops.local.replay import run_replay
-    from storage.schema import apply_migrations
+    from storage.client import connect
     from tally.topics import ensure_topics_sync
 
     settings = stack.settings
-    applied = apply_migrations(settings)  # first: a stack that is down is said at once
+    connect(settings)  # first: a stack that is down is said at once
     created = ensure_topics_sync(settings)
-    console.print(f"migrations applied: {applied or 'none'}; topics created: {created or 'none'}")
+    console.print(f"topics created: {created or 'none'}")
+    # The migrations run inside the replay, once it has stopped the live stream jobs.
     with archive_days_bar() as history_progress:
         run_replay(settings, progress=progress, history_progress=history_progress)
     console.print("upgrade: done")

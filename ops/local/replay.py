@@ -36,9 +36,9 @@ def run_replay(
     """`tally replay`: stop the live stream jobs, rebuild, swap, start them again. Where the log
     has expired its beginning, the days before the first it holds whole come from the archive;
     `history_progress(history)` gives the callback told of each (site, day) rebuilt from it."""
-    apply_migrations(settings)
+    client = connect(settings)  # a store that does not answer is said first, in one line
     beginnings = beginning_offsets(settings)
-    history = expired_history(connect(settings), beginnings)
+    history = expired_history(client, beginnings)
     expired = {p: offset for p, offset in beginnings.items() if offset > 0}
     if expired and history is None and not force:
         raise ReplayError(
@@ -48,6 +48,10 @@ def run_replay(
         )
     restart = stop_live_stream_jobs(settings, progress)
     from stream_jobs.session import build_spark_session
+
+    # Once the live stream jobs are stopped: a migration may change the tables they write.
+    applied = apply_migrations(settings)
+    progress(f"replay: migrations applied: {', '.join(applied) if applied else 'none'}")
 
     # A replay rebuilds with the current definitions version, as the live stream jobs run.
     settings = definitions.applied(settings, definitions.current(connect(settings), settings).definitions)
