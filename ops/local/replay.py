@@ -54,7 +54,7 @@ def run_replay(
     progress(f"replay: migrations applied: {', '.join(applied) if applied else 'none'}")
 
     # A replay rebuilds with the current definitions version, as the live stream jobs run.
-    settings = definitions.applied(settings, definitions.current(connect(settings), settings).definitions)
+    settings = definitions.applied(settings, definitions.current(client, settings).definitions)
     if history is not None:
         progress(
             f"replay: the log has expired {history.expired_events} archived events: the days before "
