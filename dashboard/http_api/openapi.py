@@ -1251,6 +1251,10 @@ def export_operation() -> JSON:
                     "content": {"application/vnd.apache.parquet": file, "text/csv": file},
                 },
                 **ERRORS,
+                "429": {
+                    **_ok(_schema("Error"), "every export slot (2 per dashboard process) is streaming"),
+                    "headers": {"Retry-After": {**header, "description": "seconds to wait, 10"}},
+                },
             },
         }
     }

@@ -68,7 +68,15 @@ class DashboardServer:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         assert self.app is not None, "the stats_app fixture plugs the dashboard in"
-        return self.app(environ, start_response)
+        answer = self.app(environ, start_response)
+        # A WSGI server closes every answer (PEP 3333), which gives an export its slot back;
+        # werkzeug's test client leaves closing to its caller, and schemathesis never does.
+        try:
+            return [b"".join(answer)]
+        finally:
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
 
 
 DASHBOARD = DashboardServer()
