@@ -99,10 +99,12 @@ def status(as_json: bool) -> None:
 @click.pass_obj
 def init(stack: Stack) -> None:
     """Create the Kafka topics and apply the ClickHouse migrations (idempotent)."""
+    from storage.client import connect
     from storage.schema import apply_migrations
     from tally.topics import ensure_topics_sync
 
     settings = stack.settings
+    connect(settings)  # first: a stack that is down is said at once, not after the broker's minute
     created = ensure_topics_sync(settings)
     applied = apply_migrations(settings)
     console.print(f"topics created: {created or 'none'}; migrations applied: {applied or 'none'}")

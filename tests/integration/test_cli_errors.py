@@ -63,6 +63,7 @@ def command(*args: str, expected: list[str]) -> object:
             expected=STORE_DOWN,
         ),
         command("loadgen", "--rate", "5", "--duration", "1", expected=STORE_DOWN),
+        command("init", expected=STORE_DOWN),
         command("replay", expected=STORE_DOWN),
         command("upgrade", expected=STORE_DOWN),
     ],
