@@ -42,6 +42,7 @@ from tally.settings import Settings
 
 log = structlog.get_logger()
 
+HTTP_METHODS = ("get", "put", "post", "delete", "patch")
 PREFIX = "/api/v1"
 DEFAULT_BREAKDOWN_LIMIT = 10
 DEFAULT_SESSIONS_LIMIT = 100
@@ -274,12 +275,9 @@ def stats_api(
     @api.get("/<path:unknown>")
     def not_found(unknown: str) -> Response:
         # Without this, Dash's catch-all page route would answer HTML for a mistyped API path.
-        paths, path = openapi_document()["paths"], f"{PREFIX}/{unknown}"
-        item = paths.get(path) or next(  # a templated one too (DELETE /annotations/{id})
-            (item for template, item in paths.items() if re.fullmatch(path_pattern(template), path)), None
-        )
-        if item is not None:  # an endpoint without GET (POST /invites): this catch-all took it
-            return not_allowed(sorted({method.upper() for method in item} | {"OPTIONS"}))
+        methods = documented_methods(f"{PREFIX}/{unknown}")
+        if methods is not None:  # an endpoint without GET (POST /invites): this catch-all took it
+            return not_allowed(methods)
         return error(404, f"no such endpoint: {PREFIX}/{unknown}; see {PREFIX}/openapi.json")
 
     @api.app_errorhandler(MethodNotAllowed)
@@ -289,13 +287,24 @@ def stats_api(
         # every other path Werkzeug's own answer.
         if not request.path.startswith((f"{PREFIX}/", "/api/v2/")):
             return refused.get_response()
-        if not documented(request.path):
+        methods = documented_methods(request.path)
+        if methods is None:
             return error(404, f"no such endpoint: {request.path}; see {PREFIX}/openapi.json")
-        return not_allowed(sorted(refused.valid_methods or ["GET", "HEAD", "OPTIONS"]))
+        # The document's methods, not Werkzeug's: the catch-all above makes every API path
+        # routable with GET, which for PUT /annotations/{id} would name a GET that is a 405 too.
+        return not_allowed(methods)
 
-    def documented(path: str) -> bool:
-        """Whether `path` is one the document describes, its templates (`{site_id}`) included."""
-        return any(re.fullmatch(path_pattern(template), path) for template in openapi_document()["paths"])
+    def documented_methods(path: str) -> list[str] | None:
+        """The methods the document gives `path` (its templates, `{site_id}`, included), with
+        HEAD beside GET and OPTIONS; None for a path the document does not describe."""
+        paths = openapi_document()["paths"]
+        item = paths.get(path) or next(
+            (item for template, item in paths.items() if re.fullmatch(path_pattern(template), path)), None
+        )
+        if item is None:
+            return None
+        methods = {method.upper() for method in item if method in HTTP_METHODS} | {"OPTIONS"}
+        return sorted(methods | ({"HEAD"} if "GET" in methods else set()))
 
     def not_allowed(methods: list[str]) -> Response:
         allowed = ", ".join(methods)
