@@ -8,7 +8,7 @@ unless it is neutralised. (The engine's CSVWithNames would write it as it is.)""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from itertools import pairwise
@@ -43,21 +43,15 @@ def export_events(
     client = connect(settings)
     parameters = {"site": site, "start": start, "end": end}
     if output_format == "csv":
-        _write_csv(client, parameters, target)
+        whole = (EXPORT_SQL, parameters)
+        for chunk in _csv_chunks(client, whole, [whole]):
+            target.write(chunk)
     else:
         with client.raw_stream(EXPORT_SQL, parameters=parameters, fmt="Parquet") as chunks:
             for chunk in chunks:
                 target.write(chunk)
     count_sql = "SELECT count() FROM (" + EXPORT_SQL.replace("ORDER BY ts", "") + ")"
     return int(client.query(count_sql, parameters=parameters).result_rows[0][0])
-
-
-def _write_csv(client: Client, parameters: dict[str, object], target: BinaryIO) -> None:
-    """A header line, then each block of rows the engine streams (a few thousand at a time)."""
-    with client.query_row_block_stream(EXPORT_SQL, parameters=parameters) as blocks:
-        target.write(csv_text([blocks.source.column_names]).encode())
-        for block in blocks:
-            target.write(csv_text(block).encode())
 
 
 # --- the events behind a figure -------------------------------------------------------------
@@ -157,7 +151,7 @@ def stream_figure(client: Client, found: FigureEvents, output_format: str) -> It
     (figure_slices): memory stays one block here and one part's answer in the engine, whatever
     the count (the local endpoint holds an answer whole before sending it)."""
     if output_format == "csv":
-        yield from _csv_chunks(client, found)
+        yield from _csv_chunks(client, (found.select_sql, found.parameters), figure_slices(found))
     else:
         yield from _parquet_chunks(client, found)
 
@@ -184,11 +178,15 @@ def figure_slices(found: FigureEvents) -> Iterator[tuple[str, dict[str, object]]
         )
 
 
-def _csv_chunks(client: Client, found: FigureEvents) -> Iterator[bytes]:
-    """A header line, then each block of rows the engine streams (a few thousand at a time)."""
-    described = client.query(f"DESCRIBE ({found.select_sql})", parameters=found.parameters).result_rows
+def _csv_chunks(
+    client: Client, columns_of: tuple[str, dict[str, object]], parts: Iterable[tuple[str, dict[str, object]]]
+) -> Iterator[bytes]:
+    """A header line (the columns of the query `columns_of`), then each block of rows the engine
+    streams for each part in turn (a few thousand rows at a time)."""
+    sql, parameters = columns_of
+    described = client.query(f"DESCRIBE ({sql})", parameters=parameters).result_rows
     yield csv_text([[row[0] for row in described]]).encode()
-    for sql, parameters in figure_slices(found):
+    for sql, parameters in parts:
         with client.query_row_block_stream(sql, parameters=parameters) as blocks:
             for block in blocks:
                 yield csv_text(block).encode()
