@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Page, Route, expect
 
 from storage.client import connect
 from storage.rate_limits import rate_limit_status
@@ -484,6 +484,18 @@ async def test_a_bookmarked_site_opens_on_it_and_picking_a_site_puts_it_in_the_a
     await page.goto(f"{dashboard.url}/?{urlencode({'site': BUSIER_SITE})}")
     await expect(page.locator("#site")).to_contain_text(BUSIER_SITE)
     await expect_metrics(page, api(dashboard, "/stats/aggregate", site=BUSIER_SITE, **period))  # type: ignore[arg-type]
+
+    # A browser that sends no Referer (the layout cannot see the address): the page chooses the
+    # bookmarked site once it is there.
+    async def without_referer(route: Route) -> None:
+        headers = {name: value for name, value in route.request.headers.items() if name.lower() != "referer"}
+        await route.continue_(headers=headers)
+
+    await page.route("**/_dash-layout", without_referer)
+    await page.goto(f"{dashboard.url}/?{urlencode({'site': SITE})}")
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
+    await page.unroute("**/_dash-layout")
 
     # A site nobody has is ignored: the page opens as without it.
     await page.goto(f"{dashboard.url}/?site=nowhere.example")
