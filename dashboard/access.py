@@ -11,7 +11,9 @@ and declares
   - `shared`: whether a shared link (dashboard/sharing.py, always `viewer` of its one site) may call it.
 A callback missing from the table is the operator's alone (fail closed): a new panel is refused
 to team members and shared links until it is declared here, and tests/security/
-test_access_declared.py fails until it is.
+test_access_declared.py fails until it is. A clientside callback (dashboard/bookmark.py: the site
+picker and the address bar) runs in the page and never on the server: it needs no declaration,
+and a request naming it answers 400.
 
 Before any guard, every callback request is checked for its shape against the callback's
 definition (`body_problem`), for the operator too: a malformed body answers 400, never a 500
@@ -147,7 +149,14 @@ CALLBACKS: dict[str, CallbackAccess] = {
 }
 
 
+def runs_in_browser(app: Dash, output: str) -> bool:
+    """A clientside callback (dashboard/bookmark.py): the page runs it, the server never does."""
+    return "callback" not in app.callback_map[output]
+
+
 def callback_name(app: Dash, output: str) -> str:
+    if runs_in_browser(app, output):
+        return f"browser:{output}"  # declared nowhere: the operator's (no one's) on the server
     function = app.callback_map[output]["callback"]
     return f"{function.__module__}.{function.__name__}"
 
@@ -159,7 +168,8 @@ def declaration(app: Dash, output: str) -> CallbackAccess:
 
 def undeclared(app: Dash) -> list[str]:
     """The registered callbacks this module says nothing about (a test keeps this empty)."""
-    return sorted({callback_name(app, output) for output in app.callback_map} - set(CALLBACKS))
+    names = {callback_name(app, output) for output in app.callback_map if not runs_in_browser(app, output)}
+    return sorted(names - set(CALLBACKS))
 
 
 # -- the shape of a callback request, for everyone --------------------------------------------
@@ -174,6 +184,8 @@ def body_problem(app: Dash, body: Any) -> str | None:
     output = body.get("output")
     if not isinstance(output, str) or output not in app.callback_map:
         return "output: not a callback of this dashboard"
+    if runs_in_browser(app, output):  # Dash has no function to call for it: a 500 otherwise
+        return "output: a callback the page runs itself"
     if too_deep(body):
         return f"body: nested deeper than {MAX_DEPTH} levels"
     declared = app.callback_map[output]

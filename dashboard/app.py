@@ -19,6 +19,7 @@ from dashboard.accounts import install_accounts, register_team_panel, team_sign_
 from dashboard.alerts_panel import register_alerts_panel
 from dashboard.annotations_panel import register_annotations_panel
 from dashboard.auth import install_login
+from dashboard.bookmark import register_bookmark, requested_site
 from dashboard.client_address import install_client_address
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
@@ -69,8 +70,12 @@ def build_app(
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
     app.index_string = with_zone_names(app.index_string)
     topojson_url = app.get_asset_url("topojson/")
-    app.layout = layout_for_viewer(lambda: build_layout(topojson_url, *first_sites(clients)))
+    # The site the page's address names (`?site=`), if this viewer may read it (dashboard/bookmark.py).
+    app.layout = layout_for_viewer(
+        lambda: build_layout(topojson_url, *first_sites(clients, requested_site()))
+    )
     register_overview(app, settings, clients, clock)
+    register_bookmark(app)
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
     register_realtime(app, clients, clock)

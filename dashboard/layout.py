@@ -15,6 +15,7 @@ from __future__ import annotations
 from dash import dcc, html
 
 from dashboard import figures
+from dashboard.bookmark import location
 from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
@@ -34,6 +35,7 @@ EXPLORE_LIMITS = [100, 1000, 10_000]
 def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | None = None) -> html.Div:
     return html.Div(
         [
+            location(),  # the address bar's `?site=` (dashboard/bookmark.py)
             dcc.Store(id="filters", data={}),
             dcc.Store(id="segments-version", data=0),  # bumped when a segment is saved or changed
             dcc.Store(id="segment-changed"),  # the segment renamed or deleted (dashboard/segments.py)

@@ -69,13 +69,14 @@ def site_choice(clients: ClientFactory, current: str | None = None) -> tuple[lis
     return known, current if current in known else (known[0] if known else None)
 
 
-def first_sites(clients: ClientFactory) -> tuple[list[str], str | None]:
-    """The site picker as the page starts (dashboard/layout.py); with the store down, empty, as
-    the picker's callback leaves it then (it asks again on the next clock tick)."""
+def first_sites(clients: ClientFactory, wanted: str | None = None) -> tuple[list[str], str | None]:
+    """The site picker as the page starts (dashboard/layout.py): `wanted` (the page address's
+    `?site=`, dashboard/bookmark.py) if this viewer may see it, else the busiest; with the store
+    down, empty, as the picker's callback leaves it then (it asks again on the next clock tick)."""
 
     @friendly(lambda message: ([], None))
     def sites_on_load() -> tuple[list[str], str | None]:
-        return site_choice(clients)
+        return site_choice(clients, wanted)
 
     return sites_on_load()
 

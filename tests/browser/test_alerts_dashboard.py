@@ -16,7 +16,7 @@ from storage.alert_rules import record_outcome
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import api, archive, pick_site, sign_in, traffic
+from tests.browser.test_dashboard import api, archive, open_site, traffic
 from tests.fixtures.browser import open_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
@@ -47,8 +47,7 @@ async def add_rule_in_form(page: Page, threshold: str, webhook: str) -> None:
 async def test_operator_adds_sees_and_removes_alert_rules_and_reads_alerts(
     page: Page, dashboard: DashboardServer, dashboard_settings: Settings
 ) -> None:
-    await sign_in(page, dashboard)
-    await pick_site(page, SITE)
+    await open_site(page, dashboard, SITE)
     await open_settings(page)
     await page.locator("#alerts-panel").scroll_into_view_if_needed()
     await expect(page.locator("#alert-rules")).to_have_text("No alert rules yet.")
@@ -105,8 +104,7 @@ async def test_operator_tests_a_rule_against_history_before_saving_it(
     archive(dashboard_settings, events)
     add_site(connect(dashboard_settings), BACKTEST_SITE)
 
-    await sign_in(page, dashboard)
-    await pick_site(page, BACKTEST_SITE)
+    await open_site(page, dashboard, BACKTEST_SITE)
     await open_settings(page)
     await page.locator("#alerts-panel").scroll_into_view_if_needed()
     await page.fill("#alert-minutes", "5")

@@ -16,11 +16,12 @@ import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Page, Route, expect
 
 from storage.client import connect
 from storage.rate_limits import rate_limit_status
@@ -192,6 +193,25 @@ def page_errors(page: Page) -> list[str]:
     return errors
 
 
+async def open_site(page: Page, server: DashboardServer, site: str) -> None:
+    """Sign in with the operator's password through a bookmark, `/?site=site` (dashboard/bookmark.py):
+    the sign-in sends the browser back to it, and the page opens on `site`, without rendering the
+    busiest site first as `sign_in` then `pick_site` does."""
+    errors = page_errors(page)
+    await page.goto(f"{server.url}/?{urlencode({'site': site})}")
+    await expect(page).to_have_url(re.compile(r"/login"))
+    await page.fill("#password", server.password)
+    await page.click("button[type=submit]")
+    # The picker is a lazily loaded chunk (see sign_in).
+    try:
+        await expect(page.locator("#site")).to_contain_text(site, timeout=SIGN_IN_TIMEOUT_MS)
+    except AssertionError as missing:
+        header = (await page.locator("header").inner_html())[:2000]
+        raise AssertionError(
+            f"{site} not in the picker; the page's errors: {errors[:20]}; header: {header}"
+        ) from missing
+
+
 async def pick_site(page: Page, site: str) -> None:
     # The options come with the page (the viewer's sites, the busiest chosen: the placeholder is
     # gone once the page is rendered); a user opens the list once it is filled.
@@ -345,8 +365,7 @@ async def test_dashboard_reads_on_a_phone(dashboard: DashboardServer, browser: B
     context.set_default_timeout(TIMEOUT_MS)
     try:
         page = await context.new_page()
-        await sign_in(page, dashboard)
-        await pick_site(page, SITE)
+        await open_site(page, dashboard, SITE)
         period = await period_shown(page)
         await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
         # Nothing wider than the screen: no sideways scrolling on a phone.
@@ -402,8 +421,7 @@ async def test_campaigns_languages_and_screen_sizes_show_the_api_breakdowns(
     dashboard: DashboardServer, desktop: BrowserContext, browser: Browser
 ) -> None:
     page = await desktop.new_page()
-    await sign_in(page, dashboard)
-    await pick_site(page, SITE)
+    await open_site(page, dashboard, SITE)
     await expect_campaigns_languages_and_sizes(page, dashboard)
     await page.locator("#campaigns-list").scroll_into_view_if_needed()
     await screenshot(page, "desktop-campaigns-languages-sizes")
@@ -425,11 +443,61 @@ async def test_campaigns_languages_and_screen_sizes_show_the_api_breakdowns(
     phone.set_default_timeout(TIMEOUT_MS)
     try:
         page = await phone.new_page()
-        await sign_in(page, dashboard)
-        await pick_site(page, SITE)
+        await open_site(page, dashboard, SITE)
         await expect_campaigns_languages_and_sizes(page, dashboard)
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], width
         await screenshot(page, "phone-campaigns-languages-sizes")
     finally:
         await phone.close()
+
+
+def site_in_address(page: Page) -> list[str]:
+    return parse_qs(urlsplit(page.url).query).get("site", [])
+
+
+async def test_a_bookmarked_site_opens_on_it_and_picking_a_site_puts_it_in_the_address(
+    dashboard: DashboardServer, desktop: BrowserContext
+) -> None:
+    # Not the busiest site (the store's, whatever other tests left there): the bookmark chooses it.
+    page = await desktop.new_page()
+    await open_site(page, dashboard, SITE)
+    assert site_in_address(page) == [SITE]
+    period = await period_shown(page)
+    await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
+
+    # Picking another site writes it into the address (no reload: the page keeps its state).
+    await page.evaluate("window.tallyNotReloaded = true")
+    await pick_site(page, BUSIER_SITE)
+    await expect(page).to_have_url(re.compile(r"[?&]site=" + re.escape(BUSIER_SITE) + r"(&|$)"))
+    assert site_in_address(page) == [BUSIER_SITE]
+    await expect_metrics(page, api(dashboard, "/stats/aggregate", site=BUSIER_SITE, **period))  # type: ignore[arg-type]
+    assert await page.evaluate("window.tallyNotReloaded") is True
+
+    # Back goes to the site before, in the address and in the picker.
+    await page.go_back()
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    assert site_in_address(page) == [SITE]
+    await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
+
+    # The address is the bookmark: opened anew, it shows the site picked.
+    await page.goto(f"{dashboard.url}/?{urlencode({'site': BUSIER_SITE})}")
+    await expect(page.locator("#site")).to_contain_text(BUSIER_SITE)
+    await expect_metrics(page, api(dashboard, "/stats/aggregate", site=BUSIER_SITE, **period))  # type: ignore[arg-type]
+
+    # A browser that sends no Referer (the layout cannot see the address): the page chooses the
+    # bookmarked site once it is there.
+    async def without_referer(route: Route) -> None:
+        headers = {name: value for name, value in route.request.headers.items() if name.lower() != "referer"}
+        await route.continue_(headers=headers)
+
+    await page.route("**/_dash-layout", without_referer)
+    await page.goto(f"{dashboard.url}/?{urlencode({'site': SITE})}")
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
+    await page.unroute("**/_dash-layout")
+
+    # A site nobody has is ignored: the page opens as without it.
+    await page.goto(f"{dashboard.url}/?site=nowhere.example")
+    await expect(page.locator("#site")).not_to_contain_text("Pick a site")
+    await expect(page.locator("#site")).not_to_contain_text("nowhere.example")

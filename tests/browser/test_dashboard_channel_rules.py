@@ -13,7 +13,7 @@ from storage.channel_rules import add_rule, make_rule
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, archive, open_site
 from tests.browser.test_dashboard_channels_segments import channels_shown_and_answered
 from tests.browser.test_dashboard_segments import click_row
 from tests.fixtures.dashboard_server import DashboardServer
@@ -46,8 +46,7 @@ async def test_a_rules_channel_is_a_row_and_a_filter(
     add_rule(client, SITE, make_rule("partner", 'Partner\'s "deals"'))  # quotes shown as written
 
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, dashboard_server)
-    await pick_site(page, SITE)
+    await open_site(page, dashboard_server, SITE)
     await page.locator("#sources-by label", has_text="Channels").click()
     rows = page.locator("#sources-list .breakdown-row")
     await expect(rows.first.locator(".col-value")).to_have_text('Partner\'s "deals"')

@@ -15,7 +15,7 @@ from storage.client import connect
 from storage.segments import add_segment
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 
@@ -93,8 +93,7 @@ async def test_channels_tab_and_segment_picker(
     segment = add_segment(client, SITE, "Germany", GERMANY)
 
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, dashboard_server)
-    await pick_site(page, SITE)
+    await open_site(page, dashboard_server, SITE)
     await page.locator("#sources-by label", has_text="Channels").click()
     rows = page.locator("#sources-list .breakdown-row")
     await expect(rows.first.locator(".col-value")).to_have_text("Organic Search")

@@ -16,10 +16,9 @@ from tests.browser.test_dashboard import (
     TIMEOUT_MS,
     api,
     archive,
+    open_site,
     period_shown,
-    pick_site,
     screenshot,
-    sign_in,
 )
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
@@ -60,8 +59,7 @@ async def test_pages_panel_shows_time_on_page_and_scroll_depth(
     context.set_default_timeout(TIMEOUT_MS)
     try:
         page = await context.new_page()
-        await sign_in(page, dashboard)
-        await pick_site(page, SITE)
+        await open_site(page, dashboard, SITE)
         period = await period_shown(page)
         rows = api(dashboard, "/stats/breakdown", site=SITE, by="path", **period)
         assert isinstance(rows, list)

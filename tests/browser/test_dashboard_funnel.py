@@ -27,10 +27,10 @@ from tests.browser.test_dashboard import (
     PHONE,
     TIMEOUT_MS,
     api,
+    open_site,
     period_shown,
     pick_site,
     screenshot,
-    sign_in,
 )
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import archive_rows, page_view
@@ -69,8 +69,7 @@ def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -
 
 
 async def open_funnel(page: Page, server: DashboardServer) -> dict[str, str]:
-    await sign_in(page, server)
-    await pick_site(page, SITE)
+    await open_site(page, server, SITE)
     period = await period_shown(page)
     await page.get_by_role("option", name="Funnel", exact=True).click()
     await page.fill("#funnel-steps", STEPS_TEXT)

@@ -18,7 +18,7 @@ from playwright.async_api import Browser, expect
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site
 from tests.fixtures.browser import open_overview, open_settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.dashboard_server import DashboardServer
@@ -53,8 +53,7 @@ async def test_imported_history_is_marked_beside_the_logs_numbers(
     assert answer.returncode == 0, answer.stderr
 
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, dashboard_server)
-    await pick_site(page, SITE)  # the default period: the last 7 days
+    await open_site(page, dashboard_server, SITE)  # the default period: the last 7 days
     card = page.locator("#imported-history")
     await expect(card.locator(".imported-marker")).to_have_text("Imported")
     await expect(card).to_contain_text(f"history from Plausible, {days[0]} to {days[1]}")

@@ -18,7 +18,7 @@ from playwright.async_api import Browser, expect
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, TIMEOUT_MS, pick_site, screenshot, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, TIMEOUT_MS, open_site, pick_site, screenshot
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import archive_rows, page_view
 
@@ -100,8 +100,7 @@ async def test_overview_says_what_its_numbers_are_made_of(
     context.set_default_timeout(TIMEOUT_MS)
     try:
         page = await context.new_page()
-        await sign_in(page, dashboard)
-        await pick_site(page, AGREEING)
+        await open_site(page, dashboard, AGREEING)
         expected = meta(dashboard, AGREEING, await shown_period(page))
         assert expected["agreement"]["status"] == "agree" and expected["late_events"]["count"] == LATE
         line = page.locator("#provenance")

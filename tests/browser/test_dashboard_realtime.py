@@ -13,7 +13,7 @@ from playwright.async_api import Browser, expect
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 
@@ -35,8 +35,7 @@ async def test_realtime_tab_shows_the_last_30_minutes(
     add_site(connect(dashboard_settings), SITE)
 
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, dashboard_server)
-    await pick_site(page, SITE)
+    await open_site(page, dashboard_server, SITE)
     await page.locator("#tabs").get_by_text("Realtime", exact=True).click()
     await expect(page.locator("#realtime-visitors")).to_have_text("2")
     await expect(page.locator("#realtime-pageviews")).to_have_text("3")

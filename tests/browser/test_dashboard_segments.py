@@ -20,7 +20,7 @@ from storage.segments import Segment, add_segment, list_segments
 from storage.sites import add_site
 from storage.users import set_password, set_role
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site
 from tests.browser.test_dashboard_team import PASSWORD as VIEWER_PASSWORD
 from tests.fixtures.browser import open_overview, open_settings
 from tests.fixtures.dashboard_server import DashboardServer
@@ -136,8 +136,7 @@ async def test_every_acquisition_row_filters_and_filters_save_as_a_segment(
     browser: Browser, dashboard_server: DashboardServer, dashboard_settings: Settings, site: str
 ) -> None:
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, dashboard_server)
-    await pick_site(page, site)
+    await open_site(page, dashboard_server, site)
     await expect(page.locator("#metric-visitors")).to_have_text(str(len(SESSIONS)))
     period = await period_of(page)
     chips = page.locator("#filter-chips .chip")

@@ -20,7 +20,7 @@ from storage.client import connect
 from storage.sites import add_site
 from storage.users import set_password, set_role
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in, traffic
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site, pick_site, traffic
 from tests.browser.test_dashboard_team import PASSWORD  # the members' password, as the segments test
 from tests.fixtures.browser import (
     SIGN_IN_TIMEOUT_MS,
@@ -138,8 +138,7 @@ async def test_an_admin_of_one_site_sees_its_settings_and_none_for_the_other(
 async def test_the_operator_sees_every_settings_panel_and_rate_limiting_stays_a_report(
     dashboard: DashboardServer, page: Page
 ) -> None:
-    await sign_in(page, dashboard)
-    await pick_site(page, SITE_B)
+    await open_site(page, dashboard, SITE_B)
     await expect_overview_reports_only(page)
     await expect(page.locator("#overview-section #rate-limits")).to_have_count(1)
     await open_settings(page)

@@ -22,16 +22,7 @@ from storage import shared_links
 from storage.client import connect
 from storage.sites import add_site
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import (
-    DESKTOP,
-    PHONE,
-    api,
-    archive,
-    period_shown,
-    pick_site,
-    sign_in,
-    traffic,
-)
+from tests.browser.test_dashboard import DESKTOP, PHONE, api, archive, open_site, period_shown, traffic
 from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
 from tests.fixtures.dashboard_server import DashboardServer
 
@@ -241,8 +232,7 @@ async def test_operator_creates_and_revokes_a_link_from_the_share_panel(
     operator_context.set_default_timeout(TIMEOUT_MS)
     try:
         operator = await operator_context.new_page()
-        await sign_in(operator, dashboard)
-        await pick_site(operator, SHARED_SITE)
+        await open_site(operator, dashboard, SHARED_SITE)
         await open_settings(operator)
         await operator.fill("#share-label", "from the panel")
         await operator.click("#share-create")

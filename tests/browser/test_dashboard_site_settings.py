@@ -17,7 +17,7 @@ from storage.client import connect
 from storage.report_subscriptions import list_subscriptions
 from storage.sites import add_site
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site
 from tests.fixtures.browser import open_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
@@ -47,8 +47,7 @@ async def test_upload_an_export_and_manage_email_reports(
     day = (now - timedelta(days=2)).date().isoformat()
 
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, dashboard_server)
-    await pick_site(page, SITE)
+    await open_site(page, dashboard_server, SITE)
     await open_settings(page)
     upload = page.locator("#import-upload input[type=file]")
     good = {"name": "plausible-export.zip", "mimeType": "application/zip", "buffer": export(day, "60")}

@@ -23,7 +23,7 @@ from storage import exclusions, goals, users
 from storage.client import connect
 from storage.sites import add_site, set_timezone, site_timezone
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import DESKTOP, PHONE, archive, pick_site, sign_in, traffic
+from tests.browser.test_dashboard import DESKTOP, PHONE, archive, open_site, pick_site, traffic
 from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
 from tests.fixtures.callbacks import goal_add_request
 from tests.fixtures.dashboard_server import DashboardServer
@@ -60,8 +60,7 @@ async def owner(browser: Browser, dashboard: DashboardServer) -> AsyncIterator[P
     context = await new_context(browser)
     try:
         page = await context.new_page()
-        await sign_in(page, dashboard)
-        await pick_site(page, TEAM_SITE)
+        await open_site(page, dashboard, TEAM_SITE)
         yield page
     finally:
         await context.close()

@@ -26,7 +26,7 @@ from storage.rollup_backfill import backfill_rollups
 from storage.tables import SYNTHETIC_PARTITION
 from stream_jobs.definition_requests import DefinitionRequests
 from tally.settings import Settings
-from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, pick_site, sign_in
+from tests.browser.test_dashboard import DESKTOP, SCREENSHOTS, open_site
 from tests.browser.test_dashboard_periods import choose
 from tests.fixtures.browser import open_settings
 from tests.fixtures.clickhouse import Endpoint, own_database_settings
@@ -85,8 +85,7 @@ async def test_the_operator_compares_a_version_and_asks_for_a_swap_and_a_discard
     assert expected.proposed.totals["sessions"] > expected.current.totals["sessions"]
 
     page = await browser.new_page(viewport=DESKTOP)
-    await sign_in(page, server)
-    await pick_site(page, SITE)
+    await open_site(page, server, SITE)
     await choose(page, "preset", "Yesterday")
     await open_settings(page)
     panel = page.locator("#whatif-panel")

@@ -19,7 +19,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tally.settings import PROJECT_ROOT, Settings
-from tests.browser.test_dashboard import PHONE, api, period_shown, pick_site, sign_in
+from tests.browser.test_dashboard import PHONE, api, open_site, period_shown
 from tests.browser.test_tracker import EVERY_OPTION, tracked_page
 from tests.fixtures.browser import Websites, open_overview, open_settings
 from tests.fixtures.collector_server import register_site
@@ -84,8 +84,7 @@ async def test_goals_from_both_trackers_reach_the_dashboard(
     await archive_until(settings, DOMAIN, expected=4)
 
     dashboard = await browser.new_page(viewport={"width": 1280, "height": 900})
-    await sign_in(dashboard, dashboard_server)
-    await pick_site(dashboard, DOMAIN)
+    await open_site(dashboard, dashboard_server, DOMAIN)
     period = await period_shown(dashboard)
     await expect(dashboard.locator("#goals-list")).to_contain_text("No goals yet")
 
@@ -147,8 +146,7 @@ async def test_goals_from_both_trackers_reach_the_dashboard(
     phone = await browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
     try:
         small = await phone.new_page()
-        await sign_in(small, dashboard_server)
-        await pick_site(small, DOMAIN)
+        await open_site(small, dashboard_server, DOMAIN)
         await small.keyboard.press("Escape")
         await expect(small.locator("#goals-table .breakdown-row")).to_have_count(3)
         width = await small.evaluate("document.documentElement.scrollWidth")

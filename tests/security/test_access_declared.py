@@ -18,7 +18,15 @@ import httpx
 import pytest
 from dash import Dash
 
-from dashboard.access import CALLBACKS, ROUTES, declaration, undeclared, undeclared_routes
+from dashboard.access import (
+    CALLBACKS,
+    ROUTES,
+    callback_name,
+    declaration,
+    runs_in_browser,
+    undeclared,
+    undeclared_routes,
+)
 from dashboard.app import build_app
 from dashboard.settings_view import settings_panels
 from tally.settings import Settings
@@ -113,10 +121,12 @@ def callback_body(app: Dash, output: str, site: str | None, extra: dict[str, Any
 
 
 def one_output_per_callback(app: Dash) -> list[str]:
-    """One output key per registered callback function (the breakdown cards share one)."""
+    """One output key per registered server callback function (the breakdown cards share one);
+    the page's clientside callbacks never reach the server."""
     seen: dict[str, str] = {}
     for output in app.callback_map:
-        seen.setdefault(name_of(app, output), output)
+        if not runs_in_browser(app, output):
+            seen.setdefault(name_of(app, output), output)
     return sorted(seen.values())
 
 
@@ -125,8 +135,7 @@ def the_output(app: Dash, name: str) -> str:
 
 
 def name_of(app: Dash, output: str) -> str:
-    function = app.callback_map[output]["callback"]
-    return f"{function.__module__}.{function.__name__}"
+    return callback_name(app, output)
 
 
 def call(browser: httpx.Client, body: Any) -> httpx.Response:
@@ -139,7 +148,7 @@ def call(browser: httpx.Client, body: Any) -> httpx.Response:
 def test_every_registered_callback_and_route_declares_its_site_and_role(app: Dash) -> None:
     assert undeclared(app) == [], "declare these callbacks in dashboard/access.py CALLBACKS"
     assert undeclared_routes(app.server) == [], "declare these routes in dashboard/access.py ROUTES"
-    registered = {name_of(app, output) for output in app.callback_map}
+    registered = {name_of(app, output) for output in app.callback_map if not runs_in_browser(app, output)}
     assert set(CALLBACKS) <= registered, "declarations of callbacks that no longer exist"
     assert set(ROUTES) <= {rule.endpoint for rule in app.server.url_map.iter_rules()}
     for output, callback in app.callback_map.items():
