@@ -189,7 +189,8 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     def sites_get(site_id: str) -> Response:
         query(())
         site = site_for(site_id, "site_id", "viewer", change=False)
-        # Every property sent is recorded whatever the list holds: it is what the dashboard offers.
+        # The names the dashboard's Properties report offers (every property sent is recorded,
+        # whatever the list holds).
         return jsonify(
             site_json(site) | {"custom_properties": custom_properties.list_properties(clients(), site)}
         )
@@ -232,8 +233,9 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
 
     def remove_settings(site: str) -> str:
         """Everything Tally keeps about `site` but its events: goals, shared links (revoked),
-        custom properties, exclusions, email reports, alert rules, segments, saved funnels, channel rules, its
-        members' roles and waiting invitations. Returns what was removed, for the audit row."""
+        custom properties, exclusions, email reports, alert rules, segments, saved funnels,
+        channel rules, its members' roles and waiting invitations. Returns what was removed, for
+        the audit row."""
         client, who = clients(), actor_of(settings)
         counts: dict[str, int] = {}
         site_goals = goals.list_goals(client, site)
