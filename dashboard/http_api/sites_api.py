@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.routing import PathConverter
 
 from dashboard import invitations
 from dashboard.http_api.authorisation import Access
@@ -84,6 +85,14 @@ NOT_SITES = {
 T = TypeVar("T")
 
 
+class AnyText(PathConverter):
+    """The rest of the path, whatever it holds: a custom property's name may hold a `/` (sent as
+    %2F, decoded before routing) or, refused afterwards with a 400 naming `property`, a newline,
+    which Werkzeug's `path` does not match (its `.` stops at one: a 404 page, not the API's)."""
+
+    regex = "[^/](?s:.*?)"
+
+
 def goal_id(goal: goals.Goal) -> str:
     """A goal's id: stable for as long as the goal exists, derived from what keys its stored row
     (the site and the goal's name), so no column is added and every door agrees on it."""
@@ -94,6 +103,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     """Adds the endpoints to the stats API's blueprint (its key check, refusal handlers and
     no-store header apply to them)."""
     link_secret = settings.resolved_dashboard_session_secret().encode()
+    api.record_once(lambda state: state.app.url_map.converters.setdefault("anytext", AnyText))
     # Find-or-create is a read then a write: two calls at once must not both create. One lock
     # per dashboard process (waitress answers on several threads); provisioning is rare.
     provisioning = threading.Lock()
@@ -402,7 +412,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
             audit(settings, clients, "custom_property_added", f"{site} {name}", site)
         return jsonify({"created": True})  # as Plausible: the same answer when it was there
 
-    @api.delete("/sites/custom-props/<path:property_name>")
+    @api.delete("/sites/custom-props/<anytext:property_name>")
     def sites_custom_prop_delete(property_name: str) -> Response:
         args = query(("site_id",))
         fields = body(("site_id",))

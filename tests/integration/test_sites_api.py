@@ -435,11 +435,10 @@ def test_custom_properties_refusals_name_their_field(tenants: Tenants, dashboard
     refused(
         operator.put("/api/v1/sites/custom-props", json={"site_id": site, "property": 7}), 400, "property"
     )
-    refused(
-        operator.request("DELETE", "/api/v1/sites/custom-props/a%01b", data={"site_id": site}),
-        400,
-        "property",
-    )
+    # In the path, percent-encoded: a control character, a newline (its own line or the end).
+    for bad in ["a%01b", "a%0Ab", "%0A", "a%2F%0A"]:
+        deleted = operator.request("DELETE", f"/api/v1/sites/custom-props/{bad}", data={"site_id": site})
+        refused(deleted, 400, "property")
     refused(operator.put("/api/v1/sites/custom-props", data=fields | {"colour": "red"}), 400, "colour")
     assert (
         operator.put("/api/v1/sites/custom-props", json={"site_id": site, "property": "x" * 300}).status_code
