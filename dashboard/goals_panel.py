@@ -1,8 +1,10 @@
 """The Overview's Goals and Properties report panels: per goal its unique conversions,
 total events, conversion rate and revenue, a goal's name filtering the dashboard by it; the
-values of a chosen custom property. Numbers from storage.queries (contract.py states them), from
-the dashboard's source. The Goals section of the Settings view (dashboard/settings_view.py) lists
-the site's goals with a Remove button each and a form to add one: editing is a setting."""
+values of a chosen custom property (the picker offers only the site's custom properties when it
+has a list, storage/custom_properties.py, else every property the events carry). Numbers from
+storage.queries (contract.py states them), from the dashboard's source. The Goals section of the
+Settings view (dashboard/settings_view.py) lists the site's goals with a Remove button each and a
+form to add one: editing is a setting."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from dashboard.components import BREAKDOWN_ITEM, decode_value, encode_value, not
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
+from storage import custom_properties, queries
 from storage import goals as goal_store
-from storage import queries
 from storage.queries import EventRow, GoalRow, Source, StatsQuery
 
 GOAL_REMOVE = "goal-remove"
@@ -192,7 +194,10 @@ def register_goals(
         period = inputs_ready(site, period_data)
         if period is None:
             return [], None
-        keys = queries.property_keys(clients(), stats_query(site, period, filters), source=source)
+        client = clients()
+        # The site's custom properties (the Sites API's custom-props), when it has any: only those.
+        only = custom_properties.list_properties(client, site) if site else []
+        keys = queries.property_keys(client, stats_query(site, period, filters), source=source, only=only)
         return keys, chosen if chosen in keys else (keys[0] if keys else None)
 
     @app.callback(

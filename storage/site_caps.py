@@ -32,6 +32,7 @@ class Cap:
 
 
 GOALS = Cap("goals", 100)
+CUSTOM_PROPERTIES = Cap("custom properties", 300)  # the Properties report's allow-list
 FUNNELS = Cap("saved funnels", 50)
 SEGMENTS = Cap("segments", 100)
 SHARED_LINKS = Cap("shared links", 50)  # live ones: a revoked link frees its place

@@ -37,6 +37,8 @@ ENGAGEMENT_DAY = "engagement_day"
 GOALS = "goals"
 GOAL_EVENTS_MINUTE = "goal_events_minute"
 GOAL_PROPS_MINUTE = "goal_props_minute"
+# A site's custom properties, the Properties report's allow-list (migration 0068).
+CUSTOM_PROPERTIES = "custom_properties"
 # goal_events_minute at day resolution, per path and every path together (migration 0026).
 GOAL_EVENTS_DAY = "goal_events_day"
 GOAL_VISITORS_DAY = "goal_visitors_day"

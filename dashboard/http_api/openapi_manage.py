@@ -11,6 +11,7 @@ from dashboard.http_api import sites_api
 from dashboard.http_api.manage import DEFAULT_AUDIT_LIMIT
 from dashboard.http_api.parameters import MAX_LIMIT
 from storage import annotations, exclusions, report_subscriptions, users
+from storage.queries.contract import MAX_PROPERTY_KEY
 
 JSON = dict[str, Any]
 
@@ -384,6 +385,12 @@ GUEST_MADE = {
     },
 }
 DELETED = _object({"deleted": {"type": "boolean"}})
+PROPERTY_NAME = _string(
+    minLength=1, maxLength=MAX_PROPERTY_KEY, description="a custom event property, without control characters"
+)
+CUSTOM_PROPERTIES = _object(
+    {"custom_properties": {"type": "array", "items": _object({"property": _string()})}}
+)
 CONFLICT = {"409": _answer("a shared link of that name made elsewhere: its URL was shown once", ERROR)}
 
 
@@ -416,8 +423,8 @@ def sites_paths() -> JSON:
         },
         "/api/v1/sites/{site_id}": {
             "get": _operation(
-                "A site; custom_properties is always empty: Tally records every property sent."
-                + SITES_WHO.format(role="viewer"),
+                "A site; custom_properties: the names the dashboard's Properties report offers (empty: "
+                "every property; GET /api/v1/sites/custom-props)." + SITES_WHO.format(role="viewer"),
                 [SITE_ID_PATH],
                 {
                     "200": _answer(
@@ -439,9 +446,9 @@ def sites_paths() -> JSON:
                 _body({"domain": TEXT}, ["domain"]),
             ),
             "delete": _operation(
-                "Remove the site and its settings (goals, shared links, members, invitations, exclusions, "
-                "reports, alert rules, segments, funnels, channel rules); its archived events are kept."
-                + SITES_WHO.format(role="owner"),
+                "Remove the site and its settings (goals, shared links, custom properties, members, "
+                "invitations, exclusions, reports, alert rules, segments, funnels, channel rules); "
+                "its archived events are kept." + SITES_WHO.format(role="owner"),
                 [SITE_ID_PATH],
                 {"200": _answer("deleted", DELETED)},
             ),
@@ -483,6 +490,31 @@ def sites_paths() -> JSON:
                 [],
                 {"200": _answer("the link", _object({"name": _string(), "url": _string()})), **CONFLICT},
                 _body({"site_id": TEXT, "name": TEXT}, ["site_id", "name"]),
+            ),
+        },
+        "/api/v1/sites/custom-props": {
+            "get": _operation(
+                "The site's custom properties: the dashboard's Properties report offers only these; "
+                "empty, every property the events carry. The stats APIs answer any property."
+                + SITES_WHO.format(role="viewer"),
+                [SITE_ID_QUERY],
+                {"200": _answer("the site's list", CUSTOM_PROPERTIES)},
+            ),
+            "put": _operation(
+                "Add a property to the site's list (already there: the same answer)."
+                + SITES_WHO.format(role="admin"),
+                [],
+                {"200": _answer("listed", _object({"created": {"type": "boolean"}}))},
+                _body({"site_id": TEXT, "property": PROPERTY_NAME}, ["site_id", "property"]),
+            ),
+        },
+        "/api/v1/sites/custom-props/{property}": {
+            "delete": _operation(
+                "Take a property off the site's list (not listed: the same answer)."
+                + SITES_WHO.format(role="admin"),
+                [{"name": "property", "in": "path", "required": True, "schema": PROPERTY_NAME}],
+                {"200": _answer("deleted", DELETED)},
+                _body({"site_id": TEXT}, ["site_id"]),
             ),
         },
         "/api/v1/sites/guests": {

@@ -6,15 +6,17 @@ server. docs/sites-api.md says what differs and why.
   `GET|PUT|DELETE /sites/:site_id` (the site's domain is its id);
 - `GET|PUT /sites/goals`, `DELETE /sites/goals/:goal_id` over storage/goals.py;
 - `PUT /sites/shared-links` over storage/shared_links.py;
+- `GET|PUT /sites/custom-props`, `DELETE /sites/custom-props/:property` over
+  storage/custom_properties.py (the dashboard's Properties report offers only those listed);
 - `GET|PUT /sites/guests`, `DELETE /sites/guests/:email` over the members and invitations.
 
 Bodies: JSON, or form fields (`curl -F`, as Plausible's examples send them): the Bearer key is
 the credential, which a page on another origin cannot send without a preflight this server never
 grants. Who may call what: the operator's key everything; a member's key acts on the sites in its
-scope with its user's role there (reading: viewer; goals, shared links, the site's domain:
-admin; guests and deleting the site: owner) and, for a change, scope `manage`. Creating a site is
-the operator's alone; a member's key lists the sites it may read. Every refusal is
-`{"error": "<field>: …"}` with 400, 403 or 404, and every change writes an audit row.
+scope with its user's role there (reading: viewer; goals, shared links, custom properties, the
+site's domain: admin; guests and deleting the site: owner) and, for a change, scope `manage`.
+Creating a site is the operator's alone; a member's key lists the sites it may read. Every refusal
+is `{"error": "<field>: …"}` with 400, 403 or 404, and every change writes an audit row.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.routing import PathConverter
 
 from dashboard import invitations
 from dashboard.http_api.authorisation import Access
@@ -41,6 +44,7 @@ from dashboard.store import ClientFactory
 from storage import (
     alert_rules,
     channel_rules,
+    custom_properties,
     exclusions,
     goals,
     report_subscriptions,
@@ -71,9 +75,22 @@ GUEST_ROLES: dict[str, Role] = {"viewer": "viewer", "editor": "admin"}
 PLAUSIBLE_ROLE = {tally: plausible for plausible, tally in GUEST_ROLES.items()}
 SHARE_PATH = "/share/"
 # The paths under /sites that are no site: GET|PUT|DELETE /sites/<site_id> answers 405 for them.
-NOT_SITES = {"goals": ["GET", "PUT"], "guests": ["GET", "PUT"], "shared-links": ["PUT"]}
+NOT_SITES = {
+    "goals": ["GET", "PUT"],
+    "guests": ["GET", "PUT"],
+    "shared-links": ["PUT"],
+    "custom-props": ["GET", "PUT"],
+}
 
 T = TypeVar("T")
+
+
+class AnyText(PathConverter):
+    """The rest of the path, whatever it holds: a custom property's name may hold a `/` (sent as
+    %2F, decoded before routing) or, refused afterwards with a 400 naming `property`, a newline,
+    which Werkzeug's `path` does not match (its `.` stops at one: a 404 page, not the API's)."""
+
+    regex = "[^/](?s:.*?)"
 
 
 def goal_id(goal: goals.Goal) -> str:
@@ -86,6 +103,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     """Adds the endpoints to the stats API's blueprint (its key check, refusal handlers and
     no-store header apply to them)."""
     link_secret = settings.resolved_dashboard_session_secret().encode()
+    api.record_once(lambda state: state.app.url_map.converters.setdefault("anytext", AnyText))
     # Find-or-create is a read then a write: two calls at once must not both create. One lock
     # per dashboard process (waitress answers on several threads); provisioning is rare.
     provisioning = threading.Lock()
@@ -181,9 +199,11 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     def sites_get(site_id: str) -> Response:
         query(())
         site = site_for(site_id, "site_id", "viewer", change=False)
-        # Tally keeps no allow-list of custom properties: every property sent is recorded, which
-        # is what Plausible's empty list means.
-        return jsonify(site_json(site) | {"custom_properties": []})
+        # The names the dashboard's Properties report offers (every property sent is recorded,
+        # whatever the list holds).
+        return jsonify(
+            site_json(site) | {"custom_properties": custom_properties.list_properties(clients(), site)}
+        )
 
     @api.put("/sites/<site_id>")
     def sites_update(site_id: str) -> Response:
@@ -223,8 +243,9 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
 
     def remove_settings(site: str) -> str:
         """Everything Tally keeps about `site` but its events: goals, shared links (revoked),
-        exclusions, email reports, alert rules, segments, saved funnels, channel rules, its
-        members' roles and waiting invitations. Returns what was removed, for the audit row."""
+        custom properties, exclusions, email reports, alert rules, segments, saved funnels,
+        channel rules, its members' roles and waiting invitations. Returns what was removed, for
+        the audit row."""
         client, who = clients(), actor_of(settings)
         counts: dict[str, int] = {}
         site_goals = goals.list_goals(client, site)
@@ -235,6 +256,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         for link in live:
             shared_links.revoke_link(client, site, link.id)
         counts["shared links"] = len(live)
+        counts["custom properties"] = custom_properties.remove_all(client, site)
         excluded = exclusions.list_exclusions(client, site)
         if excluded:
             exclusions.remove_exclusions(client, excluded)
@@ -365,6 +387,40 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     def share_url(token: str) -> str:
         base = settings.dashboard_url or request.host_url
         return base.rstrip("/") + SHARE_PATH + token
+
+    # -- custom properties --------------------------------------------------------------------
+
+    @api.get("/sites/custom-props")
+    def sites_custom_props_list() -> Response:
+        args = query(("site_id",))
+        site = site_for(args.get("site_id"), "site_id", "viewer", change=False)
+        names = custom_properties.list_properties(clients(), site)
+        return jsonify({"custom_properties": [{"property": name} for name in names]})
+
+    @api.put("/sites/custom-props")
+    @serialised
+    def sites_custom_prop_put() -> Response:
+        query(())
+        fields = body(("site_id", "property"))
+        site = site_for(fields.get("site_id"), "site_id", "admin", change=True)
+        name = custom_properties.clean_name(fields.get("property"))  # 400 naming `property`
+        try:
+            added = custom_properties.add_property(clients(), site, name)
+        except custom_properties.InvalidProperty as refused:  # the cap: "site: at most …"
+            raise BadParameter("site_id", str(refused).removeprefix("site: ")) from None
+        if added:
+            audit(settings, clients, "custom_property_added", f"{site} {name}", site)
+        return jsonify({"created": True})  # as Plausible: the same answer when it was there
+
+    @api.delete("/sites/custom-props/<anytext:property_name>")
+    def sites_custom_prop_delete(property_name: str) -> Response:
+        args = query(("site_id",))
+        fields = body(("site_id",))
+        site = site_for(fields.get("site_id", args.get("site_id")), "site_id", "admin", change=True)
+        name = custom_properties.clean_name(property_name)
+        if custom_properties.remove_property(clients(), site, name):
+            audit(settings, clients, "custom_property_removed", f"{site} {name}", site)
+        return jsonify({"deleted": True})  # as Plausible: a name not listed is not an error
 
     # -- guests (members and invitations) ------------------------------------------------------
 

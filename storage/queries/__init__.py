@@ -431,7 +431,10 @@ def properties(
     return answering(client, q, source).properties(client, q, key, site_goal, limit)
 
 
-def property_keys(client: Client, q: StatsQuery, limit: int = 50, source: Source = "raw") -> list[str]:
-    """The custom events' property keys in the range, the most used first (the dashboard's picker)."""
+def property_keys(
+    client: Client, q: StatsQuery, limit: int = 50, source: Source = "raw", only: Sequence[str] = ()
+) -> list[str]:
+    """The custom events' property keys in the range, the most used first (the dashboard's
+    picker); only those in `only` when it names any (the site's custom properties)."""
     q = with_goal(client, q)
-    return answering(client, q, source).property_keys(client, q, limit)
+    return answering(client, q, source).property_keys(client, q, limit, only)

@@ -28,6 +28,7 @@ time: a filtered report is answered from the archive (raw.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
@@ -735,10 +736,11 @@ def properties(client: Client, q: StatsQuery, key: str, goal: Goal | None, limit
     )
 
 
-def property_keys(client: Client, q: StatsQuery, limit: int) -> list[str]:
+def property_keys(client: Client, q: StatsQuery, limit: int, only: Sequence[str] = ()) -> list[str]:
+    among = " AND prop_key IN {only:Array(String)}" if only else ""
     rows = client.query(
-        f"SELECT prop_key FROM {GOAL_PROPS_MINUTE} WHERE {_GOAL_BUCKETS} "
+        f"SELECT prop_key FROM {GOAL_PROPS_MINUTE} WHERE {_GOAL_BUCKETS}{among} "
         "GROUP BY prop_key ORDER BY sum(events) DESC, prop_key LIMIT {limit:UInt32}",
-        parameters={**_minute_bounds(q), "limit": limit},
+        parameters={**_minute_bounds(q), "limit": limit} | ({"only": list(only)} if only else {}),
     ).result_rows
     return [row[0] for row in rows]

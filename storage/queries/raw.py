@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -490,11 +491,13 @@ def event_rows(client: Client, sql: str, parameters: dict[str, object], limit: i
     return [EventRow(value, int(events), int(visitors)) for value, events, visitors in rows]
 
 
-def property_keys(client: Client, q: StatsQuery, limit: int) -> list[str]:
-    """The property keys the custom events carry, the most used first."""
+def property_keys(client: Client, q: StatsQuery, limit: int, only: Sequence[str] = ()) -> list[str]:
+    """The property keys the custom events carry (only those in `only`, when given), the most
+    used first."""
+    among = " HAVING key IN {only:Array(String)}" if only else ""
     rows = client.query(
         f"SELECT arrayJoin(mapKeys(props)) AS key FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}"
-        f"{q.filter_sql()} GROUP BY key ORDER BY count() DESC, key LIMIT {{limit:UInt32}}",
-        parameters={**q.parameters(), "limit": limit},
+        f"{q.filter_sql()} GROUP BY key{among} ORDER BY count() DESC, key LIMIT {{limit:UInt32}}",
+        parameters={**q.parameters(), "limit": limit} | ({"only": list(only)} if only else {}),
     ).result_rows
     return [row[0] for row in rows]

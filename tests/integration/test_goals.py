@@ -159,6 +159,8 @@ def test_custom_events_and_properties_known_answers(store: Client, source: queri
     assert queries.properties(store, q, "seats", source=source) == [queries.EventRow("5", 1, 1)]
     assert queries.properties(store, q, "sd", source=source) == []  # engagement events' keys
     assert queries.property_keys(store, q, 10, source) == ["plan", "seats"]
+    # A site's custom properties (storage/custom_properties.py): only those, of the keys sent.
+    assert queries.property_keys(store, q, 10, source, only=["seats", "never-sent"]) == ["seats"]
 
 
 RANGES = {

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime, timedelta
+from urllib.parse import quote
 
 import httpx
 import pytest
 
-from storage import goals, shared_links, users
+from dashboard.periods import period
+from storage import custom_properties, goals, shared_links, users
 from storage.client import connect
 from storage.sites import add_site, list_sites, site_timezone
 from tally.settings import Settings
-from tests.fixtures.dashboard_server import DashboardServer
+from tests.fixtures.dashboard_server import DashboardServer, signed_in
+from tests.fixtures.events import archive_rows, page_view
 from tests.security.conftest import Tenants, bearer
 from tests.security.conftest import tenants as tenants  # the module-scoped fixture, shared
 
@@ -64,6 +68,22 @@ class PlausibleSitesClient:
 
     def goals(self, site_id: str) -> list[dict]:
         return self.http.get("/api/v1/sites/goals", params={"site_id": site_id}).json()["goals"]
+
+    def custom_props(self, site_id: str) -> list[str]:
+        answer = self.http.get("/api/v1/sites/custom-props", params={"site_id": site_id})
+        answer.raise_for_status()
+        return [item["property"] for item in answer.json()["custom_properties"]]
+
+    def add_custom_prop(self, site_id: str, name: str) -> dict:
+        answer = self.http.put("/api/v1/sites/custom-props", data={"site_id": site_id, "property": name})
+        answer.raise_for_status()
+        return answer.json()
+
+    def delete_custom_prop(self, site_id: str, name: str) -> dict:
+        path = f"/api/v1/sites/custom-props/{quote(name, safe='')}"
+        answer = self.http.request("DELETE", path, data={"site_id": site_id})
+        answer.raise_for_status()
+        return answer.json()
 
     def close(self) -> None:
         self.http.close()
@@ -143,17 +163,20 @@ def test_deleting_a_site_removes_its_settings_and_revokes_its_links(
     assert plausible.http.get(f"/api/v1/sites/{domain}").json() == {
         "domain": domain, "timezone": "Europe/Berlin", "custom_properties": [],
     }  # fmt: skip
+    plausible.add_custom_prop(domain, "author")
+    assert plausible.http.get(f"/api/v1/sites/{domain}").json()["custom_properties"] == ["author"]
 
     assert plausible.http.delete(f"/api/v1/sites/{domain}").json() == {"deleted": True}
     client = connect(dashboard_settings)
     assert domain not in list_sites(client)
     assert goals.list_goals(client, domain) == []
+    assert custom_properties.list_properties(client, domain) == []
     assert all(link.revoked for link in shared_links.list_links(client, domain))
     assert httpx.get(url, timeout=30).status_code != 200
     gone = plausible.http.get(f"/api/v1/sites/{domain}")
     assert gone.status_code == 404 and gone.json()["error"].startswith("site_id:")
     audit = users.audit(client, [domain])
-    assert any(entry.action == "site_removed" for entry in audit)
+    assert any(entry.action == "site_removed" and "1 custom properties" in entry.detail for entry in audit)
     plausible.close()
 
 
@@ -289,6 +312,8 @@ def test_a_method_a_sites_path_does_not_take_is_405_with_allow(tenants: Tenants)
         # The API's catch-all GET route makes every path routable with GET: the Allow header
         # is the document's, so it names no GET that would itself be a 405.
         ("PUT", "/api/v1/annotations/abc", "DELETE, OPTIONS"),
+        ("DELETE", "/api/v1/sites/custom-props", "GET, HEAD, OPTIONS, PUT"),
+        ("PUT", "/api/v1/sites/custom-props/author", "DELETE, OPTIONS"),
     ]:
         answer = api.request(method, path)
         assert answer.status_code == 405, (method, path, answer.text)
@@ -315,3 +340,182 @@ def test_the_same_goal_and_link_asked_for_at_once_are_made_once(
     assert [g.name for g in goals.list_goals(client, tenants.site_b)].count(event) == 1
     assert [li.label for li in shared_links.list_links(client, tenants.site_b)].count(event) == 1
     api.close()
+
+
+# -- custom properties (the dashboard's Properties report's allow-list) -------------------------
+
+
+def test_custom_properties_are_added_once_listed_and_deleted(
+    dashboard_server: DashboardServer, dashboard_settings: Settings
+) -> None:
+    domain = f"props-{uuid.uuid4().hex[:8]}.example.com"
+    plausible = PlausibleSitesClient(dashboard_server.url, dashboard_server.api_key)
+    plausible.create_site(domain, "UTC")
+    assert plausible.custom_props(domain) == []
+    assert plausible.add_custom_prop(domain, "author") == {"created": True}
+    assert plausible.add_custom_prop(domain, "author") == {"created": True}  # idempotent
+    as_json = plausible.http.put(
+        "/api/v1/sites/custom-props", json={"site_id": domain, "property": "logged_in"}
+    )
+    assert as_json.json() == {"created": True}
+    # Any printable name, as sent: a slash and non-ASCII letters too (the path's one segment, encoded).
+    assert plausible.add_custom_prop(domain, "section/ünïcode") == {"created": True}
+    assert plausible.custom_props(domain) == ["author", "logged_in", "section/ünïcode"]
+    assert plausible.http.get(f"/api/v1/sites/{domain}").json()["custom_properties"] == [
+        "author", "logged_in", "section/ünïcode",
+    ]  # fmt: skip
+
+    assert plausible.delete_custom_prop(domain, "author") == {"deleted": True}
+    assert plausible.delete_custom_prop(domain, "section/ünïcode") == {"deleted": True}
+    assert plausible.delete_custom_prop(domain, "never-listed") == {"deleted": True}  # as Plausible
+    assert plausible.custom_props(domain) == ["logged_in"]
+    # The site_id in the query works too, as for goals.
+    by_query = plausible.http.delete("/api/v1/sites/custom-props/logged_in", params={"site_id": domain})
+    assert by_query.json() == {"deleted": True}
+    assert plausible.custom_props(domain) == []
+
+    # One audit row per change, none for the repeated PUT or the name never listed.
+    actions = [
+        (entry.action, entry.detail)
+        for entry in users.audit(connect(dashboard_settings), [domain])
+        if entry.action.startswith("custom_property")
+    ]
+    assert sorted(actions) == sorted(
+        [
+            ("custom_property_added", f"{domain} author"),
+            ("custom_property_added", f"{domain} logged_in"),
+            ("custom_property_added", f"{domain} section/ünïcode"),
+            ("custom_property_removed", f"{domain} author"),
+            ("custom_property_removed", f"{domain} section/ünïcode"),
+            ("custom_property_removed", f"{domain} logged_in"),
+        ]
+    )
+    plausible.close()
+
+
+def test_custom_properties_refusals_name_their_field(tenants: Tenants, dashboard_settings: Settings) -> None:
+    url, site = tenants.server.url, tenants.site_a
+    fields = {"site_id": site, "property": "plan"}
+    delete_path = "/api/v1/sites/custom-props/plan"
+    operator = httpx.Client(base_url=url, headers=bearer(tenants.operator_key), timeout=30)
+
+    # A viewer's key, even with scope manage, reads the list and changes nothing.
+    viewer = httpx.Client(base_url=url, headers=bearer(tenants.viewer_a.manage_key), timeout=30)
+    assert viewer.get("/api/v1/sites/custom-props", params={"site_id": site}).status_code == 200
+    refused(viewer.put("/api/v1/sites/custom-props", data=fields), 403, "site_id")
+    refused(viewer.request("DELETE", delete_path, data={"site_id": site}), 403, "site_id")
+    # The owner's read-only key neither.
+    read_only = httpx.Client(base_url=url, headers=bearer(tenants.owner_a.read_key), timeout=30)
+    answer = read_only.put("/api/v1/sites/custom-props", data=fields)
+    assert answer.status_code == 403 and "read-only" in answer.json()["error"]
+    # Another site's admin: neither reads nor changes site A's list.
+    other = httpx.Client(base_url=url, headers=bearer(tenants.admin_b.manage_key), timeout=30)
+    refused(other.get("/api/v1/sites/custom-props", params={"site_id": site}), 403, "site_id")
+    refused(other.put("/api/v1/sites/custom-props", data=fields), 403, "site_id")
+    refused(other.request("DELETE", delete_path, data={"site_id": site}), 403, "site_id")
+    assert custom_properties.list_properties(connect(dashboard_settings), site) == []
+    # The owner's manage key may (an admin's role or above).
+    owner = httpx.Client(base_url=url, headers=bearer(tenants.owner_a.manage_key), timeout=30)
+    assert owner.put("/api/v1/sites/custom-props", data=fields).json() == {"created": True}
+    assert owner.request("DELETE", delete_path, data={"site_id": site}).json() == {"deleted": True}
+
+    # Unknown or missing site; missing, empty, too long or control-character names.
+    unknown = "never-registered.example.com"
+    refused(operator.get("/api/v1/sites/custom-props", params={"site_id": unknown}), 404, "site_id")
+    refused(operator.put("/api/v1/sites/custom-props", data=fields | {"site_id": unknown}), 404, "site_id")
+    refused(operator.request("DELETE", delete_path, data={"site_id": unknown}), 404, "site_id")
+    refused(operator.get("/api/v1/sites/custom-props"), 400, "site_id")
+    refused(operator.put("/api/v1/sites/custom-props", data={"site_id": site}), 400, "property")
+    for bad in ["", "   ", "x" * 301, "tab\there", "line\nbreak", "nul\x00"]:
+        refused(
+            operator.put("/api/v1/sites/custom-props", json={"site_id": site, "property": bad}),
+            400,
+            "property",
+        )
+    refused(
+        operator.put("/api/v1/sites/custom-props", json={"site_id": site, "property": 7}), 400, "property"
+    )
+    # In the path, percent-encoded: a control character, a newline (its own line or the end).
+    for bad in ["a%01b", "a%0Ab", "%0A", "a%2F%0A"]:
+        deleted = operator.request("DELETE", f"/api/v1/sites/custom-props/{bad}", data={"site_id": site})
+        refused(deleted, 400, "property")
+    refused(operator.put("/api/v1/sites/custom-props", data=fields | {"colour": "red"}), 400, "colour")
+    assert (
+        operator.put("/api/v1/sites/custom-props", json={"site_id": site, "property": "x" * 300}).status_code
+        == 200
+    )
+    operator.request("DELETE", f"/api/v1/sites/custom-props/{'x' * 300}", data={"site_id": site})
+    assert custom_properties.list_properties(connect(dashboard_settings), site) == []
+    for client in (operator, viewer, read_only, other, owner):
+        client.close()
+
+
+def property_choices(browser: httpx.Client, origin: str, site: str, day: date) -> list[str]:
+    """The Properties report's picker, as the Overview asks for it (its callback, signed in)."""
+    days = period("custom", datetime.now(UTC), day, day + timedelta(days=1)).to_store()
+    request = {
+        "output": "..property-key.options...property-key.value..",
+        "outputs": [
+            {"id": "property-key", "property": "options"},
+            {"id": "property-key", "property": "value"},
+        ],
+        "inputs": [
+            {"id": "site", "property": "value", "value": site},
+            {"id": "period", "property": "data", "value": days},
+            {"id": "filters", "property": "data", "value": {}},
+        ],
+        "state": [{"id": "property-key", "property": "value", "value": None}],
+        "changedPropIds": [],
+    }
+    answer = browser.post("/_dash-update-component", json=request, headers={"Origin": origin})
+    assert answer.status_code == 200, answer.text[:500]
+    return answer.json()["response"]["property-key"]["options"]
+
+
+def test_with_custom_properties_set_the_dashboard_offers_exactly_those(
+    dashboard_server: DashboardServer, dashboard_settings: Settings
+) -> None:
+    domain = f"picker-{uuid.uuid4().hex[:8]}.example.com"
+    day = date(2026, 11, 20)
+    t0 = datetime(2026, 11, 20, 10, tzinfo=UTC)
+    # author on three events, logged_in on two, plan on one: the picker lists the most used first.
+    sent = [
+        {"author": "ann", "logged_in": "yes", "plan": "pro"},
+        {"author": "bob", "logged_in": "no"},
+        {"author": "ann"},
+    ]
+    events = [
+        page_view(domain, f"v{i}", t0 + timedelta(minutes=i), "/post", name="Read", props=props)
+        for i, props in enumerate(sent)
+    ]
+    plausible = PlausibleSitesClient(dashboard_server.url, dashboard_server.api_key)
+    plausible.create_site(domain, "UTC")
+    rows, columns = archive_rows(events)
+    connect(dashboard_settings).insert("events", rows, column_names=columns)
+    browser = signed_in(dashboard_server)
+
+    # No list: every property the events carry.
+    assert property_choices(browser, dashboard_server.url, domain, day) == ["author", "logged_in", "plan"]
+    # A list: exactly its names.
+    for name in ("plan", "logged_in"):
+        plausible.add_custom_prop(domain, name)
+    assert property_choices(browser, dashboard_server.url, domain, day) == ["logged_in", "plan"]
+    # A listed name no event of the period carries has no values to show: not offered.
+    plausible.add_custom_prop(domain, "tier")
+    assert property_choices(browser, dashboard_server.url, domain, day) == ["logged_in", "plan"]
+    # The stats API still answers a property the list leaves out, as Plausible's does.
+    query = {
+        "site_id": domain,
+        "metrics": ["visitors"],
+        "date_range": ["2026-11-20", "2026-11-20"],
+        "dimensions": ["event:props:author"],
+    }
+    answer = plausible.http.post("/api/v2/query", json=query)
+    assert answer.status_code == 200, answer.text[:300]
+    assert {tuple(row["dimensions"]) for row in answer.json()["results"]} >= {("ann",), ("bob",)}
+    # The list emptied: every property again.
+    for name in ("plan", "logged_in", "tier"):
+        plausible.delete_custom_prop(domain, name)
+    assert property_choices(browser, dashboard_server.url, domain, day) == ["author", "logged_in", "plan"]
+    browser.close()
+    plausible.close()

@@ -57,6 +57,8 @@ SITES_PATHS = {
     "/api/v1/sites/goals",
     "/api/v1/sites/goals/{goal_id}",
     "/api/v1/sites/shared-links",
+    "/api/v1/sites/custom-props",
+    "/api/v1/sites/custom-props/{property}",
     "/api/v1/sites/guests",
     "/api/v1/sites/guests/{email}",
 }
