@@ -275,6 +275,9 @@ def shown_value(dimension: str, value: object) -> object:
     return BLANK_SHOWN.get(dimension, value) if value == "" else value
 
 
+FIRST_YEAR, END_YEAR = 1970, 2200  # the dates a query may name (and a custom range may span)
+
+
 def time_range(
     date_range: str | list[str],
     reference: str | None,
@@ -290,6 +293,8 @@ def time_range(
             today = date.fromisoformat(reference)
         except ValueError:
             raise QueryError(f"Invalid date '{reference}'.") from None
+        if not FIRST_YEAR <= today.year < END_YEAR:  # the engine's dates: year 2 is a 503 there
+            raise QueryError(f"Invalid date '{reference}': it must be within {FIRST_YEAR}-{END_YEAR - 1}.")
     if isinstance(date_range, list):
         return custom_range(date_range, tz)
     if date_range == "day":
@@ -337,7 +342,7 @@ def custom_range(pair: list[str], tz: ZoneInfo = UTC_ZONE) -> tuple[datetime, da
             end = last_moment + timedelta(seconds=1)
     except (ValueError, OverflowError):  # OverflowError: year 1 moved across an offset
         raise QueryError(f"Invalid date_range '{json.dumps(pair)}'.") from None
-    if not datetime(1970, 1, 1, tzinfo=UTC) <= start < end <= datetime(2200, 1, 1, tzinfo=UTC):
+    if not datetime(FIRST_YEAR, 1, 1, tzinfo=UTC) <= start < end <= datetime(END_YEAR, 1, 1, tzinfo=UTC):
         raise QueryError(f"Invalid date_range '{json.dumps(pair)}': the end must not be before the start.")
     return start, end
 
