@@ -205,6 +205,7 @@ def stats_api(
         # Checked with or without a breakdown: a documented parameter out of range is a 400 even
         # where it changes nothing (schemathesis sent limit=2972860716779586 to the live counts).
         limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
+        provenance.asked(arguments)  # meta=junk is a 400 with a breakdown too, whose answer has no meta
         if (breakdown := parameters.realtime_breakdown(arguments)) is not None:
             return jsonify(
                 realtime_json(realtime_breakdown(clients(), site, breakdown, now, limit), breakdown)

@@ -118,10 +118,12 @@ def test_meta_names_the_log_range_late_events_and_agreement(
         assert isinstance(answer["results"], list) and answer["meta"]["source"] == "raw", path
         assert partitions(answer["meta"]) == expected_partitions(landed, calm, processed=log_end), path
     assert "meta" not in plain(api, settings, "/stats/aggregate", site=calm, **whole_day)
-    refused = api.get(
-        "/api/v1/stats/aggregate", query_string={"site": calm, "meta": "maybe"}, headers=auth(settings)
-    )
-    assert refused.status_code == 400 and refused.get_json()["error"].startswith("meta:")
+    for path, extra in [("/stats/aggregate", {}), ("/stats/realtime", {"breakdown": "path"})]:
+        # the live breakdown's answer carries no meta: junk there is refused all the same
+        refused = api.get(
+            f"/api/v1{path}", query_string={"site": calm, "meta": "maybe", **extra}, headers=auth(settings)
+        )
+        assert refused.status_code == 400 and refused.get_json()["error"].startswith("meta:"), path
 
     # Plausible's v2 query: the same fields inside its own meta, its shape otherwise unchanged.
     add_site(client, calm)  # Plausible's API answers for registered sites
