@@ -34,6 +34,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/integration/test_clickhouse_endpoint.py", KEYWORD, "wrong"): (
         "the wrong password the test presents to that endpoint to see it refused"
     ),
+    ("tests/integration/test_dashboard_bookmark.py", KEYWORD, "a long bookmark password"): (
+        "the password the bookmark test gives the members of its in-process dashboard"
+    ),
     ("tests/unit/test_mcp_answers.py", KEYWORD, "the-operators"): (
         "a made-up operator's key the test shows `tally mcp` over stdio never falls back to"
     ),
