@@ -417,6 +417,7 @@ ROUTES: dict[str, RouteAccess] = {
     # Plausible's Sites API (dashboard/http_api/sites_api.py): the site is `site_id`, in the
     # path, the body or (listing goals and guests) the query; the endpoints check the role there.
     "stats_api.sites_list": key(site="none"),  # a member's key: the sites it may read
+    "stats_api.sites_teams": key(site="none"),  # the installation, Tally's one team
     "stats_api.sites_create": key("operator", "manage", site="none"),
     "stats_api.sites_get": key(site="path"),
     "stats_api.sites_update": key("admin", "manage", site="path"),

@@ -385,6 +385,7 @@ GUEST_MADE = {
     },
 }
 DELETED = _object({"deleted": {"type": "boolean"}})
+TEAM = _object({"id": _string(), "name": _string(), "api_available": {"type": "boolean"}})
 PROPERTY_NAME = _string(
     minLength=1, maxLength=MAX_PROPERTY_KEY, description="a custom event property, without control characters"
 )
@@ -419,6 +420,14 @@ def sites_paths() -> JSON:
                     },
                     ["domain"],
                 ),
+            ),
+        },
+        "/api/v1/sites/teams": {
+            "get": _operation(
+                "Plausible's team list: Tally has no teams, so the installation is the one team every "
+                "key belongs to (its id is fixed; team_id elsewhere is accepted and ignored).",
+                PAGINATION,
+                {"200": _answer("the one team", _listed("teams", TEAM))},
             ),
         },
         "/api/v1/sites/{site_id}": {

@@ -26,6 +26,7 @@ import binascii
 import hashlib
 import hmac
 import threading
+import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -80,7 +81,12 @@ NOT_SITES = {
     "guests": ["GET", "PUT"],
     "shared-links": ["PUT"],
     "custom-props": ["GET", "PUT"],
+    "teams": ["GET"],
 }
+# Tally has no teams: the installation is the one team every key belongs to, so a script written
+# for Plausible that lists the teams first (to pick a team_id) finds it. Its id never changes.
+TEAM_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "tally:installation"))
+TEAM = {"id": TEAM_ID, "name": "Tally", "api_available": True}
 
 T = TypeVar("T")
 
@@ -175,6 +181,11 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         zones = [(domain, zone) for domain, zone in list_timezones(clients()) if access.may_read(domain)]
         rows, meta = paginated(zones, lambda row: row[0], args)
         return jsonify({"sites": [{"domain": d, "timezone": z} for d, z in rows], "meta": meta})
+
+    @api.get("/sites/teams")
+    def sites_teams() -> Response:
+        rows, meta = paginated([TEAM], lambda team: str(team["id"]), query(("after", "before", "limit")))
+        return jsonify({"teams": rows, "meta": meta})
 
     @api.post("/sites")
     @serialised

@@ -66,6 +66,11 @@ class PlausibleSitesClient:
             if after is None:
                 return sites
 
+    def teams(self) -> list[dict]:
+        answer = self.http.get("/api/v1/sites/teams")
+        answer.raise_for_status()
+        return answer.json()["teams"]
+
     def goals(self, site_id: str) -> list[dict]:
         return self.http.get("/api/v1/sites/goals", params={"site_id": site_id}).json()["goals"]
 
@@ -290,6 +295,25 @@ def test_a_site_owners_manage_key_provisions_its_own_site(
     entries = users.audit(connect(dashboard_settings), [tenants.site_a])
     assert any(e.action == "goal_added" and e.email == tenants.owner_a.email for e in entries)
     owner.close()
+
+
+def test_a_script_that_picks_a_team_first_finds_the_installation_and_creates_under_it(
+    tenants: Tenants,
+) -> None:
+    operator = PlausibleSitesClient(tenants.server.url, tenants.operator_key)
+    [team] = operator.teams()
+    assert set(team) == {"id", "name", "api_available"} and team["api_available"] is True
+    viewer = PlausibleSitesClient(tenants.server.url, tenants.viewer_a.read_key)
+    assert viewer.teams() == [team]  # every key belongs to it; the id does not change
+    domain = f"team-{uuid.uuid4().hex[:8]}.example.com"
+    created = operator.http.post("/api/v1/sites", data={"domain": domain, "team_id": team["id"]})
+    assert created.status_code == 200, created.text
+    listed = operator.http.get("/api/v1/sites", params={"team_id": team["id"], "limit": 1000}).json()
+    assert domain in [site["domain"] for site in listed["sites"]]
+    refused = operator.http.put("/api/v1/sites/teams")
+    assert refused.status_code == 405 and refused.headers["Allow"] == "GET, HEAD, OPTIONS"
+    for client in (operator, viewer):
+        client.close()
 
 
 def test_site_added_elsewhere_is_listed_with_its_zone(

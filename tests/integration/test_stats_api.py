@@ -57,6 +57,7 @@ SITES_PATHS = {
     "/api/v1/sites/goals",
     "/api/v1/sites/goals/{goal_id}",
     "/api/v1/sites/shared-links",
+    "/api/v1/sites/teams",
     "/api/v1/sites/custom-props",
     "/api/v1/sites/custom-props/{property}",
     "/api/v1/sites/guests",
