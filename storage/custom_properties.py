@@ -63,7 +63,7 @@ def add_property(client: Client, site: str, name: str) -> bool:
     if name in current:
         return False
     site_caps.CUSTOM_PROPERTIES.check(len(current), InvalidProperty)
-    _write(client, site, name, removed=0)
+    _write(client, site, [name], removed=0)
     return True
 
 
@@ -72,17 +72,18 @@ def remove_property(client: Client, site: str, name: str) -> bool:
     site, name = normalise(site), clean_name(name)
     if name not in list_properties(client, site):
         return False
-    _write(client, site, name, removed=1)
+    _write(client, site, [name], removed=1)
     return True
 
 
 def remove_all(client: Client, site: str) -> int:
     """Empties the site's list (the site is being deleted); how many names it held."""
     names = list_properties(client, site)
-    for name in names:
-        _write(client, normalise(site), name, removed=1)
+    if names:  # one insert for the whole list
+        _write(client, normalise(site), names, removed=1)
     return len(names)
 
 
-def _write(client: Client, site: str, name: str, removed: int) -> None:
-    client.insert(CUSTOM_PROPERTIES, [[site, name, removed]], column_names=["site", "property", "removed"])
+def _write(client: Client, site: str, names: list[str], removed: int) -> None:
+    rows = [[site, name, removed] for name in names]
+    client.insert(CUSTOM_PROPERTIES, rows, column_names=["site", "property", "removed"])
