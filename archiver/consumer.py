@@ -60,6 +60,7 @@ from archiver.rows import (
     parse,
     write_batch,
 )
+from storage import broken_parts
 from storage.client import connect
 from storage.schema import apply_migrations
 from storage.tables import SYNTHETIC_PARTITION
@@ -70,6 +71,8 @@ log = structlog.get_logger()
 T = TypeVar("T")
 
 GROUP_ID = "tally-archiver"
+#: How long the store may refuse one batch before the archiver stops calling itself healthy.
+STUCK_AFTER_S = 300.0
 
 
 @dataclass
@@ -479,16 +482,34 @@ class Archiver:
     async def _with_retry(self, write: Callable[[Client], T]) -> T:
         """Write to the store until it takes it: ClickHouse down or slow, keep the batch, back
         off, retry. A retried insert that had landed after all is dropped by the store as a
-        duplicate block (migration 0019), and its rows are no copies of themselves."""
+        duplicate block (migration 0019), and its rows are no copies of themselves.
+
+        The heartbeat goes on while the store refuses the batch for less than STUCK_AFTER_S: a
+        store restarting or briefly full is no fault of the archiver's. Past that the archiver
+        archives nothing and `tally status` must say so, not call it healthy."""
         delay_s = 0.5
+        failing_since = time.monotonic()
         while True:
             try:
                 return await asyncio.to_thread(write, self.client)
             except Exception as error:
                 log.warning("archive_insert_failed", error=str(error)[:300], retry_in_s=delay_s)
-                heartbeat.beat(self.settings, "archiver")
+                await self._set_aside_broken_part(error)
+                if time.monotonic() - failing_since < STUCK_AFTER_S:
+                    heartbeat.beat(self.settings, "archiver")
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 30.0)
+
+    async def _set_aside_broken_part(self, error: Exception) -> None:
+        """A part of the store that no longer reads back fails every retry of the batch the same
+        way: it is detached and rebuilt (storage/broken_parts.py), and the retry goes on."""
+        broken = broken_parts.named_in(error)
+        if broken is None:
+            return
+        try:
+            await asyncio.to_thread(broken_parts.set_aside, self.client, broken)
+        except Exception as failure:  # the store away again: the next failure tries again
+            log.warning("broken_part_not_set_aside", part=broken.part, error=str(failure)[:300])
 
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
         value = orjson.dumps(

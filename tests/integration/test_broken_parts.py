@@ -1,0 +1,100 @@
+"""A part of the store that no longer reads back (its marks file emptied, as a merge on a full disk
+left one in CI) fails every read of its table. Against the real ClickHouse endpoint: the error
+names the part, the part is detached, the index is rebuilt from the archive, and the archiver's
+next write of the batch lands, with the copies of events archived before still found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError
+
+from archiver.rows import ArchiveRow, archive_row, write_batch
+from storage import broken_parts
+from storage.client import connect
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
+from tests.fixtures.events import make_events
+
+pytestmark = pytest.mark.integration
+
+WINDOW_S = 3600.0
+
+
+def batch(site: str, first_offset: int, count: int) -> list[ArchiveRow]:
+    rows = []
+    for offset, made in enumerate(make_events(site, count), start=first_offset):
+        event = made.model_copy(update={"event_id": uuid4()})
+        rows.append(
+            ArchiveRow(archive_row(event, 0, offset), 0, offset, site, event.event_id, event.received_at)
+        )
+    return rows
+
+
+def copy_of(row: ArchiveRow, offset: int) -> ArchiveRow:
+    """The same event re-sent, found later on the log."""
+    return ArchiveRow(row.line, 0, offset, row.site, row.event_id, row.received_at)
+
+
+def empty_the_marks(client: Client) -> str:
+    """Empty the marks files of `archive_ids`' one active part, as the disk left them; its name."""
+    [(name, path)] = client.query(
+        "SELECT name, path FROM system.parts WHERE database = currentDatabase()"
+        " AND table = 'archive_ids' AND active"
+    ).result_rows
+    marks = [file for file in Path(path).iterdir() if ".cmrk" in file.name or ".mrk" in file.name]
+    assert marks, list(Path(path).iterdir())
+    for file in marks:
+        file.write_bytes(b"")
+    client.command("SYSTEM DROP MARK CACHE")
+    return str(name)
+
+
+def test_an_unreadable_index_part_is_set_aside_and_rebuilt(
+    clickhouse_endpoint: Endpoint, tmp_path: Path
+) -> None:
+    settings = own_database_settings(tmp_path, clickhouse_endpoint, "broken_parts")
+    client = connect(settings)
+    site = f"broken-{uuid4().hex[:8]}.example.com"
+    archived = batch(site, 0, 40)
+    write_batch(client, archived, [], WINDOW_S)
+    part = empty_the_marks(client)
+
+    later = [*batch(site, 40, 10), copy_of(archived[3], 50)]
+    with pytest.raises(DatabaseError) as refused:
+        write_batch(client, later, [], WINDOW_S)
+    broken = broken_parts.named_in(refused.value)
+    assert broken is not None and broken.part == part, str(refused.value)[:500]
+
+    assert broken_parts.set_aside(client, broken) == f"{settings.clickhouse_database}.archive_ids"
+    detached = client.query(
+        "SELECT count() FROM system.detached_parts WHERE database = currentDatabase()"
+        " AND table = 'archive_ids' AND name = {part:String}",
+        parameters={"part": part},
+    ).result_rows[0][0]
+    assert detached == 1
+    # Once set aside it is no active part any more: a second caller finds nothing to do.
+    assert broken_parts.set_aside(client, broken) is None
+
+    copies = write_batch(client, later, [], WINDOW_S)
+    assert [(copy.row.offset, copy.first.offset) for copy in copies] == [(50, 3)]  # the index knew it again
+    count, unique = client.query(
+        "SELECT count(), uniqExact(event_id) FROM events WHERE site = {site:String}",
+        parameters={"site": site},
+    ).result_rows[0]
+    assert count == unique == 50
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Code: 241. DB::Exception: Memory limit exceeded (while reading from part /x/store/b48/"
+        "b48a6155-5370-41bc-8792-56eea88cb2e3/all_1_40_12/)",
+        "Code: 246. DB::Exception: Empty marks file, no part path here",
+        "Code: 243. DB::Exception: Cannot reserve 1.00 MiB, not enough space",
+    ],
+)
+def test_errors_that_name_no_broken_part_set_nothing_aside(message: str) -> None:
+    assert broken_parts.named_in(RuntimeError(message)) is None
