@@ -7,6 +7,7 @@ each other's way by using their own site names.
 pytest_plugins = [
     "tests.lanes",
     "tests.folder_timings",
+    "tests.workers",
     "tests.fixtures.kafka",
     "tests.fixtures.clickhouse",
     "tests.fixtures.spark",
