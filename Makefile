@@ -20,7 +20,7 @@ run: install
 # it in one process.
 TEST_WORKERS ?= 2
 test: install
-	$(BIN)/pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) $(PYTEST_ARGS)
+	$(BIN)/pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The inner loop (a few minutes): lint, then the unit tests and the tests that need only the
 # ClickHouse endpoint and take under about 2 s each (tests/lanes.py picks them).

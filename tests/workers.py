@@ -1,4 +1,4 @@
-"""How `make test` shares the suite between two workers (pytest-xdist: `-n 2 --dist loadgroup
+"""How `make test` shares the suite between two workers (pytest-xdist: `-n 2 --dist loadfile
 --no-loadscope-reorder`, see the Makefile).
 
 A unit of work runs whole on one worker, so its module and package fixtures are set up once:
@@ -6,11 +6,15 @@ A unit of work runs whole on one worker, so its module and package fixtures are 
   cluster; tests/fault: the local stack) are one unit, run one after the other: two such stacks
   at once on 2 cores would eat each other's recovery time;
 - tests/browser is one unit (one Chromium, one dashboard on the real services);
-- every other test file is a unit of its own.
+- every other test file is a unit of its own, as `--dist loadfile` has it.
 
-Units are handed out in collection order (no reordering by size), and the stacks' unit, the
-longest (about 20 minutes), comes first: the other worker runs the browser tests and then
-takes the short units one by one, so both finish near the same time.
+The units are decided here, by the scheduler (`pytest_xdist_make_scheduler`), from node ids:
+xdist's own `xdist_group` marks travel as a suffix of the node id, which pytest 9.2's
+structured ids no longer take (pytest-xdist#1386: the marks are silently ignored).
+
+Units are handed out in collection order (`--no-loadscope-reorder`: not by size), and the
+stacks' unit, the longest (about 20 minutes), is collected first: the other worker runs the
+browser tests and then takes the short units one by one, so both finish near the same time.
 
 Each worker starts the session's services for itself (its own Kafka broker, ClickHouse
 endpoint and Spark session, on free ports, under its own temporary folder).
@@ -36,15 +40,27 @@ def unit_of(nodeid: str) -> str:
     return WHOLE_FOLDERS.get(folder, nodeid.split("::", 1)[0])
 
 
-def shared_by_group(config: pytest.Config) -> bool:
-    return config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadgroup"
+def in_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own scheduling for every other --dist
+    from xdist.scheduler import LoadFileScheduling
+
+    class Units(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return Units(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not shared_by_group(config):
+    if not in_worker(config):
         return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(unit_of(item.nodeid)))
     # The stacks' unit first; otherwise collection order (a stable sort keeps each folder's own
-    # order, such as tests/fault's `tally down` test after the rest of tests/fault).
+    # order, such as tests/fault's `tally down` test after the rest of tests/fault). Every worker
+    # sorts alike, so their collections stay equal, as xdist requires.
     items.sort(key=lambda item: unit_of(item.nodeid) != STACKS)
