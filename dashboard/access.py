@@ -123,6 +123,8 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.funnel.edit_saved_funnels": ADMIN,
     "dashboard.exclusions_panel.listed": ADMIN,
     "dashboard.exclusions_panel.edit": ADMIN,
+    "dashboard.custom_props_panel.listed": ADMIN,
+    "dashboard.custom_props_panel.edit": ADMIN,
     "dashboard.annotations_panel.listed": ADMIN,
     "dashboard.annotations_panel.edit": ADMIN,
     "dashboard.segments.listed": ADMIN,

@@ -21,6 +21,7 @@ from dashboard.annotations_panel import register_annotations_panel
 from dashboard.auth import install_login
 from dashboard.bookmark import register_bookmark, requested_site
 from dashboard.client_address import install_client_address
+from dashboard.custom_props_panel import register_custom_props_panel
 from dashboard.exclusions_panel import register_exclusions_panel
 from dashboard.explore import register_explore
 from dashboard.funnel import register_funnel, register_funnel_saving
@@ -89,6 +90,7 @@ def build_app(
     register_goal_editing(app, clients)
     register_funnel_saving(app, clients)
     register_exclusions_panel(app, clients)
+    register_custom_props_panel(app, clients)
     register_annotations_panel(app, settings, clients)
     register_segment_editing(app, clients)
     register_timezone_panel(app, clients)

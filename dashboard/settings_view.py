@@ -27,6 +27,7 @@ from dashboard.accounts import current_user, team_panel
 from dashboard.alerts_panel import alerts_panel
 from dashboard.annotations_panel import annotations_panel
 from dashboard.components import find, panel_children
+from dashboard.custom_props_panel import custom_props_panel
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.goals_panel import goals_settings_panel
 from dashboard.segments import segments_panel
@@ -63,6 +64,7 @@ def settings_panels() -> list[html.Section]:
     return [
         timezone_panel(),
         goals_settings_panel(),
+        custom_props_panel(),
         segments_panel(),
         annotations_panel(),
         exclusions_panel(),
