@@ -20,11 +20,8 @@ def props() -> None:
 def props_list(stack: Stack, site: str) -> None:
     """SITE's custom properties, one a line (nothing when the report offers every property)."""
     from storage import custom_properties as store
-    from storage.sites import list_sites, normalise
 
-    if normalise(site) not in list_sites(stack.client):
-        raise store.InvalidProperty(f"site: {normalise(site)} is not registered")
-    for name in store.list_properties(stack.client, site):
+    for name in store.list_properties(stack.client, store.registered_site(stack.client, site)):
         click.echo(name)
 
 
