@@ -18,11 +18,19 @@ browser tests and then takes the short units one by one, so both finish near the
 
 Each worker starts the session's services for itself (its own Kafka broker, ClickHouse
 endpoint and Spark session, on free ports, under its own temporary folder).
+
+Every test needs a node id of its own: xdist hands tests out by node id, so tests sharing one
+ran only once (schemathesis 4 names its 58 items `test_…[GET /api/…]` but, on pytest 9.2, gives
+them all the function's id: 57 tests silently never ran). `unique_node_ids` puts the item's
+own name into such ids, and refuses a collection where two tests still share one.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
+from _pytest.nodeid import NodeId
 
 from tests.folder_timings import folder_of
 
@@ -57,7 +65,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return Units(config, log)
 
 
+def unique_node_ids(items: list[pytest.Item]) -> None:
+    """Give each test that shares its node id with another the id its name says (the
+    parametrised name, `test_x[GET /api/v1/stats]`); refuse any id still shared."""
+    shared = {nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1}
+    for item in items:
+        if item.nodeid in shared and item.name != item.nodeid.rsplit("::", 1)[-1]:
+            # pytest 9.2 derives the id from the function and its callspec; a plugin's own item
+            # (schemathesis) has no callspec, only its name. `_id` is where the id is kept.
+            item._id = NodeId.parse(f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")  # type: ignore[attr-defined]
+    still = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
+    if still:
+        raise pytest.UsageError(f"tests share a node id, so a worker would run only one of them: {still[:5]}")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unique_node_ids(items)
     if not in_worker(config):
         return
     # The stacks' unit first; otherwise collection order (a stable sort keeps each folder's own
