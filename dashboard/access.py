@@ -12,8 +12,8 @@ and declares
 A callback missing from the table is the operator's alone (fail closed): a new panel is refused
 to team members and shared links until it is declared here, and tests/security/
 test_access_declared.py fails until it is. A clientside callback (dashboard/bookmark.py: the site
-picker and the address bar) runs in the page and never on the server: it needs no declaration,
-and a request naming it answers 400.
+picker and the address bar; dashboard/view_tabs.py: which tab's section shows) runs in the page
+and never on the server: it needs no declaration, and a request naming it answers 400.
 
 Before any guard, every callback request is checked for its shape against the callback's
 definition (`body_problem`), for the operator too: a malformed body answers 400, never a 500
@@ -83,7 +83,6 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.overview.countries": overview(),
     "dashboard.overview.live_visitors": overview(),
     "dashboard.overview.live_numbers": overview(),
-    "dashboard.overview.show_tab": overview(None),
     "dashboard.overview.rate_limits": OPERATOR,  # every site's collector limits
     "dashboard.goals_panel.goals": overview(),
     "dashboard.goals_panel.property_keys": overview(),
@@ -92,7 +91,6 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.segments.segment_options": overview(),
     "dashboard.segments.apply_segment": overview(None),  # the segment's filters: of the listed site
     "dashboard.segments.follow_segment": overview(None),
-    "dashboard.realtime_view.show_tab": overview(None),
     "dashboard.realtime_view.realtime": overview(),
     "dashboard.provenance.show": overview(),
     # The Settings tab, offered for a site the caller administers (on a shared page: never).
@@ -104,7 +102,6 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.explore.download_csv": OPERATOR,
     # The Funnel tab: members, not shared links.
     "dashboard.funnel.show_funnel": reader(),
-    "dashboard.funnel.show_tab": reader(None),
     "dashboard.funnel.saved_funnels": reader(),
     "dashboard.funnel.load_saved": reader(),
     # A site's settings (the Settings view, dashboard/settings_view.py): admins and owners.
@@ -152,7 +149,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
 
 
 def runs_in_browser(app: Dash, output: str) -> bool:
-    """A clientside callback (dashboard/bookmark.py): the page runs it, the server never does."""
+    """A clientside callback (dashboard/bookmark.py, view_tabs.py): the page runs it, not the server."""
     return "callback" not in app.callback_map[output]
 
 

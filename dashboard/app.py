@@ -42,6 +42,7 @@ from dashboard.sharing import install_sharing, layout_for_viewer
 from dashboard.site_settings_panel import register_site_settings
 from dashboard.store import ClientFactory, thread_local_clients
 from dashboard.timezone_panel import register_timezone_panel, with_zone_names
+from dashboard.view_tabs import register_view_tabs
 from dashboard.whatif_panel import register_whatif_panel
 from tally import structured_logging
 from tally.clock import utc_now
@@ -77,6 +78,7 @@ def build_app(
     )
     register_overview(app, settings, clients, clock)
     register_bookmark(app)
+    register_view_tabs(app)
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
     register_realtime(app, clients, clock)

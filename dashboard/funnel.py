@@ -203,10 +203,6 @@ def register_funnel(app: Dash, settings: Settings, clients: ClientFactory) -> No
         report = queries.funnel(clients(), q, parse_steps(text), source=source)
         return funnel_chart(report.steps)
 
-    @app.callback(Output("funnel-section", "style"), Input("tabs", "value"))
-    def show_tab(tab: str) -> dict:
-        return {"display": "block"} if tab == FUNNEL_TAB else {"display": "none"}
-
     @app.callback(Output("funnel-saved", "options"), Input("site", "value"), Input("funnels-version", "data"))
     def saved_funnels(site: str | None, _: int) -> list[dict[str, str]]:
         if not site:

@@ -20,7 +20,6 @@ from dashboard.goals_panel import register_goals
 from dashboard.periods import Period
 from dashboard.sharing import shared_link, visible_sites
 from dashboard.store import ClientFactory
-from dashboard.view_tabs import EXPLORE_TAB, OVERVIEW_TAB, SETTINGS_SECTION, SETTINGS_TAB
 from storage import annotations, queries
 from storage.definitions import CurrentDefinitions
 from storage.queries import Source, StatsQuery, questions
@@ -332,17 +331,6 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     def rate_limits(_: int | None) -> Any:
         status = rate_limit_status(clients(), clock(), settings.rate_window_s)
         return components.rate_limit_panel(status, settings.rate_limit, settings.rate_window_s)
-
-    @app.callback(
-        Output("overview-section", "style"),
-        Output("explore-section", "style"),
-        Output(SETTINGS_SECTION, "style"),
-        Input("tabs", "value"),
-    )
-    def show_tab(tab: str) -> tuple[dict, dict, dict]:
-        # Other tabs (the Funnel, Realtime) show and hide their own sections.
-        hidden, shown = {"display": "none"}, {"display": "block"}
-        return tuple(shown if tab == view else hidden for view in (OVERVIEW_TAB, EXPLORE_TAB, SETTINGS_TAB))  # type: ignore[return-value]
 
 
 def picked_day(text: str | None) -> date | None:

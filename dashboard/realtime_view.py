@@ -36,10 +36,6 @@ def realtime_section() -> html.Section:
 
 
 def register_realtime(app: Dash, clients: ClientFactory, clock: Any) -> None:
-    @app.callback(Output("realtime-section", "style"), Input("tabs", "value"))
-    def show_tab(tab: str) -> dict:
-        return {"display": "block"} if tab == REALTIME_TAB else {"display": "none"}
-
     @app.callback(
         Output("realtime-totals", "children"),
         *(Output(f"realtime-{name}", "children") for name in REALTIME_BREAKDOWNS),

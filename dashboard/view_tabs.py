@@ -1,7 +1,15 @@
 """The dashboard's view tabs (layout's `tabs` radio items): the callbacks that show a tab's
-content, or compute only while it is shown (Explore, Funnel, Realtime), compare against these."""
+content, or compute only while it is shown (Explore, Funnel, Realtime), compare against these.
+
+Which section is shown is decided in the page (`register_view_tabs`): a tab opens at once, even
+while the server is busy with the numbers' callbacks, and costs the server no request.
+"""
 
 from __future__ import annotations
+
+import json
+
+from dash import Dash, Input, Output
 
 OVERVIEW_TAB = "overview"
 EXPLORE_TAB = "explore"
@@ -11,3 +19,26 @@ SETTINGS_TAB = "settings"  # the site's settings (dashboard/settings_view.py)
 # The Settings view's section and the panels' container in it (dashboard/settings_view.py).
 SETTINGS_SECTION = "settings-section"
 SETTINGS_PANELS = "settings-panels"
+
+#: Each tab's section in the layout: the picked tab's is shown, every other one hidden.
+SECTIONS = {
+    OVERVIEW_TAB: "overview-section",
+    EXPLORE_TAB: "explore-section",
+    FUNNEL_TAB: "funnel-section",
+    REALTIME_TAB: "realtime-section",
+    SETTINGS_TAB: SETTINGS_SECTION,
+}
+
+SHOW_TAB = """function (tab) {
+    return %s.map((view) => ({display: view === tab ? "block" : "none"}));
+}"""
+
+
+def register_view_tabs(app: Dash) -> None:
+    """Show the picked tab's section and hide the others, in the browser (a shared link's page
+    has placeholders for the sections it cuts, so every output exists on every page)."""
+    app.clientside_callback(
+        SHOW_TAB % json.dumps(list(SECTIONS)),
+        *(Output(section, "style") for section in SECTIONS.values()),
+        Input("tabs", "value"),
+    )
