@@ -9,7 +9,8 @@ Settings view, `tally annotations`); every reader of the site sees them.
 The automatic ones are read, when a range is listed, from what Tally already records, never
 copied here: a definitions version applied (storage/definitions.py's switches: goals,
 exclusions, channel rules, the session gap; the changes that concern this site or every site),
-an imported file (storage/imports.py, when it was imported) and an alert fired
+an imported file (storage/imports.py: on its first and last day, where the imported history
+begins and ends; a file imported again is one record, so one marker) and an alert fired
 (storage/alert_rules.py's `alerts`). They have ids of their own (`definitions-…`, `import-…`,
 `alert-…`) and cannot be removed: they are the record of what happened.
 """
@@ -188,7 +189,7 @@ def list_annotations(
     found = [note for note in list_notes(client, site, timezone) if start <= note.at < end]
     if automatic:
         found += definitions_applied(client, site, start, end)
-        found += imports_made(client, site, start, end)
+        found += imports_made(client, site, start, end, timezone)
         found += alerts_fired(client, site, start, end)
     return sorted(found, key=lambda note: (note.at, note.id))
 
@@ -245,17 +246,29 @@ def definitions_applied(client: Client, site: str, start: datetime, end: datetim
     return found
 
 
-def imports_made(client: Client, site: str, start: datetime, end: datetime) -> list[Annotation]:
-    """Each file imported into `site`'s history in the range, when it was imported."""
-    return [
-        Annotation(
-            f"import-{record.import_id}", site, _utc(at), None,
-            f"Imported {record.file_name} ({record.origin}, {record.first_day} to {record.last_day}, "
-            f"{record.row_count} rows)"[:MAX_TEXT],
-            "tally", "import",
-        )
-        for record, at in imports.imported_between(client, site, start, end, MAX_AUTOMATIC)
-    ]  # fmt: skip
+def imports_made(
+    client: Client, site: str, start: datetime, end: datetime, timezone: str | None = None
+) -> list[Annotation]:
+    """Each file imported into `site`'s history, on the dates it covers: its first day, and its
+    last day when that is another (on a chart, where the imported history begins and ends).
+    Read from the import's record, so importing the same file again adds none."""
+    tz = timezone or site_timezone(client, site)
+    first, last = start.astimezone(zone(tz)).date(), end.astimezone(zone(tz)).date()
+    found = []
+    for record in imports.imported_days_between(client, site, first, last, MAX_AUTOMATIC):
+        what = f"Imported {record.file_name} ({record.origin}, {record.first_day} to {record.last_day}, "
+        what += f"{record.row_count} rows)"
+        ends = [(record.first_day, f"import-{record.import_id}", what)]
+        if record.last_day != record.first_day:
+            ends = [
+                (record.first_day, f"import-{record.import_id}", f"{what}: its first day"),
+                (record.last_day, f"import-{record.import_id}-last", f"{what}: its last day"),
+            ]
+        for day, annotation_id, text in ends:
+            at = _midnight(day, tz)
+            if start <= at < end:
+                found.append(Annotation(annotation_id, site, at, day, text[:MAX_TEXT], "tally", "import"))
+    return found
 
 
 def alerts_fired(client: Client, site: str, start: datetime, end: datetime) -> list[Annotation]:

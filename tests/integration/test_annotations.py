@@ -1,13 +1,14 @@
 """Annotations (issue 35) through the API, the CLI and the store, on the real dashboard app and
 the real ClickHouse engine: a note added, listed in its range, removed; a deploy from a CI
-pipeline; Tally's own for a goal changed, a file imported and an alert fired; the email report
+pipeline; Tally's own for a goal changed, a file imported (on the days it covers, once however
+often it is imported) and an alert fired; the email report
 listing them; and each refusal as a caller sees it (a viewer's key, a read-only key, another
 site's key, a bad date, an empty or too long text), in one line from the CLI."""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from flask.testing import FlaskClient
@@ -139,7 +140,10 @@ def test_tallys_own_annotations_a_goal_change_an_import_an_alert_for_their_site_
     mine = annotations.list_annotations(client, site, before, after)
     automatic = {a.kind: a.text for a in mine if a.automatic}
     assert f"goals on {site}: +Signup" in automatic["definitions"], automatic
-    assert automatic["import"].startswith("Imported imported_visitors_20261001_20261001.csv (plausible")
+    assert "import" not in automatic  # marked on the day it covers, not when it was imported
+    october = annotations.list_annotations(client, site, *annotations.day_range(date(2026, 10, 1), "UTC"))
+    assert [a.text for a in october] == ["Imported imported_visitors_20261001_20261001.csv (plausible, "
+                                         "2026-10-01 to 2026-10-01, 1 rows)"]  # fmt: skip
     assert automatic["alert"] == "Alert: page views 120 above 100 in 5 minutes"
     assert annotations.list_annotations(client, other_site, before, after) == []
 
@@ -167,3 +171,35 @@ def test_the_cli_adds_lists_and_removes_and_refuses_in_one_line(dashboard_settin
     assert run_tally(env, "annotations", "remove", site, note_id).returncode == 0
     assert "not registered" in one_line_error(run_tally(env, "annotations", "add", "nope.example.com", "x"))
     assert "--date" in one_line_error(run_tally(env, "annotations", "add", site, "x", "--date", "1 April"))
+
+
+def test_an_import_is_marked_where_its_history_begins_and_ends_once_however_often_it_lands(
+    dashboard_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    site = "imported.annotations.example.com"
+    client = connect(dashboard_settings)
+    add_site(client, site)
+    folder = tmp_path_factory.mktemp("annotated-imports")
+    header = "date,visitors,pageviews,bounces,visits,visit_duration\n"
+    week = folder / "imported_visitors_20260905_20260911.csv"
+    week.write_text(f"{header}2026-09-05,10,30,4,12,600\n2026-09-11,8,20,3,9,400\n")
+    day = folder / "imported_visitors_20261001_20261001.csv"
+    day.write_text(f"{header}2026-10-01,10,30,4,12,600\n")
+    env = os.environ | dashboard_settings.environment()
+    for path in (week, day, week):  # the week again: the same file, already imported
+        landed = run_tally(env, "import", site, str(path), "--from", "plausible", timeout=120)
+        assert landed.returncode == 0, landed.stderr
+
+    listed = run_tally(env, "annotations", "list", site, "--from", "2026-09-01", "--to", "2026-10-31")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("\t")[1:] for line in listed.stdout.splitlines()]
+    about = "(plausible, 2026-09-05 to 2026-09-11, 2 rows)"
+    one_day = "(plausible, 2026-10-01 to 2026-10-01, 1 rows)"
+    assert rows == [
+        ["2026-09-05", "import", "tally", f"Imported {week.name} {about}: its first day"],
+        ["2026-09-11", "import", "tally", f"Imported {week.name} {about}: its last day"],
+        ["2026-10-01", "import", "tally", f"Imported {day.name} {one_day}"],
+    ]
+    # A range holding only the week's last day shows that end alone.
+    inside = annotations.list_annotations(client, site, *annotations.day_range(date(2026, 9, 11), "UTC"))
+    assert [(a.day, a.id.endswith("-last")) for a in inside] == [(date(2026, 9, 11), True)]
