@@ -203,3 +203,64 @@ def test_an_import_is_marked_where_its_history_begins_and_ends_once_however_ofte
     # A range holding only the week's last day shows that end alone.
     inside = annotations.list_annotations(client, site, *annotations.day_range(date(2026, 9, 11), "UTC"))
     assert [(a.day, a.id.endswith("-last")) for a in inside] == [(date(2026, 9, 11), True)]
+
+
+def test_a_site_keeps_500_notes_the_next_is_refused_from_the_api_and_the_cli(
+    api: FlaskClient,  # noqa: F811
+    team: Team,  # noqa: F811
+    dashboard_settings: Settings,
+) -> None:
+    client = connect(dashboard_settings)
+    full = annotations.MAX_NOTES
+    client.insert(  # 499 notes, as the store writes them
+        annotations.TABLE,
+        [[team.site, f"filled{n:06d}", 1, date(2026, 1, 1), datetime(2026, 1, 1, tzinfo=UTC), f"note {n}",
+          "owner@example.com", "note", 0] for n in range(full - 1)],
+        column_names=["site", "id", "whole_day", "day", "at", "text", "author", "kind", "removed"],
+    )  # fmt: skip
+    url, admin = f"/api/v1/annotations?site={team.site}", team.manage["admin"]
+    last = api.post(url, json={"date": "2026-03-10", "text": "the 500th"}, headers=admin)
+    assert last.status_code == 201, last.get_json()
+    over = api.post(url, json={"date": "2026-03-11", "text": "one too many"}, headers=admin)
+    refused(over, 400, "site")
+    assert over.get_json()["error"] == (
+        f"site: {team.site} has {full} notes already, the most a site keeps; remove one first"
+    )
+    env = os.environ | dashboard_settings.environment()
+    line = one_line_error(run_tally(env, "annotations", "add", team.site, "again", "--date", "2026-03-12"))
+    assert f"{full} notes already" in line, line
+    assert len(annotations.list_notes(client, team.site)) == full
+    # Removing one makes room again.
+    removed = api.delete(f"/api/v1/annotations/filled000000?site={team.site}", headers=admin)
+    assert removed.status_code == 200, removed.get_json()
+    again = api.post(url, json={"date": "2026-03-11", "text": "one too many, now fits"}, headers=admin)
+    assert again.status_code == 201, again.get_json()
+
+
+def test_a_site_shows_its_500_newest_automatic_annotations_the_oldest_dropped(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
+) -> None:
+    # A database of its own: every definitions switch of a shared one would count for this site.
+    settings = own_database_settings(tmp_path_factory.mktemp("annotations-cap"), clickhouse_endpoint, "cap")
+    client = connect(settings)
+    site = "cap.annotations.example.com"
+    add_site(client, site)
+    first = datetime.now(UTC).replace(microsecond=0) - timedelta(days=2)
+    fired = [
+        [f"alert-cap-{n:04d}", "rule-1", site, "pageviews_above", first + timedelta(minutes=n), 120.0, 100.0,
+         first + timedelta(minutes=n), f"alert number {n}", "fired", 0, "", 0]
+        for n in range(annotations.MAX_AUTOMATIC + 1)
+    ]  # fmt: skip
+    client.insert("alerts", fired, column_names=[*alert_rules.ALERT_COLUMNS, "stage"])
+
+    env = os.environ | settings.environment()
+    listed = run_tally(env, "annotations", "list", site, timeout=120)  # the last 30 days
+    assert listed.returncode == 0, listed.stderr
+    texts = [line.split("\t")[4] for line in listed.stdout.splitlines()]
+    assert len(texts) == annotations.MAX_AUTOMATIC
+    newest = annotations.MAX_AUTOMATIC
+    assert (texts[0], texts[-1]) == ("Alert: alert number 1", f"Alert: alert number {newest}")
+    # The dropped one is in no range any more; a note is never dropped for Tally's own.
+    annotations.add(client, site, first, "our own note", "owner@example.com")
+    oldest = annotations.list_annotations(client, site, first, first + timedelta(minutes=1))
+    assert [note.text for note in oldest] == ["our own note"]
