@@ -203,6 +203,11 @@ def test_an_import_is_marked_where_its_history_begins_and_ends_once_however_ofte
     # A range holding only the week's last day shows that end alone.
     inside = annotations.list_annotations(client, site, *annotations.day_range(date(2026, 9, 11), "UTC"))
     assert [(a.day, a.id.endswith("-last")) for a in inside] == [(date(2026, 9, 11), True)]
+    # An import taken out of the history takes its markers with it.
+    taken = run_tally(env, "import", site, "--remove", week.name)
+    assert taken.returncode == 0, taken.stderr
+    after = run_tally(env, "annotations", "list", site, "--from", "2026-09-01", "--to", "2026-10-31")
+    assert [line.split("\t")[1] for line in after.stdout.splitlines()] == ["2026-10-01"]
 
 
 def test_a_site_keeps_500_notes_the_next_is_refused_from_the_api_and_the_cli(
