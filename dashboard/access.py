@@ -78,6 +78,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.overview.show_filters": overview(None),
     "dashboard.overview.top_metrics": overview(),
     "dashboard.overview.main_chart": overview(),
+    "dashboard.settings_view.chart_click_hint": overview(),  # empty but for the site's admins
     "dashboard.overview.chart_with_new_annotations": overview(),
     "dashboard.overview.breakdown": overview(),
     "dashboard.overview.countries": overview(),
@@ -124,6 +125,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.custom_props_panel.edit": ADMIN,
     "dashboard.annotations_panel.listed": ADMIN,
     "dashboard.annotations_panel.edit": ADMIN,
+    "dashboard.settings_view.note_on_clicked_day": ADMIN,
     "dashboard.segments.listed": ADMIN,
     "dashboard.segments.edit": ADMIN,
     "dashboard.timezone_panel.shown": ADMIN,

@@ -3,13 +3,14 @@
 `/api/v1/annotations`. The Overview's "Over time" chart draws every annotation of its period,
 Tally's own included, for everyone who reads the site (dashboard/figures.py); this section is the
 admins' (dashboard/access.py; cut from a viewer's page by dashboard/accounts.py, refused to
-shared links by dashboard/sharing.py)."""
+shared links by dashboard/sharing.py). A click on a point of the "Over time" chart opens it with
+that date filled in (dashboard/settings_view.py `note_on_clicked_day`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 from flask import request
 
@@ -30,8 +31,9 @@ def annotations_panel() -> html.Section:
         "Annotations",
         [
             html.P(
-                "Notes on the Overview's chart: a release, a campaign, an outage. Everyone who reads "
-                "the site sees them; Tally adds its own (definitions changed, imports, alerts).",
+                "Notes on the Overview's charts: a release, a campaign, an outage (or click a point of "
+                "the Over time chart). Everyone who reads the site sees them; Tally adds its own "
+                "(definitions changed, imports, alerts).",
                 className="hint",
             ),
             html.Div(
@@ -49,6 +51,7 @@ def annotations_panel() -> html.Section:
                 className="share-form",
             ),
             html.Div(id="annotation-status", role="status"),
+            dcc.Store(id="annotation-in-view"),  # assets/annotations.js: the form scrolled to
             html.Div(id="annotations-list"),
         ],
         id="annotations-panel",
@@ -56,6 +59,13 @@ def annotations_panel() -> html.Section:
 
 
 def register_annotations_panel(app: Dash, settings: Settings, clients: ClientFactory) -> None:
+    app.clientside_callback(
+        ClientsideFunction(namespace="tally", function_name="annotationFormInView"),
+        Output("annotation-in-view", "data"),
+        Input("annotation-status", "children"),
+        prevent_initial_call=True,
+    )
+
     @app.callback(
         Output("annotations-list", "children"),
         Input("site", "value"),

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from dashboard.countries import alpha3, country_name
 from storage.annotations import Annotation
-from storage.calendar import zone
+from storage.calendar import UTC_NAME, zone
 from storage.queries import BreakdownRow, Point
 
 ACCENT = "#4f46e5"
@@ -106,15 +106,16 @@ def timeseries(
     figure = _base_layout(figure, 280)
     figure.update_xaxes(tickformat=TIME_FORMATS.get(interval))
     _whole_number_ticks(figure, [getattr(p, metric) for p in [*current, *previous]])
-    _mark(figure, notes, tz)
+    mark_annotations(figure, notes, tz)
     return figure
 
 
-def _mark(figure: go.Figure, notes: Sequence[Annotation], tz: ZoneInfo) -> None:
-    """Each annotation as a dotted vertical line across the chart with a marker at its top whose
-    hover label is the annotation (Tally's own in grey). Layout shapes and annotations, not
-    traces: the chart's traces stay the compared and the period's lines. Plotly reads labels as
-    a subset of HTML, so the text is escaped: a note shows as it was written, never as markup."""
+def mark_annotations(figure: go.Figure, notes: Sequence[Annotation], tz: ZoneInfo) -> None:
+    """Each annotation as a dotted vertical line across a time chart with a marker at its top whose
+    hover label is the annotation (Tally's own in grey); every time chart that spans annotations
+    (the "Over time" chart, the live per-minute bars) draws them with this. Layout shapes and
+    annotations, not traces: the chart's traces stay its data. Plotly reads labels as a subset of
+    HTML, so the text is escaped: a note shows as it was written, never as markup."""
     for note in notes:
         x = note.at.astimezone(tz).replace(tzinfo=None)
         color = PREVIOUS if note.automatic else NOTE
@@ -145,7 +146,9 @@ def _wrapped(text: str, width: int) -> list[str]:
     return lines
 
 
-def per_minute(points: list[Point]) -> go.Figure:
+def per_minute(points: list[Point], notes: Sequence[Annotation] = ()) -> go.Figure:
+    """Page views per minute as bars (the Overview's live chart, in UTC), with the annotations of
+    its hour marked as on the "Over time" chart."""
     if not any(point.pageviews for point in points):
         return message("No page views in the last hour.", 160)
     figure = go.Figure(
@@ -161,6 +164,7 @@ def per_minute(points: list[Point]) -> go.Figure:
     figure.update_layout(margin={"l": 36, "r": 8, "t": 8, "b": 28}, bargap=0.15)
     figure.update_xaxes(tickformat="%H:%M")
     _whole_number_ticks(figure, [point.pageviews for point in points])
+    mark_annotations(figure, notes, zone(UTC_NAME))
     return figure
 
 

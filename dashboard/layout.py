@@ -189,6 +189,8 @@ def _overview(topojson_url: str) -> html.Section:
                         className="panel-heading",
                     ),
                     loading(graph("main-chart", 280, className="chart")),
+                    # Filled for an admin of the site (dashboard/settings_view.py): a click adds a note.
+                    html.Div(id="chart-annotate-hint", className="hint"),
                     # Bumped by the Settings view's Annotations section: the chart redraws its markers.
                     dcc.Store(id="annotations-version", data=0),
                 ],

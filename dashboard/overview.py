@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
+from clickhouse_connect.driver.client import Client
 from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 from dash.exceptions import PreventUpdate
 
@@ -78,6 +79,15 @@ def first_sites(clients: ClientFactory, wanted: str | None = None) -> tuple[list
         return site_choice(clients, wanted)
 
     return sites_on_load()
+
+
+def chart_notes(client: Client, site: str, start: datetime, end: datetime) -> list[annotations.Annotation]:
+    """The annotations a time chart of [start, end) marks (figures.mark_annotations); on a shared
+    link's public page, the notes without who wrote them."""
+    notes = annotations.list_annotations(client, site, start, end)
+    if shared_link() is not None:
+        notes = [replace(note, author="") for note in notes]
+    return notes
 
 
 def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clock: Clock) -> None:
@@ -245,9 +255,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             client, stats_query(site, period, filters, previous=True), period.interval, source=source
         )
         label = "Visitors" if metric == "visitors" else "Page views"
-        notes = annotations.list_annotations(client, site or "", period.start, period.end)
-        if shared_link() is not None:  # a public page: the notes, not who wrote them
-            notes = [replace(note, author="") for note in notes]
+        notes = chart_notes(client, site or "", period.start, period.end)
         return figures.timeseries(
             current, previous, metric, label, period.interval, period.timezone, compared_name(period), notes
         )
@@ -324,7 +332,8 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         client = clients()
         end = clock().replace(second=0, microsecond=0) + timedelta(minutes=1)
         points = queries.pageviews_per_minute(client, site, end - LIVE_CHART, end, source)
-        return f"{queries.total_pageviews(client, site):,}", figures.per_minute(points)
+        notes = chart_notes(client, site, end - LIVE_CHART, end)
+        return f"{queries.total_pageviews(client, site):,}", figures.per_minute(points, notes)
 
     @app.callback(Output("rate-limits", "children"), Input("clock", "n_intervals"))
     @friendly(lambda message: notice(message, "error"))

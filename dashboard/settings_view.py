@@ -14,19 +14,25 @@ the operator and for a member who administers some site, and cuts it for everyon
 link's none either). The Settings tab is offered only for a site the signed-in person
 administers (`settings_tab_for_site`, run when the site changes): an admin of A and viewer of B
 sees it for A and not for B. The guards, not the tab, are what refuse a settings change.
+
+A click on a point of the Overview's "Over time" chart opens this view at the Annotations
+section with the point's date filled in, for an admin (`note_on_clicked_day`); a viewer's page
+has no hint under the chart and nothing happens on a click.
 """
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from dash import Dash, Input, Output, State, html, no_update
+from dash.exceptions import PreventUpdate
 from flask import g
 
 from dashboard.accounts import current_user, team_panel
 from dashboard.alerts_panel import alerts_panel
 from dashboard.annotations_panel import annotations_panel
-from dashboard.components import find, panel_children
+from dashboard.components import find, notice, panel_children
 from dashboard.custom_props_panel import custom_props_panel
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.goals_panel import goals_settings_panel
@@ -111,3 +117,40 @@ def register_settings_view(app: Dash) -> None:
         if wanted == current:
             return no_update, no_update
         return wanted, (OVERVIEW_TAB if tab == SETTINGS_TAB and SETTINGS_OPTION not in wanted else no_update)
+
+    @app.callback(
+        Output("chart-annotate-hint", "children"),
+        Input("site", "value"),
+    )
+    def chart_click_hint(site: str | None) -> str:
+        """Under the "Over time" chart, for those who may annotate the site: a click adds a note."""
+        return "Click a point of the chart to add a note on its date." if may_administer(site) else ""
+
+    @app.callback(
+        Output("annotation-date", "value"),
+        Output("tabs", "value", allow_duplicate=True),
+        Output("annotation-status", "children", allow_duplicate=True),
+        Input("main-chart", "clickData"),
+        State("site", "value"),
+        prevent_initial_call=True,
+    )
+    def note_on_clicked_day(click: dict | None, site: str | None) -> Any:
+        """A click on a point of the "Over time" chart opens the Annotations section with the
+        point's date in its form (an admin's page: a viewer's holds no such form, and the guard
+        refuses the call). The chart draws the site's wall clock, so the date is the site's."""
+        day = clicked_day(click)
+        if day is None or not may_administer(site):
+            raise PreventUpdate
+        return day, SETTINGS_TAB, notice(f"Write what happened on {day}, then Add.")
+
+
+def clicked_day(click: dict | None) -> str | None:
+    """The date (YYYY-MM-DD) of the point clicked in a time chart's clickData, if it is one."""
+    points = (click or {}).get("points") or []
+    x = points[0].get("x") if points and isinstance(points[0], dict) else None
+    if not isinstance(x, str) or len(x) < 10:
+        return None
+    try:
+        return date.fromisoformat(x[:10]).isoformat()
+    except ValueError:
+        return None

@@ -301,12 +301,12 @@ def recent_alerts(client: Client, site: str, limit: int = 100) -> list[FiredAler
 def fired_between(
     client: Client, site: str, start: datetime, end: datetime, limit: int
 ) -> list[tuple[str, datetime, str]]:
-    """(alert id, when it fired, its summary) of `site`'s alerts fired in [start, end), oldest
-    first (the chart's automatic annotations, storage/annotations.py)."""
+    """(alert id, when it fired, its summary) of `site`'s alerts fired in [start, end), the newest
+    `limit`, newest first (the chart's automatic annotations, storage/annotations.py)."""
     rows = client.query(
         "SELECT alert_id, fired_at, summary FROM alerts FINAL WHERE site = {site:String} "
         "AND fired_at >= {start:DateTime64(3, 'UTC')} AND fired_at < {end:DateTime64(3, 'UTC')} "
-        "ORDER BY fired_at, alert_id LIMIT {limit:UInt32}",
+        "ORDER BY fired_at DESC, alert_id DESC LIMIT {limit:UInt32}",
         parameters={"site": normalise(site), "start": start, "end": end, "limit": limit},
     ).result_rows
     return [(row[0], as_utc(row[1]), row[2]) for row in rows]

@@ -9,9 +9,13 @@ Settings view, `tally annotations`); every reader of the site sees them.
 The automatic ones are read, when a range is listed, from what Tally already records, never
 copied here: a definitions version applied (storage/definitions.py's switches: goals,
 exclusions, channel rules, the session gap; the changes that concern this site or every site),
-an imported file (storage/imports.py, when it was imported) and an alert fired
+an imported file (storage/imports.py: on its first and last day, where the imported history
+begins and ends; a file imported again is one record, so one marker) and an alert fired
 (storage/alert_rules.py's `alerts`). They have ids of their own (`definitions-…`, `import-…`,
 `alert-…`) and cannot be removed: they are the record of what happened.
+
+Limits per site: MAX_NOTES notes (the next is refused, naming the limit) and the MAX_AUTOMATIC
+newest automatic ones shown (`oldest_automatic_kept`: older ones drop out of every range).
 """
 
 from __future__ import annotations
@@ -20,20 +24,21 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from clickhouse_connect.driver.client import Client
 
 from storage import alert_rules, definitions, imports
-from storage.calendar import zone
+from storage.calendar import UTC_NAME, zone
 from storage.sites import list_sites, normalise, site_timezone
 from tally.refusal import Refused
 
 TABLE = "annotations"
 MAX_TEXT = 500
 MAX_AUTHOR = 254
-#: How many notes a site keeps, and how many automatic ones of each kind a range lists at most.
-MAX_PER_SITE = 5000
+#: How many notes (and deploys) a site keeps: the next one is refused. And how many of Tally's
+#: own a site shows: beyond them, the oldest automatic ones are no longer listed.
+MAX_NOTES = 500
 MAX_AUTOMATIC = 500
 EARLIEST = date(1970, 1, 1)
 LATEST = date(2199, 12, 31)
@@ -141,8 +146,10 @@ def add(
     """A note on `site` on a date or at an instant; returns it with its id."""
     site = registered(client, site)
     text, kind = clean_text(text), clean_kind(kind)
-    if len(list_notes(client, site)) >= MAX_PER_SITE:
-        raise InvalidAnnotation("site", f"{site} has {MAX_PER_SITE} annotations already; remove some first")
+    if len(list_notes(client, site)) >= MAX_NOTES:
+        raise InvalidAnnotation(
+            "site", f"{site} has {MAX_NOTES} notes already, the most a site keeps; remove one first"
+        )
     if isinstance(when, datetime):
         at = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
         day = None
@@ -187,10 +194,41 @@ def list_annotations(
     timezone = site_timezone(client, site)
     found = [note for note in list_notes(client, site, timezone) if start <= note.at < end]
     if automatic:
-        found += definitions_applied(client, site, start, end)
-        found += imports_made(client, site, start, end)
-        found += alerts_fired(client, site, start, end)
+        own = _automatic(client, site, start, end, timezone)
+        floor = oldest_automatic_kept(client, site, timezone)
+        found += [note for note in own if floor is None or _newness(note) >= floor]
     return sorted(found, key=lambda note: (note.at, note.id))
+
+
+def _automatic(client: Client, site: str, start: datetime, end: datetime, timezone: str) -> list[Annotation]:
+    """Tally's own annotations of `site` in [start, end): of each kind, the newest MAX_AUTOMATIC."""
+    return [
+        *definitions_applied(client, site, start, end),
+        *imports_made(client, site, start, end, timezone),
+        *alerts_fired(client, site, start, end),
+    ]
+
+
+def _newness(note: Annotation) -> tuple[datetime, str]:
+    return note.at, note.id
+
+
+def oldest_automatic_kept(client: Client, site: str, timezone: str) -> tuple[datetime, str] | None:
+    """A site shows its MAX_AUTOMATIC newest automatic annotations, whatever the range asked:
+    the (time, id) of the oldest of them when the site has more, else None. A count of the
+    records first (an upper bound: a definitions switch may concern other sites only, an import
+    makes one or two markers), so that the usual site, far below the cap, costs one query."""
+    bound = client.query(
+        f"SELECT (SELECT count() FROM {definitions.SWITCHES} WHERE previous > 0) "
+        f"+ (SELECT 2 * count() FROM {imports.IMPORTS} FINAL WHERE site = {{site:String}}) "
+        "+ (SELECT count() FROM alerts FINAL WHERE site = {site:String})",
+        parameters={"site": site},
+    ).result_rows[0][0]
+    if bound <= MAX_AUTOMATIC:
+        return None
+    every = _automatic(client, site, _midnight(EARLIEST, UTC_NAME), _midnight(LATEST, UTC_NAME), timezone)
+    newest = sorted((_newness(note) for note in every), reverse=True)
+    return newest[MAX_AUTOMATIC - 1] if len(newest) >= MAX_AUTOMATIC else None
 
 
 def list_notes(client: Client, site: str, timezone: str | None = None) -> list[Annotation]:
@@ -213,13 +251,24 @@ def list_notes(client: Client, site: str, timezone: str | None = None) -> list[A
 def definitions_applied(client: Client, site: str, start: datetime, end: datetime) -> list[Annotation]:
     """Each definitions version made current in the range, with what it changed for `site` (its
     own goals, exclusions and channel rules; the session gap and the other definitions of every
-    site); a switch that changed nothing of this site is left out."""
-    rows = client.query(
-        f"SELECT at, version, previous, reason FROM {definitions.SWITCHES} "
-        "WHERE at >= {start:DateTime64(3, 'UTC')} AND at < {end:DateTime64(3, 'UTC')} AND previous > 0 "
-        "ORDER BY at LIMIT {limit:UInt32}",
-        parameters={"start": start, "end": end, "limit": MAX_AUTOMATIC},
-    ).result_rows
+    site); a switch that changed nothing of this site is left out. The newest MAX_AUTOMATIC of
+    them, read a page of switches at a time, newest first."""
+    found: list[Annotation] = []
+    for page in range(0, 1_000_000, MAX_AUTOMATIC):
+        rows = client.query(
+            f"SELECT at, version, previous, reason FROM {definitions.SWITCHES} "
+            "WHERE at >= {start:DateTime64(3, 'UTC')} AND at < {end:DateTime64(3, 'UTC')} AND previous > 0 "
+            "ORDER BY at DESC, version DESC LIMIT {limit:UInt32} OFFSET {offset:UInt32}",
+            parameters={"start": start, "end": end, "limit": MAX_AUTOMATIC, "offset": page},
+        ).result_rows
+        found += _switches_of(client, site, rows)
+        if len(rows) < MAX_AUTOMATIC or len(found) >= MAX_AUTOMATIC:
+            break
+    return found[:MAX_AUTOMATIC]
+
+
+def _switches_of(client: Client, site: str, rows: list[Any]) -> list[Annotation]:
+    """The switches of `rows` that changed something of `site`, as annotations."""
     versions = definitions.get_many(client, {int(n) for row in rows for n in (row[1], row[2])})
     found = []
     for at, number, previous, reason in rows:
@@ -245,17 +294,29 @@ def definitions_applied(client: Client, site: str, start: datetime, end: datetim
     return found
 
 
-def imports_made(client: Client, site: str, start: datetime, end: datetime) -> list[Annotation]:
-    """Each file imported into `site`'s history in the range, when it was imported."""
-    return [
-        Annotation(
-            f"import-{record.import_id}", site, _utc(at), None,
-            f"Imported {record.file_name} ({record.origin}, {record.first_day} to {record.last_day}, "
-            f"{record.row_count} rows)"[:MAX_TEXT],
-            "tally", "import",
-        )
-        for record, at in imports.imported_between(client, site, start, end, MAX_AUTOMATIC)
-    ]  # fmt: skip
+def imports_made(
+    client: Client, site: str, start: datetime, end: datetime, timezone: str | None = None
+) -> list[Annotation]:
+    """Each file imported into `site`'s history, on the dates it covers: its first day, and its
+    last day when that is another (on a chart, where the imported history begins and ends).
+    Read from the import's record, so importing the same file again adds none."""
+    tz = timezone or site_timezone(client, site)
+    first, last = start.astimezone(zone(tz)).date(), end.astimezone(zone(tz)).date()
+    found = []
+    for record in imports.imported_days_between(client, site, first, last, MAX_AUTOMATIC):
+        what = f"Imported {record.file_name} ({record.origin}, {record.first_day} to {record.last_day}, "
+        what += f"{record.row_count} rows)"
+        ends = [(record.first_day, f"import-{record.import_id}", what)]
+        if record.last_day != record.first_day:
+            ends = [
+                (record.first_day, f"import-{record.import_id}", f"{what}: its first day"),
+                (record.last_day, f"import-{record.import_id}-last", f"{what}: its last day"),
+            ]
+        for day, annotation_id, text in ends:
+            at = _midnight(day, tz)
+            if start <= at < end:
+                found.append(Annotation(annotation_id, site, at, day, text[:MAX_TEXT], "tally", "import"))
+    return found
 
 
 def alerts_fired(client: Client, site: str, start: datetime, end: datetime) -> list[Annotation]:

@@ -525,18 +525,20 @@ def list_imports(client: Client, site: str) -> list[ImportRecord]:
     return [ImportRecord(*row) for row in rows]
 
 
-def imported_between(
-    client: Client, site: str, start: datetime, end: datetime, limit: int
-) -> list[tuple[ImportRecord, datetime]]:
-    """The files imported into `site`'s history in [start, end), each with when it was imported,
-    oldest first (the chart's automatic annotations, storage/annotations.py)."""
+def imported_days_between(
+    client: Client, site: str, first: date, last: date, limit: int
+) -> list[ImportRecord]:
+    """The files imported into `site`'s history whose first or last day lies in [first, last],
+    newest history first (the chart's automatic annotations, storage/annotations.py). A file
+    imported again is one record (its id is its hash): it is listed once."""
     rows = client.query(
-        f"SELECT import_id, origin, file_name, first_day, last_day, row_count, imported_at FROM {IMPORTS} "
-        "FINAL WHERE site = {site:String} AND imported_at >= {start:DateTime64(3, 'UTC')} "
-        "AND imported_at < {end:DateTime64(3, 'UTC')} ORDER BY imported_at LIMIT {limit:UInt32}",
-        parameters={"site": site, "start": start, "end": end, "limit": limit},
+        f"SELECT import_id, origin, file_name, first_day, last_day, row_count FROM {IMPORTS} FINAL "
+        "WHERE site = {site:String} AND ((first_day >= {first:Date} AND first_day <= {last:Date}) "
+        "OR (last_day >= {first:Date} AND last_day <= {last:Date})) "
+        "ORDER BY last_day DESC, first_day DESC, import_id LIMIT {limit:UInt32}",
+        parameters={"site": site, "first": first, "last": last, "limit": limit},
     ).result_rows
-    return [(ImportRecord(*row[:6]), row[6]) for row in rows]
+    return [ImportRecord(*row) for row in rows]
 
 
 def remove_import(client: Client, site: str, which: str) -> ImportRecord:

@@ -1,7 +1,9 @@
 """Annotations (issue 35) in a real browser (Debian's Chromium) against the real dashboard server
 and the real ClickHouse engine: an admin adds a note in the Settings view's Annotations section
 and the Overview's "Over time" chart shows its marker, its text on hover as written (not as
-markup); a viewer sees the markers and no Annotations section. The chart with a hover label is
+markup), and the live per-minute chart marks the notes of its hour the same way; a click on a
+point of the "Over time" chart opens the admin's Annotations form with that date filled in; a
+viewer sees the markers, no Annotations section and nothing to click. The chart with a hover label is
 kept as docs/screenshots/annotations.png.
 """
 
@@ -33,9 +35,16 @@ ADMIN = "annotations-admin@example.com"
 VIEWER = "annotations-viewer@example.com"
 DEPLOY = "Deployed v2.4 (checkout rewrite)"
 NOTE = "Launched <b>pricing</b> page"  # markup typed as text stays text
+HOTFIX = "Hotfix 2.4.1 rolled out"  # in the live chart's hour
 SCREENSHOT = PROJECT_ROOT / "docs" / "screenshots" / "annotations.png"
-# The chart's layout annotations (the markers), as Plotly holds them in the page.
-MARKERS = "(document.querySelector('#main-chart .js-plotly-plot')?.layout?.annotations || [])"
+
+
+def markers(chart: str) -> str:
+    """A chart's layout annotations (the markers), as Plotly holds them in the page."""
+    return f"(document.querySelector('#{chart} .js-plotly-plot')?.layout?.annotations || [])"
+
+
+MARKERS = markers("main-chart")
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +57,7 @@ def dashboard(dashboard_server: DashboardServer, dashboard_settings: Settings) -
         set_password(client, email, PASSWORD)
         set_role(client, email, SITE, role)
     annotations.add(client, SITE, now - timedelta(days=2), DEPLOY, "ci@example.com", "deploy")
+    annotations.add(client, SITE, now - timedelta(minutes=10), HOTFIX, "ci@example.com", "deploy")
     return dashboard_server
 
 
@@ -61,11 +71,12 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
         await context.close()
 
 
-async def marker_texts(page: Page, wanted: str) -> list[str]:
-    """The hover texts of the chart's markers, once one holds `wanted`."""
-    check = f"() => {MARKERS}.some(a => (a.hovertext || '').includes({json.dumps(wanted)}))"
+async def marker_texts(page: Page, wanted: str, chart: str = "main-chart") -> list[str]:
+    """The hover texts of a chart's markers, once one holds `wanted`."""
+    found = markers(chart)
+    check = f"() => {found}.some(a => (a.hovertext || '').includes({json.dumps(wanted)}))"
     await page.wait_for_function(check, timeout=TIMEOUT_MS)
-    return await page.evaluate(f"() => {MARKERS}.map(a => a.hovertext)")
+    return await page.evaluate(f"() => {found}.map(a => a.hovertext)")
 
 
 async def test_an_admin_adds_a_note_in_settings_and_the_chart_marks_it(
@@ -98,6 +109,45 @@ async def test_an_admin_adds_a_note_in_settings_and_the_chart_marks_it(
     await page.locator("#main-chart").screenshot(path=str(SCREENSHOT))
 
 
+async def click_a_point(page: Page) -> str:
+    """Click the middle point of the "Over time" chart's line, as a user does; its date."""
+    chart = "document.querySelector('#main-chart .js-plotly-plot')"
+    await page.wait_for_function(f"() => ({chart}?.data?.[1]?.x || []).length > 2", timeout=TIMEOUT_MS)
+    x, left, top = await page.evaluate(
+        f"""() => {{
+            const gd = {chart}, line = gd.data[1], i = Math.floor(line.x.length / 2);
+            const size = gd._fullLayout._size;
+            return [String(line.x[i]), size.l + gd._fullLayout.xaxis.d2p(line.x[i]),
+                    size.t + gd._fullLayout.yaxis.d2p(line.y[i])];
+        }}"""
+    )
+    box = await page.locator("#main-chart .js-plotly-plot").bounding_box()
+    assert box is not None
+    await page.mouse.move(box["x"] + left, box["y"] + top)
+    await page.mouse.click(box["x"] + left, box["y"] + top)
+    return x[:10]
+
+
+async def test_an_admin_clicks_a_point_of_the_chart_and_the_form_has_its_date(
+    dashboard: DashboardServer, page: Page
+) -> None:
+    await sign_in_as(page, dashboard, ADMIN)
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    await expect(page.locator("#chart-annotate-hint")).to_have_text(
+        "Click a point of the chart to add a note on its date."
+    )
+    await marker_texts(page, DEPLOY)  # the chart is drawn
+    day = await click_a_point(page)
+    await expect(page.locator("#settings-section")).to_be_visible()
+    section = page.locator("#annotations-panel")
+    await expect(section.locator("#annotation-date")).to_have_value(day)
+    await expect(section.locator("#annotation-status")).to_contain_text(f"Write what happened on {day}")
+    await expect(section.locator("#annotation-text")).to_be_focused()
+    await section.locator("#annotation-text").fill("Clicked from the chart")
+    await section.locator("#annotation-add").click()
+    await expect(section.locator("#annotation-status")).to_contain_text(f"Added a note on {day}")
+
+
 async def test_a_viewer_sees_the_markers_and_no_annotations_section(
     dashboard: DashboardServer, page: Page
 ) -> None:
@@ -106,3 +156,20 @@ async def test_a_viewer_sees_the_markers_and_no_annotations_section(
     await marker_texts(page, DEPLOY)
     await expect_no_settings(page)  # the Annotations section with every other settings panel
     await expect(page.locator("#annotations-panel")).to_have_count(0)
+    # Nothing to click: no hint under the chart, and a click leaves the Overview as it was.
+    await expect(page.locator("#chart-annotate-hint")).to_have_text("")
+    await click_a_point(page)
+    await expect(page.locator("#overview-section")).to_be_visible()
+    await expect(page.locator("#annotation-date")).to_have_count(0)
+
+
+async def test_the_live_chart_marks_the_notes_of_its_hour(dashboard: DashboardServer, page: Page) -> None:
+    await sign_in_as(page, dashboard, VIEWER)
+    await expect(page.locator("#site")).to_contain_text(SITE)
+    # The per-minute bars of the last hour: the hotfix of 10 minutes ago, not the older notes.
+    texts = await marker_texts(page, HOTFIX, "pageviews-per-minute")
+    assert not any(DEPLOY in text for text in texts), texts
+    marker = page.locator("#pageviews-per-minute .annotation").first
+    await expect(marker).to_be_visible()
+    await marker.hover()
+    await expect(page.locator("#pageviews-per-minute .hoverlayer")).to_contain_text(HOTFIX)

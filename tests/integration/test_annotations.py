@@ -1,13 +1,14 @@
 """Annotations (issue 35) through the API, the CLI and the store, on the real dashboard app and
 the real ClickHouse engine: a note added, listed in its range, removed; a deploy from a CI
-pipeline; Tally's own for a goal changed, a file imported and an alert fired; the email report
+pipeline; Tally's own for a goal changed, a file imported (on the days it covers, once however
+often it is imported) and an alert fired; the email report
 listing them; and each refusal as a caller sees it (a viewer's key, a read-only key, another
 site's key, a bad date, an empty or too long text), in one line from the CLI."""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from flask.testing import FlaskClient
@@ -139,7 +140,10 @@ def test_tallys_own_annotations_a_goal_change_an_import_an_alert_for_their_site_
     mine = annotations.list_annotations(client, site, before, after)
     automatic = {a.kind: a.text for a in mine if a.automatic}
     assert f"goals on {site}: +Signup" in automatic["definitions"], automatic
-    assert automatic["import"].startswith("Imported imported_visitors_20261001_20261001.csv (plausible")
+    assert "import" not in automatic  # marked on the day it covers, not when it was imported
+    october = annotations.list_annotations(client, site, *annotations.day_range(date(2026, 10, 1), "UTC"))
+    assert [a.text for a in october] == ["Imported imported_visitors_20261001_20261001.csv (plausible, "
+                                         "2026-10-01 to 2026-10-01, 1 rows)"]  # fmt: skip
     assert automatic["alert"] == "Alert: page views 120 above 100 in 5 minutes"
     assert annotations.list_annotations(client, other_site, before, after) == []
 
@@ -167,3 +171,101 @@ def test_the_cli_adds_lists_and_removes_and_refuses_in_one_line(dashboard_settin
     assert run_tally(env, "annotations", "remove", site, note_id).returncode == 0
     assert "not registered" in one_line_error(run_tally(env, "annotations", "add", "nope.example.com", "x"))
     assert "--date" in one_line_error(run_tally(env, "annotations", "add", site, "x", "--date", "1 April"))
+
+
+def test_an_import_is_marked_where_its_history_begins_and_ends_once_however_often_it_lands(
+    dashboard_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    site = "imported.annotations.example.com"
+    client = connect(dashboard_settings)
+    add_site(client, site)
+    folder = tmp_path_factory.mktemp("annotated-imports")
+    header = "date,visitors,pageviews,bounces,visits,visit_duration\n"
+    week = folder / "imported_visitors_20260905_20260911.csv"
+    week.write_text(f"{header}2026-09-05,10,30,4,12,600\n2026-09-11,8,20,3,9,400\n")
+    day = folder / "imported_visitors_20261001_20261001.csv"
+    day.write_text(f"{header}2026-10-01,10,30,4,12,600\n")
+    env = os.environ | dashboard_settings.environment()
+    for path in (week, day, week):  # the week again: the same file, already imported
+        landed = run_tally(env, "import", site, str(path), "--from", "plausible", timeout=120)
+        assert landed.returncode == 0, landed.stderr
+
+    listed = run_tally(env, "annotations", "list", site, "--from", "2026-09-01", "--to", "2026-10-31")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("\t")[1:] for line in listed.stdout.splitlines()]
+    about = "(plausible, 2026-09-05 to 2026-09-11, 2 rows)"
+    one_day = "(plausible, 2026-10-01 to 2026-10-01, 1 rows)"
+    assert rows == [
+        ["2026-09-05", "import", "tally", f"Imported {week.name} {about}: its first day"],
+        ["2026-09-11", "import", "tally", f"Imported {week.name} {about}: its last day"],
+        ["2026-10-01", "import", "tally", f"Imported {day.name} {one_day}"],
+    ]
+    # A range holding only the week's last day shows that end alone.
+    inside = annotations.list_annotations(client, site, *annotations.day_range(date(2026, 9, 11), "UTC"))
+    assert [(a.day, a.id.endswith("-last")) for a in inside] == [(date(2026, 9, 11), True)]
+    # An import taken out of the history takes its markers with it.
+    taken = run_tally(env, "import", site, "--remove", week.name)
+    assert taken.returncode == 0, taken.stderr
+    after = run_tally(env, "annotations", "list", site, "--from", "2026-09-01", "--to", "2026-10-31")
+    assert [line.split("\t")[1] for line in after.stdout.splitlines()] == ["2026-10-01"]
+
+
+def test_a_site_keeps_500_notes_the_next_is_refused_from_the_api_and_the_cli(
+    api: FlaskClient,  # noqa: F811
+    team: Team,  # noqa: F811
+    dashboard_settings: Settings,
+) -> None:
+    client = connect(dashboard_settings)
+    full = annotations.MAX_NOTES
+    client.insert(  # 499 notes, as the store writes them
+        annotations.TABLE,
+        [[team.site, f"filled{n:06d}", 1, date(2026, 1, 1), datetime(2026, 1, 1, tzinfo=UTC), f"note {n}",
+          "owner@example.com", "note", 0] for n in range(full - 1)],
+        column_names=["site", "id", "whole_day", "day", "at", "text", "author", "kind", "removed"],
+    )  # fmt: skip
+    url, admin = f"/api/v1/annotations?site={team.site}", team.manage["admin"]
+    last = api.post(url, json={"date": "2026-03-10", "text": "the 500th"}, headers=admin)
+    assert last.status_code == 201, last.get_json()
+    over = api.post(url, json={"date": "2026-03-11", "text": "one too many"}, headers=admin)
+    refused(over, 400, "site")
+    assert over.get_json()["error"] == (
+        f"site: {team.site} has {full} notes already, the most a site keeps; remove one first"
+    )
+    env = os.environ | dashboard_settings.environment()
+    line = one_line_error(run_tally(env, "annotations", "add", team.site, "again", "--date", "2026-03-12"))
+    assert f"{full} notes already" in line, line
+    assert len(annotations.list_notes(client, team.site)) == full
+    # Removing one makes room again.
+    removed = api.delete(f"/api/v1/annotations/filled000000?site={team.site}", headers=admin)
+    assert removed.status_code == 200, removed.get_json()
+    again = api.post(url, json={"date": "2026-03-11", "text": "one too many, now fits"}, headers=admin)
+    assert again.status_code == 201, again.get_json()
+
+
+def test_a_site_shows_its_500_newest_automatic_annotations_the_oldest_dropped(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
+) -> None:
+    # A database of its own: every definitions switch of a shared one would count for this site.
+    settings = own_database_settings(tmp_path_factory.mktemp("annotations-cap"), clickhouse_endpoint, "cap")
+    client = connect(settings)
+    site = "cap.annotations.example.com"
+    add_site(client, site)
+    first = datetime.now(UTC).replace(microsecond=0) - timedelta(days=2)
+    fired = [
+        [f"alert-cap-{n:04d}", "rule-1", site, "pageviews_above", first + timedelta(minutes=n), 120.0, 100.0,
+         first + timedelta(minutes=n), f"alert number {n}", "fired", 0, "", 0]
+        for n in range(annotations.MAX_AUTOMATIC + 1)
+    ]  # fmt: skip
+    client.insert("alerts", fired, column_names=[*alert_rules.ALERT_COLUMNS, "stage"])
+
+    env = os.environ | settings.environment()
+    listed = run_tally(env, "annotations", "list", site, timeout=120)  # the last 30 days
+    assert listed.returncode == 0, listed.stderr
+    texts = [line.split("\t")[4] for line in listed.stdout.splitlines()]
+    assert len(texts) == annotations.MAX_AUTOMATIC
+    newest = annotations.MAX_AUTOMATIC
+    assert (texts[0], texts[-1]) == ("Alert: alert number 1", f"Alert: alert number {newest}")
+    # The dropped one is in no range any more; a note is never dropped for Tally's own.
+    annotations.add(client, site, first, "our own note", "owner@example.com")
+    oldest = annotations.list_annotations(client, site, first, first + timedelta(minutes=1))
+    assert [note.text for note in oldest] == ["our own note"]
