@@ -11,7 +11,7 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench install lint constraints clean-deps tools java maven browser wrk caddy node tracker
+.PHONY: run test check screenshots bench install lint constraints clean-deps tools java maven browser wrk caddy node tracker
 
 run: install
 	$(BIN)/tally up --demo
@@ -29,6 +29,11 @@ check: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -m fast $(PYTEST_ARGS)
+
+# Redraw the README's pictures in docs/screenshots/ with the browser tests (tests/browser/screenshots.py:
+# other runs keep theirs under test-artifacts/, so a test run never rewrites committed files).
+screenshots: install
+	TALLY_SCREENSHOTS=docs $(BIN)/pytest tests/browser $(PYTEST_ARGS)
 
 # One fixed scenario on the local stack (about 10 minutes); report under bench/results/.
 bench: install wrk

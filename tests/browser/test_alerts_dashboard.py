@@ -15,7 +15,8 @@ from storage import shared_links
 from storage.alert_rules import record_outcome
 from storage.client import connect
 from storage.sites import add_site
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.browser.screenshots import SCREENSHOTS
 from tests.browser.test_dashboard import api, archive, open_site, traffic
 from tests.fixtures.browser import open_settings
 from tests.fixtures.dashboard_server import DashboardServer
@@ -26,7 +27,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations
 SITE = "alerts-panel.example.com"
 BACKTEST_SITE = "alerts-backtest-panel.example.com"
 HOOK = "https://hooks.example.com/tally"
-SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")

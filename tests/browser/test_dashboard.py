@@ -26,7 +26,8 @@ from playwright.async_api import Browser, BrowserContext, Page, Route, expect
 from storage.client import connect
 from storage.rate_limits import rate_limit_status
 from tally.event import PageViewEvent
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.browser.screenshots import SCREENSHOTS
 from tests.fixtures.browser import SIGN_IN_TIMEOUT_MS, TIMEOUT_MS
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import (
@@ -49,7 +50,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations
 
 SITE = "browser-dashboard.example.com"
 BUSIER_SITE = "busier-dashboard.example.com"  # listed first, so picking SITE is a real choice
-SCREENSHOTS = PROJECT_ROOT / "test-artifacts" / "screenshots"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 METRICS = ["visitors", "pageviews", "sessions", "bounce_rate", "avg_session_duration_s"]

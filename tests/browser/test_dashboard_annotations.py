@@ -4,7 +4,7 @@ and the Overview's "Over time" chart shows its marker, its text on hover as writ
 markup), and the live per-minute chart marks the notes of its hour the same way; a click on a
 point of the "Over time" chart opens the admin's Annotations form with that date filled in; a
 viewer sees the markers, no Annotations section and nothing to click. The chart with a hover label is
-kept as docs/screenshots/annotations.png.
+kept as docs/screenshots/annotations.png (`make screenshots`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from storage import annotations
 from storage.client import connect
 from storage.sites import add_site
 from storage.users import set_password, set_role
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.browser.screenshots import SCREENSHOTS
 from tests.browser.test_dashboard import DESKTOP, archive, traffic
 from tests.browser.test_dashboard_settings import sign_in_as
 from tests.browser.test_dashboard_team import PASSWORD
@@ -36,7 +37,7 @@ VIEWER = "annotations-viewer@example.com"
 DEPLOY = "Deployed v2.4 (checkout rewrite)"
 NOTE = "Launched <b>pricing</b> page"  # markup typed as text stays text
 HOTFIX = "Hotfix 2.4.1 rolled out"  # in the live chart's hour
-SCREENSHOT = PROJECT_ROOT / "docs" / "screenshots" / "annotations.png"
+SCREENSHOT = SCREENSHOTS / "annotations.png"
 
 
 def markers(chart: str) -> str:

@@ -5,7 +5,7 @@ the steps under a name, picks the saved funnel after a reload and removes it, an
 on a phone.
 
 Screenshots (desktop 1280 wide, phone 390 wide) go to test-artifacts/screenshots/; copies of
-them are kept in docs/screenshots/.
+them are kept in docs/screenshots/ (`make screenshots`).
 """
 
 from __future__ import annotations

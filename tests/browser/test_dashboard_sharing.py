@@ -4,7 +4,7 @@ Overview; Explore, the site switcher and every other site stay out of reach, als
 callback requests written by hand; a password-protected link asks first; a revoked link stops
 working for a page that is already open, on its next request.
 
-Screenshots of the shared view (desktop 1280, phone 390) go to docs/screenshots/.
+Screenshots of the shared view (desktop 1280, phone 390) go to docs/screenshots/ (`make screenshots`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from playwright.async_api import Browser, BrowserContext, Page, Response, expect
 from storage import shared_links
 from storage.client import connect
 from storage.sites import add_site
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.browser.screenshots import SCREENSHOTS
 from tests.browser.test_dashboard import DESKTOP, PHONE, api, archive, open_site, period_shown, traffic
 from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
 from tests.fixtures.dashboard_server import DashboardServer
@@ -30,7 +31,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations
 
 SHARED_SITE = "shared-view.example.com"
 OTHER_SITE = "not-shared.example.com"
-SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
 TOP_METRICS = "top-metrics.children"
 
 

@@ -4,7 +4,7 @@ invitee opens the link, sets a password, signs in with email and password and se
 site, no Settings tab and no settings panel; a goal change written by hand is refused by the
 server (403); the owner sees the sign-in in the audit log.
 
-Screenshots (desktop 1280, phone 390) go to docs/screenshots/team-*.png.
+Screenshots (desktop 1280, phone 390) go to docs/screenshots/team-*.png (`make screenshots`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from playwright.async_api import APIResponse, Browser, BrowserContext, Page, exp
 from storage import exclusions, goals, users
 from storage.client import connect
 from storage.sites import add_site, set_timezone, site_timezone
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.browser.screenshots import SCREENSHOTS
 from tests.browser.test_dashboard import DESKTOP, PHONE, archive, open_site, pick_site, traffic
 from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
 from tests.fixtures.callbacks import goal_add_request
@@ -32,7 +33,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations
 
 TEAM_SITE = "team-site.example.com"
 OTHER_SITE = "not-the-teams.example.com"
-SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
 CALLBACK = "/_dash-update-component"
 PASSWORD = "a long viewer password"
 

@@ -7,7 +7,7 @@ with `revenue`, as the tracker's `$`) and, from the same page, as Plausible's tr
 (`n`/`u`/`d`/`r`, `p` as a JSON string, `revenue: {amount, currency}`). The site owner adds the
 goals in the dashboard's form, reads the Goals and Properties panels (checked against the
 stats API), filters by a goal with a click, and removes a goal. Screenshots at desktop
-(1280 wide) and phone (390 wide) sizes go to docs/screenshots/.
+(1280 wide) and phone (390 wide) sizes go to docs/screenshots/ (`make screenshots`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import re
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.browser.screenshots import SCREENSHOTS
 from tests.browser.test_dashboard import PHONE, api, open_site, period_shown
 from tests.browser.test_tracker import EVERY_OPTION, tracked_page
 from tests.fixtures.browser import Websites, open_overview, open_settings
@@ -29,7 +30,6 @@ from tests.integration.test_archiver import archive_until
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("patient_expectations")]
 
 DOMAIN = "shop.goals.test"
-SCREENSHOTS = PROJECT_ROOT / "docs" / "screenshots"
 # Plausible's tracker's request: short names, props as a JSON string, revenue as an object.
 PLAUSIBLE_PURCHASE = """
 async ([collector, domain]) => {
