@@ -1,7 +1,9 @@
 """The Custom properties section of the Settings view: the site's allow-list of custom event
 properties (storage/custom_properties.py) that the Overview's Properties report offers, as
 Plausible's "Custom Properties" site setting, `tally props` and the Sites API's custom-props
-endpoints have it. Admins and owners only (dashboard/access.py); never a shared link."""
+endpoints have it. Admins and owners only (dashboard/access.py); never a shared link. An add or a
+remove bumps `custom-props-version` (kept in the Overview's Properties panel, dashboard/goals_panel.py),
+so the report's picker follows at once, without a reload."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ def custom_props_panel() -> html.Section:
     return panel(
         "Custom properties",
         [
-            dcc.Store(id="custom-props-version", data=0),
             html.P(
                 "The properties the Properties report offers. None listed: it offers every property "
                 "your events carry. Every property is recorded and counted either way.",

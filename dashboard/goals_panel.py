@@ -41,6 +41,9 @@ def goals_panels() -> list[Any]:
     properties = panel(
         "Properties",
         [
+            # Bumped by the Settings view's Custom properties section (dashboard/custom_props_panel.py):
+            # here, on the Overview, so that every page has it (a viewer's has no settings panels).
+            dcc.Store(id="custom-props-version", data=0),
             dcc.Dropdown(id="property-key", placeholder="Pick a property", clearable=False),
             html.Div(id="properties-list"),
         ],
@@ -185,11 +188,12 @@ def register_goals(
         Input("site", "value"),
         Input("period", "data"),
         Input("filters", "data"),
+        Input("custom-props-version", "data"),  # the site's list changed in the Settings view
         State("property-key", "value"),
     )
     @friendly(lambda message: ([], None))
     def property_keys(
-        site: str | None, period_data: dict | None, filters: dict | None, chosen: str | None
+        site: str | None, period_data: dict | None, filters: dict | None, _: int, chosen: str | None
     ) -> tuple[list[str], str | None]:
         period = inputs_ready(site, period_data)
         if period is None:

@@ -12,7 +12,7 @@ from dashboard import periods
 from storage import queries
 from storage.calendar import UTC_NAME, shift_local, zone
 from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, Source, StatsQuery, questions
-from storage.queries.contract import FILTER_OPERATORS
+from storage.queries.contract import FILTER_OPERATORS, PROPS_FILTER
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 from tally.refusal import Refused
 
@@ -386,6 +386,12 @@ def breakdown_row(q: StatsQuery, breakdown: tuple[str, str] | None) -> StatsQuer
     if breakdown is None:
         return q
     name, value = breakdown
+    # The custom events' breakdowns (by=prop:KEY, by=event:name) are no filter: say which is.
+    if name.startswith(PROP_BREAKDOWN):
+        key = name.removeprefix(PROP_BREAKDOWN)
+        raise BadParameter("property", f"a row of by={name} is property={PROPS_FILTER}{key}")
+    if name == EVENT_NAME_BREAKDOWN:
+        raise BadParameter("property", f"a row of by={name} is its goal's events: goal=NAME, metric=events")
     if name in q.filters and q.filters[name] != value:
         raise BadParameter("property", f"the filters already ask {name} = {q.filters[name]!r}")
     narrowed = replace(q, filters={**q.filters, name: value})

@@ -43,25 +43,40 @@ DAY_ONE = datetime(2026, 11, 10, tzinfo=UTC)
 RANGE = {"from": "2026-11-10", "to": "2026-11-12"}  # two whole UTC days, `to` exclusive
 PATHS = ["/", "/pricing", "/blog", "/signup"]
 COUNTRIES = ["DE", "US", "FR"]
+# (device, browser, os) as the collector's enrichment writes them: the dimensions' values are
+# read through the catalogue (Chrome Mobile is Chrome, Linux is GNU/Linux), as a breakdown shows them.
+CLIENTS = [
+    ("desktop", "Firefox", "Linux"),
+    ("mobile", "Chrome Mobile", "Android"),
+    ("tablet", "Safari", "iOS"),
+]
+REFERRERS = ["news.example", "search.example", ""]  # on a visit's first page view only ("": direct)
+PLANS = ["pro", "team"]
 GOAL = "Signup"
 FORMATS = ["parquet", "csv"]
 
 
 def traffic(site: str) -> list[PageViewEvent]:
-    """Two days of 30 visitors (the same ids both days: 60 visitor-days): page views, engagement
-    events (never counted), a Signup from every third visitor, and events outside the range."""
+    """Two days of 30 visitors (the same ids both days: 60 visitor-days), one visit each a day:
+    page views (the visit's source on its first only), engagement events (never counted), a
+    Signup with a plan from every third visitor, and events outside the range."""
     events = []
     for day in range(2):
         for v in range(30):
             visitor, t = f"visitor-{v:03d}", DAY_ONE + timedelta(days=day, hours=1 + v % 20, minutes=v)
-            country = COUNTRIES[v % 3]
+            device, browser, os_name = CLIENTS[(v // 3 + day) % 3]
+            client = {"country": COUNTRIES[v % 3], "device": device, "browser": browser, "os": os_name}
+            source = REFERRERS[(v + day) % 3]
             for n in range(1 + (v + day) % 4):
                 at = t + timedelta(minutes=n)
-                events.append(page_view(site, visitor, at, PATHS[(v + n) % 4], country=country))
+                came_from = (
+                    {"referrer": f"https://{source}/", "referrer_domain": source} if source and not n else {}
+                )
+                events.append(page_view(site, visitor, at, PATHS[(v + n) % 4], **client, **came_from))
             events.append(engagement_event(site, visitor, t + timedelta(minutes=5), PATHS[v % 4], 4000))
             if v % 3 == day:
                 events.append(page_view(site, visitor, t + timedelta(minutes=6), "/signup", name=GOAL,
-                                        country=country, props={"plan": "pro"}))  # fmt: skip
+                                        **client, props={"plan": PLANS[v % 2]}))  # fmt: skip
     before, after = DAY_ONE - timedelta(hours=2), DAY_ONE + timedelta(days=2)
     events += [page_view(site, "early", before, "/"), page_view(site, "late", after, "/")]
     return events
@@ -195,6 +210,74 @@ def test_one_row_of_a_breakdown(dashboard_server: DashboardServer, store: Client
     assert visitor_days(rows) == pricing["visitors"]
 
 
+# One row of each kind of breakdown the export takes a row of: (by, the row's value). Page
+# dimensions, the visitor's client, and visit dimensions (the whole visits whose first page view
+# came from there, not only that page view: the filters' semantics, DESIGN.md "Definitions").
+PAGEVIEW_ROWS = [
+    ("path", "/pricing"),
+    ("entry_path", "/blog"),
+    ("exit_path", "/signup"),
+    ("referrer_domain", "news.example"),
+    ("referrer_domain", ""),  # direct
+    ("channel", "Referral"),
+    ("country", "FR"),
+    ("device", "mobile"),
+    ("browser", "Chrome"),
+    ("os", "GNU/Linux"),
+]
+
+
+@pytest.mark.parametrize(("by", "value"), PAGEVIEW_ROWS)
+def test_one_row_of_each_breakdown_adds_up_to_the_breakdowns_figures(
+    dashboard_server: DashboardServer, store: Client, by: str, value: str
+) -> None:
+    breakdown = api(dashboard_server, "/stats/breakdown", site=SITE, source="raw", by=by, **RANGE)
+    row = next(row for row in breakdown if row["value"] == value)
+    asked = {"site": SITE, "property": by, "value": value, "format": "csv", **RANGE}
+    answer, rows = export(dashboard_server, metric="pageviews", **asked)
+    assert len(rows) == row["pageviews"] > 0
+    assert answer.headers["X-Tally-Figure"] == f"pageviews={row['pageviews']}"
+    answer, rows = export(dashboard_server, metric="visitors", **asked)
+    assert visitor_days(rows) == row["visitors"] > 0
+    assert answer.headers["X-Tally-Figure"] == f"visitors={row['visitors']}"
+    assert row["pageviews"] < sum(other["pageviews"] for other in breakdown)  # one row, not all
+
+
+def test_a_sources_row_is_its_whole_visits(dashboard_server: DashboardServer, store: Client) -> None:
+    """The visits from news.example: their first page views carry the referrer, the rest do not."""
+    asked = {"site": SITE, "property": "referrer_domain", "value": "news.example", "format": "csv"}
+    _, rows = export(dashboard_server, metric="pageviews", **asked, **RANGE)
+    assert {row["referrer_domain"] for row in rows} == {"news.example", ""}
+    visits = {(str(row["ts"])[:10], row["visitor_id"]) for row in rows}
+    assert sum(row["referrer_domain"] == "news.example" for row in rows) == len(visits)
+
+
+def test_one_row_of_the_event_name_breakdown_is_the_goals_events(
+    dashboard_server: DashboardServer, store: Client
+) -> None:
+    names = api(dashboard_server, "/stats/breakdown", site=SITE, source="raw", by="event:name", **RANGE)
+    signup = next(row for row in names if row["value"] == GOAL)
+    asked = {"site": SITE, "goal": GOAL, "format": "csv", **RANGE}
+    answer, rows = export(dashboard_server, metric="events", **asked)
+    assert len(rows) == signup["events"] > 0 and {row["name"] for row in rows} == {GOAL}
+    assert answer.headers["X-Tally-Figure"] == f"events={signup['events']}"
+    answer, rows = export(dashboard_server, metric="conversions", **asked)
+    assert visitor_days(rows) == signup["visitors"] > 0
+    assert answer.headers["X-Tally-Figure"] == f"conversions={signup['visitors']}"
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_one_row_of_a_property_breakdown(dashboard_server: DashboardServer, store: Client, plan: str) -> None:
+    plans = api(dashboard_server, "/stats/breakdown", site=SITE, source="raw", by="prop:plan", **RANGE)
+    row = next(row for row in plans if row["value"] == plan)
+    asked = {"site": SITE, "metric": "events", "property": "props.plan", "value": plan, "format": "csv"}
+    answer, rows = export(dashboard_server, **asked, **RANGE)
+    assert len(rows) == row["events"] > 0
+    assert {json.loads(row["props"])["plan"] for row in rows} == {plan}
+    assert visitor_days(rows) == row["visitors"]
+    assert answer.headers["X-Tally-Figure"] == f"events={row['events']}"
+
+
 def test_custom_events_add_up_to_the_event_breakdown(
     dashboard_server: DashboardServer, store: Client
 ) -> None:
@@ -245,6 +328,24 @@ def test_a_bad_parameter_is_a_400_naming_it(
     assert answer.json()["error"].startswith(f"{named}:"), answer.json()
 
 
+@pytest.mark.parametrize(
+    ("by", "value", "instead"),
+    [("prop:plan", "pro", "property=props.plan"), ("event:name", GOAL, "goal=NAME")],
+)
+def test_a_custom_event_breakdowns_own_name_is_a_400_saying_what_to_ask(
+    dashboard_server: DashboardServer, store: Client, by: str, value: str, instead: str
+) -> None:
+    answer = httpx.get(
+        f"{dashboard_server.url}/api/v1/export/events",
+        params={"site": SITE, **RANGE, "metric": "events", "property": by, "value": value},
+        headers=key(dashboard_server),
+        timeout=30,
+    )
+    assert answer.status_code == 400, answer.text[:300]
+    error = answer.json()["error"]
+    assert error.startswith("property:") and instead in error, error
+
+
 def test_the_overviews_download_link_gives_the_page_views_shown(
     dashboard_server: DashboardServer, store: Client
 ) -> None:
@@ -292,6 +393,21 @@ def test_tally_export_figure_writes_the_same_events(
     rows = rows_of(target.read_bytes(), "parquet")
     assert len(rows) == figure["pageviews"] > 0 and {row["country"] for row in rows} == {"DE"}
     assert f"pageviews={figure['pageviews']}" in done.stderr
+    # One row of a breakdown by a visit dimension, from the command line too.
+    [news] = [
+        row
+        for row in api(
+            dashboard_server, "/stats/breakdown", site=SITE, source="raw", by="referrer_domain", **RANGE
+        )
+        if row["value"] == "news.example"
+    ]
+    row_options = ["--figure", "visitors", "--property", "referrer_domain", "--value", "news.example"]
+    done = run_tally(
+        env, "export", "--site", SITE, *dates, *row_options, "--format", "csv", "-o", str(target)
+    )
+    assert done.returncode == 0, done.stderr
+    assert visitor_days(rows_of(target.read_bytes(), "csv")) == news["visitors"] > 0
+    assert f"visitors={news['visitors']}" in done.stderr
     refused = run_tally(env, "export", "--site", SITE, *dates, "--figure", "bounce_rate")
     assert refused.returncode != 0 and "metric" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr

@@ -487,6 +487,7 @@ def property_choices(browser: httpx.Client, origin: str, site: str, day: date) -
             {"id": "site", "property": "value", "value": site},
             {"id": "period", "property": "data", "value": days},
             {"id": "filters", "property": "data", "value": {}},
+            {"id": "custom-props-version", "property": "data", "value": 0},
         ],
         "state": [{"id": "property-key", "property": "value", "value": None}],
         "changedPropIds": [],
