@@ -19,10 +19,24 @@ window.dash_clientside.tally = Object.assign(window.dash_clientside.tally || {},
         const picked = dc.callback_context.triggered_id === "site";
         if (!picked) {
             // The page starting, or back and forward: the picker follows the address, to a site
-            // it lists; anything else in the address is left there and ignored.
-            return wanted !== null && wanted !== site && listed.includes(wanted)
-                ? [dc.no_update, wanted]
-                : unchanged;
+            // it lists.
+            if (wanted !== null && wanted !== site && listed.includes(wanted)) {
+                return [dc.no_update, wanted];
+            }
+            if (named.length > 0 && site && listed.length > 0 && !listed.includes(wanted)) {
+                // A site this viewer does not have (a typo, a site removed) is ignored, and the
+                // address says the site shown instead, in place: a bookmark taken now is right,
+                // and Back does not return to the ignored one. (No options: the store is down,
+                // nothing is known to be wrong yet.) dcc.Location can only push an entry, so the
+                // entry is replaced here and the Location told as on Back (popstate): it takes
+                // the address as it is, and pushes nothing.
+                params.delete("site");
+                params.set("site", site);
+                const fixed = path + "?" + params.toString() + window.location.hash;
+                window.history.replaceState(window.history.state, "", fixed);
+                window.dispatchEvent(new PopStateEvent("popstate", {state: window.history.state}));
+            }
+            return unchanged;
         }
         if (!site || wanted === site) {
             return unchanged;

@@ -497,7 +497,11 @@ async def test_a_bookmarked_site_opens_on_it_and_picking_a_site_puts_it_in_the_a
     await expect_metrics(page, api(dashboard, "/stats/aggregate", site=SITE, **period))  # type: ignore[arg-type]
     await page.unroute("**/_dash-layout")
 
-    # A site nobody has is ignored: the page opens as without it.
+    # A site nobody has is ignored: the page opens as without it, and the address names the site
+    # shown instead (a bookmark taken now opens on it).
     await page.goto(f"{dashboard.url}/?site=nowhere.example")
     await expect(page.locator("#site")).not_to_contain_text("Pick a site")
     await expect(page.locator("#site")).not_to_contain_text("nowhere.example")
+    await expect(page).not_to_have_url(re.compile("nowhere"))
+    [shown] = site_in_address(page)
+    await expect(page.locator("#site")).to_contain_text(shown)
