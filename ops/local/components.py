@@ -94,7 +94,9 @@ def components(settings: Settings) -> list[Component]:
             priority=20,
             port=None,
             healthy=lambda: heartbeat.is_fresh(settings, "spark"),
-            start_timeout_s=120,
+            # A JVM, a Spark session and each query's first batch: ~40 s on a quiet 2-core
+            # machine, over 120 s at load 25 (a CI run beside other work). A wait, not a delay.
+            start_timeout_s=300,
             stop_grace_s=30,
         ),
         Component(
