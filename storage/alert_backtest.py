@@ -29,7 +29,7 @@ from clickhouse_connect.driver.client import Client
 from storage import tables
 from storage.alert_conditions import Predicate, absent_long_enough, exceeded, rule_predicate, window_start
 from storage.alert_rules import AlertRule, InvalidRule, make_rule
-from storage.sites import list_sites
+from storage.sites import registered
 from tally.clock import as_utc
 
 DEFAULT_HISTORY_DAYS = 7
@@ -80,8 +80,7 @@ def history(days: int, end: datetime) -> tuple[datetime, datetime]:
 
 def backtest(client: Client, rule: AlertRule, start: datetime, end: datetime) -> Backtest:
     """When `rule` would have fired between `start` and `end`, evaluated over the archive."""
-    if rule.site not in list_sites(client):
-        raise InvalidRule(f"site: {rule.site} is not registered (see 'tally sites list')")
+    registered(client, rule.site, InvalidRule)
     predicate = rule_predicate(client, rule)
     if predicate is None:  # only a goal_absent rule's goal can be missing
         raise InvalidRule(f"goal: {rule.site} has no goal {rule.goal!r} (see 'tally goals list {rule.site}')")

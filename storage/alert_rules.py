@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from storage import site_caps
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
-from storage.sites import list_sites, normalise
+from storage.sites import normalise, registered
 from tally.clock import as_utc
 from tally.refusal import Refused
 from tally.webhook_targets import RefusedDestination, UnresolvedHost, checked_addresses
@@ -192,8 +192,7 @@ def add_rule(client: Client, rule: AlertRule, *, private_webhooks: bool = False)
 
     `private_webhooks` is TALLY_ALERT_WEBHOOK_PRIVATE (Settings.alert_webhook_private): whether
     the webhook may be on loopback or a private network."""
-    if rule.site not in list_sites(client):
-        raise InvalidRule(f"{rule.site} is not registered (see 'tally sites list')")
+    registered(client, rule.site, InvalidRule)
     site_caps.ALERT_RULES.check(len(list_rules(client, rule.site)), InvalidRule)
     if rule.kind == "goal_absent":
         try:

@@ -28,9 +28,9 @@ from typing import Any, Literal, get_args
 
 from clickhouse_connect.driver.client import Client
 
-from storage import alert_rules, definitions, imports
+from storage import alert_rules, definitions, imports, sites
 from storage.calendar import UTC_NAME, zone
-from storage.sites import list_sites, normalise, site_timezone
+from storage.sites import normalise, site_timezone
 from tally.refusal import Refused
 
 TABLE = "annotations"
@@ -124,12 +124,13 @@ def parse_instant(text: object, field: str = "datetime") -> datetime:
 def registered(client: Client, site: str) -> str:
     """`site` as the registry spells it, if registered (else a refusal naming the site)."""
     try:
-        name = normalise(site)
-    except Refused:
+        return sites.registered(client, site, _not_registered)
+    except sites.InvalidDomain:
         raise InvalidAnnotation("site", f"{site[:100]!r} is not a site name") from None
-    if name not in list_sites(client):
-        raise InvalidAnnotation("site", f"{name} is not registered (see 'tally sites list')", "not_found")
-    return name
+
+
+def _not_registered(message: str) -> InvalidAnnotation:
+    return InvalidAnnotation("site", message.removeprefix("site: "), "not_found")
 
 
 # --- writing -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import definitions
 from storage.channels import CHANNELS, ChannelRule
-from storage.sites import list_sites, normalise
+from storage.sites import list_sites, normalise, registered
 from tally.refusal import Refused
 
 MAX_CHANNEL_NAME = 40
@@ -82,7 +82,7 @@ def checked_channel(channel: str) -> str:
 
 def add_rule(client: Client, site: str, rule: ChannelRule) -> StoredRule:
     """Append `rule` to the site's rules (checked after the ones it has)."""
-    site = _registered(client, site)
+    site = registered(client, site, InvalidChannelRule)
     existing = stored_rules(client, site)
     if any(_key(stored.rule) == _key(rule) for stored in existing):
         raise InvalidChannelRule(f"{site} already has a rule for {_describe(rule)} (remove it first)")
@@ -150,7 +150,7 @@ def restore(client: Client, held: dict[str, list[list[str]]]) -> None:
 
 def replace_rules(client: Client, site: str, rules: tuple[ChannelRule, ...]) -> None:
     """Make the site's rules exactly `rules`, in that order (a what-if's --apply)."""
-    site = _registered(client, site)
+    site = registered(client, site, InvalidChannelRule)
     keys = [_key(rule) for rule in rules]
     if len(set(keys)) != len(keys):
         raise InvalidChannelRule(f"{site}: two rules for the same source and medium")
@@ -182,13 +182,6 @@ def _replace(client: Client, site: str, rules: list[ChannelRule], current: list[
     rows += [(stored.rule, stored.position, 1) for stored in current if _key(stored.rule) not in keep]
     if rows:
         _write(client, site, rows)
-
-
-def _registered(client: Client, site: str) -> str:
-    site = normalise(site)
-    if site not in list_sites(client):
-        raise InvalidChannelRule(f"site: {site} is not registered (see 'tally sites list')")
-    return site
 
 
 def _key(rule: ChannelRule) -> tuple[str, str]:

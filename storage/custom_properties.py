@@ -17,7 +17,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
 from storage.queries.contract import MAX_PROPERTY_KEY
-from storage.sites import list_sites, normalise
+from storage.sites import normalise, registered
 from storage.tables import CUSTOM_PROPERTIES
 from tally.refusal import Refused
 
@@ -54,17 +54,9 @@ def list_properties(client: Client, site: str) -> list[str]:
     return [row[0] for row in rows]
 
 
-def registered_site(client: Client, site: str) -> str:
-    """`site` as the registry spells it, or InvalidProperty naming `site` when it is not registered."""
-    name = normalise(site)
-    if name not in list_sites(client):
-        raise InvalidProperty(f"site: {name} is not registered")
-    return name
-
-
 def add_property(client: Client, site: str, name: str) -> bool:
     """Adds `name` to the site's list; False when it was there already (nothing is written)."""
-    site, name = registered_site(client, site), clean_name(name)
+    site, name = registered(client, site, InvalidProperty), clean_name(name)
     current = list_properties(client, site)
     if name in current:
         return False

@@ -16,7 +16,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import definitions
 from storage.page_patterns import BadPattern, validate_pattern
-from storage.sites import list_sites, normalise
+from storage.sites import list_sites, normalise, registered
 from tally.refusal import Refused
 
 Kind = Literal["ip", "path", "country"]
@@ -78,9 +78,8 @@ def make_exclusions(site: str, ips: list[str], paths: list[str], countries: list
 
 def add_exclusions(client: Client, exclusions: list[Exclusion]) -> None:
     sites = {exclusion.site for exclusion in exclusions}
-    registered = set(list_sites(client))
-    for site in sorted(sites - registered):
-        raise InvalidExclusion(f"site: {site} is not registered (see 'tally sites list')")
+    for site in sorted(sites):
+        registered(client, site, InvalidExclusion)
     for site in sites:
         if len(list_exclusions(client, site)) + len(exclusions) > MAX_PER_SITE:
             raise InvalidExclusion(f"site: at most {MAX_PER_SITE} exclusions per site")

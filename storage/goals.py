@@ -15,7 +15,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import definitions, site_caps
 from storage.page_patterns import BadPattern, validate_pattern
-from storage.sites import list_sites, normalise
+from storage.sites import list_sites, normalise, registered
 from tally.refusal import Refused
 
 GoalKind = Literal["event", "page"]
@@ -102,9 +102,7 @@ def proposal(
 ) -> tuple[list[Goal], list[Goal]]:
     """(the site's goals, the goals it would have with `added` and without `removed`), or
     InvalidGoal naming what cannot be done (an unknown site or goal, a name taken twice)."""
-    site = normalise(site)
-    if site not in list_sites(client):
-        raise InvalidGoal(f"{site} is not registered (see 'tally sites list')")
+    site = registered(client, site, InvalidGoal)
     current = list_goals(client, site)
     names = {goal.name for goal in current}
     for name in removed:

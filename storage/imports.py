@@ -37,7 +37,7 @@ from zoneinfo import ZoneInfo
 from clickhouse_connect.driver.client import Client
 
 from storage.calendar import UTC_NAME, local_date, local_midnight, zone
-from storage.sites import list_sites, normalise, site_timezone
+from storage.sites import registered, site_timezone
 from storage.tables import EVENTS
 from tally.refusal import Refused
 
@@ -475,9 +475,7 @@ def _seconds(name: str, number: int, row: dict[str, str]) -> float:
 
 def import_files(client: Client, site: str, files: list[ImportedFile], origin: Origin) -> ImportResult:
     """Write the files not imported before into `site`'s imported history."""
-    site = normalise(site)
-    if site not in list_sites(client):
-        raise InvalidImport(f"{site} is not registered (see 'tally sites list')")
+    site = registered(client, site, InvalidImport)
     known = {row[0] for row in client.query(
         f"SELECT import_id FROM {IMPORTS} WHERE site = {{site:String}}", parameters={"site": site}
     ).result_rows}  # fmt: skip

@@ -21,7 +21,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
 from storage.calendar import UTC_NAME, InvalidTimezone, local_date, local_midnight, zone
-from storage.sites import list_sites, list_timezones, normalise
+from storage.sites import list_timezones, normalise, registered
 from tally.refusal import Refused
 
 Frequency = Literal["weekly", "monthly"]
@@ -83,8 +83,7 @@ def subscribe(client: Client, site: str, email: str, frequency: Frequency) -> Su
     site, email = normalise(site), checked_email(email)
     if frequency not in FREQUENCIES:
         raise InvalidSubscription(f"frequency must be weekly or monthly (got {frequency!r})")
-    if site not in list_sites(client):
-        raise InvalidSubscription(f"{site} is not registered (see 'tally sites list')")
+    registered(client, site, InvalidSubscription)
     subscription = Subscription(site, email, frequency)
     existing = list_subscriptions(client, site)
     if subscription not in existing:  # subscribing again changes nothing, so takes no place

@@ -18,7 +18,7 @@ from storage import site_caps
 from storage.queries import funnel_days
 from storage.queries.contract import StatsQuery
 from storage.queries.funnels import FunnelStep, UnsupportedQuery, checked_steps
-from storage.sites import list_sites, normalise
+from storage.sites import normalise, registered
 from tally.refusal import Refused
 
 SAVED_FUNNELS = "saved_funnels"
@@ -51,8 +51,7 @@ def add_funnel(client: Client, site: str, name: str, steps: Sequence[FunnelStep]
         checked = checked_steps(steps)
     except UnsupportedQuery as refused:
         raise InvalidFunnel(str(refused)) from None
-    if site not in list_sites(client):
-        raise InvalidFunnel(f"{site} is not registered (see 'tally sites list')")
+    registered(client, site, InvalidFunnel)
     existing = list_funnels(client, site)
     if any(funnel.name == name for funnel in existing):
         raise InvalidFunnel(f"{site} already has a funnel {name!r}")

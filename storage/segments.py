@@ -16,7 +16,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
-from storage.sites import list_sites, normalise
+from storage.sites import normalise, registered
 from tally.refusal import Refused
 
 SEGMENTS = "segments"
@@ -62,8 +62,7 @@ def checked_name(name: str) -> str:
 
 def add_segment(client: Client, site: str, name: str, filters: list[Any]) -> Segment:
     site, name = normalise(site), checked_name(name)
-    if site not in list_sites(client):
-        raise InvalidSegment(f"{site} is not registered (see 'tally sites list')")
+    registered(client, site, InvalidSegment)
     existing = list_segments(client, site)
     if any(segment.name == name for segment in existing):
         raise InvalidSegment(f"{site} already has a segment {name!r}")

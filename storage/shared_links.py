@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
-from storage.sites import list_sites, normalise
+from storage.sites import normalise, registered
 from tally.refusal import Refused
 
 # As dashboard/auth.py's sign-in password: ~16 MiB and tens of milliseconds per guess.
@@ -103,9 +103,7 @@ def create_link(
     """A new link. `token_of` (the Sites API's, dashboard/http_api/sites_api.py) derives the token
     from the link's id with a server secret, so its URL can be given again; without it the token
     is random and shown once."""
-    site = normalise(site)
-    if site not in list_sites(client):
-        raise SharedLinkError(f"site: {site} is not registered (see 'tally sites list')")
+    site = registered(client, site, SharedLinkError)
     site_caps.SHARED_LINKS.check(sum(not link.revoked for link in list_links(client, site)), SharedLinkError)
     salt, digest = "", ""
     if password:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from clickhouse_connect.driver.client import Client
 
@@ -91,3 +92,25 @@ def list_sites(client: Client) -> list[str]:
         "SELECT domain FROM sites GROUP BY domain HAVING argMax(removed, changed_at) = 0 ORDER BY domain"
     ).result_rows
     return [row[0] for row in rows]
+
+
+def not_registered(domain: str) -> str:
+    """The one line a site that is not registered is refused with, wherever something is written
+    for it: the site, where to find the right spelling, and how to add it."""
+    return f"site: {domain} is not registered (see 'tally sites list'; to add it: 'tally sites add {domain}')"
+
+
+def registered(client: Client, domain: str, refusal: Callable[[str], Exception]) -> str:
+    """`domain` as the registry spells it (normalised) when it is registered and not removed
+    since, else `refusal(not_registered(domain))`: each store passes its own refusal class, so
+    every front door answers it as it answers that store's other refusals. Not a domain name at
+    all: InvalidDomain, as `normalise`."""
+    domain = normalise(domain)
+    rows = client.query(
+        "SELECT domain FROM sites WHERE domain = {domain:String} GROUP BY domain "
+        "HAVING argMax(removed, changed_at) = 0",
+        parameters={"domain": domain},
+    ).result_rows
+    if not rows:
+        raise refusal(not_registered(domain))
+    return domain

@@ -27,7 +27,7 @@ from typing import Literal, cast
 from clickhouse_connect.driver.client import Client
 
 from storage import sessions, site_caps
-from storage.sites import list_sites, normalise
+from storage.sites import normalise, registered
 from tally.clock import as_utc
 from tally.refusal import Refused
 
@@ -163,13 +163,6 @@ def clean_scope(scope: str) -> Scope:
     return cast(Scope, scope)
 
 
-def registered_site(client: Client, site: str) -> str:
-    site = normalise(site)
-    if site not in list_sites(client):
-        raise AccountError(f"site: {site} is not registered (see 'tally sites list')")
-    return site
-
-
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -227,7 +220,7 @@ def list_users(client: Client, site: str | None = None) -> list[tuple[str, str, 
 
 def set_role(client: Client, email: str, site: str, role: str) -> None:
     email, role = clean_email(email), clean_role(role)
-    site = registered_site(client, site)
+    site = registered(client, site, AccountError)
     if get_user(client, email) is None:
         raise AccountError(f"email: {email} has no account (invite them with 'tally users invite')")
     _write_role(client, email, site, role)
@@ -321,7 +314,7 @@ def create_invite(
     `inviter` (a member's email, or OPERATOR) and sent by `delivery`. A pending invitation's token
     is never usable: the operator's approval makes a new one (approve_invite)."""
     email, role = clean_email(email), clean_role(role)
-    site = registered_site(client, site)
+    site = registered(client, site, AccountError)
     if delivery not in DELIVERIES:
         raise AccountError(f"delivery: one of {', '.join(DELIVERIES)}")
     site_caps.PENDING_INVITES.check(site_caps.pending_invites(client, site), AccountError)

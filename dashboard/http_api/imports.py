@@ -31,9 +31,9 @@ from dashboard.http_api.authorisation import caller, change_refusal
 from dashboard.http_api.parameters import MAX_SITE_LENGTH, BadParameter
 from dashboard.refusals import error
 from dashboard.store import ClientFactory
-from storage import imports, users
+from storage import imports, sites, users
 from storage.calendar import zone
-from storage.sites import InvalidDomain, list_sites, normalise, site_timezone
+from storage.sites import InvalidDomain, normalise, site_timezone
 from tally.refusal import Refused
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # as the dashboard's upload; bigger exports: `tally import`
@@ -110,10 +110,11 @@ def arguments(known: tuple[str, ...]) -> dict[str, str]:
 
 
 def registered(clients: ClientFactory, given: dict[str, str]) -> str:
-    site = site_name(given)
-    if site not in list_sites(clients()):
-        raise BadParameter("site", f"{site} is not registered (see 'tally sites list')")
-    return site
+    return sites.registered(clients(), site_name(given), _bad_site)
+
+
+def _bad_site(message: str) -> BadParameter:
+    return BadParameter("site", message.removeprefix("site: "))
 
 
 def site_name(given: dict[str, str]) -> str:

@@ -37,7 +37,7 @@ from dashboard.http_api.plausible.report import SiteNotFound
 from dashboard.store import ClientFactory
 from storage import exclusions, report_subscriptions, sites, users
 from storage.calendar import InvalidTimezone
-from storage.sites import InvalidDomain, list_sites, normalise
+from storage.sites import InvalidDomain, normalise
 from storage.users import RANK, AccountError, Role
 from tally.refusal import Refused
 from tally.settings import Settings
@@ -294,9 +294,7 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
 def site_with_role_of(clients: ClientFactory, args: Mapping[str, str], needed: Role, change: bool) -> str:
     """The request's registered site, once the caller's role there (and, for a change, the
     key's scope) allows it: 400, then 404, then 403."""
-    site = checked_site(args)
-    if site not in list_sites(clients()):
-        raise SiteNotFound(f"site: {site} is not registered")
+    site = sites.registered(clients(), checked_site(args), SiteNotFound)
     access = caller()
     if change and access.scope != "manage":
         raise Refused("this API key is read-only; changes need a key with scope manage", kind="forbidden")

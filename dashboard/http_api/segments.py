@@ -19,7 +19,8 @@ from dashboard.http_api.parameters import site as site_parameter
 from dashboard.segments import checked
 from dashboard.store import ClientFactory
 from storage import segments as store
-from storage.sites import InvalidDomain, list_sites, normalise
+from storage import sites
+from storage.sites import InvalidDomain, normalise
 from tally.refusal import Refused
 
 EXAMPLE = '[["is", "visit:country", ["DE"]]]'
@@ -42,8 +43,8 @@ def register_segments_api(api: Blueprint, clients: ClientFactory) -> None:
             site = normalise(site_parameter(arguments))
         except InvalidDomain:
             raise BadParameter("site", "not a site name") from None
-        if registered and site not in list_sites(clients()):
-            raise SegmentRefused(f"site: {site} is not registered (tally sites add)", kind="not_found")
+        if registered:
+            sites.registered(clients(), site, lambda message: SegmentRefused(message, kind="not_found"))
         return site
 
     def may_change(site: str) -> None:

@@ -25,7 +25,7 @@ from storage import goals, users
 from storage.goals import Goal, InvalidGoal
 from storage.queries.contract import GoalRow
 from storage.queries.whatif import compare_goals
-from storage.sites import list_sites, site_timezone
+from storage.sites import registered, site_timezone
 from storage.users import RANK
 from tally.refusal import Refused
 from tally.settings import Settings
@@ -48,9 +48,8 @@ def register_whatif_api(
     @api.get("/whatif/goals")
     def whatif_goals() -> Response:
         arguments, proposed = parsed()
-        client, site = clients(), checked_site(arguments.values)
-        if site not in list_sites(client):
-            raise SiteNotFound(f"site: {site} is not registered")
+        client = clients()
+        site = registered(client, checked_site(arguments.values), SiteNotFound)
         may_manage(site)
         arguments = Arguments(arguments.values | {"site": site})
         q = stats_query(arguments, clock(), settings, site_timezone(client, site))

@@ -20,8 +20,9 @@ def props() -> None:
 def props_list(stack: Stack, site: str) -> None:
     """SITE's custom properties, one a line (nothing when the report offers every property)."""
     from storage import custom_properties as store
+    from storage.sites import registered
 
-    for name in store.list_properties(stack.client, store.registered_site(stack.client, site)):
+    for name in store.list_properties(stack.client, registered(stack.client, site, store.InvalidProperty)):
         click.echo(name)
 
 

@@ -212,16 +212,14 @@ def whatif_channels(
     from storage import channel_rules as store
     from storage.queries import questions
     from storage.queries.channels import compare_rules
-    from storage.sites import list_sites, normalise
+    from storage.sites import registered
 
     changes = [store.make_rule(*_proposed_rule(text)) for text in rules]
     if not changes and not dropped:
         raise UserError("--rule SOURCE=CHANNEL or --drop SOURCE is needed")
     first, last = _days(period, start, end)
     client = stack.client
-    site = normalise(site)
-    if site not in list_sites(client):
-        raise UserError(f"site: {site} is not registered (see 'tally sites list')")
+    site = registered(client, site, UserError)
     current = tuple(store.list_rules(client, site))
     proposed = store.propose(list(current), changes, list(dropped))
     q = questions.question(site, first, last)

@@ -160,7 +160,9 @@ def test_bad_exclusions_are_one_line(settings: Settings, arguments: list[str], m
 def test_exclusions_of_an_unknown_site_or_a_missing_one_are_one_line(settings: Settings) -> None:
     site = f"nowhere-{uuid.uuid4().hex[:8]}.example.com"
     code, _, err = tally(settings, "sites", "exclude", site, "--ip", "10.0.0.0/8")
-    assert code != 0 and err.strip() == f"tally: site: {site} is not registered (see 'tally sites list')"
+    assert code != 0 and err.strip() == (
+        f"tally: site: {site} is not registered (see 'tally sites list'; to add it: 'tally sites add {site}')"
+    )
     code, _, err = tally(settings, "sites", "unexclude", site, "--ip", "10.0.0.0/8")
     assert code != 0 and err.startswith(f"tally: not excluded from {site}: ip 10.0.0.0/8")
     assert len(err.strip().splitlines()) == 1
