@@ -31,6 +31,9 @@ MAX_BODY_BYTES = 1 << 20
 #: Connections served at once; past it uvicorn answers 503 (each tool call may wait on the
 #: dashboard for TALLY_MCP_TIMEOUT_S).
 MAX_CONNECTIONS = 64
+#: Idle connections are kept longer than the proxy keeps them (deploy/Caddyfile: 15 s), so the
+#: proxy never sends a request on a connection this server is just closing (uvicorn's default: 5 s).
+KEEP_ALIVE_S = 20
 
 
 def http_key(ctx: Context) -> str:
@@ -159,6 +162,7 @@ def serve(settings: Settings, transport: Transport, host: str | None = None, por
             port=port or config.port,
             log_level="warning",
             limit_concurrency=MAX_CONNECTIONS,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
     )
     anyio.run(server.serve)

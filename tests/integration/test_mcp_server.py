@@ -30,6 +30,7 @@ from mcp_server.serve import MAX_BODY_BYTES
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from tally.settings import PROJECT_ROOT, Settings
+from tests.fixtures.caddy import deploy_caddyfile
 from tests.fixtures.events import START, archive_rows, page_view
 from tests.fixtures.kafka import stop_process
 from tests.fixtures.ports import free_port, wait_for_port
@@ -279,6 +280,36 @@ async def test_sql_answers_the_operator_capped(tenants: Tenants, site_a_events: 
         result = answer(await client.call_tool("sql", {"sql": sql}))
     assert result["columns"] == ["path", "views"]
     assert result["row_count"] == MAX_ROWS and result["truncated"] and "at most" in result["note"]
+
+
+@pytest.fixture(scope="module")
+def deploy_front(
+    tenants: Tenants, mcp_http_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """deploy/Caddyfile (docker-compose.yml's proxy) in front of the dashboard and the MCP server."""
+    upstreams = {
+        "dashboard:8050": tenants.server.url.removeprefix("http://"),
+        "mcp:8060": mcp_http_url.removeprefix("http://").removesuffix("/mcp"),
+    }
+    with deploy_caddyfile(tmp_path_factory.mktemp("mcp-caddy"), upstreams) as front:
+        yield front.url
+
+
+async def test_behind_the_deploy_proxy_mcp_answers_at_slash_mcp_and_the_dashboard_elsewhere(
+    tenants: Tenants, site_a_events: int, deploy_front: str
+) -> None:
+    # What an assistant is given in production: https://$TALLY_DASHBOARD_DOMAIN/mcp.
+    arguments = {"site": tenants.site_a, **RANGE}
+    async with over_http(f"{deploy_front}/mcp", tenants.viewer_a.read_key) as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+        assert answer(await client.call_tool("aggregate", arguments))["pageviews"] == site_a_events
+        refused = refusal(await client.call_tool("aggregate", {**arguments, "site": tenants.site_b}))
+        assert "403" in refused and f"may not read {tenants.site_b}" in refused
+    # The MCP server's own refusal, through the proxy; the dashboard's pages are still the dashboard's.
+    refused = httpx.post(f"{deploy_front}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert refused.status_code == 401 and "Bearer" in refused.json()["error"]
+    assert httpx.get(f"{deploy_front}/login").status_code == 200
+    assert httpx.get(f"{deploy_front}/mcpx").status_code != 401  # /mcp and /mcp/… only
 
 
 async def test_streamable_http_without_a_bearer_is_401(mcp_http_url: str) -> None:

@@ -11,15 +11,10 @@ their own (127.0.0.2, 127.0.0.3: all of 127/8 is loopback).
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +25,9 @@ from dashboard.throttles import ADDRESS_FAILURES
 from storage import shared_links, users
 from storage.client import connect
 from storage.sites import add_site
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.fixtures.caddy import CaddyFront, deploy_caddyfile
 from tests.fixtures.dashboard_server import DashboardServer
-from tests.fixtures.kafka import stop_process
 from tests.fixtures.ports import free_port
 from tests.fixtures.service_process import running_module
 from tests.security.conftest import PASSWORD, Member, make_member
@@ -42,7 +37,6 @@ pytestmark = pytest.mark.integration
 PROXY = "127.0.0.1"  # the tests' own address: the trusted proxy
 STRANGER = "203.0.113.7"
 OPERATOR = "198.51.100.20"
-CADDY_STARTUP_S = 30
 
 
 @contextmanager
@@ -220,73 +214,14 @@ def behind_caddy(
         yield server
 
 
-@dataclass(frozen=True)
-class CaddyFront:
-    url: str
-    config: dict[str, Any]  # deploy/Caddyfile as Caddy read it (`caddy adapt`)
-
-
 @pytest.fixture(scope="module")
 def caddy_front(
     behind_caddy: DashboardServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CaddyFront]:
-    """The repo's deploy/Caddyfile in front of `behind_caddy`: its site names are plain-HTTP
-    loopback addresses (no certificates), its dashboard upstream the test server; nothing else
-    is changed. Caddy's admin endpoint is off (it would take the fixed port 2019)."""
-    caddy = shutil.which("caddy")
-    if caddy is None:
-        pytest.fail("Debian's caddy is not installed: `make install` installs it (apt-get install caddy)")
-    home = tmp_path_factory.mktemp("caddy")
-    port = free_port()
+    """The repo's deploy/Caddyfile in front of `behind_caddy` (tests/fixtures/caddy.py)."""
     upstream = behind_caddy.url.removeprefix("http://")
-    caddyfile = home / "Caddyfile"
-    caddyfile.write_text((PROJECT_ROOT / "deploy/Caddyfile").read_text().replace("dashboard:8050", upstream))
-    environment = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "DASHBOARD_DOMAIN": f"http://127.0.0.1:{port}",
-        "COLLECTOR_DOMAIN": f"http://127.0.0.1:{free_port()}",
-    }
-    adapted = subprocess.run(
-        [caddy, "adapt", "--config", str(caddyfile), "--adapter", "caddyfile"],
-        env=environment,
-        capture_output=True,
-        check=True,
-        text=True,
-    )
-    config = json.loads(adapted.stdout) | {"admin": {"disabled": True}}
-    config_path = home / "caddy.json"
-    config_path.write_text(json.dumps(config))
-    log_path = home / "caddy.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [caddy, "run", "--config", str(config_path)],
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_until_proxying(process, url, log_path)
-            yield CaddyFront(url, config)
-        finally:
-            stop_process(process)
-
-
-def wait_until_proxying(process: subprocess.Popen, url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + CADDY_STARTUP_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"caddy exited ({process.returncode}):\n{log_path.read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"caddy did not proxy to the dashboard:\n{log_path.read_text()}")
+    with deploy_caddyfile(tmp_path_factory.mktemp("caddy"), {"dashboard:8050": upstream}) as front:
+        yield front
 
 
 def from_address(url: str, address: str) -> httpx.Client:

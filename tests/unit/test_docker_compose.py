@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from collector.app import KEEP_ALIVE_S
+from mcp_server.serve import KEEP_ALIVE_S as MCP_KEEP_ALIVE_S
 from ops.local import cluster, kafka
 from tally.client_ip import parse_networks
 from tally.settings import PROJECT_ROOT, Settings
@@ -29,6 +30,7 @@ CADDYFILE = (PROJECT_ROOT / "deploy/Caddyfile").read_text()
 PUBLIC_SERVICES = [
     *((name, "collector", Settings().collector_port) for name in COLLECTORS),
     ("dashboard", "dashboard", Settings().dashboard_port),
+    ("mcp", "mcp", Settings().mcp_port),
 ]
 # Compose's interpolation: `${NAME:-default}` or `${NAME:?message}` (a required variable).
 VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?::(?P<kind>[-?])(?P<rest>[^}]*))?\}")
@@ -118,7 +120,16 @@ def test_proxy_lets_idle_connections_go_before_the_services_do() -> None:
     # Otherwise the proxy can reuse a connection the service is closing, and lose a POST.
     keepalives = [int(seconds) for seconds in re.findall(r"keepalive (\d+)s", CADDYFILE)]
     assert len(keepalives) == len({kind for _, kind, _ in PUBLIC_SERVICES})
-    assert max(keepalives) < min(KEEP_ALIVE_S, Settings().dashboard_channel_timeout_s)
+    assert max(keepalives) < min(KEEP_ALIVE_S, Settings().dashboard_channel_timeout_s, MCP_KEEP_ALIVE_S)
+
+
+def test_the_mcp_server_holds_no_secret_and_asks_the_dashboard_service() -> None:
+    # It acts with each caller's key: none of the installation's passwords or keys is given it.
+    environment = SERVICES["mcp"]["environment"]
+    assert set(environment) == {"TALLY_MCP_HOST", "TALLY_MCP_PORT", "TALLY_MCP_API_URL"}
+    assert environment["TALLY_MCP_API_URL"] == f"http://dashboard:{Settings().dashboard_port}"
+    assert SERVICES["mcp"]["command"] == ["python", "-m", "mcp_server", "--transport", "http"]
+    assert SERVICES["mcp"]["depends_on"]["dashboard"]["condition"] == "service_healthy"
 
 
 def test_only_the_tls_proxy_publishes_host_ports() -> None:
@@ -169,7 +180,7 @@ def test_collector_trusts_only_the_proxy_at_its_fixed_address() -> None:
         assert trusted.networks == (ip_network(f"{proxy}/32"),), service
 
 
-@pytest.mark.parametrize("service", [*BROKERS, "clickhouse", "spark-master", *COLLECTORS, "dashboard"])
+@pytest.mark.parametrize("service", [*BROKERS, "clickhouse", "spark-master", *COLLECTORS, "dashboard", "mcp"])
 def test_long_running_services_have_health_checks(service: str) -> None:
     assert SERVICES[service]["healthcheck"]["test"]
 
