@@ -99,17 +99,19 @@ def create_link(
     label: str = "",
     password: str | None = None,
     token_of: Callable[[str], str] | None = None,
+    link_id: str | None = None,
 ) -> CreatedLink:
     """A new link. `token_of` (the Sites API's, dashboard/http_api/sites_api.py) derives the token
     from the link's id with a server secret, so its URL can be given again; without it the token
-    is random and shown once."""
+    is random and shown once. `link_id` (the Sites API's, derived from what was asked): two
+    processes making the same link at once write the same row, kept once; else a random id."""
     site = registered(client, site, SharedLinkError)
     site_caps.SHARED_LINKS.check(sum(not link.revoked for link in list_links(client, site)), SharedLinkError)
     salt, digest = "", ""
     if password:
         salt_bytes = os.urandom(16)
         salt, digest = salt_bytes.hex(), _scrypt(password, salt_bytes).hex()
-    link_id = secrets.token_hex(4)
+    link_id = link_id or secrets.token_hex(4)
     token = token_of(link_id) if token_of is not None else secrets.token_urlsafe(32)
     link = SharedLink(
         id=link_id,

@@ -111,7 +111,9 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
     link_secret = settings.resolved_dashboard_session_secret().encode()
     api.record_once(lambda state: state.app.url_map.converters.setdefault("anytext", AnyText))
     # Find-or-create is a read then a write: two calls at once must not both create. One lock
-    # per dashboard process (waitress answers on several threads); provisioning is rare.
+    # per dashboard process (waitress answers on several threads); provisioning is rare. Across
+    # processes, what is made is keyed by what was asked (a site's domain, a goal's name, a
+    # guest's email, a shared link's derived id), so two processes write one row twice.
     provisioning = threading.Lock()
 
     def serialised(view: Callable[[], Response]) -> Callable[[], Response]:
@@ -121,6 +123,15 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
                 return view()
 
         return one_at_a_time
+
+    def link_id_for(site: str, name: str, made_before: int) -> str:
+        """The id of the Sites API's link `name` of `site`, from what was asked and the server's
+        secret: a second dashboard process finding no link at the same moment makes the same row
+        (the lock above is one process's), kept once by the store. `made_before` (links of that
+        name already made, revoked ones) makes a link asked for again after a revocation a new
+        one, with a new URL: the revoked one never comes back."""
+        what = f"sites-api shared link id\0{site}\0{name}\0{made_before}".encode()
+        return hmac.new(link_secret, what, hashlib.sha256).hexdigest()[:16]
 
     def link_token(link_id: str) -> str:
         """A shared link's token, derived from its id with the server's secret: the Sites API's
@@ -377,8 +388,9 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
         except shared_links.SharedLinkError as refused:
             raise BadParameter("name", str(refused).removeprefix("label: ")) from None
         client = clients()
-        for link in shared_links.list_links(client, site):
-            if link.revoked or link.label != name:
+        named = [link for link in shared_links.list_links(client, site) if link.label == name]
+        for link in named:
+            if link.revoked:
                 continue
             token = link_token(link.id)
             if not hmac.compare_digest(shared_links.token_hash(token), link.token_sha256):
@@ -389,7 +401,9 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
                 )
             return jsonify({"name": name, "url": share_url(token)})
         try:
-            created = shared_links.create_link(client, site, label=name, token_of=link_token)
+            created = shared_links.create_link(
+                client, site, label=name, token_of=link_token, link_id=link_id_for(site, name, len(named))
+            )
         except shared_links.SharedLinkError as refused:  # the cap: "site: at most 50 shared links …"
             raise BadParameter("site_id", str(refused).removeprefix("site: ")) from None
         audit(settings, clients, "shared_link_created", f"{site} {name} {created.link.id}", site)

@@ -9,14 +9,17 @@ keys, an owner's read-only key, another site's admin)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
 
+from dashboard.app import build_app
 from dashboard.periods import period
 from storage import custom_properties, goals, shared_links, users
 from storage.client import connect
@@ -364,6 +367,43 @@ def test_the_same_goal_and_link_asked_for_at_once_are_made_once(
     assert [g.name for g in goals.list_goals(client, tenants.site_b)].count(event) == 1
     assert [li.label for li in shared_links.list_links(client, tenants.site_b)].count(event) == 1
     api.close()
+
+
+def test_one_link_when_two_dashboard_processes_find_none_at_once_and_a_revoked_one_stays_revoked(
+    tenants: Tenants, dashboard_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two dashboards (each its own lock, as two processes behind a proxy) both read "no link
+    # of that name" before either writes: the interleaving forced by a barrier after the read.
+    name = f"Twice-{uuid.uuid4().hex[:6]}"
+    both_read = threading.Barrier(2, timeout=60)
+    read = shared_links.list_links
+
+    def read_then_wait(client: Any, site: str) -> list[shared_links.SharedLink]:
+        found = read(client, site)
+        both_read.wait()
+        return found
+
+    monkeypatch.setattr(shared_links, "list_links", read_then_wait)
+    apps = [build_app(dashboard_settings).server.test_client() for _ in range(2)]
+    asked = {"site_id": tenants.site_b, "name": name}
+    headers = bearer(tenants.operator_key)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(
+            pool.map(lambda app: app.put("/api/v1/sites/shared-links", data=asked, headers=headers), apps)
+        )
+    monkeypatch.setattr(shared_links, "list_links", read)
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert answers[0].json["url"] == answers[1].json["url"]
+    client = connect(dashboard_settings)
+    [made] = [link for link in shared_links.list_links(client, tenants.site_b) if link.label == name]
+
+    # Revoked, then asked for again: a new link with a new URL; the old one stays revoked.
+    shared_links.revoke_link(client, tenants.site_b, made.id)
+    again = apps[0].put("/api/v1/sites/shared-links", data=asked, headers=headers)
+    assert again.status_code == 200 and again.json["url"] != answers[0].json["url"]
+    named = [link for link in shared_links.list_links(client, tenants.site_b) if link.label == name]
+    assert sorted(link.revoked for link in named) == [False, True]
+    assert next(link for link in named if link.id == made.id).revoked
 
 
 # -- custom properties (the dashboard's Properties report's allow-list) -------------------------
