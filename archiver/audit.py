@@ -37,7 +37,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
 from archiver.rows import ACCOUNTED_OFFSETS, ArchiveRow, parse, write_batch
-from storage import queries
+from storage import broken_parts, queries
 from storage.client import connect
 from storage.queries import provenance
 from storage.tables import SYNTHETIC_PARTITION
@@ -405,6 +405,10 @@ def audit_totals_path(settings: Settings) -> Path:
 # --- on demand: `tally verify` ------------------------------------------------------------
 
 
+#: Broken parts one `tally verify` sets aside before it gives up (each is one more audit).
+MAX_SET_ASIDE = 3
+
+
 class AuditUnavailable(Exception):
     """Kafka or the store cannot be reached: nothing was checked."""
 
@@ -441,6 +445,7 @@ class VerifyReport:
     mismatches: list[DayMismatch]
     days_compared: int
     repeated_ids: int = 0  # (site, event_id) archived more than once within the window
+    set_aside: list[str] = field(default_factory=list)  # broken parts detached and rebuilt
 
     @property
     def wrong(self) -> list[DayMismatch]:
@@ -462,6 +467,10 @@ class VerifyReport:
                 f"holes {holes} ({p.missing} offsets), repaired {p.repaired}, duplicates {p.duplicates}, "
                 f"re-sent copies not archived {p.copies}"
             )
+        lines += [
+            f"set aside a part the store could no longer read, and rebuilt it: {part}"
+            for part in self.set_aside
+        ]
         lines.append(f"event ids archived more than once within the dedup window: {self.repeated_ids}")
         pending = sum(m.explained == PENDING for m in self.mismatches)
         late = sum(m.explained == LATE for m in self.mismatches)
@@ -543,7 +552,27 @@ def repeated_ids(client: Client, window_s: int) -> int:
 def verify(settings: Settings, fix: bool = True, site: str | None = None, full: bool = False) -> VerifyReport:
     """The archive against the log (holes repaired with `fix`; from the clean marks, or every
     offset with `full`), each re-sent event archived once, the derived tables against the
-    archive (of every site, or of `site`)."""
+    archive (of every site, or of `site`). With `fix`, a part the store can no longer read is
+    set aside and rebuilt (storage/broken_parts.py), then the audit runs again: from every
+    offset when the part was the archive's, so the rows it held are re-read from the log."""
+    set_aside: list[str] = []
+    while True:
+        try:
+            report = _verify_once(settings, fix, site, full)
+            report.set_aside = set_aside
+            return report
+        except ClickHouseError as error:
+            broken = broken_parts.named_in(error) if fix and len(set_aside) < MAX_SET_ASIDE else None
+            table = broken_parts.set_aside(connect(settings), broken) if broken else None
+            if table is None:
+                raise AuditUnavailable(
+                    f"ClickHouse at {settings.clickhouse_url} failed the audit: {_first_line(error)}"
+                ) from error
+            set_aside.append(f"{table} part {broken.part}")  # type: ignore[union-attr]
+            full = full or table.endswith(".events")
+
+
+def _verify_once(settings: Settings, fix: bool, site: str | None, full: bool) -> VerifyReport:
     try:
         client = connect(settings)
         partitions = asyncio.run(audit_archive(settings, client, fix=fix, full=full))
@@ -554,10 +583,6 @@ def verify(settings: Settings, fix: bool = True, site: str | None = None, full: 
     except (OperationalError, OSError) as error:
         store = settings.clickhouse_url
         raise AuditUnavailable(f"cannot reach ClickHouse at {store}{_why(error)}") from error
-    except ClickHouseError as error:
-        raise AuditUnavailable(
-            f"ClickHouse at {settings.clickhouse_url} failed the audit: {_first_line(error)}"
-        ) from error
     return VerifyReport(partitions, mismatches, compared, repeated)
 
 

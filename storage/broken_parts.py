@@ -14,7 +14,8 @@ to inspect or attach again) and what it held is rebuilt where that is possible:
 - `archive_ids` is an index of the archive: the ids the archive holds within the deduplication
   window and the index lacks are indexed again, from `events`;
 - `events` (the archive): the rows are still in the log while Kafka retains them; the archive
-  audit finds the hole and re-reads it (`tally verify --full`, archiver/audit.py);
+  audit finds the hole and re-reads it (`tally verify` sets a broken part of it aside itself,
+  then audits every offset, archiver/audit.py);
 - any other table is derived from the archive or the log: `tally replay` rebuilds it, and the
   log line says so.
 """

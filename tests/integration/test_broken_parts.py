@@ -1,22 +1,29 @@
 """A part of the store that no longer reads back (its marks file emptied, as a merge on a full disk
 left one in CI) fails every read of its table. Against the real ClickHouse endpoint: the error
 names the part, the part is detached, the index is rebuilt from the archive, and the archiver's
-next write of the batch lands, with the copies of events archived before still found."""
+next write of the batch lands, with the copies of events archived before still found; and
+`tally verify` sets a broken part of the archive aside itself and reads its events again from
+the log."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from uuid import uuid4
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError
 
+from archiver.audit import verify
 from archiver.rows import ArchiveRow, archive_row, write_batch
 from storage import broken_parts
 from storage.client import connect
+from tests.fixtures.archive import archived
 from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import make_events
+from tests.integration.test_archiver import archive_until, produce
 
 pytestmark = pytest.mark.integration
 
@@ -38,18 +45,23 @@ def copy_of(row: ArchiveRow, offset: int) -> ArchiveRow:
     return ArchiveRow(row.line, 0, offset, row.site, row.event_id, row.received_at)
 
 
-def empty_the_marks(client: Client) -> str:
-    """Empty the marks files of `archive_ids`' one active part, as the disk left them; its name."""
+def empty_the_marks(client: Client, table: str = "archive_ids") -> str:
+    """Empty the marks files of the table's one active part, as the disk left them; its name."""
     [(name, path)] = client.query(
         "SELECT name, path FROM system.parts WHERE database = currentDatabase()"
-        " AND table = 'archive_ids' AND active"
+        " AND table = {table:String} AND active",
+        parameters={"table": table},
     ).result_rows
-    marks = [file for file in Path(path).iterdir() if ".cmrk" in file.name or ".mrk" in file.name]
-    assert marks, list(Path(path).iterdir())
+    empty_marks_of(client, Path(path))
+    return str(name)
+
+
+def empty_marks_of(client: Client, part: Path) -> None:
+    marks = [file for file in part.iterdir() if ".cmrk" in file.name or ".mrk" in file.name]
+    assert marks, list(part.iterdir())
     for file in marks:
         file.write_bytes(b"")
     client.command("SYSTEM DROP MARK CACHE")
-    return str(name)
 
 
 def test_an_unreadable_index_part_is_set_aside_and_rebuilt(
@@ -98,3 +110,46 @@ def test_an_unreadable_index_part_is_set_aside_and_rebuilt(
 )
 def test_errors_that_name_no_broken_part_set_nothing_aside(message: str) -> None:
     assert broken_parts.named_in(RuntimeError(message)) is None
+
+
+def test_tally_verify_sets_an_unreadable_archive_part_aside_and_reads_its_events_again_from_the_log(
+    clickhouse_endpoint: Endpoint, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = f"broken-parts-{uuid4().hex[:8]}"
+    settings = own_database_settings(
+        tmp_path, clickhouse_endpoint, "broken_events", kafka_bootstrap=kafka_bootstrap, pageviews_topic=topic
+    )
+    asyncio.run(create_topic(kafka_bootstrap, topic, settings.pageviews_partitions))
+    site = f"broken-{uuid4().hex[:8]}.example.com"
+    events = make_events(site, 300)
+    asyncio.run(produce(settings, [(event.key, event.to_json()) for event in events]))
+    asyncio.run(archive_until(settings, site, expected=300))
+    client = connect(settings)
+    client.command("OPTIMIZE TABLE events FINAL")  # the 300 in one part, then 60 more in another
+    [(part, path)] = client.query(
+        "SELECT name, path FROM system.parts"
+        " WHERE database = currentDatabase() AND table = 'events' AND active"
+    ).result_rows
+    later = make_events(site, 60)
+    asyncio.run(produce(settings, [(event.key, event.to_json()) for event in later]))
+    asyncio.run(archive_until(settings, site, expected=360))
+    empty_marks_of(client, Path(path))
+    with pytest.raises(DatabaseError):
+        archived(settings, site)  # every read of the archive fails on that part
+
+    report = verify(settings)
+    assert report.set_aside == [f"{settings.clickhouse_database}.events part {part}"]
+    assert any(part in line for line in report.lines())
+    # The part's rows were re-read from the log, each once: the archive is whole again.
+    assert archived(settings, site) == (360, 360)
+    assert sum(audit.repaired for audit in report.partitions) == 300
+    assert all(audit.gapless for audit in verify(settings, fix=False, full=True).partitions)
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    finally:
+        await admin.close()
