@@ -562,14 +562,27 @@ def verify(settings: Settings, fix: bool = True, site: str | None = None, full: 
             report.set_aside = set_aside
             return report
         except ClickHouseError as error:
-            broken = broken_parts.named_in(error) if fix and len(set_aside) < MAX_SET_ASIDE else None
-            table = broken_parts.set_aside(connect(settings), broken) if broken else None
-            if table is None:
+            done = _set_aside(settings, error) if fix and len(set_aside) < MAX_SET_ASIDE else None
+            if done is None:
                 raise AuditUnavailable(
                     f"ClickHouse at {settings.clickhouse_url} failed the audit: {_first_line(error)}"
                 ) from error
-            set_aside.append(f"{table} part {broken.part}")  # type: ignore[union-attr]
+            table, part = done
+            set_aside.append(f"{table} part {part}")
             full = full or table.endswith(".events")
+
+
+def _set_aside(settings: Settings, error: ClickHouseError) -> tuple[str, str] | None:
+    """(table, part) of the broken part `error` names, once set aside; None when it names none,
+    or the store refused that too (the audit's own error is then the one to report)."""
+    broken = broken_parts.named_in(error)
+    if broken is None:
+        return None
+    try:
+        table = broken_parts.set_aside(connect(settings), broken)
+    except ClickHouseError:
+        return None
+    return (table, broken.part) if table else None
 
 
 def _verify_once(settings: Settings, fix: bool, site: str | None, full: bool) -> VerifyReport:
