@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -150,8 +150,8 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             chosen = periods.period(
                 preset if preset in periods.PRESETS else periods.DEFAULT_PRESET,
                 clock(),
-                picked_day(custom_start),
-                picked_day(custom_end),
+                periods.picked_day(custom_start),
+                periods.picked_day(custom_end),
                 timezone=timezone,
                 compare=comparison,
                 first_day=queries.first_day(client, site) if client and site and preset == "all" else None,
@@ -340,14 +340,6 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
     def rate_limits(_: int | None) -> Any:
         status = rate_limit_status(clients(), clock(), settings.rate_window_s)
         return components.rate_limit_panel(status, settings.rate_limit, settings.rate_window_s)
-
-
-def picked_day(text: str | None) -> date | None:
-    """A date picker's day (its first ten characters, ISO), or None for no day or one that is not."""
-    try:
-        return date.fromisoformat(text[:10]) if isinstance(text, str) and text else None
-    except ValueError:
-        return None
 
 
 def register_breakdown(

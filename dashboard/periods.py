@@ -238,3 +238,12 @@ def describe(p: Period) -> str:
 def describe_comparison(p: Period) -> str:
     """The compared period, in the same words."""
     return describe(Period(p.previous_start, p.previous_end, p.start, p.end, p.interval, p.timezone))
+
+
+def picked_day(text: object) -> date | None:
+    """A day given as text, ISO, by its first ten characters (a date picker's value, a time
+    chart's clicked x), or None for no day or one that is not."""
+    try:
+        return date.fromisoformat(text[:10]) if isinstance(text, str) and text else None
+    except ValueError:
+        return None

@@ -22,7 +22,6 @@ has no hint under the chart and nothing happens on a click.
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 from dash import Dash, Input, Output, State, html, no_update
@@ -36,6 +35,7 @@ from dashboard.components import find, notice, panel_children
 from dashboard.custom_props_panel import custom_props_panel
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.goals_panel import goals_settings_panel
+from dashboard.periods import picked_day
 from dashboard.segments import segments_panel
 from dashboard.share_panel import share_panel
 from dashboard.site_settings_panel import site_settings_panels
@@ -147,10 +147,5 @@ def register_settings_view(app: Dash) -> None:
 def clicked_day(click: dict | None) -> str | None:
     """The date (YYYY-MM-DD) of the point clicked in a time chart's clickData, if it is one."""
     points = (click or {}).get("points") or []
-    x = points[0].get("x") if points and isinstance(points[0], dict) else None
-    if not isinstance(x, str) or len(x) < 10:
-        return None
-    try:
-        return date.fromisoformat(x[:10]).isoformat()
-    except ValueError:
-        return None
+    day = picked_day(points[0].get("x")) if points and isinstance(points[0], dict) else None
+    return day.isoformat() if day else None
