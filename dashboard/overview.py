@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from threading import Lock
 from typing import Any
 
 import plotly.graph_objects as go
@@ -84,10 +85,40 @@ def first_sites(clients: ClientFactory, wanted: str | None = None) -> tuple[list
 def chart_notes(client: Client, site: str, start: datetime, end: datetime) -> list[annotations.Annotation]:
     """The annotations a time chart of [start, end) marks (figures.mark_annotations); on a shared
     link's public page, the notes without who wrote them."""
-    notes = annotations.list_annotations(client, site, start, end)
+    return for_this_viewer(annotations.list_annotations(client, site, start, end))
+
+
+def for_this_viewer(notes: list[annotations.Annotation]) -> list[annotations.Annotation]:
     if shared_link() is not None:
-        notes = [replace(note, author="") for note in notes]
+        return [replace(note, author="") for note in notes]
     return notes
+
+
+class LiveChartNotes:
+    """The live chart's annotations, read once per site and chart window (a minute) rather than on
+    every 5-second tick of every open dashboard: a read takes six queries (notes, imports, alerts,
+    definitions switches, the cap) and the notes of the last hour change rarely. A note added now
+    shows from the chart's next minute (the Over time chart redraws at once). At most MAX_SITES
+    sites are held, the oldest read dropped first."""
+
+    MAX_SITES = 1024
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._by_site: dict[str, tuple[datetime, list[annotations.Annotation]]] = {}
+
+    def read(self, client: Client, site: str, start: datetime, end: datetime) -> list[annotations.Annotation]:
+        with self._lock:
+            held = self._by_site.get(site)
+        if held is not None and held[0] == end:
+            return for_this_viewer(held[1])
+        notes = annotations.list_annotations(client, site, start, end)
+        with self._lock:
+            self._by_site.pop(site, None)
+            while len(self._by_site) >= self.MAX_SITES:
+                self._by_site.pop(next(iter(self._by_site)))
+            self._by_site[site] = (end, notes)
+        return for_this_viewer(notes)
 
 
 def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clock: Clock) -> None:
@@ -317,6 +348,8 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             return "0"
         return display.count(queries.realtime(clients(), site, now=clock(), source=source)["visitors"])
 
+    live_notes = LiveChartNotes()
+
     # Read by tests/fault/test_local_stack.py through /_dash-update-component: keep
     # these two outputs and two inputs as they are.
     @app.callback(
@@ -332,7 +365,7 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         client = clients()
         end = clock().replace(second=0, microsecond=0) + timedelta(minutes=1)
         points = queries.pageviews_per_minute(client, site, end - LIVE_CHART, end, source)
-        notes = chart_notes(client, site, end - LIVE_CHART, end)
+        notes = live_notes.read(client, site, end - LIVE_CHART, end)
         return f"{queries.total_pageviews(client, site):,}", figures.per_minute(points, notes)
 
     @app.callback(Output("rate-limits", "children"), Input("clock", "n_intervals"))

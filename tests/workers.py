@@ -3,9 +3,11 @@
 
 A unit of work runs whole on one worker, so its module and package fixtures are set up once:
 - the folders that start a whole stack of their own (tests/cluster: three brokers and a Spark
-  cluster; tests/fault: the local stack) are one unit, run one after the other: two such stacks
-  at once on 2 cores would eat each other's recovery time;
-- tests/browser is one unit (one Chromium, one dashboard on the real services);
+  cluster; tests/fault: the local stack) and tests/browser (one Chromium, one dashboard on the
+  real services) are one unit, run in that order: two stacks at once on 2 cores would eat each
+  other's recovery time, and the browser tests, whose expectations wait on a dashboard's answers,
+  timed out in CI while a cluster ran beside them (load average over 20); after the stacks they
+  share the machine with the other worker's integration tests only;
 - every other test file is a unit of its own, as `--dist loadfile` has it.
 
 The units are decided here, by the scheduler (`pytest_xdist_make_scheduler`), from node ids:
@@ -13,8 +15,8 @@ xdist's own `xdist_group` marks travel as a suffix of the node id, which pytest 
 structured ids no longer take (pytest-xdist#1386: the marks are silently ignored).
 
 Units are handed out in collection order (`--no-loadscope-reorder`: not by size), and the
-stacks' unit, the longest (about 20 minutes), is collected first: the other worker runs the
-browser tests and then takes the short units one by one, so both finish near the same time.
+serial unit, the longest (about 45 minutes), is collected first: the other worker takes the
+short units one by one meanwhile, so both finish near the same time.
 
 Each worker starts the session's services for itself (its own Kafka broker, ClickHouse
 endpoint and Spark session, on free ports, under its own temporary folder).
@@ -34,18 +36,19 @@ from _pytest.nodeid import NodeId
 
 from tests.folder_timings import folder_of
 
-#: Folders whose tests share a stack they start themselves: one unit, run first.
-STACK_FOLDERS = ("tests/cluster", "tests/fault")
-STACKS = "stacks"
-#: Folders run whole as one unit of their own.
-WHOLE_FOLDERS = {"tests/browser": "browser"}
+#: Folders run one after the other, in this order, as one unit on one worker, first.
+SERIAL_FOLDERS = ("tests/cluster", "tests/fault", "tests/browser")
+SERIAL = "serial"
 
 
 def unit_of(nodeid: str) -> str:
+    return SERIAL if folder_of(nodeid) in SERIAL_FOLDERS else nodeid.split("::", 1)[0]
+
+
+def serial_rank(nodeid: str) -> int:
+    """The serial unit's folders in their order, then every other unit (in collection order)."""
     folder = folder_of(nodeid)
-    if folder in STACK_FOLDERS:
-        return STACKS
-    return WHOLE_FOLDERS.get(folder, nodeid.split("::", 1)[0])
+    return SERIAL_FOLDERS.index(folder) if folder in SERIAL_FOLDERS else len(SERIAL_FOLDERS)
 
 
 def in_worker(config: pytest.Config) -> bool:
@@ -84,7 +87,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     unique_node_ids(items)
     if not in_worker(config):
         return
-    # The stacks' unit first; otherwise collection order (a stable sort keeps each folder's own
-    # order, such as tests/fault's `tally down` test after the rest of tests/fault). Every worker
-    # sorts alike, so their collections stay equal, as xdist requires.
-    items.sort(key=lambda item: unit_of(item.nodeid) != STACKS)
+    # The serial unit first, its folders in order; otherwise collection order (a stable sort keeps
+    # each folder's own order, such as tests/fault's `tally down` test after the rest of
+    # tests/fault). Every worker sorts alike, so their collections stay equal, as xdist requires.
+    items.sort(key=lambda item: serial_rank(item.nodeid))

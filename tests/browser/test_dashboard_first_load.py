@@ -17,6 +17,7 @@ from playwright.async_api import Page, Request, expect
 
 from storage.client import connect
 from tally.settings import Settings
+from tests.fixtures.browser import SIGN_IN_TIMEOUT_MS
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import archive_rows, page_view
 
@@ -47,8 +48,9 @@ async def test_numbers_load_with_the_page_and_explore_waits_until_opened(
     await page.goto(dashboard_server.url + "/")
     await page.fill("#password", dashboard_server.password)
     await page.click("button[type=submit]")
-    # The picker is filled as the page arrives; the chosen site's numbers follow.
-    await expect(page.locator("#site")).not_to_contain_text("Pick a site")
+    # The picker is filled as the page arrives (its lazily loaded chunk: see sign_in); the chosen
+    # site's numbers follow.
+    await expect(page.locator("#site")).not_to_contain_text("Pick a site", timeout=SIGN_IN_TIMEOUT_MS)
     await page.click("#site")
     await page.locator("input.dash-dropdown-search").fill(site)
     await page.get_by_role("option", name=site, exact=True).click()

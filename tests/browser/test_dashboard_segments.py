@@ -22,7 +22,7 @@ from storage.users import set_password, set_role
 from tally.settings import Settings
 from tests.browser.test_dashboard import DESKTOP, PHONE, SCREENSHOTS, archive, open_site
 from tests.browser.test_dashboard_team import PASSWORD as VIEWER_PASSWORD
-from tests.fixtures.browser import open_overview, open_settings
+from tests.fixtures.browser import SIGN_IN_TIMEOUT_MS, open_overview, open_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import page_view
 
@@ -247,7 +247,7 @@ async def test_viewer_applies_a_segment_and_cannot_save_one(
     await page.fill("#email", VIEWER)
     await page.fill("#password", VIEWER_PASSWORD)
     await page.click("button[type=submit]")
-    await expect(page.locator("#site")).to_contain_text(site)
+    await expect(page.locator("#site")).to_contain_text(site, timeout=SIGN_IN_TIMEOUT_MS)
     await expect(page.locator("#metric-visitors")).to_have_text(str(len(SESSIONS)))
     await expect(page.locator("#segments-panel")).to_have_count(0)  # saving is a setting
 

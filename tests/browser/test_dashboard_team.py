@@ -25,7 +25,7 @@ from storage.sites import add_site, set_timezone, site_timezone
 from tally.settings import Settings
 from tests.browser.screenshots import SCREENSHOTS
 from tests.browser.test_dashboard import DESKTOP, PHONE, archive, open_site, pick_site, traffic
-from tests.fixtures.browser import TIMEOUT_MS, expect_no_settings, open_settings
+from tests.fixtures.browser import SIGN_IN_TIMEOUT_MS, TIMEOUT_MS, expect_no_settings, open_settings
 from tests.fixtures.callbacks import goal_add_request
 from tests.fixtures.dashboard_server import DashboardServer
 
@@ -100,7 +100,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await invitee.fill("#password", PASSWORD)
     await invitee.fill("#confirm", PASSWORD)
     await invitee.click("button[type=submit]")
-    await expect(invitee.locator("#site")).to_contain_text(TEAM_SITE)
+    await expect(invitee.locator("#site")).to_contain_text(TEAM_SITE, timeout=SIGN_IN_TIMEOUT_MS)
 
     # Signed out, they sign in again with email and password.
     await invitee.click("#logout")
@@ -108,7 +108,7 @@ async def test_invited_viewer_sees_only_their_site_and_cannot_change_it(
     await invitee.fill("#email", email)
     await invitee.fill("#password", PASSWORD)
     await invitee.click("button[type=submit]")
-    await expect(invitee.locator("#site")).to_contain_text(TEAM_SITE)
+    await expect(invitee.locator("#site")).to_contain_text(TEAM_SITE, timeout=SIGN_IN_TIMEOUT_MS)
 
     # The site list callback, written by hand, names their site only, though the archive holds
     # others; asked with another site as the current one, it is refused.

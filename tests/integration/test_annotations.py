@@ -14,6 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from dashboard import email_reports
+from dashboard.overview import LIVE_CHART, LiveChartNotes
 from storage import alert_rules, annotations, definitions, goals, imports
 from storage.client import connect
 from storage.report_subscriptions import ReportPeriod
@@ -269,3 +270,26 @@ def test_a_site_shows_its_500_newest_automatic_annotations_the_oldest_dropped(
     annotations.add(client, site, first, "our own note", "owner@example.com")
     oldest = annotations.list_annotations(client, site, first, first + timedelta(minutes=1))
     assert [note.text for note in oldest] == ["our own note"]
+
+
+def test_the_live_chart_reads_its_notes_once_a_minute_and_a_new_note_shows_the_next(
+    dashboard_settings: Settings,
+) -> None:
+    """The live per-minute chart ticks every 5 s in every open dashboard: its notes are read once
+    per site and chart window (dashboard/overview.py LiveChartNotes)."""
+    client = connect(dashboard_settings)
+    site = f"live-notes-{os.urandom(4).hex()}.example.com"
+    add_site(client, site)
+    minute = datetime.now(UTC).replace(second=0, microsecond=0)
+    annotations.add(client, site, minute - timedelta(minutes=10), "Deploy 1", "ops@example.com")
+    live = LiveChartNotes()
+    window = (minute - LIVE_CHART, minute + timedelta(minutes=1))
+    assert [note.text for note in live.read(client, site, *window)] == ["Deploy 1"]
+
+    annotations.add(client, site, minute - timedelta(minutes=5), "Deploy 2", "ops@example.com")
+    assert [note.text for note in live.read(client, site, *window)] == ["Deploy 1"]  # same minute: held
+    later = (window[0] + timedelta(minutes=1), window[1] + timedelta(minutes=1))
+    assert [note.text for note in live.read(client, site, *later)] == ["Deploy 1", "Deploy 2"]
+    other = f"other-{site}"
+    add_site(client, other)
+    assert live.read(client, other, *later) == []  # each site its own
