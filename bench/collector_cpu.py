@@ -1,0 +1,235 @@
+"""The collector's CPU per request without the network, Kafka or a load generator sharing
+the machine: the ASGI app driven in-process, next to the bare Starlette app (bench/bare_asgi.py)
+driven the same way. `python -m bench.collector_cpu [--profile]`.
+
+What it leaves out is the same for both apps (uvicorn's HTTP parsing, the socket), and the
+log is an in-memory sink that partitions and encodes as the real one does but acks at once:
+so the ratio is the app's own work against a bare app's, the part of issue 34 the collector
+code decides. The traffic mirrors bench/wrk/traffic.lua: 90 % common user agents, a long
+tail of new ones, client IPs varied (a fifth IPv6) through a trusted proxy, referrers, UTMs.
+CPU time is the process's (`time.process_time`), so other load on the machine moves it little.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import random
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from bench.bare_asgi import app as bare_app
+from collector.app import CollectorParts, build_app, load_lookups
+from collector.blocklist import Blocklist
+from collector.event_log import LogRecord, partition_for
+from collector.geo import CountryLookup
+from collector.known_sites import KnownSites
+from collector.salts import DailySalts
+from tally.settings import Settings
+
+SITE = "bench.example.com"
+PARTITIONS = 6
+COMMON_USER_AGENTS = [
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/18.1 Safari/605.1.15",
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/18.1.1 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/26.0 "
+    "Chrome/122.0.0.0 Mobile Safari/537.36",
+]
+PATHS = ["/", "/", "/", "/pricing", "/blog", "/docs", "/about", "/signup", "/docs/api", "/changelog"]
+REFERRERS = ["", "", "", "", "https://www.google.com/", "https://t.co/x1", "https://news.ycombinator.com/"]
+UTMS = ["", "", "", "", "", "", "", "?utm_source=newsletter&utm_medium=email&utm_campaign=launch", "?ref=ph"]
+
+# (headers, body) of each request.
+Requests = list[tuple[list[tuple[bytes, bytes]], bytes]]
+
+
+class InMemoryLog:
+    """Partitions and keeps the records; acks at once (the broker's share is not the app's)."""
+
+    def __init__(self) -> None:
+        self.appended = 0
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+    async def append(self, records: Sequence[LogRecord]) -> None:
+        for key, _value in records:
+            partition_for(key, PARTITIONS)
+        self.appended += len(records)
+
+
+def user_agent(rng: random.Random) -> str:
+    if rng.random() < 0.9:
+        return rng.choice(COMMON_USER_AGENTS)
+    return (
+        f"Mozilla/5.0 (Linux; Android {rng.randint(10, 15)}; SM-A{rng.randint(100, 999)}B "
+        f"Build/UP1A.{rng.randint(0, 999999):06d}) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 "
+        f"Chrome/{rng.randint(118, 131)}.0.{rng.randint(5000, 6800)}.{rng.randint(1, 200)} "
+        "Mobile Safari/537.36"
+    )
+
+
+def client_ip(rng: random.Random) -> str:
+    if rng.random() < 0.8:
+        return f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
+    return f"2001:db8:{rng.randint(0, 65535):x}:{rng.randint(0, 65535):x}::{rng.randint(1, 65535):x}"
+
+
+def pageview(rng: random.Random) -> dict[str, object]:
+    return {
+        "n": "pageview",
+        "d": SITE,
+        "u": f"https://{SITE}{rng.choice(PATHS)}{rng.choice(UTMS)}",
+        "r": rng.choice(REFERRERS),
+        "w": rng.choice([390, 1440, 1920, 1366]),
+        "i": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    }
+
+
+def server_event(rng: random.Random) -> dict[str, object]:
+    return {**pageview(rng), "ip": client_ip(rng), "user_agent": user_agent(rng)}
+
+
+def single_requests(count: int, rng: random.Random) -> Requests:
+    return [
+        (
+            [
+                (b"content-type", b"text/plain"),
+                (b"user-agent", user_agent(rng).encode()),
+                (b"accept-language", b"en-GB,en;q=0.9"),
+                (b"x-forwarded-for", client_ip(rng).encode()),
+            ],
+            orjson.dumps(pageview(rng)),
+        )
+        for _ in range(count)
+    ]
+
+
+def batch_requests(count: int, per_batch: int, ingest_key: str, rng: random.Random) -> Requests:
+    headers = [(b"content-type", b"application/json"), (b"authorization", f"Bearer {ingest_key}".encode())]
+    return [
+        (
+            headers,
+            orjson.dumps([server_event(rng) for _ in range(per_batch)]),
+        )
+        for _ in range(count)
+    ]
+
+
+async def drive(app: Any, path: str, requests: Requests) -> dict[int, int]:
+    """Each request through the app as uvicorn would hand it over; the statuses answered."""
+    statuses: dict[int, int] = {}
+    for headers, body in requests:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8080),
+        }
+        sent = False
+
+        async def receive(body: bytes = body) -> dict[str, object]:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.start":
+                status = int(message["status"])  # type: ignore[arg-type]
+                statuses[status] = statuses.get(status, 0) + 1
+
+        await app(scope, receive, send)
+    return statuses
+
+
+def collector_app(settings: Settings) -> Any:
+    salts = DailySalts(client=None)  # type: ignore[arg-type]
+    today = datetime.now(UTC).date()
+    salts._by_day = {today: os.urandom(32), today + timedelta(days=1): os.urandom(32)}
+    sites = KnownSites(client=None)  # type: ignore[arg-type]
+    sites._domains = frozenset({SITE})
+    parts = CollectorParts(
+        event_log=InMemoryLog(),
+        salts=salts,
+        sites=sites,
+        blocklist=Blocklist(settings),
+        countries=CountryLookup(),
+    )
+    load_lookups(parts)
+    return build_app(settings, parts)
+
+
+def cpu_us_per_request(
+    app: Any, path: str, requests: Requests, profile: cProfile.Profile | None = None
+) -> tuple[float, dict[int, int]]:
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(drive(app, path, requests[:200]))  # warm-up
+        started = time.process_time()
+        if profile:
+            profile.enable()
+        statuses = loop.run_until_complete(drive(app, path, requests[200:]))
+        if profile:
+            profile.disable()
+        spent = time.process_time() - started
+    finally:
+        loop.close()
+    return spent * 1e6 / (len(requests) - 200), statuses
+
+
+def main(argv: list[str]) -> None:
+    profiling = "--profile" in argv
+    settings = Settings(trusted_proxies="127.0.0.1/32", ingest_key="bench-ingest-key")
+    rng = random.Random(34)
+    app = collector_app(settings)
+    singles = single_requests(20_200, rng)
+    batches = batch_requests(400, 100, "bench-ingest-key", rng)
+    load_before = os.getloadavg()[0]
+    bare_us, _ = cpu_us_per_request(bare_app, "/api/event", singles)
+    single_profile = cProfile.Profile() if profiling else None
+    single_us, single_statuses = cpu_us_per_request(app, "/api/event", singles, single_profile)
+    batch_profile = cProfile.Profile() if profiling else None
+    batch_us, batch_statuses = cpu_us_per_request(app, "/api/events", batches, batch_profile)
+    figures = {
+        "bare_starlette_cpu_us_per_request": round(bare_us, 1),
+        "collector_single_cpu_us_per_request": round(single_us, 1),
+        "single_share_of_bare": round(bare_us / single_us, 3),
+        "collector_batch_100_cpu_us_per_event": round(batch_us / 100, 2),
+        "batch_events_per_cpu_s": round(100 * 1e6 / batch_us),
+        "statuses": {"single": single_statuses, "batch": batch_statuses},
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+    print(json.dumps(figures, indent=2))
+    for name, profile in (("single", single_profile), ("batch", batch_profile)):
+        if profile:
+            print(f"\n== {name} ==")
+            pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
