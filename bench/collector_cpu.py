@@ -1,6 +1,6 @@
 """The collector's CPU per request without the network, Kafka or a load generator sharing
 the machine: the ASGI app driven in-process, next to the bare Starlette app (bench/bare_asgi.py)
-driven the same way. `python -m bench.collector_cpu [--profile]`.
+driven the same way. `python -m bench.collector_cpu [--rounds=N] [--profile]`.
 
 What it leaves out is the same for both apps (uvicorn's HTTP parsing, the socket), and the
 log is an in-memory sink that partitions and encodes as the real one does but acks at once:
@@ -220,21 +220,22 @@ def cpu_us_per_request(
 
 
 def main(argv: list[str]) -> None:
-    """Each traffic mix's figures, the least CPU of ROUNDS rounds (other load only adds)."""
+    """Each traffic mix's figures, the least CPU of the rounds (other load only adds)."""
     profiling = "--profile" in argv
+    rounds = next((int(arg.removeprefix("--rounds=")) for arg in argv if arg.startswith("--rounds=")), ROUNDS)
     settings = Settings(trusted_proxies="127.0.0.1/32", ingest_key="bench-ingest-key")
     load_before = os.getloadavg()[0]
     report: dict[str, object] = {}
     for mix, returning in (("every_event_a_new_client", 0.0), ("returning_visitors_80pct", 0.8)):
         figures: dict[str, list[float]] = {"bare": [], "single": [], "batch": []}
-        for round_ in range(ROUNDS):
+        for round_ in range(rounds):
             # A new app and new clients each round (the module-level caches keep the common
             # user agents and pages, as a running collector does).
             app = collector_app(settings)
             visitors = Visitors(returning, random.Random(34 + round_))
             singles = [single_request(visitors) for _ in range(20_200)]
             batches = [batch_request(visitors, 100, "bench-ingest-key") for _ in range(400)]
-            profile = cProfile.Profile() if profiling and round_ == ROUNDS - 1 else None
+            profile = cProfile.Profile() if profiling and round_ == rounds - 1 else None
             figures["bare"].append(cpu_us_per_request(bare_app, "/api/event", singles)[0])
             figures["single"].append(cpu_us_per_request(app, "/api/event", singles, profile)[0])
             figures["batch"].append(cpu_us_per_request(app, "/api/events", batches, profile)[0] / 100)
