@@ -328,6 +328,16 @@ def test_cors_only_on_the_beacon_endpoint(collector: TestClient) -> None:
     )
     assert preflight.status_code == 204
     assert preflight.headers["access-control-allow-origin"] == "*"
+    headers = {"Content-Type": "text/plain", "User-Agent": BROWSER_UA, "Origin": "https://site.example"}
+    site = "beacon.example.com"
+    # Every beacon's answer, the accepted ones (one 202 made once) as the refused ones.
+    for body, status in (
+        ({"d": site, "u": f"https://{site}/cors"}, 202),
+        ({"d": site, "u": "ftp://nope"}, 400),
+    ):
+        beacon = collector.post("/api/event", content=json.dumps(body), headers=headers)
+        assert (beacon.status_code, beacon.headers["access-control-allow-origin"]) == (status, "*")
+        assert beacon.headers["content-length"] == str(len(beacon.content))
     batch = collector.post("/api/events", json=[], headers={"Origin": "https://site.example"})
     assert "access-control-allow-origin" not in batch.headers
 
