@@ -20,6 +20,7 @@ from dashboard.alerts_panel import register_alerts_panel
 from dashboard.annotations_panel import register_annotations_panel
 from dashboard.auth import install_login
 from dashboard.bookmark import register_bookmark, requested_site
+from dashboard.chunk_preload import install_chunk_preload
 from dashboard.client_address import install_client_address
 from dashboard.custom_props_panel import register_custom_props_panel
 from dashboard.exclusions_panel import register_exclusions_panel
@@ -71,6 +72,7 @@ def build_app(
 
     app = Dash(__name__, server=server, title="Tally", update_title=None, serve_locally=True)
     app.index_string = with_zone_names(app.index_string)
+    install_chunk_preload(app)  # the header's pickers and the charts load with the page
     topojson_url = app.get_asset_url("topojson/")
     # The site the page's address names (`?site=`), if this viewer may read it (dashboard/bookmark.py).
     app.layout = layout_for_viewer(

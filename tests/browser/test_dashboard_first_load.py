@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from playwright.async_api import Page, Request, expect
 
+from dashboard.chunk_preload import FIRST_SCREEN_CHUNKS
 from storage.client import connect
 from tally.settings import Settings
 from tests.fixtures.browser import SIGN_IN_TIMEOUT_MS
@@ -63,3 +64,24 @@ async def test_numbers_load_with_the_page_and_explore_waits_until_opened(
     await page.get_by_role("option", name="Explore").click()
     await expect(page.locator("#explore-sql")).to_contain_text(f"site = '{site}'")
     await expect(page.locator("#explore-raw-totals")).to_contain_text(re.compile(r"\b4 page views"))
+
+
+async def test_the_pickers_and_charts_code_loads_with_the_page_not_behind_its_callbacks(
+    dashboard_server: DashboardServer, page: Page, site: str
+) -> None:
+    """dcc's dropdown, date picker and graph chunks are preloaded (dashboard/chunk_preload.py):
+    each is asked for once, with the page, before the renderer asks for the layout (otherwise only
+    once the layout has come and is rendered: on a loaded server the layout takes seconds, and the
+    header's site picker waited for both in turn)."""
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    await page.goto(dashboard_server.url + "/")
+    await page.fill("#password", dashboard_server.password)
+    await page.click("button[type=submit]")
+    await expect(page.locator("#site")).not_to_contain_text("Pick a site", timeout=SIGN_IN_TIMEOUT_MS)
+    await page.wait_for_load_state("networkidle")
+    layout = next(n for n, url in enumerate(requests) if url.endswith("/_dash-layout"))
+    for chunk in FIRST_SCREEN_CHUNKS:
+        asked = [n for n, url in enumerate(requests) if url.endswith(f"/dash/dcc/{chunk}.js")]
+        assert len(asked) == 1, (chunk, asked)
+        assert asked[0] < layout, (chunk, asked, layout)
