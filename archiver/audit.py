@@ -2,8 +2,10 @@
 
 Per partition, the offsets the archive accounts for (rows in `events`, dead letters in
 `archive_deadletters`, copies of re-sent events in `archive_duplicates`) are compared with the
-log's range: from the earliest offset Kafka still retains to the last archived one, every
-offset must be there, once. A hole is re-read from Kafka — exactly that offset range — and
+log's range: from the earliest offset Kafka still retains to the last archived one — and, for
+`tally verify`, on to the offset the archiver's consumer group committed (archiver/log.py): a
+lost part holding a partition's newest offsets leaves no row above them — every offset must be
+there, once. A hole is re-read from Kafka — exactly that offset range — and
 archived by the archiver's own rule (archiver/rows.py, write_batch: a copy of an event
 archived elsewhere is recorded as one); the insert carries a deduplication token
 named after the range, so a repair run twice at once (the archiver's own audit and `tally
@@ -36,6 +38,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
+from archiver.log import committed_offsets, log_ranges
 from archiver.rows import ACCOUNTED_OFFSETS, ArchiveRow, parse, write_batch
 from storage import broken_parts, queries
 from storage.client import connect
@@ -134,6 +137,7 @@ class PartitionAudit:
     copies: int = 0  # offsets holding a copy of an event archived at another (not an error)
     checked_from: int = 0  # the clean mark the round started from (0: every offset)
     clean_below: int = 0  # the mark after the round: below it, every offset checked was clean
+    committed: int | None = None  # the archiver's committed offset (None: it committed none)
 
     @property
     def missing(self) -> int:
@@ -144,34 +148,23 @@ class PartitionAudit:
         return self.missing == self.repaired and self.duplicates == 0
 
 
-async def log_ranges(settings: Settings) -> dict[int, tuple[int, int]]:
-    """Per partition of `pageviews`: (earliest retained offset, next offset to be written)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        topic = settings.pageviews_topic
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            partitions = [TopicPartition(topic, p) for p in range(settings.pageviews_partitions)]
-        starts = await consumer.beginning_offsets(partitions)
-        ends = await consumer.end_offsets(partitions)
-    finally:
-        await consumer.stop()
-    return {tp.partition: (starts[tp], ends[tp]) for tp in partitions}
-
-
 def read_marks(client: Client) -> dict[int, int]:
     """Per partition, the offset below which the archive was last found whole."""
     return {int(p): int(mark) for p, mark in client.query(_MARKS).result_rows}
 
 
 def find_holes(
-    client: Client, logs: dict[int, tuple[int, int]], marks: dict[int, int] | None = None
+    client: Client,
+    logs: dict[int, tuple[int, int]],
+    marks: dict[int, int] | None = None,
+    committed: dict[int, int] | None = None,
 ) -> list[PartitionAudit]:
     """Compare the archive with the log's ranges, from each partition's clean mark (every offset
     without `marks`): count against max - min + 1 first, the gaps are only looked for where the
-    count says there are some."""
+    count says there are some. Up to the archiver's `committed` offset every offset must be
+    there: missing ones above the highest archived were lost, not "not archived yet"."""
     marks = _checked_from(logs, marks or {})
+    committed = committed or {}
     summary = {
         int(p): (int(low), int(high), int(distinct), int(total))
         for p, low, high, distinct, total in client.query(
@@ -182,13 +175,22 @@ def find_holes(
     audits = []
     for partition, (log_start, log_end) in sorted(logs.items()):
         mark = marks.get(partition, 0)
+        # Committed past the log's end: an offset the end read before it was committed (the
+        # offsets above are for the next round), or a log deleted and created again.
+        said = min(committed[partition], log_end) if partition in committed else None
         if partition not in summary:
             audit = PartitionAudit(partition, log_start, log_end, None, None, 0, checked_from=mark)
-            audit.clean_below = mark  # nothing archived from the mark on: nothing more known clean
+            audit.committed = committed.get(partition)
+            lost_from = max(log_start, mark)
+            if said is not None and said > lost_from:
+                audit.holes.append(Hole(partition, lost_from, said))
+            # nothing archived from the mark on: nothing more known clean
+            audit.clean_below = min((hole.start for hole in audit.holes), default=mark)
             audits.append(audit)
             continue
         low, high, distinct, total = summary[partition]
         audit = PartitionAudit(partition, log_start, log_end, low, high, total - distinct, checked_from=mark)
+        audit.committed = committed.get(partition)
         audit.copies = copies.get(partition, 0)
         checked_from = max(low, log_start)  # below what Kafka retains, nothing can be re-read
         if low > max(log_start, mark):
@@ -207,6 +209,9 @@ def find_holes(
                 },
             ).result_rows
             audit.holes += [Hole(partition, int(start), int(end)) for start, end in rows]
+        lost_from = max(high + 1, log_start)
+        if said is not None and said > lost_from:
+            audit.holes.append(Hole(partition, lost_from, said))  # the newest offsets, lost
         audit.clean_below = _clean_below(client, audit)
         audits.append(audit)
     return audits
@@ -347,13 +352,18 @@ async def _repair_chunk(
 
 
 async def audit_archive(
-    settings: Settings, client: Client, fix: bool = True, full: bool = False
+    settings: Settings, client: Client, fix: bool = True, full: bool = False, to_commits: bool = True
 ) -> list[PartitionAudit]:
     """Find the archive's holes above each partition's clean mark (`full`: in every offset) and,
-    with `fix`, archive them from the log; then move the marks to what was found clean."""
+    with `fix`, archive them from the log; then move the marks to what was found clean.
+    `to_commits`: up to the archiver's committed offsets, the newest offsets too (the archiver's
+    own rounds check only up to the archive's end: it resumes from there on every assignment, so
+    the newest offsets lost are its own to archive again, and a round of its own would race it)."""
     logs = await log_ranges(settings)
+    # Read before the archive: everything below an offset committed by then is in the store.
+    committed = await committed_offsets(settings, list(logs)) if to_commits else {}
     marks = read_marks(client)
-    audits = find_holes(client, logs, None if full else marks)
+    audits = find_holes(client, logs, None if full else marks, committed)
     for audit in audits:
         for hole in audit.holes if fix else ():
             audit.repaired += await repair(settings, client, hole)
@@ -461,9 +471,11 @@ class VerifyReport:
         for p in self.partitions:
             archived = f"{p.archived_first}..{p.archived_last}" if p.archived_last is not None else "nothing"
             holes = ", ".join(f"{h.start}..{h.end - 1}" for h in p.holes) or "none"
+            committed = f"up to {p.committed - 1}" if p.committed else "nothing"
             lines.append(
-                f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, checked from offset "
-                f"{p.checked_from} (clean below {p.clean_below} now), archived {archived}, "
+                f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, archiver committed "
+                f"{committed}, checked from offset {p.checked_from} (clean below {p.clean_below} now), "
+                f"archived {archived}, "
                 f"holes {holes} ({p.missing} offsets), repaired {p.repaired}, duplicates {p.duplicates}, "
                 f"re-sent copies not archived {p.copies}"
             )
