@@ -21,7 +21,9 @@ it repaired, is checked again by the next round before the mark passes it). Noth
 or a repair writes lands below a mark: they write at or above the archive's end, or into a hole
 that was found. What can — rows deleted by hand, a store restored from a backup, a thawed second
 archiver's batch that got past its fence (archiver/fences.py) — is found by a full audit
-(`tally verify --full`), which checks every offset and sets the marks to what it found.
+(`tally verify --full`), which checks every offset and sets the marks to what it found. One
+such loss every round finds: the offset just below a mark gone (a lost part held the newest
+offsets a round had marked), its partition is checked from every offset (marks_still_held).
 """
 
 from __future__ import annotations
@@ -103,6 +105,15 @@ FROM (
       AND received_at >= now64(3) - toIntervalSecond({window_s:UInt32} * 2)
     GROUP BY site, event_id HAVING count() > 1
 )
+"""
+
+# Of {partitions}, those still accounting for the offset just below their mark ({below}, in the
+# same order); bounded like _CHECKED, so that the index skips the granules out of the range.
+HELD_BELOW_MARKS = f"""
+SELECT DISTINCT kafka_partition FROM ({ACCOUNTED_OFFSETS})
+WHERE kafka_offset BETWEEN {{lowest:UInt64}} AND {{highest:UInt64}}
+  AND kafka_partition IN {{partitions:Array(UInt16)}}
+  AND kafka_offset = {{below:Array(UInt64)}}[indexOf({{partitions:Array(UInt16)}}, kafka_partition)]
 """
 
 _HELD_IN_RANGE = f"""
@@ -227,6 +238,41 @@ def summary_parameters(logs: dict[int, tuple[int, int]], marks: dict[int, int]) 
         "partitions": list(to_check),
         "marks": list(to_check.values()),
         "lowest": min(to_check.values(), default=NOTHING),
+    }
+
+
+def marks_still_held(
+    client: Client, logs: dict[int, tuple[int, int]], marks: dict[int, int]
+) -> dict[int, int]:
+    """The marks whose offset just below is still in the archive. Each mark was set one past an
+    offset found accounted for (or at the log's start); one the archive lost since (a lost part
+    holding the newest offsets a round had marked, rows deleted) means rows below the mark are
+    gone: its partition is checked from every offset, as a full audit would."""
+    probed = _probed(logs, marks)
+    if not probed:
+        return marks
+    parameters = held_below_parameters(probed)
+    held = {int(p) for (p,) in client.query(HELD_BELOW_MARKS, parameters=parameters).result_rows}
+    for partition in sorted(set(probed) - held):
+        log.warning("archive_lost_below_mark", partition=partition, mark=marks[partition])
+    return {p: mark for p, mark in marks.items() if p not in probed or p in held}
+
+
+def _probed(logs: dict[int, tuple[int, int]], marks: dict[int, int]) -> dict[int, int]:
+    """The marks with an offset below them that the log held: at the log's start, or past its
+    end (a log created again, checked from 0 anyway), there is none to look for."""
+    return {p: mark for p, mark in marks.items() if p in logs and logs[p][0] < mark <= logs[p][1]}
+
+
+def held_below_parameters(probed: dict[int, int]) -> dict[str, object]:
+    """HELD_BELOW_MARKS's parameters for the marks `probed`."""
+    below = [mark - 1 for mark in probed.values()]
+    return {
+        "synthetic": SYNTHETIC_PARTITION,
+        "partitions": list(probed),
+        "below": below,
+        "lowest": min(below),
+        "highest": max(below),
     }
 
 
@@ -363,7 +409,7 @@ async def audit_archive(
     # Read before the archive: everything below an offset committed by then is in the store.
     committed = await committed_offsets(settings, list(logs)) if to_commits else {}
     marks = read_marks(client)
-    audits = find_holes(client, logs, None if full else marks, committed)
+    audits = find_holes(client, logs, None if full else marks_still_held(client, logs, marks), committed)
     for audit in audits:
         for hole in audit.holes if fix else ():
             audit.repaired += await repair(settings, client, hole)

@@ -1,6 +1,7 @@
 """The archive audit against what the archiver committed (archiver/log.py), on the real broker
 and store: the newest offsets of a partition lost from the archive — above every offset it still
-holds — are found below the archiver's committed offset and archived again from the log, once;
+holds, below the offsets an earlier round marked clean — are found below the archiver's committed
+offset and archived again from the log, once;
 and a topic with another partition count than the default is audited partition by partition."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from uuid import uuid4
 
 import pytest
 
-from archiver.audit import PartitionAudit, verify
+from archiver.audit import PartitionAudit, read_marks, verify
 from archiver.log import log_ranges
 from storage.client import connect
 from tally.settings import Settings
@@ -61,17 +62,20 @@ def test_the_newest_offsets_lost_from_the_archive_are_found_below_the_commit_and
     settings = own_topic_settings(tmp_path, clickhouse_endpoint, kafka_bootstrap, 3)
     site = f"newest-lost-{uuid4().hex[:8]}.example.com"
     archive_events(settings, site, 600)
-    before = by_partition(verify(settings, fix=False, full=True).partitions)
+    before = by_partition(verify(settings, fix=False).partitions)
     partition = max(before, key=lambda p: before[p].log_end)
     audit = before[partition]
     assert audit.holes == [] and audit.committed == audit.log_end
+    # That round found the archive whole to the log's end and marked it so.
+    assert read_marks(connect(settings)) == {p: a.log_end for p, a in before.items()}
 
     lost = (audit.log_end - 100, audit.log_end)
     lose_newest(settings, partition, lost[0])
     assert archived(settings, site) == (500, 500)
 
-    # Rows lost below the clean mark are for a full audit (as a broken part set aside gets).
-    report = verify(settings, full=True)
+    # Below the mark now, above every offset the archive still holds: an ordinary round finds
+    # them, the offset below the mark being gone, and the commit says how far they went.
+    report = verify(settings)
     found = by_partition(report.partitions)[partition]
     assert [(hole.start, hole.end) for hole in found.holes] == [lost]
     assert found.archived_last == lost[0] - 1 and found.repaired == 100
