@@ -36,7 +36,7 @@ from pathlib import Path
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError, UnknownTopicOrPartitionError
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
@@ -649,6 +649,11 @@ def _verify_once(settings: Settings, fix: bool, site: str | None, full: bool) ->
         partitions = asyncio.run(audit_archive(settings, client, fix=fix, full=full))
         repeated = repeated_ids(client, settings.dedup_window_s)
         mismatches, compared = derived_mismatches(client, settings.pageviews_topic, site)
+    except UnknownTopicOrPartitionError as error:
+        where = f"Kafka at {settings.kafka_bootstrap}"
+        raise AuditUnavailable(
+            f"{where} has no topic {settings.pageviews_topic}: nothing to audit against"
+        ) from error
     except KafkaError as error:
         raise AuditUnavailable(f"cannot reach Kafka at {settings.kafka_bootstrap}{_why(error)}") from error
     except (OperationalError, OSError) as error:

@@ -12,7 +12,7 @@ from uuid import uuid4
 
 import pytest
 
-from archiver.audit import PartitionAudit, read_marks, verify
+from archiver.audit import AuditUnavailable, PartitionAudit, read_marks, verify
 from archiver.log import log_ranges
 from storage.client import connect
 from tally.settings import Settings
@@ -102,3 +102,15 @@ def test_a_topic_with_another_partition_count_is_audited_partition_by_partition(
     assert [audit.partition for audit in report.partitions] == list(range(partitions))
     assert sum(audit.log_end for audit in report.partitions) == 200
     assert all(audit.gapless and audit.holes == [] for audit in report.partitions)
+
+
+def test_verify_says_the_log_has_no_such_topic(
+    clickhouse_endpoint: Endpoint, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = f"never-created-{uuid4().hex[:8]}"
+    settings = own_database_settings(
+        tmp_path, clickhouse_endpoint, "audit_commits", kafka_bootstrap=kafka_bootstrap, pageviews_topic=topic
+    )
+    with pytest.raises(AuditUnavailable) as refused:
+        verify(settings, fix=False)
+    assert str(refused.value) == f"Kafka at {kafka_bootstrap} has no topic {topic}: nothing to audit against"
