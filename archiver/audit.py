@@ -2,8 +2,10 @@
 
 Per partition, the offsets the archive accounts for (rows in `events`, dead letters in
 `archive_deadletters`, copies of re-sent events in `archive_duplicates`) are compared with the
-log's range: from the earliest offset Kafka still retains to the last archived one, every
-offset must be there, once. A hole is re-read from Kafka — exactly that offset range — and
+log's range: from the earliest offset Kafka still retains to the last archived one — and, for
+`tally verify`, on to the offset the archiver's consumer group committed (archiver/log.py): a
+lost part holding a partition's newest offsets leaves no row above them — every offset must be
+there, once. A hole is re-read from Kafka — exactly that offset range — and
 archived by the archiver's own rule (archiver/rows.py, write_batch: a copy of an event
 archived elsewhere is recorded as one); the insert carries a deduplication token
 named after the range, so a repair run twice at once (the archiver's own audit and `tally
@@ -19,7 +21,9 @@ it repaired, is checked again by the next round before the mark passes it). Noth
 or a repair writes lands below a mark: they write at or above the archive's end, or into a hole
 that was found. What can — rows deleted by hand, a store restored from a backup, a thawed second
 archiver's batch that got past its fence (archiver/fences.py) — is found by a full audit
-(`tally verify --full`), which checks every offset and sets the marks to what it found.
+(`tally verify --full`), which checks every offset and sets the marks to what it found. One
+such loss every round finds: the offset just below a mark gone (a lost part held the newest
+offsets a round had marked), its partition is checked from every offset (marks_still_held).
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from pathlib import Path
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError, UnknownTopicOrPartitionError
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, OperationalError
 
+from archiver.log import committed_offsets, log_ranges
 from archiver.rows import ACCOUNTED_OFFSETS, ArchiveRow, parse, write_batch
 from storage import broken_parts, queries
 from storage.client import connect
@@ -102,6 +107,15 @@ FROM (
 )
 """
 
+# Of {partitions}, those still accounting for the offset just below their mark ({below}, in the
+# same order); bounded like _CHECKED, so that the index skips the granules out of the range.
+HELD_BELOW_MARKS = f"""
+SELECT DISTINCT kafka_partition FROM ({ACCOUNTED_OFFSETS})
+WHERE kafka_offset BETWEEN {{lowest:UInt64}} AND {{highest:UInt64}}
+  AND kafka_partition IN {{partitions:Array(UInt16)}}
+  AND kafka_offset = {{below:Array(UInt64)}}[indexOf({{partitions:Array(UInt16)}}, kafka_partition)]
+"""
+
 _HELD_IN_RANGE = f"""
 SELECT count() FROM ({ACCOUNTED_OFFSETS})
 WHERE kafka_partition = {{partition:UInt16}}
@@ -134,6 +148,7 @@ class PartitionAudit:
     copies: int = 0  # offsets holding a copy of an event archived at another (not an error)
     checked_from: int = 0  # the clean mark the round started from (0: every offset)
     clean_below: int = 0  # the mark after the round: below it, every offset checked was clean
+    committed: int | None = None  # the archiver's committed offset (None: it committed none)
 
     @property
     def missing(self) -> int:
@@ -144,34 +159,23 @@ class PartitionAudit:
         return self.missing == self.repaired and self.duplicates == 0
 
 
-async def log_ranges(settings: Settings) -> dict[int, tuple[int, int]]:
-    """Per partition of `pageviews`: (earliest retained offset, next offset to be written)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        topic = settings.pageviews_topic
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            partitions = [TopicPartition(topic, p) for p in range(settings.pageviews_partitions)]
-        starts = await consumer.beginning_offsets(partitions)
-        ends = await consumer.end_offsets(partitions)
-    finally:
-        await consumer.stop()
-    return {tp.partition: (starts[tp], ends[tp]) for tp in partitions}
-
-
 def read_marks(client: Client) -> dict[int, int]:
     """Per partition, the offset below which the archive was last found whole."""
     return {int(p): int(mark) for p, mark in client.query(_MARKS).result_rows}
 
 
 def find_holes(
-    client: Client, logs: dict[int, tuple[int, int]], marks: dict[int, int] | None = None
+    client: Client,
+    logs: dict[int, tuple[int, int]],
+    marks: dict[int, int] | None = None,
+    committed: dict[int, int] | None = None,
 ) -> list[PartitionAudit]:
     """Compare the archive with the log's ranges, from each partition's clean mark (every offset
     without `marks`): count against max - min + 1 first, the gaps are only looked for where the
-    count says there are some."""
+    count says there are some. Up to the archiver's `committed` offset every offset must be
+    there: missing ones above the highest archived were lost, not "not archived yet"."""
     marks = _checked_from(logs, marks or {})
+    committed = committed or {}
     summary = {
         int(p): (int(low), int(high), int(distinct), int(total))
         for p, low, high, distinct, total in client.query(
@@ -182,13 +186,22 @@ def find_holes(
     audits = []
     for partition, (log_start, log_end) in sorted(logs.items()):
         mark = marks.get(partition, 0)
+        # Committed past the log's end: an offset the end read before it was committed (the
+        # offsets above are for the next round), or a log deleted and created again.
+        said = min(committed[partition], log_end) if partition in committed else None
         if partition not in summary:
             audit = PartitionAudit(partition, log_start, log_end, None, None, 0, checked_from=mark)
-            audit.clean_below = mark  # nothing archived from the mark on: nothing more known clean
+            audit.committed = committed.get(partition)
+            lost_from = max(log_start, mark)
+            if said is not None and said > lost_from:
+                audit.holes.append(Hole(partition, lost_from, said))
+            # nothing archived from the mark on: nothing more known clean
+            audit.clean_below = min((hole.start for hole in audit.holes), default=mark)
             audits.append(audit)
             continue
         low, high, distinct, total = summary[partition]
         audit = PartitionAudit(partition, log_start, log_end, low, high, total - distinct, checked_from=mark)
+        audit.committed = committed.get(partition)
         audit.copies = copies.get(partition, 0)
         checked_from = max(low, log_start)  # below what Kafka retains, nothing can be re-read
         if low > max(log_start, mark):
@@ -207,6 +220,9 @@ def find_holes(
                 },
             ).result_rows
             audit.holes += [Hole(partition, int(start), int(end)) for start, end in rows]
+        lost_from = max(high + 1, log_start)
+        if said is not None and said > lost_from:
+            audit.holes.append(Hole(partition, lost_from, said))  # the newest offsets, lost
         audit.clean_below = _clean_below(client, audit)
         audits.append(audit)
     return audits
@@ -222,6 +238,41 @@ def summary_parameters(logs: dict[int, tuple[int, int]], marks: dict[int, int]) 
         "partitions": list(to_check),
         "marks": list(to_check.values()),
         "lowest": min(to_check.values(), default=NOTHING),
+    }
+
+
+def marks_still_held(
+    client: Client, logs: dict[int, tuple[int, int]], marks: dict[int, int]
+) -> dict[int, int]:
+    """The marks whose offset just below is still in the archive. Each mark was set one past an
+    offset found accounted for (or at the log's start); one the archive lost since (a lost part
+    holding the newest offsets a round had marked, rows deleted) means rows below the mark are
+    gone: its partition is checked from every offset, as a full audit would."""
+    probed = _probed(logs, marks)
+    if not probed:
+        return marks
+    parameters = held_below_parameters(probed)
+    held = {int(p) for (p,) in client.query(HELD_BELOW_MARKS, parameters=parameters).result_rows}
+    for partition in sorted(set(probed) - held):
+        log.warning("archive_lost_below_mark", partition=partition, mark=marks[partition])
+    return {p: mark for p, mark in marks.items() if p not in probed or p in held}
+
+
+def _probed(logs: dict[int, tuple[int, int]], marks: dict[int, int]) -> dict[int, int]:
+    """The marks with an offset below them that the log held: at the log's start, or past its
+    end (a log created again, checked from 0 anyway), there is none to look for."""
+    return {p: mark for p, mark in marks.items() if p in logs and logs[p][0] < mark <= logs[p][1]}
+
+
+def held_below_parameters(probed: dict[int, int]) -> dict[str, object]:
+    """HELD_BELOW_MARKS's parameters for the marks `probed`."""
+    below = [mark - 1 for mark in probed.values()]
+    return {
+        "synthetic": SYNTHETIC_PARTITION,
+        "partitions": list(probed),
+        "below": below,
+        "lowest": min(below),
+        "highest": max(below),
     }
 
 
@@ -347,13 +398,18 @@ async def _repair_chunk(
 
 
 async def audit_archive(
-    settings: Settings, client: Client, fix: bool = True, full: bool = False
+    settings: Settings, client: Client, fix: bool = True, full: bool = False, to_commits: bool = True
 ) -> list[PartitionAudit]:
     """Find the archive's holes above each partition's clean mark (`full`: in every offset) and,
-    with `fix`, archive them from the log; then move the marks to what was found clean."""
+    with `fix`, archive them from the log; then move the marks to what was found clean.
+    `to_commits`: up to the archiver's committed offsets, the newest offsets too (the archiver's
+    own rounds check only up to the archive's end: it resumes from there on every assignment, so
+    the newest offsets lost are its own to archive again, and a round of its own would race it)."""
     logs = await log_ranges(settings)
+    # Read before the archive: everything below an offset committed by then is in the store.
+    committed = await committed_offsets(settings, list(logs)) if to_commits else {}
     marks = read_marks(client)
-    audits = find_holes(client, logs, None if full else marks)
+    audits = find_holes(client, logs, None if full else marks_still_held(client, logs, marks), committed)
     for audit in audits:
         for hole in audit.holes if fix else ():
             audit.repaired += await repair(settings, client, hole)
@@ -461,9 +517,11 @@ class VerifyReport:
         for p in self.partitions:
             archived = f"{p.archived_first}..{p.archived_last}" if p.archived_last is not None else "nothing"
             holes = ", ".join(f"{h.start}..{h.end - 1}" for h in p.holes) or "none"
+            committed = f"up to {p.committed - 1}" if p.committed else "nothing"
             lines.append(
-                f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, checked from offset "
-                f"{p.checked_from} (clean below {p.clean_below} now), archived {archived}, "
+                f"partition {p.partition}: log {p.log_start}..{p.log_end - 1}, archiver committed "
+                f"{committed}, checked from offset {p.checked_from} (clean below {p.clean_below} now), "
+                f"archived {archived}, "
                 f"holes {holes} ({p.missing} offsets), repaired {p.repaired}, duplicates {p.duplicates}, "
                 f"re-sent copies not archived {p.copies}"
             )
@@ -591,6 +649,11 @@ def _verify_once(settings: Settings, fix: bool, site: str | None, full: bool) ->
         partitions = asyncio.run(audit_archive(settings, client, fix=fix, full=full))
         repeated = repeated_ids(client, settings.dedup_window_s)
         mismatches, compared = derived_mismatches(client, settings.pageviews_topic, site)
+    except UnknownTopicOrPartitionError as error:
+        where = f"Kafka at {settings.kafka_bootstrap}"
+        raise AuditUnavailable(
+            f"{where} has no topic {settings.pageviews_topic}: nothing to audit against"
+        ) from error
     except KafkaError as error:
         raise AuditUnavailable(f"cannot reach Kafka at {settings.kafka_bootstrap}{_why(error)}") from error
     except (OperationalError, OSError) as error:

@@ -54,6 +54,7 @@ from archiver import fences
 from archiver.audit import AuditTotals, audit_archive
 from archiver.copies import Copy
 from archiver.fences import Fence
+from archiver.log import GROUP_ID
 from archiver.rows import (
     ACCOUNTED_OFFSETS,
     ArchiveRow,
@@ -70,7 +71,6 @@ from tally.settings import Settings
 log = structlog.get_logger()
 T = TypeVar("T")
 
-GROUP_ID = "tally-archiver"
 #: How long the store may refuse one batch before the archiver stops calling itself healthy.
 STUCK_AFTER_S = 300.0
 
@@ -345,7 +345,9 @@ class Archiver:
         client = connect(self.settings)
         while True:
             try:
-                audits = await audit_archive(self.settings, client)
+                # Up to the archive's end only: newest offsets the store lost are re-archived by
+                # this archiver itself on its next assignment (it resumes from the archive's end).
+                audits = await audit_archive(self.settings, client, to_commits=False)
             except Exception as error:  # Kafka or the store away: the next round will tell
                 log.warning("archive_audit_failed", error=str(error)[:300])
             else:

@@ -15,11 +15,14 @@ import threading
 import pytest
 
 from archiver.audit import (
+    HELD_BELOW_MARKS,
     MARKS,
     SUMMARY,
     PartitionAudit,
     audit_archive,
     find_holes,
+    held_below_parameters,
+    marks_still_held,
     read_marks,
     summary_parameters,
     verify,
@@ -197,6 +200,22 @@ def test_a_round_past_the_mark_reads_only_the_granules_archived_since(settings: 
             p: (197_000, 199_999, []) for p in range(3)
         }
         assert {p: a.clean_below for p, a in audits.items()} == {p: 200_000 for p in range(3)}
+
+        # The look below each mark (is the offset under it still archived?) skips as much.
+        plan = "\n".join(
+            row[0]
+            for row in client.query(
+                f"EXPLAIN indexes = 1 {HELD_BELOW_MARKS}", parameters=held_below_parameters(marks)
+            ).result_rows
+        )
+        skip = plan[plan.index("events_kafka_offset") :]
+        selected, total = map(int, skip.split("Granules: ", 1)[1].split()[0].split("/"))
+        assert selected * 10 < total, plan
+        assert marks_still_held(client, logs, marks) == marks
+        # A mark above offsets the archive no longer holds is dropped: that partition is checked
+        # from every offset. A mark at the log's start has nothing below it to look for.
+        longer = {p: (0, 200_100) for p in range(3)}
+        assert marks_still_held(client, longer, {0: 197_000, 1: 200_050, 2: 0}) == {0: 197_000, 2: 0}
     finally:
         client.command("DROP DATABASE IF EXISTS archive_audit_scale")
 
