@@ -101,7 +101,10 @@ class Sender:
         sends = [self.send([visit], intended, batch=visit.kind is Kind.LATE) for visit in singles]
         if people:
             sends.append(self.send(people, intended, batch=True))
-        await asyncio.gather(*sends)
+        if len(sends) == 1:  # the usual case, one page view per request: no gather, no task more
+            await sends[0]
+        else:
+            await asyncio.gather(*sends)
 
     async def send(self, visits: list[Visit], intended: float, batch: bool) -> None:
         sent_at = datetime.now(UTC)

@@ -8,6 +8,7 @@ client IP from some country's address space.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,8 +107,21 @@ def site_names(count: int, demo: bool = False) -> list[str]:
 
 
 def _weighted(rng: random.Random, choices: list[tuple[object, float]]) -> object:
-    values, weights = zip(*choices, strict=True)
-    return rng.choices(values, weights)[0]
+    values, cumulative = _cumulative(choices)
+    return rng.choices(values, cum_weights=cumulative)[0]
+
+
+# Values and cumulative weights per table (the module's constant mixes), worked out once instead
+# of per draw; the draws are the same as rng.choices(values, weights) makes.
+_CUMULATIVE: dict[int, tuple[list, tuple[object, ...], list[float]]] = {}
+
+
+def _cumulative(choices: list[tuple[object, float]]) -> tuple[tuple[object, ...], list[float]]:
+    known = _CUMULATIVE.get(id(choices))
+    if known is None or known[0] is not choices:
+        values, weights = zip(*choices, strict=True)
+        known = _CUMULATIVE[id(choices)] = (choices, values, list(itertools.accumulate(weights)))
+    return known[1], known[2]
 
 
 def zipf_weights(count: int, exponent: float = 1.1) -> list[float]:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+import orjson
+
 # Below the collector's keep-alive timeout (uvicorn's default: 5 s).
 IDLE_LIMIT_S = 3.0
 
@@ -75,7 +77,7 @@ class Pool:
         self._slots = asyncio.Semaphore(size)
 
     def request(self, path: str, body: object, headers: dict[str, str]) -> bytes:
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = orjson.dumps(body)  # json.dumps built an encoder per request
         lines = [f"POST {path} HTTP/1.1", f"Host: {self.host_header.decode()}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         lines.append(f"Content-Length: {len(payload)}")
@@ -86,11 +88,11 @@ class Pool:
         async with self._slots:
             connection = self._fresh_idle()
             try:
-                if connection is None:
-                    connection = Connection(
-                        *await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.timeout_s)
-                    )
-                answer, keep_alive = await asyncio.wait_for(connection.exchange(request), self.timeout_s)
+                # One deadline per request: asyncio.wait_for wrapped each await in a task of its own.
+                async with asyncio.timeout(self.timeout_s):
+                    if connection is None:
+                        connection = Connection(*await asyncio.open_connection(self.host, self.port))
+                    answer, keep_alive = await connection.exchange(request)
             except SendError:
                 if connection is not None:
                     connection.close()
