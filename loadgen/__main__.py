@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -22,6 +23,7 @@ from storage.sites import add_site
 from tally.settings import Settings
 
 console = Console()
+PROGRESS_INTERVAL_S = 0.1
 SCRAPER_RATE = 2.0  # page views/s per scraper: far over any sensible hourly limit
 
 
@@ -60,12 +62,20 @@ def run_plan(plan: LoadPlan, progress: Progress | None = None) -> tuple[RunSumma
             "sending", total=int(plan.rate * plan.duration_s) or None, accepted=0, rejected=0
         )
 
+        last_update = 0.0
+
         def on_progress(summary: RunSummary) -> None:
+            # Called at every send and every answer; the line redraws 10 times a second, so
+            # the sender updates it no more often than that (rich's update costs a lock each).
+            nonlocal last_update
+            if (now := time.monotonic()) - last_update < PROGRESS_INTERVAL_S:
+                return
+            last_update = now
             progress.update(
                 task, completed=summary.sent, accepted=summary.accepted, rejected=summary.rejected
             )
 
-    return asyncio.run(
+    summary, truth = asyncio.run(
         run(
             plan.target,
             model,
@@ -76,6 +86,9 @@ def run_plan(plan: LoadPlan, progress: Progress | None = None) -> tuple[RunSumma
             on_progress=on_progress,
         )
     )
+    if progress is not None:  # the last counts, which the interval may have skipped
+        progress.update(task, completed=summary.sent, accepted=summary.accepted, rejected=summary.rejected)
+    return summary, truth
 
 
 def live_progress() -> Progress:
