@@ -19,8 +19,8 @@ from tally.settings import Settings
 from tests.fixtures.archive import archived
 from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import make_events
+from tests.fixtures.topics import own_store_and_topic
 from tests.integration.test_archiver import archive_until, produce
-from tests.integration.test_broken_parts import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -29,12 +29,7 @@ def own_topic_settings(
     tmp_path: Path, clickhouse_endpoint: Endpoint, kafka_bootstrap: str, partitions: int
 ) -> Settings:
     """A store and a topic of the test's own: no other test's archiver commits to it."""
-    topic = f"audit-commits-{uuid4().hex[:8]}"
-    settings = own_database_settings(
-        tmp_path, clickhouse_endpoint, "audit_commits", kafka_bootstrap=kafka_bootstrap, pageviews_topic=topic
-    )
-    asyncio.run(create_topic(kafka_bootstrap, topic, partitions))
-    return settings
+    return own_store_and_topic(tmp_path, clickhouse_endpoint, kafka_bootstrap, "audit_commits", partitions)
 
 
 def archive_events(settings: Settings, site: str, count: int) -> None:

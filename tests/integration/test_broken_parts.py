@@ -12,7 +12,6 @@ from pathlib import Path
 from uuid import uuid4
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError
 
@@ -23,6 +22,7 @@ from storage.client import connect
 from tests.fixtures.archive import archived
 from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.events import make_events
+from tests.fixtures.topics import own_store_and_topic
 from tests.integration.test_archiver import archive_until, produce
 
 pytestmark = pytest.mark.integration
@@ -115,11 +115,7 @@ def test_errors_that_name_no_broken_part_set_nothing_aside(message: str) -> None
 def test_tally_verify_sets_an_unreadable_archive_part_aside_and_reads_its_events_again_from_the_log(
     clickhouse_endpoint: Endpoint, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    topic = f"broken-parts-{uuid4().hex[:8]}"
-    settings = own_database_settings(
-        tmp_path, clickhouse_endpoint, "broken_events", kafka_bootstrap=kafka_bootstrap, pageviews_topic=topic
-    )
-    asyncio.run(create_topic(kafka_bootstrap, topic, settings.pageviews_partitions))
+    settings = own_store_and_topic(tmp_path, clickhouse_endpoint, kafka_bootstrap, "broken_events")
     site = f"broken-{uuid4().hex[:8]}.example.com"
     events = make_events(site, 300)
     asyncio.run(produce(settings, [(event.key, event.to_json()) for event in events]))
@@ -144,12 +140,3 @@ def test_tally_verify_sets_an_unreadable_archive_part_aside_and_reads_its_events
     assert archived(settings, site) == (360, 360)
     assert sum(audit.repaired for audit in report.partitions) == 300
     assert all(audit.gapless for audit in verify(settings, fix=False, full=True).partitions)
-
-
-async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-    finally:
-        await admin.close()
