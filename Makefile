@@ -16,7 +16,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 run: install
 	$(BIN)/tally up --demo
 
-# Two pytest-xdist workers share the suite (tests/workers.py; 59:04 for 2,334 tests in a fresh
+# Two pytest-xdist workers share the suite (tests/workers.py; 28:55 for 2,351 tests in a fresh
 # clone here, against about 75 minutes in one process). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: install

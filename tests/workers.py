@@ -15,7 +15,7 @@ xdist's own `xdist_group` marks travel as a suffix of the node id, which pytest 
 structured ids no longer take (pytest-xdist#1386: the marks are silently ignored).
 
 Units are handed out in collection order (`--no-loadscope-reorder`: not by size), and the
-serial unit, the longest (about 45 minutes), is collected first: the other worker takes the
+serial unit, the longest (about 23 minutes), is collected first: the other worker takes the
 short units one by one meanwhile, so both finish near the same time.
 
 Each worker starts the session's services for itself (its own Kafka broker, ClickHouse
