@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 from urllib.parse import urlencode
 from uuid import uuid4
 
@@ -106,22 +107,27 @@ def site_names(count: int, demo: bool = False) -> list[str]:
     return [f"{prefix}{index}.example.com" for index in range(1, count + 1)]
 
 
-def _weighted(rng: random.Random, choices: list[tuple[object, float]]) -> object:
-    values, cumulative = _cumulative(choices)
-    return rng.choices(values, cum_weights=cumulative)[0]
+@dataclass(frozen=True)
+class WeightedTable:
+    """A mix table's values and cumulative weights, worked out once rather than at each draw;
+    a draw is the one rng.choices(values, weights) makes."""
+
+    values: tuple[Any, ...]
+    cumulative: tuple[float, ...]
+
+    @classmethod
+    def of(cls, table: list[tuple[Any, float]]) -> WeightedTable:
+        values, weights = zip(*table, strict=True)
+        return cls(values, tuple(itertools.accumulate(weights)))
+
+    def draw(self, rng: random.Random) -> Any:
+        return rng.choices(self.values, cum_weights=self.cumulative)[0]
 
 
-# Values and cumulative weights per table (the module's constant mixes), worked out once instead
-# of per draw; the draws are the same as rng.choices(values, weights) makes.
-_CUMULATIVE: dict[int, tuple[list, tuple[object, ...], list[float]]] = {}
-
-
-def _cumulative(choices: list[tuple[object, float]]) -> tuple[tuple[object, ...], list[float]]:
-    known = _CUMULATIVE.get(id(choices))
-    if known is None or known[0] is not choices:
-        values, weights = zip(*choices, strict=True)
-        known = _CUMULATIVE[id(choices)] = (choices, values, list(itertools.accumulate(weights)))
-    return known[1], known[2]
+USER_AGENT_MIX, COUNTRY_MIX, SCREEN_MIX, LANGUAGE_MIX, REFERRER_MIX, CAMPAIGN_MIX = (
+    WeightedTable.of(table)
+    for table in (USER_AGENTS, COUNTRY_PREFIXES, SCREEN_WIDTHS, LANGUAGES, REFERRERS, CAMPAIGNS)
+)
 
 
 def zipf_weights(count: int, exponent: float = 1.1) -> list[float]:
@@ -227,10 +233,10 @@ class TrafficModel:
         rng = self.rng
         host = ".".join(str(rng.randint(1, 254)) for _ in range(3))
         return Visitor(
-            user_agent=_weighted(rng, USER_AGENTS),
-            client_ip=f"{_weighted(rng, COUNTRY_PREFIXES)}.{host}",
-            screen_width=_weighted(rng, SCREEN_WIDTHS),
-            accept_language=_weighted(rng, LANGUAGES),
+            user_agent=USER_AGENT_MIX.draw(rng),
+            client_ip=f"{COUNTRY_MIX.draw(rng)}.{host}",
+            screen_width=SCREEN_MIX.draw(rng),
+            accept_language=LANGUAGE_MIX.draw(rng),
         )
 
     def _page(self) -> str:
@@ -264,8 +270,8 @@ class TrafficModel:
         rng = self.rng
         site = rng.choice(self.sites)
         visitor = rng.choice(self.visitor_pool) if self.visitor_pool else self._new_visitor()
-        referrer = _weighted(rng, REFERRERS)
-        campaign = _weighted(rng, CAMPAIGNS)
+        referrer = REFERRER_MIX.draw(rng)
+        campaign = CAMPAIGN_MIX.draw(rng)
         first = True
         while True:
             path = self._page()
