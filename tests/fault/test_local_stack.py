@@ -137,11 +137,16 @@ def _expected_mode(path: Path, mode: int) -> int:
         # Spark copies each of spark.jars here and chmods the copy a+x itself (Utils.fetchFile):
         # Maven Central's jars, and execute alone lets no other account read them.
         return 0o711
+    if "detached" in path.parent.parts:
+        # A data part set aside (`tally verify`/the archiver detach a broken one, storage/
+        # broken_parts.py): ClickHouse makes a detached part's files read-only for their owner.
+        return 0o400
     return 0o600
 
 
 def _modes_not_private(home: Path) -> list[str]:
-    """Paths under `home` (itself included) that are not 0700 folders or 0600 files."""
+    """Paths under `home` (itself included) that are not 0700 folders or 0600 files (or the
+    exceptions `_expected_mode` names, none readable by another account)."""
     found = []
     # os.walk, not Path.rglob: a folder Spark deletes mid-walk is skipped instead of raising.
     walked = [Path(root) / name for root, folders, files in os.walk(home) for name in folders + files]
