@@ -188,20 +188,28 @@ def find_holes(
         mark = marks.get(partition, 0)
         # Committed past the log's end: an offset the end read before it was committed (the
         # offsets above are for the next round), or a log deleted and created again.
-        said = min(committed[partition], log_end) if partition in committed else None
+        commit = committed.get(partition)
+        said = min(commit, log_end) if commit is not None else None
         if partition not in summary:
-            audit = PartitionAudit(partition, log_start, log_end, None, None, 0, checked_from=mark)
-            audit.committed = committed.get(partition)
-            lost_from = max(log_start, mark)
-            if said is not None and said > lost_from:
-                audit.holes.append(Hole(partition, lost_from, said))
+            audit = PartitionAudit(
+                partition, log_start, log_end, None, None, 0, checked_from=mark, committed=commit
+            )
+            audit.holes += _lost_newest(partition, max(log_start, mark), said)
             # nothing archived from the mark on: nothing more known clean
             audit.clean_below = min((hole.start for hole in audit.holes), default=mark)
             audits.append(audit)
             continue
         low, high, distinct, total = summary[partition]
-        audit = PartitionAudit(partition, log_start, log_end, low, high, total - distinct, checked_from=mark)
-        audit.committed = committed.get(partition)
+        audit = PartitionAudit(
+            partition,
+            log_start,
+            log_end,
+            low,
+            high,
+            total - distinct,
+            checked_from=mark,
+            committed=commit,
+        )
         audit.copies = copies.get(partition, 0)
         checked_from = max(low, log_start)  # below what Kafka retains, nothing can be re-read
         if low > max(log_start, mark):
@@ -220,12 +228,16 @@ def find_holes(
                 },
             ).result_rows
             audit.holes += [Hole(partition, int(start), int(end)) for start, end in rows]
-        lost_from = max(high + 1, log_start)
-        if said is not None and said > lost_from:
-            audit.holes.append(Hole(partition, lost_from, said))  # the newest offsets, lost
+        audit.holes += _lost_newest(partition, max(high + 1, log_start), said)
         audit.clean_below = _clean_below(client, audit)
         audits.append(audit)
     return audits
+
+
+def _lost_newest(partition: int, lost_from: int, said: int | None) -> list[Hole]:
+    """The offsets from `lost_from` (past what the archive holds) up to the archiver's committed
+    offset `said`: the newest offsets, lost."""
+    return [Hole(partition, lost_from, said)] if said is not None and said > lost_from else []
 
 
 def summary_parameters(logs: dict[int, tuple[int, int]], marks: dict[int, int]) -> dict[str, object]:
