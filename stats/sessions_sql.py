@@ -39,7 +39,7 @@ from stats.query import Behaviour, Filter, Logic, Query, dimension_entry, is_tim
 from storage.calendar import Interval, bucket_sql
 from storage.channels import channel_sql
 from storage.queries.contract import SESSION_VISITORS, StatsQuery, dimensions_of, expression_sql
-from storage.tables import CUSTOM_EVENTS_BY_PAGE, GOAL_EVENTS_MINUTE, SESSIONS
+from storage.tables import CUSTOM_EVENTS_BY_PAGE, EVENTS, GOAL_EVENTS_MINUTE, SESSIONS
 
 SESSION_METRICS = frozenset({"visits", "bounce_rate", "visit_duration", "views_per_visit"})
 _OTHER_EVENTS_COLUMNS = frozenset({"path"})  # goal_events_minute's columns (migration 0022)
@@ -478,19 +478,23 @@ def report_doubts_sql(q: StatsQuery) -> list[str]:
 # The newest version of each session starting in the range, tombstones dropped, passing the
 # report's filters; {by} names its value.
 _REPORT_SESSIONS = """
-    SELECT start, visitor_id, views, engaged_ms, duration_s, value
+    SELECT start, visitor_id, views, engaged_ms, duration_s, last_view, value
     FROM
     (
         SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
-            {by} AS value{columns}
+            session_end AS last_view, {by} AS value{columns}
         FROM {sessions}
         WHERE site = {{site:String}}
-          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+          AND session_start >= {since} AND session_start < {{end:DateTime64(3, 'UTC')}}{versions}
         ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
         LIMIT 1 BY session_start, visitor_id
     )
     WHERE is_deleted = 0{condition}
 """
+IN_RANGE_START = "{start:DateTime64(3, 'UTC')}"
+# raw's sessions are cut from the events of the day before the range on (storage/queries/raw.py
+# _DAYS): the visits a page view of the range can belong to start there at the earliest.
+DAY_BEFORE_START = "toStartOfDay({start:DateTime64(3, 'UTC')}) - INTERVAL 1 DAY"
 # Whether the visit viewed the page is taken from each version before the newest is picked (a
 # flag travels through that sort cheaper than the array).
 _VIEWED_PAGE = ", has(paths, {{{page}:String}}) AS viewed_page"
@@ -536,7 +540,11 @@ GROUP BY t ORDER BY t
 """
 
 
-def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, object]]:
+def _report_sessions(
+    q: StatsQuery, by: str | None, since: str = IN_RANGE_START, versions: str = ""
+) -> tuple[str, dict[str, object]]:
+    """The visits of `q` passing its filters (_REPORT_SESSIONS), from those starting at `since`;
+    `versions`: a condition on the rows read before the newest version of each is picked."""
     held = report_columns()
     condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
         _PAGE_CONDITION if name == PAGE else f" AND p_{name} = {{filter_{index}:String}}"
@@ -554,6 +562,8 @@ def _report_sessions(q: StatsQuery, by: str | None) -> tuple[str, dict[str, obje
         + (_VIEWED_PAGE.format(page=page) if page else ""),
         sessions=SESSIONS,
         condition=condition,
+        since=since,
+        versions=versions,
     )
     sql = custom + sql
     return sql, parameters
@@ -578,3 +588,72 @@ def report_totals_sql(q: StatsQuery) -> tuple[str, dict[str, object]]:
     bounces, duration_ms) from `sessions` (answers_report holds without page views)."""
     sessions, parameters = _report_sessions(q, None)
     return _REPORT_TOTALS.format(sessions=sessions), parameters
+
+
+# The filtered aggregate under visit filters alone (raw.aggregate's numbers): the visits starting
+# in the range (count, bounces, duration), and the page views of the range in the visits passing
+# the filters with their visitors (raw.page_totals: the events of the sessions with those
+# properties). A visit wholly inside the range adds its page views, and its visitor on each UTC day
+# from its first page view's to its last's (page views less than the session gap apart leave no day
+# between without one). A visit across the range's start or end (`edges`: few, those active at
+# either instant) has its page views of the range read from the archive, by visitor and time.
+#
+# The edges are read from the versions ending at or after the instant they cross, before the
+# newest of each visit is picked: a visit's versions only grow (its tombstone repeats its last
+# version), so its newest version is among them when it crosses, and none is when it does not.
+# That keeps the sort behind LIMIT 1 BY to the few visits active at either instant.
+_EDGE_VERSIONS = """
+          AND (session_end >= {end:DateTime64(3, 'UTC')} OR (session_start < {start:DateTime64(3, 'UTC')}
+               AND session_end >= {start:DateTime64(3, 'UTC')}))"""
+_REPORT_EDGES = """
+SELECT visitor_id, start, last_view FROM ({sessions})
+WHERE last_view >= {{start:DateTime64(3, 'UTC')}}
+  AND (start < {{start:DateTime64(3, 'UTC')}} OR last_view >= {{end:DateTime64(3, 'UTC')}})
+"""
+_IN_RANGE = "{{start:DateTime64(3, 'UTC')}}", "{{end:DateTime64(3, 'UTC')}}"  # formatted once more
+_REPORT_AGGREGATE = f"""
+SELECT toInt64(sum(is_visit)), toInt64(sum(is_bounce)), toInt64(round(sum(visit_duration_s) * 1000)),
+    toInt64(sum(added_views)), toInt64(uniqExactIf(visitor_day, adds_visitor))
+FROM
+(
+    SELECT k = 0 AS is_visit,
+        k = 0 AND views = 1 AND engaged_ms < {{{{engaged_bounce_ms:UInt64}}}} AS is_bounce,
+        if(k = 0, duration_s, 0) AS visit_duration_s, if(k = 0 AND inside, views, 0) AS added_views,
+        cityHash64(cityHash64(visitor_id), toDate(start) + k) AS visitor_day, inside AS adds_visitor
+    FROM (SELECT *, last_view < {_IN_RANGE[1]} AS inside FROM ({{sessions}}))
+    ARRAY JOIN range(if(inside, toUInt32(dateDiff('day', toDate(start), toDate(last_view))) + 1, 1)) AS k
+    UNION ALL
+    SELECT 0, 0, 0, 1, cityHash64(visitor_key, toDate(ts)), 1
+    FROM {EVENTS}
+    WHERE site = {{{{site:String}}}} AND name = 'pageview' AND ts >= {_IN_RANGE[0]} AND ts < {_IN_RANGE[1]}
+      AND visitor_id IN {{{{edge_visitors:Array(String)}}}}
+      AND arrayExists(
+        (visitor, first, last) -> visitor = visitor_id AND ts >= first AND ts <= last,
+        {{{{edge_visitors:Array(String)}}}}, {{{{edge_starts:Array(DateTime64(3, 'UTC'))}}}},
+        {{{{edge_ends:Array(DateTime64(3, 'UTC'))}}}})
+)
+"""
+
+
+def report_edges_sql(q: StatsQuery) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of the visits passing the report's visit
+    filters that cross the range's start or end: (visitor_id, start, last page view) each, the
+    `edges` report_aggregate_sql then takes (answers_report holds with page views)."""
+    sessions, parameters = _report_sessions(q, None, since=DAY_BEFORE_START, versions=_EDGE_VERSIONS)
+    return _REPORT_EDGES.format(sessions=sessions), parameters
+
+
+def report_aggregate_sql(
+    q: StatsQuery, edges: list[tuple[str, object, object]]
+) -> tuple[str, dict[str, object]]:
+    """The SQL (and parameters besides q.parameters()) of raw.aggregate's totals under the report's
+    visit filters (sessions, bounces, duration_ms, pageviews, visitors), from `sessions` and, for
+    `edges` (report_edges_sql's rows), the archive."""
+    sessions, parameters = _report_sessions(q, None)
+    visitors, starts, ends = (list(column) for column in zip(*edges, strict=True)) if edges else ([], [], [])
+    return _REPORT_AGGREGATE.format(sessions=sessions), {
+        **parameters,
+        "edge_visitors": visitors,
+        "edge_starts": starts,
+        "edge_ends": ends,
+    }

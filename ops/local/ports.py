@@ -23,21 +23,31 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def free_port() -> int:
-    """One free loopback port outside the ephemeral range."""
-    return free_port_block(1)
+def free_port(share: tuple[int, int] = (0, 1)) -> int:
+    """One free loopback port outside the ephemeral range (`share`: free_port_block's)."""
+    return free_port_block(1, share)
 
 
-def free_port_block(size: int) -> int:
-    """The first of `size` consecutive free loopback ports outside the ephemeral range."""
-    below = _ephemeral_start()
+def free_port_block(size: int, share: tuple[int, int] = (0, 1)) -> int:
+    """The first of `size` consecutive free loopback ports outside the ephemeral range; with
+    `share` (k, n), from the k-th of n equal slices of that range only, so that n processes
+    picking at once (the test workers) never pick the same port before one binds it."""
+    lowest, below = _slice(share, LOWEST, _ephemeral_start())
     for _ in range(500):
-        base = random.randrange(LOWEST, below - size)
+        base = random.randrange(lowest, below - size)
         block = range(base, base + size)
         if not _handed_out.intersection(block) and all(map(_bindable, block)):
             _handed_out.update(block)
             return base
-    raise RuntimeError(f"no {size} consecutive free loopback ports between {LOWEST} and {below}")
+    raise RuntimeError(f"no {size} consecutive free loopback ports between {lowest} and {below}")
+
+
+def _slice(share: tuple[int, int], lowest: int, below: int) -> tuple[int, int]:
+    index, count = share
+    if not 0 <= index < count:
+        raise ValueError(f"not a share of the port range: {share}")
+    width = (below - lowest) // count
+    return lowest + index * width, lowest + (index + 1) * width
 
 
 def _ephemeral_start() -> int:

@@ -189,16 +189,27 @@ def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str
 
 
 def _aggregate_with_sessions(client: Client, q: StatsQuery) -> dict[str, float]:
-    """raw.aggregate's numbers of a filtered `q`: its visits read from `sessions`; its page views
-    and visitors from the rollups' row of the page when the filter is that page alone (the row a
-    breakdown by page reads), else from the archive's passing page views."""
+    """raw.aggregate's numbers of a filtered `q`: its visits read from `sessions`; under visit
+    filters alone, its page views and visitors too, with the archive's page views of the few visits
+    across the range's edges (stats/sessions_sql.py report_aggregate_sql); under a page filter
+    alone, those from the rollups' row of that page (the row a breakdown by page reads), else from
+    the archive's passing page views."""
     from stats import sessions_sql
 
-    sql, parameters = sessions_sql.report_totals_sql(q)
-    sessions, bounces, duration_ms = client.query(
-        sql, parameters={**q.parameters(), **parameters}
-    ).result_rows[0]
-    pageviews, visitors = (agg if page_alone(q) else raw).page_totals(client, q)
+    parameters = q.parameters()
+    if sessions_sql.answers_report(q, page_views=True):
+        sql, extra = sessions_sql.report_edges_sql(q)
+        edges = client.query(sql, parameters={**parameters, **extra}).result_rows
+        sql, extra = sessions_sql.report_aggregate_sql(q, edges)
+        row = client.query(sql, parameters={**parameters, **extra}).result_rows[0]
+        sessions, bounces, duration_ms, pageviews, visitors = row
+        return metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms)
+    sql, extra = sessions_sql.report_totals_sql(q)
+    sessions, bounces, duration_ms = client.query(sql, parameters={**parameters, **extra}).result_rows[0]
+    if page_alone(q):
+        pageviews, visitors = agg.page_totals(client, q)
+    else:
+        pageviews, visitors = raw.page_totals(client, q)
     return metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms)
 
 

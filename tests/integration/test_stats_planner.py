@@ -437,19 +437,33 @@ def test_a_session_breakdown_under_an_event_filter_still_reads_the_archive(store
         {"path": "/"},
         {"path": "/pricing", "utm_medium": "social"},
         {"path": "/files"},
+        {"utm_source": "news"},
+        {"referrer_domain": "google.com", "utm_medium": "social"},
+        {"utm_campaign": "autumn"},
     ],
 )
+@pytest.mark.parametrize(
+    "span",
+    [
+        RANGE,
+        (DAY + timedelta(hours=9, minutes=17), DAY + timedelta(hours=21, minutes=3)),
+        (DAY - timedelta(hours=2), DAY + timedelta(days=1, hours=2)),  # visits across a midnight inside
+    ],
+    ids=["day", "inside-a-day", "across-midnights"],
+)
 def test_filtered_aggregates_read_visits_from_sessions_and_a_page_alone_from_the_rollups(
-    store: Client, monkeypatch: pytest.MonkeyPatch, filters: dict
+    store: Client, monkeypatch: pytest.MonkeyPatch, filters: dict, span: tuple[datetime, datetime]
 ) -> None:
     """The Overview's top metrics under a filter: visits, bounce rate and duration from
     `sessions` (a page filter from `paths`), page views and visitors of a page filter alone from
-    the rollups' row of that page; the archive's numbers to the unit."""
-    q = StatsQuery(SITE, *RANGE, filters=filters)
+    the rollups' row of that page, and under visit filters alone from `sessions` and the visits
+    across the range's start or end (visits across both midnights, and across the hours of a range
+    inside the day); the archive's numbers to the unit."""
+    q = StatsQuery(SITE, *span, filters=filters)
     archive = reports.aggregate(store, q, source="raw")
     assert reports.sessions_answer(store, q, page_views=False) and archive["sessions"]
     monkeypatch.setattr(raw_queries, "aggregate", _archive_not_read)
-    if list(filters) == ["path"]:
+    if list(filters) == ["path"] or "path" not in filters:
         monkeypatch.setattr(raw_queries, "page_totals", _archive_not_read)
     assert reports.aggregate(store, q, source="agg") == archive
 

@@ -109,9 +109,8 @@ def plausible_api(
     def store_unavailable(failure: StoreUnavailable) -> Response:
         log_failure(log, "plausible_api", failure, path=request.path)
         stopped = limit_message(failure, settings)  # a query past its bounds, not a store down
-        response = error(
-            503, f"The {stopped}." if stopped else "The analytics store is not answering; try again shortly."
-        )
+        words = f"{stopped[0].upper()}{stopped[1:]}." if stopped else None  # "The query took longer…"
+        response = error(503, words or "The analytics store is not answering; try again shortly.")
         response.headers["Retry-After"] = "5"
         return response
 
