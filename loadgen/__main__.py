@@ -126,7 +126,7 @@ def print_summary(summary: RunSummary) -> None:
     rejected = {status: count for status, count in summary.statuses.items() if status != 202}
     console.print(
         f"sent {summary.sent} · accepted {summary.accepted} · rejected {rejected or 'none'} · "
-        f"{achieved:.0f}/s · latency p50 {summary.percentile(0.5) * 1000:.1f} ms "
+        f"{achieved:.0f}/s · latency of the accepted p50 {summary.percentile(0.5) * 1000:.1f} ms "
         f"p95 {summary.percentile(0.95) * 1000:.1f} ms p99 {summary.percentile(0.99) * 1000:.1f} ms"
     )
 

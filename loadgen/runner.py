@@ -36,6 +36,8 @@ def percentile(ordered: list[float], fraction: float) -> float:
 class RunSummary:
     sent: int = 0
     statuses: Counter[int | str] = field(default_factory=Counter)
+    # From each accepted (202) request's intended send time to its answer: a refusal (400, 429,
+    # 503) or a failed send answers at its own speed and would bend the collector's figures.
     latencies_s: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
     # The collector's message for the first 400: the run stops there, since every later event
@@ -123,8 +125,8 @@ class Sender:
         self.summary.statuses[status] += len(visits)
         if self.on_answer:
             self.on_answer(self.summary)
-        self.summary.latencies_s.append(time.monotonic() - intended)
         if status == 202:
+            self.summary.latencies_s.append(time.monotonic() - intended)
             for visit, event_ts in zip(visits, ts, strict=True):
                 self.truth.record(visit, sent_at, acked_at, event_ts)
 

@@ -45,3 +45,26 @@ def test_sessions_carry_campaigns_languages_and_screen_sizes_for_every_dashboard
     assert len({v.accept_language.split(",")[0] for v in browsing}) >= 4
     # Widths in each screen-size class (Mobile < 576 px, Tablet < 992, Laptop < 1440, Desktop).
     assert {sum(v.screen_width >= edge for edge in (576, 992, 1440)) for v in browsing} == {0, 1, 2, 3}
+
+
+def test_latency_percentiles_count_accepted_answers_only() -> None:
+    """A refused request (429 here, 400 or 503 alike) answers at its own speed: only the 202s'
+    times are the collector's latency."""
+    import asyncio
+
+    from loadgen.ground_truth import GroundTruth
+    from loadgen.runner import RunSummary, Sender
+    from loadgen.wire import Answer
+
+    answers = iter([Answer(429, b"{}"), Answer(202, b""), Answer(503, b"{}")])
+
+    class Collector:
+        async def post(self, path: str, body: object, headers: dict[str, str]) -> Answer:
+            return next(answers)
+
+    summary = RunSummary()
+    sender = Sender(Collector(), "http://collector", "key", summary, GroundTruth())  # type: ignore[arg-type]
+    for visit in visits(seed=5, count=3, bot_fraction=0, scrapers=0, late_fraction=0):
+        asyncio.run(sender.send([visit], intended=0.0, batch=False))
+    assert summary.statuses == Counter({429: 1, 202: 1, 503: 1})
+    assert len(summary.latencies_s) == 1
