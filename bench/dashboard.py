@@ -33,6 +33,7 @@ from loadgen.runner import percentile
 from loadgen.traffic import PAGES
 from loadgen.traffic import PARSED_CLIENTS as CLIENTS
 from storage import goals as goal_store
+from storage import segments as segment_store
 from storage.client import connect
 from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
@@ -157,6 +158,8 @@ BENCH_GOALS = (
     {"event_name": "Purchase", "currency": "EUR"},
     {"page_pattern": "/blog/*"},
 )
+# A saved segment the Overview is asked under (issue 31's "filtered by … a saved segment").
+BENCH_SEGMENT = ("Newsletter readers", [["is", "visit:utm_source", ["newsletter"]]])
 
 
 def ensure_goals(settings: Settings, site_name: str) -> None:
@@ -168,6 +171,9 @@ def ensure_goals(settings: Settings, site_name: str) -> None:
         goal = goal_store.make_goal(site_name, **fields)
         if goal.name not in existing:
             goal_store.add_goal(client, goal)
+    name, filters = BENCH_SEGMENT
+    if name not in {segment.name for segment in segment_store.list_segments(client, site_name)}:
+        segment_store.add_segment(client, site_name, name, filters)
 
 
 def ensure_derived(settings: Settings, site_name: str) -> dict[str, float]:
@@ -254,6 +260,19 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
         "top metrics, filtered": request([("top-metrics", "children")], filtered),
         "top metrics, filtered by source": request(
             [("top-metrics", "children")], {**common, "filters.data": {"referrer_domain": "google.com"}}
+        ),
+        "top metrics, filtered by UTM source": request(
+            [("top-metrics", "children")], {**common, "filters.data": {"utm_source": "newsletter"}}
+        ),
+        "top metrics, filtered by country": request(
+            [("top-metrics", "children")], {**common, "filters.data": {"country": "DE"}}
+        ),
+        "top metrics, saved segment": request(
+            [("top-metrics", "children")], {**common, "filters.data": {"segment": BENCH_SEGMENT[0]}}
+        ),
+        "top pages, filtered by source": request(
+            [("pages-list", "children")],
+            {**common, "filters.data": {"referrer_domain": "google.com"}, "pages-by.value": "path"},
         ),
         "chart": request([("main-chart", "figure")], {**common, "chart-metric.value": "visitors"}),
         "chart, filtered": request(
@@ -416,6 +435,13 @@ def plausible_requests(site: str, start: datetime, end: datetime) -> dict[str, d
         },
         "v2: bounce rate by page (archive)": {
             **common, "metrics": ["bounce_rate"], "dimensions": ["event:page"],
+        },
+        "v2: visitors, page views by day x country": {
+            **common, "metrics": ["visitors", "pageviews"], "dimensions": ["time:day", "visit:country"],
+        },
+        "v2: visitors by source, under a UTM filter": {
+            **common, "metrics": ["visitors", "visits"], "dimensions": ["visit:source"],
+            "filters": [["is", "visit:utm_source", ["newsletter"]]],
         },
     }  # fmt: skip
 
