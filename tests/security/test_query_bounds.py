@@ -259,7 +259,9 @@ def test_a_query_past_its_time_limit_answers_a_sentence_and_the_server_keeps_ser
             headers=operator,
         )
         assert v2.status_code == 503, v2.text[:300]
-        assert v2.json()["error"].startswith("The query took longer than the time a query may take"), v2.json()
+        assert v2.json()["error"].startswith("The query took longer than the time a query may take"), (
+            v2.json()
+        )
         assert http.get("/healthz").status_code == 200
     # The log says the queries were stopped, not that the store is down (which pages an operator).
     logged = impatient_server.log_path.read_text()
