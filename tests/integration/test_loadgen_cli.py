@@ -132,7 +132,8 @@ def test_loadgen_with_two_processes_reports_rate_and_latency_and_keeps_every_acc
     )
     assert answer.returncode == 0, answer.stderr
     summary = re.search(
-        r"sent (\d+) · accepted (\d+) · rejected none · \d+/s · latency of the accepted p50 [\d.]+ ms p95 [\d.]+ ms",
+        r"sent (\d+) · accepted (\d+) · rejected none · \d+/s · "
+        r"latency of the accepted p50 [\d.]+ ms p95 [\d.]+ ms",
         answer.stdout,
     )
     assert summary, answer.stdout
