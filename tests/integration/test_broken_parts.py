@@ -8,6 +8,7 @@ the log."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import uuid4
 
@@ -31,8 +32,11 @@ WINDOW_S = 3600.0
 
 
 def batch(site: str, first_offset: int, count: int) -> list[ArchiveRow]:
+    """`count` events received an hour ago: inside the window `archive_ids` is rebuilt for (its
+    days count back from today, so a fixed date would fall out of it a week later)."""
     rows = []
-    for offset, made in enumerate(make_events(site, count), start=first_offset):
+    received = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    for offset, made in enumerate(make_events(site, count, start=received), start=first_offset):
         event = made.model_copy(update={"event_id": uuid4()})
         rows.append(
             ArchiveRow(archive_row(event, 0, offset), 0, offset, site, event.event_id, event.received_at)
