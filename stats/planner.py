@@ -29,6 +29,7 @@ so its rows, order and page are those raw_sql alone gives.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
 from clickhouse_connect.driver.client import Client
 
@@ -123,6 +124,8 @@ def answer(client: Client, query: Query) -> Answer:
     if decided.sessions and rows_before_paths(client, query):
         decided = plan(query, rows_before_paths=True)
     if not decided.sessions:
+        if query.source == "agg" and sessions_sql.tags_events(query) and not late_or_doubtful(client, query):
+            return Answer(_tagged_answer(client, query), "raw")
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
@@ -134,3 +137,30 @@ def answer(client: Client, query: Query) -> Answer:
         counts += raw_sql._rows(client, flat, lambda kind: kind != "visit")
     merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
     return Answer(raw_sql.paginated(raw_sql.ordered(merged, query), query), decided.source)
+
+
+def late_or_doubtful(client: Client, query: Query) -> bool:
+    """Whether `sessions` cannot be trusted for the visits of `query`'s events: page views the
+    stream jobs never counted from the day before its range on (raw_sql's window for visits), or
+    visits written before the columns it reads."""
+    day_before = query.start.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    around = StatsQuery(query.site, day_before, query.end, session_gap_s=query.session_gap_s)
+    return misses_late_events(client, around) or rows_before_paths(client, query)
+
+
+def _tagged_answer(client: Client, query: Query) -> list[raw_sql.Row]:
+    """raw_sql.answer's rows of a query sessions_sql.tags_events holds: the events of the range
+    tagged with their visits' properties from `sessions`, and the visit side of the visitors with a
+    matching event after the range (sessionised, as raw_sql.counted does for events alone: a visit
+    starting inside the range adds the combinations of its matching events after it)."""
+    named = raw_sql._names(query)
+    rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
+    goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
+    rows, tag_parameters = sessions_sql.tagged_rows_sql(query)
+    tagged = raw_sql.compile_query(query, rules, goals, rows=rows)
+    tagged = replace(tagged, parameters={**tagged.parameters, **tag_parameters})
+    after = raw_sql.compile_query(query, rules, goals, rows="after")
+    counts = raw_sql._rows(client, tagged, lambda kind: kind != "visit")
+    counts += raw_sql._rows(client, after, lambda kind: kind == "visit")
+    merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
+    return raw_sql.paginated(raw_sql.ordered(merged, query), query)

@@ -297,14 +297,16 @@ class Compiled:
 
 
 class _Parameters:
-    """Collects a query's parameters, each under a fresh name; `goals` are the site's, by name."""
+    """Collects a query's parameters, each under a fresh name (`prefix` and a number: two
+    collections in one SQL take two prefixes); `goals` are the site's, by name."""
 
-    def __init__(self, goals: dict[str, Goal] | None = None) -> None:
+    def __init__(self, goals: dict[str, Goal] | None = None, prefix: str = "p") -> None:
         self.values: dict[str, object] = {}
         self.goals = goals or {}
+        self.prefix = prefix
 
     def add(self, value: object, kind: str) -> str:
-        name = f"p{len(self.values)}"
+        name = f"{self.prefix}{len(self.values)}"
         self.values[name] = value
         return f"{{{name}:{kind}}}"
 
@@ -444,7 +446,8 @@ def compile_query(
 
     `rows`: "visits", every event with its visit; "flat", the events in the range with none (for
     a query events_alone answers); "after", only the visitors with a matching event after the
-    range, sessionised (their `visit` side completes a "flat" answer)."""
+    range, sessionised (their `visit` side completes a "flat" answer); otherwise the SQL of the
+    rows itself (the planner's: stats/sessions_sql.py tagged_rows_sql)."""
     validate(query)
     parameters = _Parameters(goals)
     matched = COUNTED
@@ -452,6 +455,8 @@ def compile_query(
         matched += f" AND {condition_sql(query.filters, parameters)}"
     if rows == "flat":
         source = flat_rows_sql(_names(query))
+    elif rows not in ("visits", "after"):
+        source = rows
     else:
         prefilter = visitor_prefilter(query.filters, parameters)
         if rows == "after":

@@ -19,7 +19,7 @@ from storage.calendar import INTERVALS, InvalidTimezone, local_date, zone
 from storage.channel_rules import list_rules
 from storage.channels import CHANNEL
 from storage.goals import Goal, InvalidGoal, find_goal, list_goals
-from storage.queries import agg, channels, funnel_days, funnels, raw
+from storage.queries import agg, channels, funnel_days, funnels, raw, visit_events
 from storage.queries.contract import (
     DIMENSIONS,
     ENGAGED_BOUNCE_MS,
@@ -181,6 +181,18 @@ def answering(client: Client, q: StatsQuery, source: Source) -> ModuleType:
     return agg if answered_source(client, q, source) == "agg" else raw
 
 
+def answering_flat(client: Client, q: StatsQuery, source: Source) -> tuple[ModuleType, StatsQuery]:
+    """The module and the query that answer a report reading events flat (the chart, breakdowns by
+    an event dimension, goals, custom events, properties, engagement): under visit filters with
+    `agg` asked, raw's SQL over the events of the passing visits read through `sessions`
+    (visit_events.py) where it can, else as `answering` decides."""
+    if source == "agg" and q.filtered:
+        moved = visit_events.with_visit_events(client, q)
+        if moved is not None:
+            return raw, moved
+    return answering(client, q, source), q
+
+
 def aggregate(client: Client, q: StatsQuery, source: Source = "raw") -> dict[str, float]:
     q = with_goal(client, q)
     if source == "agg" and sessions_answer(client, q, page_views=False):
@@ -209,7 +221,7 @@ def _aggregate_with_sessions(client: Client, q: StatsQuery) -> dict[str, float]:
     if page_alone(q):
         pageviews, visitors = agg.page_totals(client, q)
     else:
-        pageviews, visitors = raw.page_totals(client, q)
+        pageviews, visitors = raw.page_totals(client, visit_events.with_visit_events(client, q) or q)
     return metrics_from_totals(pageviews, visitors, sessions, bounces, duration_ms)
 
 
@@ -229,7 +241,8 @@ def timeseries(
         points = agg.page_timeseries(client, q, interval)
         if points is not None:
             return points
-    return answering(client, q, source).timeseries(client, q, interval)
+    module, q = answering_flat(client, q, source)
+    return module.timeseries(client, q, interval)
 
 
 def breakdown(
@@ -240,6 +253,9 @@ def breakdown(
         return channels.breakdown(client, with_channel_rules(client, q), limit)
     if by not in DIMENSIONS:
         raise UnsupportedQuery(f"by must be one of {sorted(DIMENSIONS)}")
+    if by in EVENT_DIMENSIONS:
+        module, q = answering_flat(client, q, source)
+        return module.breakdown(client, q, by, limit)
     return answering(client, q, source).breakdown(client, q, by, limit)
 
 
@@ -328,7 +344,8 @@ def engagement(
     q = with_goal(client, q)
     if not paths:
         return {}
-    return answering(client, q, source).engagement(client, q, paths)
+    module, q = answering_flat(client, q, source)
+    return module.engagement(client, q, paths)
 
 
 def sessions(client: Client, q: StatsQuery, limit: int = 100, source: Source = "raw") -> list[SessionRow]:
@@ -419,13 +436,15 @@ def goals_of(client: Client, q: StatsQuery, site_goals: list[Goal], source: Sour
     q = with_goal(client, q)
     if not site_goals:
         return []
-    return answering(client, q, source).goals(client, q, site_goals)
+    module, q = answering_flat(client, q, source)
+    return module.goals(client, q, site_goals)
 
 
 def custom_events(client: Client, q: StatsQuery, limit: int = 10, source: Source = "raw") -> list[EventRow]:
     """Custom events by name (breakdown `event:name`)."""
     q = with_goal(client, q)
-    return answering(client, q, source).custom_events(client, q, limit)
+    module, q = answering_flat(client, q, source)
+    return module.custom_events(client, q, limit)
 
 
 def properties(
@@ -439,7 +458,8 @@ def properties(
         site_goal = find_goal(client, q.site, goal) if goal else None
     except InvalidGoal as error:
         raise UnsupportedQuery(f"goal: {error}") from None
-    return answering(client, q, source).properties(client, q, key, site_goal, limit)
+    module, q = answering_flat(client, q, source)
+    return module.properties(client, q, key, site_goal, limit)
 
 
 def property_keys(
@@ -448,4 +468,5 @@ def property_keys(
     """The custom events' property keys in the range, the most used first (the dashboard's
     picker); only those in `only` when it names any (the site's custom properties)."""
     q = with_goal(client, q)
-    return answering(client, q, source).property_keys(client, q, limit, only)
+    module, q = answering_flat(client, q, source)
+    return module.property_keys(client, q, limit, only)

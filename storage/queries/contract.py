@@ -169,6 +169,7 @@ from storage.channels import ChannelRule, rules_parameters
 from storage.client_names import NAMES as CLIENT_NAMES
 from storage.client_names import plausible_name, plausible_values
 from storage.queries.session_filters import SESSION_FILTERS, members_condition
+from storage.tables import EVENTS
 from tally.clock import as_utc
 from tally.refusal import Refused
 
@@ -287,6 +288,15 @@ Expression = Condition | Logic
 
 
 @dataclass(frozen=True)
+class VisitEvents:
+    """The archive's events of the visits passing a report's visit filters, as a relation read
+    through the stream jobs' `sessions` (storage/queries/visit_events.py), and its parameters."""
+
+    sql: str
+    parameters: dict[str, object]
+
+
+@dataclass(frozen=True)
 class StatsQuery:
     """What a report asks about: one site, the half-open UTC range [start, end), and
     optional filters that restrict the events counted: an event-level dimension → value,
@@ -307,6 +317,9 @@ class StatsQuery:
     # site's stored rules, looked up by the query layer when a channel is asked for; a tuple
     # (a what-if's proposed rules) is used as given.
     channel_rules: tuple[ChannelRule, ...] | None = None
+    # Set by the query layer (storage/queries/visit_events.py): the events the flat reports count
+    # are those of the visits passing the visit filters taken out of `filters` and `where`.
+    visit_events: VisitEvents | None = None
 
     @property
     def filtered(self) -> bool:
@@ -331,7 +344,14 @@ class StatsQuery:
             parameters |= goal_condition(self.goal, "filter")[1]
         if self.where is not None:
             parameters |= expression_sql(self.where)[1]
+        if self.visit_events is not None:
+            parameters |= self.visit_events.parameters
         return parameters
+
+    def events_sql(self) -> str:
+        """What the reports reading events flat read them from: the archive, or the events of the
+        visits passing the visit filters (`visit_events`)."""
+        return self.visit_events.sql if self.visit_events is not None else EVENTS
 
     def filter_sql(self) -> str:
         """An `AND …` per filter; columns come from EVENT_DIMENSIONS only, values and

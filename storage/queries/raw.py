@@ -156,7 +156,7 @@ _DAYS = """ts >= toStartOfDay({{{start}:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
 
 def pageviews_sql(q: StatsQuery) -> str:
     """`FROM events WHERE …`: the page views in the range that pass the filters."""
-    return _PAGEVIEWS.format(events=EVENTS, filters=q.filter_sql())
+    return _PAGEVIEWS.format(events=q.events_sql(), filters=q.filter_sql())
 
 
 def raw_sessions_sql(
@@ -171,6 +171,8 @@ def raw_sessions_sql(
     (as the stream jobs order them: by its text, which UUIDToNum's bytes sort as, in 16 bytes
     instead of toString's 36) and the columns travel with their view. `bounds` names
     the DateTime64 parameters holding the range (q.parameters()' own by default)."""
+    if q.visit_events is not None:  # its visit filters are in `visit_events`, not in q.filter_sql()
+        raise ValueError("raw_sessions_sql sessionises the archive: a query with visit_events cannot")
     start, end = bounds
     days = _DAYS.format(start=start, end=end)
     parts = {"events": EVENTS, "start": start, "end": end, "days": days, **_filter_parts(q, days)}
@@ -331,16 +333,16 @@ def session_breakdown(client: Client, q: StatsQuery, by: str, limit: int) -> lis
 
 # Per page and engaged visitor its engaged time and deepest scroll, then per page the sums
 # contract.page_engagement divides (the module docstring of contract.py defines them).
-_ENGAGEMENT = f"""
+_ENGAGEMENT = """
 SELECT path, count(), sum(engaged_ms), sum(depth)
 FROM
 (
     SELECT path, cityHash64(visitor_key, toDate(ts)) AS visitor,
            sum(engagement_ms) AS engaged_ms, max(scroll_depth) AS depth
-    FROM {EVENTS}
-    WHERE site = {{{{site:String}}}} AND name = 'engagement'
-      AND ts >= {{{{start:DateTime64(3, 'UTC')}}}} AND ts < {{{{end:DateTime64(3, 'UTC')}}}}
-      AND has({{{{paths:Array(String)}}}}, path){{filters}}
+    FROM {events}
+    WHERE site = {{site:String}} AND name = 'engagement'
+      AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+      AND has({{paths:Array(String)}}, path){filters}
     GROUP BY path, visitor
 )
 GROUP BY path
@@ -350,7 +352,8 @@ GROUP BY path
 def engagement(client: Client, q: StatsQuery, paths: list[str]) -> dict[str, PageEngagement]:
     """The engagement of each of `paths` (those without any are left out)."""
     rows = client.query(
-        _ENGAGEMENT.format(filters=q.filter_sql()), parameters={**q.parameters(), "paths": paths}
+        _ENGAGEMENT.format(events=q.events_sql(), filters=q.filter_sql()),
+        parameters={**q.parameters(), "paths": paths},
     ).result_rows
     return {row[0]: page_engagement(*row) for row in rows}
 
@@ -425,7 +428,7 @@ def goals(client: Client, q: StatsQuery, site_goals: list[Goal]) -> list[GoalRow
         ]
     where = goal_range_where(q)
     row = client.query(
-        f"SELECT {', '.join(columns)} FROM {EVENTS} WHERE {where}",
+        f"SELECT {', '.join(columns)} FROM {q.events_sql()} WHERE {where}",
         parameters=parameters,
     ).result_rows[0]
     return goal_rows(site_goals, row)
@@ -441,13 +444,13 @@ def goal_events_sql(q: StatsQuery, goal: Goal) -> tuple[str, dict[str, object]]:
     """`FROM events WHERE …`: the goal's events in the range that pass the filters (what `goals`
     counts as its events; their visitors are its visitors), and the goal's parameters."""
     condition, parameters = goal_condition(goal, "export")
-    return f"FROM {EVENTS} WHERE {goal_range_where(q)} AND {condition}", parameters
+    return f"FROM {q.events_sql()} WHERE {goal_range_where(q)} AND {condition}", parameters
 
 
 def custom_events_sql(q: StatsQuery) -> str:
     """`FROM events WHERE …`: the custom events in the range that pass the filters (what the
     breakdown by event name counts, summed over the names)."""
-    return f"FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}{q.filter_sql()}"
+    return f"FROM {q.events_sql()} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}{q.filter_sql()}"
 
 
 def goal_rows(site_goals: list[Goal], row: tuple) -> list[GoalRow]:
@@ -475,7 +478,7 @@ def properties(client: Client, q: StatsQuery, key: str, goal: Goal | None, limit
     return event_rows(
         client,
         f"SELECT props[{{prop_key:String}}] AS value, count() AS events, {RAW_VISITORS} AS visitors "
-        f"FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS} AND {condition} "
+        f"FROM {q.events_sql()} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS} AND {condition} "
         f"AND mapContains(props, {{prop_key:String}}){q.filter_sql()}",
         {**q.parameters(), **parameters, "prop_key": key},
         limit,
@@ -496,8 +499,9 @@ def property_keys(client: Client, q: StatsQuery, limit: int, only: Sequence[str]
     used first."""
     among = " HAVING key IN {only:Array(String)}" if only else ""
     rows = client.query(
-        f"SELECT arrayJoin(mapKeys(props)) AS key FROM {EVENTS} WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}"
-        f"{q.filter_sql()} GROUP BY key{among} ORDER BY count() DESC, key LIMIT {{limit:UInt32}}",
+        f"SELECT arrayJoin(mapKeys(props)) AS key FROM {q.events_sql()} "
+        f"WHERE {_IN_RANGE} AND {_CUSTOM_EVENTS}{q.filter_sql()} "
+        f"GROUP BY key{among} ORDER BY count() DESC, key LIMIT {{limit:UInt32}}",
         parameters={**q.parameters(), "limit": limit} | ({"only": list(only)} if only else {}),
     ).result_rows
     return [row[0] for row in rows]

@@ -23,9 +23,11 @@ from stats import planner, raw_sql, sessions_sql
 from stats.query import Condition, Filter, Logic, Query
 from storage import queries as reports
 from storage.client import connect
+from storage.goals import add_goal, list_goals, make_goal
 from storage.queries import contract as report
 from storage.queries import raw as raw_queries
 from storage.queries.contract import StatsQuery
+from storage.queries.visit_events import with_visit_events
 from storage.rollup_backfill import backfill_rollups
 from storage.sites import add_site
 from storage.tables import SESSIONS
@@ -238,6 +240,77 @@ def test_answers_from_sessions_equal_the_archives_and_the_python_count(store: Cl
     assert planned.source == planner.plan(query, other_events=planner.other_events(store, query)).source
     if query.timezone == "UTC" and not _uses_channel(query):  # the Python count has neither
         assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
+@st.composite
+def tagged_queries(draw: st.DrawFn) -> Query:
+    """Event metrics by up to two visit, page or country dimensions (or a time bucket, unfiltered)
+    under a visit-property or page filter: those whose events the planner tags with their
+    visits' properties from `sessions` (sessions_sql.tags_events)."""
+    dimensions = draw(
+        st.lists(st.sampled_from([*VISIT_DIMENSIONS, "event:page", "visit:country"]), max_size=2, unique=True)
+    )
+    filters = draw(FILTERS)
+    if filters is None and draw(st.booleans()):
+        dimensions = [draw(st.sampled_from(TIME_DIMENSIONS)), *dimensions[:1]]
+    metrics = draw(
+        st.lists(
+            st.sampled_from(["visitors", "pageviews", "events", "percentage"]),
+            min_size=1,
+            max_size=3,
+            unique=True,
+        )
+    )
+    timezone = draw(st.sampled_from(["UTC", "UTC", "Europe/Berlin"]))
+    query = Query(SITE, *RANGE, tuple(metrics), tuple(dimensions), filters, timezone=timezone, source="agg")
+    assume(sessions_sql.tags_events(query) and not planner.plan(query).sessions)
+    return query
+
+
+@hypothesis_settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+@given(query=tagged_queries())
+def test_event_metrics_by_visit_properties_tag_events_from_sessions_as_the_archive_counts(
+    store: Client, query: Query
+) -> None:
+    """Visitors, page views, events and percentage by and under visit properties, each event
+    tagged with its visit's from `sessions` (no visit sessionised but the visitors active after
+    the range): the archive compiler's rows, and the independent Python count's."""
+    assert not planner.late_or_doubtful(store, query)
+    planned = planner.answer(store, query)
+    archive = raw_sql.answer(store, replace(query, source="raw"))
+    assert _rows(planned.rows) == _rows(archive), query
+    if query.timezone == "UTC" and not _uses_channel(query):
+        assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        Condition("is", "visit:source", ("google.com",)),  # only the passing visits are joined
+        Condition("contains", "visit:utm_medium", ("ocia",), case_sensitive=False),
+        Condition("is_not", "visit:source", ("google.com",)),  # '' passes: events in no visit count
+        Condition("matches", "visit:entry_page", ("^/(blog|)",)),  # may match ''
+        Logic(
+            "and", (Condition("is", "visit:utm_medium", ("social",)), Condition("is", "event:page", ("/",)))
+        ),
+        Logic(
+            "or",
+            (Condition("is", "visit:source", ("twitter.com",)), Condition("is", "visit:country", ("DE",))),
+        ),
+    ],
+)
+def test_events_in_no_visit_count_under_a_visit_condition_they_pass(store: Client, filters: Filter) -> None:
+    """Custom events before any page view are in no visit (their visit properties ''): under a
+    condition '' passes they count, as the archive counts them; under one it fails they do not."""
+    query = Query(SITE, *RANGE, ("visitors", "events"), ("event:page",), filters, source="agg")
+    assert sessions_sql.tags_events(query)
+    planned = planner.answer(store, query)
+    assert planned.rows and _rows(planned.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
 
 
 def test_bounce_rate_by_source_and_entry_page_under_a_medium_filter_is_from_sessions(store: Client) -> None:
@@ -501,6 +574,97 @@ def test_filtered_session_timeseries_is_read_from_sessions(
     assert reports.sessions_answer(store, q, page_views=False) and any(point.sessions for point in archive)
     monkeypatch.setattr(raw_queries, "session_timeseries", _archive_not_read)
     assert reports.session_timeseries(store, q, interval, source="agg") == archive  # type: ignore[arg-type]
+
+
+def _never_sessionising(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `client` fail a query that sessionises the archive for a visit filter (the members of
+    the passing visits: storage/queries/session_filters.py)."""
+    query = client.query
+
+    def checked(sql: str, *args: object, **kwargs: object) -> object:
+        assert " AS members" not in sql, "the archive was sessionised for a visit filter"
+        return query(sql, *args, **kwargs)
+
+    monkeypatch.setattr(client, "query", checked)
+
+
+# Visit filters (and their mixes with event filters) under which the flat reports count the
+# events of the passing visits read through `sessions` (storage/queries/visit_events.py).
+VISIT_EVENT_FILTERS = [
+    ({"referrer_domain": "google.com"}, None),
+    ({"utm_medium": "social"}, None),
+    ({"entry_path": "/"}, None),
+    ({"exit_path": "/pricing"}, None),
+    ({"referrer_domain": "twitter.com", "path": "/blog/a"}, None),
+    ({"utm_source": "news", "country": "DE"}, None),
+    ({"utm_campaign": "autumn", "goal": "Signup"}, None),
+    ({}, report.Condition("is_not", "referrer_domain", ("google.com",))),
+    (
+        {"utm_medium": "Email"},
+        report.Logic(
+            "and",
+            (
+                report.Condition("is", "country", ("US",)),
+                report.Condition("contains", "entry_path", ("blog",)),
+            ),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("filters", "where"), VISIT_EVENT_FILTERS)
+@pytest.mark.parametrize(
+    "span",
+    [RANGE, (DAY + timedelta(hours=9, minutes=17), DAY + timedelta(hours=21, minutes=3))],
+    ids=["day", "inside-a-day"],
+)
+def test_flat_reports_under_visit_filters_read_the_visits_from_sessions(
+    store: Client,
+    monkeypatch: pytest.MonkeyPatch,
+    filters: dict,
+    where: object,
+    span: tuple[datetime, datetime],
+) -> None:
+    """The Overview's chart, top pages, countries and screen sizes, goals, custom events, their
+    properties and the pages' engagement under a visit filter count the events of the passing
+    visits: read through `sessions` (the archive is not sessionised), the archive's numbers to the
+    unit, over a day and over a range inside it (visits across its start and end)."""
+    if "goal" in filters and "Signup" not in {goal.name for goal in list_goals(store, SITE)}:
+        add_goal(store, make_goal(SITE, event_name="Signup"))
+    q = StatsQuery(SITE, *span, filters=filters, where=where)
+    asks = {
+        "chart": lambda source: reports.timeseries(store, q, "hour", source=source),
+        "pages": lambda source: reports.breakdown(store, q, "path", 50, source=source),
+        "countries": lambda source: reports.breakdown(store, q, "country", 50, source=source),
+        "screens": lambda source: reports.breakdown(store, q, "screen_size", 50, source=source),
+        "goals": lambda source: reports.goals(store, q, source=source),
+        "events": lambda source: reports.custom_events(store, q, 50, source=source),
+        "keys": lambda source: reports.property_keys(store, q, 50, source=source),
+        "engagement": lambda source: reports.engagement(store, q, PATHS, source=source),
+    }
+    archive = {name: ask("raw") for name, ask in asks.items()}
+    assert span != RANGE or sum(point.pageviews for point in archive["chart"]) > 0  # some to count
+    _never_sessionising(store, monkeypatch)
+    assert {name: ask("agg") for name, ask in asks.items()} == archive
+
+
+def test_visit_filters_the_sessions_do_not_hold_still_sessionise_the_archive(store: Client) -> None:
+    """The channel (the site's rules), and a visit condition under an `or` with an event one,
+    leave the query to the archive; late page views in the day before the range too."""
+    q = StatsQuery(SITE, *RANGE, filters={"channel": "Direct"})
+    assert with_visit_events(store, q) is None
+    either = report.Logic(
+        "or",
+        (
+            report.Condition("is", "referrer_domain", ("google.com",)),
+            report.Condition("is", "country", ("DE",)),
+        ),
+    )
+    assert with_visit_events(store, StatsQuery(SITE, *RANGE, where=either)) is None
+    moved = with_visit_events(
+        store, StatsQuery(SITE, *RANGE, filters={"referrer_domain": "x", "country": "DE"})
+    )
+    assert moved is not None and moved.filters == {"country": "DE"} and moved.visit_events is not None
 
 
 def test_visits_written_before_paths_send_what_reads_the_new_columns_to_the_archive(store: Client) -> None:
