@@ -131,9 +131,11 @@ SESSION_COLUMNS = (
     "country", "device", "browser", "os", "utm_content", "utm_term", "screen_size", "language",
 )  # fmt: skip
 # Then the distinct paths its page views viewed, in order of first view (raw.SESSION_ARRAYS;
-# stream_jobs/activity.py SESSION_PATHS, migration 0063).
+# stream_jobs/activity.py SESSION_PATHS, migration 0063), and the journey: its page views' paths
+# in time order, consecutive repeats folded (raw.SESSION_SEQUENCES; SESSION_JOURNEY, migration 0071).
 SESSION_ARRAY_COLUMNS = ("paths",)
-_WRITTEN = ", ".join((*SESSION_COLUMNS, *SESSION_ARRAY_COLUMNS))
+SESSION_SEQUENCE_COLUMNS = ("journey",)
+_WRITTEN = ", ".join((*SESSION_COLUMNS, *SESSION_ARRAY_COLUMNS, *SESSION_SEQUENCE_COLUMNS))
 _SESSIONS = f"""
 INSERT INTO {{table}} (site, session_start, visitor_id, session_end, duration_s, pageviews, is_bounce,
     engaged_ms, {_WRITTEN}, is_closed, is_deleted, batch_id)
@@ -210,7 +212,9 @@ def backfill_rollups(
             client.command(points_sql(points_table, q), parameters=q.parameters())
             for table in _TABLES:
                 client.command(rollup_sql(table, points_table, table_suffix), parameters=q.parameters())
-            sessions = raw_sessions_sql(q, (*SESSION_COLUMNS, *SESSION_ARRAY_COLUMNS))
+            sessions = raw_sessions_sql(
+                q, (*SESSION_COLUMNS, *SESSION_ARRAY_COLUMNS, *SESSION_SEQUENCE_COLUMNS)
+            )
             client.command(
                 _SESSIONS.format(table=SESSIONS + table_suffix, sessions=sessions), parameters=q.parameters()
             )

@@ -101,6 +101,9 @@ SESSION_ATTRIBUTES = (
 # Then the distinct paths its page views viewed, in order of first view (VisitorActivity's
 # `paths`, an array, after SESSION_ROW_FIELDS; migration 0063): what a page filter's visits read.
 SESSION_PATHS = "paths"
+# Then the paths of its page views in time order, consecutive repeats folded (VisitorActivity's
+# `journey`, an array after `paths`; migration 0071): what the journeys report reads.
+SESSION_JOURNEY = "journey"
 SESSION_COLUMNS = (
     "site",
     "session_start",
@@ -112,6 +115,7 @@ SESSION_COLUMNS = (
     "engaged_ms",
     *SESSION_ATTRIBUTES,
     SESSION_PATHS,
+    SESSION_JOURNEY,
     "is_closed",
     "is_deleted",
 )
@@ -197,6 +201,7 @@ _GROUPING = (
     "session_pageviews",
     *SESSION_ATTRIBUTES,
     SESSION_PATHS,
+    SESSION_JOURNEY,
     "session_engaged_ms",
     "is_bounce",
     "is_closed",
@@ -292,6 +297,7 @@ def session_rows(rows: pa.Table) -> pa.Table:
         "engaged_ms": pc.cast(found["session_engaged_ms"], pa.uint64()),
         **{name: found[name] for name in SESSION_ATTRIBUTES},
         SESSION_PATHS: found[SESSION_PATHS],
+        SESSION_JOURNEY: found[SESSION_JOURNEY],
         "is_closed": pc.cast(found["is_closed"], pa.uint8()),
         "is_deleted": pc.cast(found["is_deleted"], pa.uint8()),
     }

@@ -73,6 +73,11 @@ SESSION_PROPERTIES = {
 # of first view (arrayDistinct keeps each value's first occurrence). `paths` (migration 0063): the
 # pages the visit viewed, as `sessions` keeps them, for storage/rollup_backfill.py.
 SESSION_ARRAYS = {"paths": "path"}
+# A session's sequences: a column's values over its page views in time order ((ts, event_id), as
+# the stream jobs order them), consecutive repeats folded. `journey` (migration 0071): / → /a →
+# /a → / gives [/, /a, /], as `sessions` keeps it, for the backfill and the journeys report.
+SESSION_SEQUENCES = {"journey": "path"}
+_FOLDED = "arrayFilter((v, i) -> i = 1 OR v != {values}[i - 1], {values}, arrayEnumerate({values}))"
 # What the sessions list shows (SessionRow's properties).
 LISTED_PROPERTIES = (
     "entry_path",
@@ -181,15 +186,17 @@ def raw_sessions_sql(
             view="ts", first="session[1]", last="session[-1]", previous="views[i - 1]", current="view",
             properties="", **parts,
         )  # fmt: skip
-    read = (
-        SESSION_ARRAYS[name] if name in SESSION_ARRAYS else SESSION_PROPERTIES[name][0] for name in properties
-    )
+    over_views = {**SESSION_ARRAYS, **SESSION_SEQUENCES}
+    read = (over_views[name] if name in over_views else SESSION_PROPERTIES[name][0] for name in properties)
     columns = list(dict.fromkeys(read))
     selected = ""
     for name in properties:
-        if name in SESSION_ARRAYS:
-            index = 3 + columns.index(SESSION_ARRAYS[name])
-            selected += f",\n    arrayDistinct(arrayMap(v -> v.{index}, session)) AS {name}"
+        if name in over_views:
+            values = f"arrayMap(v -> v.{3 + columns.index(over_views[name])}, session)"
+            folded = (
+                _FOLDED.format(values=values) if name in SESSION_SEQUENCES else f"arrayDistinct({values})"
+            )
+            selected += f",\n    {folded} AS {name}"
             continue
         column, view = SESSION_PROPERTIES[name]
         selected += f",\n    session[{view}].{3 + columns.index(column)} AS {name}"

@@ -36,7 +36,7 @@ from storage.client import connect
 from storage.queries import agg, raw
 from storage.rollup_backfill import backfill_rollups
 from storage.tables import ROLLUP_DAY, ROLLUP_HOUR, ROLLUP_MINUTE, SYNTHETIC_PARTITION
-from stream_jobs.activity import QUERY_NAME, SESSION_ATTRIBUTES, SESSION_PATHS
+from stream_jobs.activity import QUERY_NAME, SESSION_ATTRIBUTES, SESSION_JOURNEY, SESSION_PATHS
 from stream_jobs.app import stop_gracefully
 from stream_jobs.queries import start_queries
 from tally.clock import utc_now
@@ -530,7 +530,8 @@ def assert_spark_equals_backfill(
         assert spark_rows == rollup_rows(backfilled, table, sites), table
     # And its sessions, column for column: the entry page view's UTMs, screen size class and
     # language too (migration 0062), which the traffic varies within a session, and the pages
-    # each viewed in order of first view (migration 0063), sessions revisiting a page included.
+    # each viewed in order of first view (migration 0063), sessions revisiting a page included,
+    # and each one's journey, consecutive repeats folded (migration 0071).
     spark_sessions = session_rows(settings, sites)
     assert spark_sessions, "sessions"
     assert spark_sessions == session_rows(backfilled, sites)
@@ -538,7 +539,7 @@ def assert_spark_equals_backfill(
 
 _SESSION_COLUMNS = (
     "site", "session_start", "visitor_id", "session_end", "duration_s", "pageviews", "is_bounce",
-    "engaged_ms", *SESSION_ATTRIBUTES, SESSION_PATHS,
+    "engaged_ms", *SESSION_ATTRIBUTES, SESSION_PATHS, SESSION_JOURNEY,
 )  # fmt: skip
 
 

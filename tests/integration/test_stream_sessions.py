@@ -92,7 +92,9 @@ def test_sessions_follow_the_gap_rule_and_close_once_the_watermark_passes(
     events = first_round + second_round
     expected = expected_sessions(events)
     assert expected[(site, "wanderer", at(2))]["paths"] == ["/", "/a", "/b"]
+    assert expected[(site, "wanderer", at(2))]["journey"] == ["/", "/a", "/", "/b"]
     assert expected[(site, "bridged", at(0))]["paths"] == ["/first", "/middle", "/last"]
+    assert expected[(site, "bridged", at(0))]["journey"] == ["/first", "/middle", "/first", "/last"]
 
     # Spark has closed the sessions that ended more than a gap before its watermark (200 min
     # - 2); the open one ("returning" at 200) is in the table too, not yet closed.
@@ -162,6 +164,11 @@ def _session(site: str, visitor: str, page_views: list[PageViewEvent]) -> dict[S
             "screen_size": screen_size(first.screen_width),
             "language": first.language,
             "paths": list(dict.fromkeys(view.path for view in page_views)),
+            "journey": [
+                view.path
+                for i, view in enumerate(page_views)
+                if i == 0 or view.path != page_views[i - 1].path
+            ],
         }
     }
 
@@ -197,7 +204,7 @@ def stored_sessions(settings: Settings, sites: list[str]) -> dict[SessionKey, Se
         .query(
             "SELECT site, visitor_id, session_start AS start, session_end AS end, duration_s, pageviews, "
             "is_bounce, entry_path, exit_path, referrer_domain, utm_source, country, device, "
-            "utm_content, utm_term, screen_size, language, paths "
+            "utm_content, utm_term, screen_size, language, paths, journey "
             "FROM sessions FINAL WHERE site IN {sites:Array(String)} AND NOT is_deleted",
             parameters={"sites": sites},
         )

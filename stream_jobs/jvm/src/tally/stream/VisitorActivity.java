@@ -9,6 +9,7 @@ import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -385,21 +386,24 @@ public final class VisitorActivity
 
     /**
      * A session: a run of page views whose gaps are all ≤ gap, the distinct paths they viewed (in
-     * order of first view: the `paths` column, migration 0063), and the engaged ms of the
-     * engagement events belonging to it (ts in [first, last + gap]).
+     * order of first view: the `paths` column, migration 0063), the paths of its page views in
+     * time order with consecutive repeats folded (the `journey` column, migration 0071), and the
+     * engaged ms of the engagement events belonging to it (ts in [first, last + gap]).
      */
     static final class Session {
         final Event first;
         final Event last;
         final long pageviews;
         final List<String> paths;
+        final List<String> journey;
         long engagedMs;
 
-        Session(Event first, Event last, long pageviews, List<String> paths) {
+        Session(Event first, Event last, long pageviews, List<String> paths, List<String> journey) {
             this.first = first;
             this.last = last;
             this.pageviews = pageviews;
             this.paths = paths;
+            this.journey = journey;
         }
 
         long durationMs() {
@@ -408,7 +412,8 @@ public final class VisitorActivity
 
         boolean sameAs(Session other) {
             return other != null && first == other.first && last == other.last && pageviews == other.pageviews
-                    && engagedMs == other.engagedMs && paths.equals(other.paths);
+                    && engagedMs == other.engagedMs && paths.equals(other.paths)
+                    && journey.equals(other.journey);
         }
     }
 
@@ -685,24 +690,36 @@ public final class VisitorActivity
         Event previous = null;
         long count = 0;
         LinkedHashSet<String> paths = new LinkedHashSet<>();
+        // The journey folds consecutive repeats only (a reload, / → / is one step); events are in
+        // (ts, event_id) order already, so ties in one ms go to the smaller event_id.
+        List<String> journey = new ArrayList<>();
         for (Event event : events) {
             if (previous != null && event.ts - previous.ts > gapMs) {
-                sessions.add(new Session(first, previous, count, List.copyOf(paths)));
+                sessions.add(session(first, previous, count, paths, journey));
                 first = null;
             }
             if (first == null) {
                 first = event;
                 count = 0;
                 paths.clear();
+                journey.clear();
             }
             count++;
-            paths.add(event.field("path"));
+            String path = event.field("path");
+            paths.add(path);
+            if (journey.isEmpty() || !journey.get(journey.size() - 1).equals(path)) {
+                journey.add(path);
+            }
             previous = event;
         }
         if (first != null) {
-            sessions.add(new Session(first, previous, count, List.copyOf(paths)));
+            sessions.add(session(first, previous, count, paths, journey));
         }
         return sessions;
+    }
+
+    private static Session session(Event first, Event last, long count, Collection<String> paths, List<String> journey) {
+        return new Session(first, last, count, List.copyOf(paths), List.copyOf(journey));
     }
 
     boolean closed(Session session, long watermark) {
@@ -883,6 +900,7 @@ public final class VisitorActivity
         }
         return schema
                 .add("paths", DataTypes.createArrayType(DataTypes.StringType, false), true)
+                .add("journey", DataTypes.createArrayType(DataTypes.StringType, false), true)
                 .add("session_engaged_ms", DataTypes.LongType, true)
                 .add("is_bounce", DataTypes.IntegerType, true)
                 .add("is_closed", DataTypes.IntegerType, true)
@@ -936,6 +954,7 @@ public final class VisitorActivity
             values[i++] = session.first.field(name);
         }
         values[i++] = session.paths.toArray(new String[0]);
+        values[i++] = session.journey.toArray(new String[0]);
         values[i++] = session.engagedMs;
         values[i++] = bounce ? 1 : 0;
         values[i++] = closed ? 1 : 0;
