@@ -379,6 +379,7 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.timeseries": key(),
     "stats_api.breakdown": key(),
     "stats_api.funnel": key(),
+    "stats_api.journeys": key(),
     "stats_api.goals": key(),
     "stats_api.realtime": key(),
     "stats_api.sessions": key(),

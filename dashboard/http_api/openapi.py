@@ -22,6 +22,8 @@ from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
+from storage.queries.journeys import DIRECTIONS
+from storage.queries.journeys import MAX_STEPS as JOURNEY_MAX_STEPS
 from storage.queries.session_filters import SESSION_FILTERS
 
 JSON = dict[str, Any]
@@ -107,6 +109,39 @@ PARAMETERS: dict[str, JSON] = {
         "With by=prop:KEY only: the values on one goal's events (its name, e.g. Signup). "
         "An unknown goal is a 400.",
         {"type": "string", "minLength": 1, "maxLength": 200},
+    ),
+    "journey_page": _parameter(
+        "page",
+        "The page the journeys go from (next) or into (previous): a path, or one of `group`'s "
+        "patterns; each visit from its FIRST view of it. Without it: from the visit's entry (next) "
+        "or into its exit (previous).",
+        {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": "/pricing"},
+    ),
+    "journey_direction": _parameter(
+        "direction",
+        "next: the steps after the page; previous: the steps before it.",
+        {"type": "string", "enum": list(DIRECTIONS), "default": "next"},
+    ),
+    "journey_steps": _parameter(
+        "steps",
+        "How many steps to follow from the page (consecutive repeats of a page are one step).",
+        {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": JOURNEY_MAX_STEPS,
+            "default": parameters.DEFAULT_JOURNEY_STEPS,
+        },
+    ),
+    "journey_group": _parameter(
+        "group",
+        "Comma-separated page patterns (* stands for any run of characters), each drawn as one node, "
+        "e.g. /blog/*,/docs/*.",
+        {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": "/blog/*"},
+    ),
+    "journey_min_visitors": _parameter(
+        "min_visitors",
+        'Paths taken by fewer visitors than this are folded into one row, steps ["(other)"].',
+        {"type": "integer", "minimum": 1, "maximum": parameters.MAX_MIN_VISITORS, "default": 1},
     ),
     "breakdown_limit": _parameter(
         "limit",
@@ -563,6 +598,20 @@ SCHEMAS: dict[str, JSON] = {
             },
         },
     },
+    "JourneyRow": {
+        "type": "object",
+        "required": ["steps", "visits", "visitors"],
+        "properties": {
+            "steps": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "the page and the steps after it (next), or the steps before it and the page "
+                '(previous); ["(other)"] for the paths folded under min_visitors',
+            },
+            "visits": {"type": "integer", "description": "visits starting in the range that took the path"},
+            "visitors": {"type": "integer", "description": "distinct visitors among them"},
+        },
+    },
     "Funnel": {
         "type": "object",
         "required": ["steps", "meta"],
@@ -729,6 +778,24 @@ def openapi_document() -> JSON:
                 "Visitors and sessions reaching each step of a funnel, with drop-off and conversion",
                 [*RANGE, "steps", "funnel"],
                 _ok(_schema("Funnel"), "one row per step, in order"),
+            ),
+            "/api/v1/stats/journeys": _operation(
+                "Where visits go next from a page (or their entry), or came from into it, in up to "
+                f"{JOURNEY_MAX_STEPS} steps; visits and visitors per path, most visitors first",
+                [
+                    "site",
+                    "from",
+                    "to",
+                    "period",
+                    "source",
+                    "meta",
+                    "journey_page",
+                    "journey_direction",
+                    "journey_steps",
+                    "journey_group",
+                    "journey_min_visitors",
+                ],
+                _ok(_or_with_meta({"type": "array", "items": _schema("JourneyRow")}), "one row per path"),
             ),
             "/api/v1/stats/realtime": _operation(
                 "Visitors and page views in the last 5 minutes; with breakdown, the last 30 minutes by it",

@@ -11,14 +11,16 @@ from datetime import UTC, date, datetime, timedelta
 from dashboard import periods
 from storage import queries
 from storage.calendar import UTC_NAME, shift_local, zone
+from storage.page_patterns import BadPattern, validate_pattern
 from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, Source, StatsQuery, questions
 from storage.queries.contract import FILTER_OPERATORS, PROPS_FILTER
+from storage.queries.journeys import DIRECTIONS, MAX_PATTERNS, MAX_STEPS, JourneyQuestion
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
 from tally.refusal import Refused
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
-    "goal", "breakdown", "meta", "funnel", "id",
+    "goal", "breakdown", "meta", "funnel", "id", "page", "direction", "group", "min_visitors",
 )  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
@@ -411,3 +413,42 @@ def export_goal(arguments: Arguments) -> str:
     if not value.strip() or len(value) > 200 or not value.isprintable():
         raise BadParameter("goal", "a goal's name, e.g. Signup or Visit /checkout/*")
     return value
+
+
+DEFAULT_JOURNEY_STEPS = 3
+MAX_MIN_VISITORS = 1_000_000
+
+
+def journey_question(arguments: Arguments) -> JourneyQuestion:
+    """`page` (a path, or one of the `group` patterns; none: the visit's entry or exit),
+    `direction` next|previous, `steps` 1-5, `group` comma-separated page patterns each drawn as
+    one node (/blog/*), `min_visitors` under which a path is folded into "(other)"."""
+    if arguments.get("filters") is not None:
+        raise BadParameter("filters", "journeys take no filters")
+    direction = arguments.get("direction") or "next"
+    if direction not in DIRECTIONS:
+        raise BadParameter("direction", f"must be one of {', '.join(DIRECTIONS)}")
+    steps = _whole_number(arguments, "steps", DEFAULT_JOURNEY_STEPS, MAX_STEPS)
+    min_visitors = _whole_number(arguments, "min_visitors", 1, MAX_MIN_VISITORS)
+    patterns = tuple(part for part in (arguments.get("group") or "").split(",") if part.strip())
+    if len(patterns) > MAX_PATTERNS:
+        raise BadParameter("group", f"at most {MAX_PATTERNS} page patterns")
+    try:
+        patterns = tuple(validate_pattern(pattern) for pattern in patterns)
+    except BadPattern as refused:
+        raise BadParameter("group", str(refused)) from None
+    page = arguments.get("page")
+    if page is not None and (
+        not page.startswith("/") or len(page) > MAX_STEPS_LENGTH or not page.isprintable()
+    ):
+        raise BadParameter("page", "a path starting with /, e.g. page=/pricing (or a group's pattern)")
+    return JourneyQuestion(page, direction, steps, patterns, min_visitors)  # type: ignore[arg-type]
+
+
+def _whole_number(arguments: Arguments, name: str, default: int, most: int) -> int:
+    text = arguments.get(name)
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and len(text) <= 7 and 1 <= int(text) <= most):
+        raise BadParameter(name, f"must be a whole number from 1 to {most:,}")
+    return int(text)

@@ -34,6 +34,7 @@ from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions
+from storage.queries.journeys import JourneyRow
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
 from storage.query_limits import limit_message, log_failure
 from storage.saved_funnels import InvalidFunnel, find_funnel
@@ -191,6 +192,16 @@ def stats_api(
             return find_funnel(clients(), site, name).steps
         except InvalidFunnel as error:
             raise BadParameter("funnel", str(error)) from None
+
+    @api.get("/stats/journeys")
+    def journeys() -> Response:
+        """Where the range's visits go next from a page, or came from into it (DESIGN.md
+        "Journeys"); agg reads sessions.journey, raw sessionises the archive."""
+        arguments, q = asked()
+        question = parameters.journey_question(arguments)
+        source = parameters.source(arguments)
+        rows = queries.journeys(clients(), q, question, source)
+        return answered([journey_json(row) for row in rows], arguments, q, source)
 
     @api.get("/stats/goals")
     def goals() -> Response:
@@ -395,6 +406,10 @@ def alert_json(alert: alert_rules.FiredAlert) -> dict[str, object]:
         "attempts": alert.attempts,
         "last_error": alert.last_error,
     }
+
+
+def journey_json(row: JourneyRow) -> dict[str, object]:
+    return {"steps": list(row.steps), "visits": row.visits, "visitors": row.visitors}
 
 
 def step_json(row: StepResult) -> dict[str, object]:

@@ -59,6 +59,7 @@ from storage.queries.contract import (
     validate_expression,
 )
 from storage.queries.funnels import FunnelReport, FunnelStep, StepResult, checked_steps
+from storage.queries.journeys import JourneyQuestion, JourneyRow, journeys
 from storage.queries.raw import SESSION_PROPERTIES, raw_sessions_sql
 from storage.sites import list_sites, site_timezone
 from storage.tables import EVENTS
@@ -87,6 +88,8 @@ __all__ = [
     "GoalRow",
     "Interval",
     "InvalidTimezone",
+    "JourneyQuestion",
+    "JourneyRow",
     "Logic",
     "PageEngagement",
     "Point",
@@ -111,6 +114,7 @@ __all__ = [
     "fitting_interval",
     "funnel",
     "goals",
+    "journeys",
     "late_pageviews",
     "metrics",
     "metrics_from_totals",

@@ -472,6 +472,58 @@ def test_sql_in_a_parameter_is_refused_or_matches_nothing(
     ).result_rows == [(sum(e.site == SITE for e in EVENTS),)]
 
 
+# --- journeys ------------------------------------------------------------------------------------
+
+
+def test_journeys_from_a_page_from_the_entry_and_into_a_page(api: FlaskClient, auth: dict[str, str]) -> None:
+    # a: / → /pricing → /signup, then /blog 3 h later; b: /pricing; d: / (the day's last ms)
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, page="/", steps="2", source="raw")
+    assert status == 200
+    assert rows == [
+        {"steps": ["/"], "visits": 1, "visitors": 1},
+        {"steps": ["/", "/pricing", "/signup"], "visits": 1, "visitors": 1},
+    ]
+    status, rows = get(
+        api, auth, "/stats/journeys", **DAY_RANGE, page="/signup", direction="previous", source="raw"
+    )
+    assert (status, rows) == (200, [{"steps": ["/", "/pricing", "/signup"], "visits": 1, "visitors": 1}])
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="1", source="raw")
+    assert status == 200
+    assert {tuple(row["steps"]): (row["visits"], row["visitors"]) for row in rows} == {
+        ("/",): (1, 1),
+        ("/", "/pricing"): (1, 1),
+        ("/blog",): (1, 1),
+        ("/pricing",): (1, 1),
+    }
+    # paths of fewer than 2 visitors fold into one row, its visitors distinct (a's two visits)
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="1", min_visitors="2", source="raw")
+    assert (status, rows) == (200, [{"steps": ["(other)"], "visits": 4, "visitors": 3}])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("steps", "6"),
+        ("steps", "0"),
+        ("steps", "two"),
+        ("direction", "sideways"),
+        ("group", "blog/*"),
+        ("min_visitors", "0"),
+        ("page", "pricing"),
+        ("filters", "[]"),
+    ],
+)
+def test_journeys_refuse_a_bad_parameter_naming_it(
+    api: FlaskClient, auth: dict[str, str], name: str, value: str
+) -> None:
+    status, body = get(api, auth, "/stats/journeys", **{**DAY_RANGE, name: value})
+    assert status == 400 and body["error"].startswith(f"{name}:"), body
+
+
+def test_journeys_need_a_key(api: FlaskClient) -> None:
+    assert api.get("/api/v1/stats/journeys", query_string=DAY_RANGE).status_code == 401
+
+
 # --- the OpenAPI document ------------------------------------------------------------------------
 
 
@@ -494,6 +546,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
             "/api/v1/stats/breakdown",
             "/api/v1/stats/realtime",
             "/api/v1/stats/funnel",
+            "/api/v1/stats/journeys",
             "/api/v1/sessions",
             "/api/v1/stats/goals",
             "/api/v1/alerts",
@@ -534,6 +587,8 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
             if parameters[ref["$ref"].rsplit("/", 1)[1]]["required"]
         ]
         query = {name: samples[name] for name in names if name in samples}
+        if path == "/api/v1/stats/journeys":  # its steps are a count, not the funnel's JSON
+            query["steps"] = "2"
         answer = api.get(path, query_string=query, headers=auth)
         assert answer.status_code == 200, (path, answer.get_json())
         for name in required:  # and a documented required parameter really is required

@@ -1,0 +1,146 @@
+"""Journeys (issue 35): where the visits go next from a page, or came from into it.
+
+What a row counts (DESIGN.md "Journeys"): the visits starting in [start, end) (session_start, as
+the other visit reports count them), each through its journey — its page views' paths in time
+order, consecutive repeats folded (migration 0071). Pages matching one of the asked patterns
+(storage/page_patterns.py, e.g. `/blog/*`) become that pattern's node, and repeats are folded
+again after (/blog/a → /blog/b is one step on /blog/*). From the anchor:
+
+- `page` given: the visit's FIRST occurrence of it (a later return to it starts no second path);
+  a visit that never viewed it is not counted;
+- no page: the visit's entry (direction next) or its exit (direction previous).
+
+A row's `steps` are the anchor and up to `steps` nodes after it (next), or up to `steps` nodes
+before it and the anchor (previous): shorter where the visit ends (or starts) sooner. A row
+counts its visits and distinct visitors; steps taken by fewer than `min_visitors` visitors are
+folded into one row "(other)" (its visitors distinct over all the folded visits, not a sum).
+
+agg reads `sessions.journey` (the newest version of each visit, LIMIT 1 BY); raw sessionises the
+archive (raw.raw_sessions_sql's `journey`, the same fold over the same page views): the one
+query below runs over either, so both give the same rows to the unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from clickhouse_connect.driver.client import Client
+
+from storage.page_patterns import pattern_regex
+from storage.queries.contract import Source, StatsQuery
+from storage.queries.raw import raw_sessions_sql
+from storage.tables import SESSIONS
+
+Direction = Literal["next", "previous"]
+DIRECTIONS: tuple[Direction, ...] = ("next", "previous")
+MAX_STEPS = 5
+MAX_PATTERNS = 20
+OTHER = "(other)"
+
+
+@dataclass(frozen=True)
+class JourneyQuestion:
+    """What to follow: from `page` (a path or one of `patterns`; None: the visit's entry or
+    exit), `steps` nodes in `direction`, pages grouped by `patterns`, paths of fewer than
+    `min_visitors` visitors folded into OTHER."""
+
+    page: str | None = None
+    direction: Direction = "next"
+    steps: int = 3
+    patterns: tuple[str, ...] = ()
+    min_visitors: int = 1
+
+
+@dataclass(frozen=True)
+class JourneyRow:
+    steps: tuple[str, ...]
+    visits: int
+    visitors: int
+
+
+# The newest version of each visit starting in the range (tombstones dropped), as agg's other
+# visit reports read `sessions` (stats/sessions_sql.py).
+_NEWEST_JOURNEYS = f"""
+    SELECT visitor_id, journey
+    FROM
+    (
+        SELECT session_start, visitor_id, is_deleted, journey
+        FROM {SESSIONS}
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
+        LIMIT 1 BY session_start, visitor_id
+    )
+    WHERE is_deleted = 0
+"""
+_FOLD = "arrayFilter((v, i) -> i = 1 OR v != {nodes}[i - 1], {nodes}, arrayEnumerate({nodes}))"
+# Per visit: its nodes (patterns applied, repeats folded), the anchor's index (0: not there),
+# the steps from it; then per distinct steps the visitors, so that rare ones fold into OTHER.
+_JOURNEYS = """
+SELECT if(path_visitors >= {{min_visitors:UInt64}}, steps, [{other}]) AS shown,
+    count() AS visits, uniqExact(visitor_id) AS visitors
+FROM
+(
+    SELECT steps, visitor_id, uniqExact(visitor_id) OVER (PARTITION BY steps) AS path_visitors
+    FROM
+    (
+        SELECT visitor_id, {folded} AS nodes, {anchor} AS anchor, {slice} AS steps
+        FROM ({visits})
+        WHERE notEmpty(journey)
+    )
+    WHERE anchor > 0
+)
+GROUP BY shown
+ORDER BY shown = [{other}], visitors DESC, visits DESC, shown
+"""
+
+
+def journeys(
+    client: Client, q: StatsQuery, question: JourneyQuestion, source: Source = "agg"
+) -> list[JourneyRow]:
+    """The journeys of the visits starting in q's range (the module docstring)."""
+    sql, parameters = journeys_sql(q, question, source)
+    rows = client.query(sql, parameters=parameters).result_rows
+    return [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors in rows]
+
+
+def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tuple[str, dict[str, object]]:
+    """The report's SQL over agg's or raw's visits, and its parameters."""
+    if q.filtered:
+        raise ValueError("journeys take no filters")
+    visits = _NEWEST_JOURNEYS if source == "agg" else raw_sessions_sql(q, ("journey",))
+    parameters: dict[str, object] = {
+        **q.parameters(),
+        "min_visitors": question.min_visitors,
+        "steps": question.steps,
+        "page": question.page or "",
+        "other": OTHER,
+    }
+    nodes = "journey"
+    for i, pattern in enumerate(question.patterns):
+        parameters[f"pattern_{i}"], parameters[f"regex_{i}"] = pattern, pattern_regex(pattern)
+    if question.patterns:
+        cases = ", ".join(
+            f"match(p, {{regex_{i}:String}}), {{pattern_{i}:String}}" for i in range(len(question.patterns))
+        )
+        nodes = f"arrayMap(p -> multiIf({cases}, p), journey)"
+    folded = _FOLD.format(nodes=nodes)  # `journey` is folded already; grouping pages may repeat a node
+    sql = _JOURNEYS.format(
+        folded=folded, anchor=_anchor(question), slice=_slice(question), visits=visits, other="{other:String}"
+    )
+    return sql, parameters
+
+
+def _anchor(question: JourneyQuestion) -> str:
+    """The 1-based index of the anchor in `nodes` (0 when the visit has none)."""
+    if question.page is not None:
+        return "toInt64(indexOf(nodes, {page:String}))"  # the first occurrence
+    return "toInt64(1)" if question.direction == "next" else "toInt64(length(nodes))"
+
+
+def _slice(question: JourneyQuestion) -> str:
+    """The anchor and up to `steps` nodes after it (next), or before it and the anchor."""
+    if question.direction == "next":
+        return "arraySlice(nodes, anchor, {steps:Int64} + 1)"
+    return "arraySlice(nodes, greatest(1, anchor - {steps:Int64}), least(anchor, {steps:Int64} + 1))"

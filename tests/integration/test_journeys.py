@@ -1,0 +1,207 @@
+"""Journeys (issue 35): known visits give the expected paths, next and previous, from a page or
+the visit's entry/exit, pages grouped by a pattern, rare paths folded into "(other)"; agg (the
+stream jobs' `sessions.journey`, migration 0071) equals raw (the archive sessionised) equals an
+independent computation here, row for row.
+
+The first test writes `sessions` with the SQL backfill (ClickHouse only, many questions); the
+second sends the visits through Kafka to the stream jobs (Spark's activity query), waits for
+their session rows and asks the same questions of them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from storage.client import connect
+from storage.page_patterns import matches
+from storage.queries import StatsQuery
+from storage.queries.journeys import OTHER, JourneyQuestion, JourneyRow, journeys
+from storage.rollup_backfill import backfill_rollups
+from stream_jobs.activity import QUERY_NAME
+from stream_jobs.queries import start_queries
+from tally.event import PageViewEvent
+from tally.settings import Settings
+from tests.fixtures.clickhouse import Endpoint, own_database_settings
+from tests.fixtures.events import archive_rows, page_view
+from tests.fixtures.spark import minutes_ago, produce, site_names, wait_for
+
+pytestmark = pytest.mark.integration
+
+GAP = timedelta(seconds=1800)
+DAY = datetime(2026, 11, 14, tzinfo=UTC)
+
+QUESTIONS = (
+    JourneyQuestion(),
+    JourneyQuestion(direction="previous"),
+    JourneyQuestion(page="/", steps=3),
+    JourneyQuestion(page="/", steps=1),
+    JourneyQuestion(page="/pricing", direction="previous", steps=2),
+    JourneyQuestion(page="/a", steps=5),
+    JourneyQuestion(page="/blog/*", steps=2, patterns=("/blog/*",)),
+    JourneyQuestion(page="/blog/*", direction="previous", steps=5, patterns=("/blog/*",)),
+    JourneyQuestion(page="/", steps=2, min_visitors=2),
+    JourneyQuestion(steps=4, patterns=("/blog/*", "/docs/*"), min_visitors=2),
+)
+
+
+def known_visits(site: str, start: datetime) -> list[PageViewEvent]:
+    """Visits whose journeys are written out beside them."""
+    at = lambda minutes, ms=0: start + timedelta(minutes=minutes, milliseconds=ms)  # noqa: E731
+    first, second = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+    return [
+        # / → /a → /a → / → /b: ['/', '/a', '/', '/b'] (a reload is no step, a return is one)
+        page_view(site, "folded", at(0), "/"),
+        page_view(site, "folded", at(1), "/a"),
+        page_view(site, "folded", at(2), "/a"),
+        page_view(site, "folded", at(3), "/"),
+        page_view(site, "folded", at(4), "/b"),
+        # two visits of one visitor, 40 minutes apart: / → /pricing, then /pricing alone
+        page_view(site, "twice", at(0), "/"),
+        page_view(site, "twice", at(5), "/pricing"),
+        page_view(site, "twice", at(45), "/pricing"),
+        # two page views in one millisecond: the smaller event_id first (/a then /pricing)
+        page_view(site, "tie", at(2, 500), "/pricing", event_id=second),
+        page_view(site, "tie", at(2, 500), "/a", event_id=first),
+        page_view(site, "tie", at(1), "/"),
+        # a blog reader: /blog/x → /blog/y (one /blog/* node) → /docs/1 → /pricing
+        page_view(site, "reader", at(3), "/blog/x"),
+        page_view(site, "reader", at(4), "/blog/y"),
+        page_view(site, "reader", at(6), "/docs/1"),
+        page_view(site, "reader", at(7), "/pricing"),
+        # another: / → /blog/z → / → /blog/x (the first / is the anchor from /)
+        page_view(site, "other-reader", at(10), "/"),
+        page_view(site, "other-reader", at(11), "/blog/z"),
+        page_view(site, "other-reader", at(12), "/"),
+        page_view(site, "other-reader", at(13), "/blog/x"),
+        # a long visit: more than five steps after /
+        *(page_view(site, "long", at(20 + n), f"/step/{n}" if n else "/") for n in range(8)),
+        # a bounce on /
+        page_view(site, "bounce", at(30), "/"),
+        page_view(site, "bounce-too", at(31), "/"),
+    ]
+
+
+# --- the definition, independently --------------------------------------------------------
+
+
+def expected_journeys(events: list[PageViewEvent], site: str, question: JourneyQuestion) -> list[JourneyRow]:
+    by_visitor: defaultdict[str, list[PageViewEvent]] = defaultdict(list)
+    for event in events:
+        if event.site == site and event.name == "pageview":
+            by_visitor[event.visitor_id].append(event)
+    taken: defaultdict[tuple[str, ...], list[str]] = defaultdict(list)  # steps -> visitor per visit
+    for visitor, views in by_visitor.items():
+        views.sort(key=lambda e: (e.ts, str(e.event_id)))
+        visit: list[PageViewEvent] = []
+        for view in views:
+            if visit and view.ts - visit[-1].ts > GAP:
+                _follow(visit, visitor, question, taken)
+                visit = []
+            visit.append(view)
+        _follow(visit, visitor, question, taken)
+    rows, other_visits, other_visitors = [], 0, set()
+    for steps, visitors in taken.items():
+        if len(set(visitors)) >= question.min_visitors:
+            rows.append(JourneyRow(steps, len(visitors), len(set(visitors))))
+        else:
+            other_visits += len(visitors)
+            other_visitors |= set(visitors)
+    rows.sort(key=lambda r: (-r.visitors, -r.visits, r.steps))
+    if other_visits:
+        rows.append(JourneyRow((OTHER,), other_visits, len(other_visitors)))
+    return rows
+
+
+def _follow(visit: list[PageViewEvent], visitor: str, question: JourneyQuestion, taken: dict) -> None:
+    nodes: list[str] = []
+    for view in visit:
+        node = next((p for p in question.patterns if matches(p, view.path)), view.path)
+        if not nodes or nodes[-1] != node:
+            nodes.append(node)
+    if question.page is None:
+        anchor = 0 if question.direction == "next" else len(nodes) - 1
+    elif question.page in nodes:
+        anchor = nodes.index(question.page)
+    else:
+        return
+    if question.direction == "next":
+        steps = nodes[anchor : anchor + question.steps + 1]
+    else:
+        steps = nodes[max(0, anchor - question.steps) : anchor + 1]
+    taken[tuple(steps)].append(visitor)
+
+
+def test_the_expected_paths_are_written_out() -> None:
+    events = known_visits("s", DAY)
+    assert expected_journeys(events, "s", JourneyQuestion(page="/a", steps=2)) == [
+        JourneyRow(("/a", "/", "/b"), 1, 1),
+        JourneyRow(("/a", "/pricing"), 1, 1),
+    ]
+    grouped = JourneyQuestion(page="/blog/*", steps=2, patterns=("/blog/*",))
+    assert expected_journeys(events, "s", grouped) == [
+        JourneyRow(("/blog/*", "/", "/blog/*"), 1, 1),
+        JourneyRow(("/blog/*", "/docs/1", "/pricing"), 1, 1),
+    ]
+    into_pricing = expected_journeys(
+        events, "s", JourneyQuestion(page="/pricing", direction="previous", steps=2)
+    )
+    assert JourneyRow(("/", "/a", "/pricing"), 1, 1) in into_pricing
+    assert JourneyRow(("/pricing",), 1, 1) in into_pricing  # the second visit of "twice" starts there
+
+
+# --- agg == raw == the definition ----------------------------------------------------------
+
+
+def answers(client: Client, q: StatsQuery, question: JourneyQuestion) -> tuple[list, list]:
+    return journeys(client, q, question, "agg"), journeys(client, q, question, "raw")
+
+
+def test_backfilled_sessions_journeys_agg_equals_raw_equals_the_definition(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
+) -> None:
+    site = "journeys.example.com"
+    settings = own_database_settings(tmp_path_factory.mktemp("journeys"), clickhouse_endpoint, "journeys")
+    client = connect(settings)
+    events = known_visits(site, DAY + timedelta(hours=10))
+    rows, columns = archive_rows(events)
+    client.insert("events", rows, column_names=columns)
+    backfill_rollups(client, site, DAY.date(), DAY.date() + timedelta(days=1))
+    stored = client.query(
+        "SELECT journey FROM sessions FINAL WHERE site = {site:String} AND visitor_id = 'folded'",
+        parameters={"site": site},
+    ).result_rows
+    assert stored == [(["/", "/a", "/", "/b"],)]
+    q = StatsQuery(site, DAY, DAY + timedelta(days=1))
+    for question in QUESTIONS:
+        agg, raw = answers(client, q, question)
+        expected = expected_journeys(events, site, question)
+        assert expected, question
+        assert agg == raw == expected, question
+    folded = journeys(client, q, JourneyQuestion(page="/", steps=2, min_visitors=2))
+    assert folded[-1].steps == (OTHER,) and folded[-1].visitors >= 2
+
+
+def test_stream_jobs_journeys_agg_equals_raw_equals_the_definition(
+    spark: SparkSession, stream_settings: Settings, running_queries: list[StreamingQuery]
+) -> None:
+    (site,) = site_names(1)
+    start = minutes_ago(3 * 60)
+    events = sorted(known_visits(site, start), key=lambda e: e.ts)
+    running_queries.extend(start_queries(spark, stream_settings, [QUERY_NAME]))
+    produce(stream_settings, events)
+    client = connect(stream_settings)
+    rows, columns = archive_rows(events)
+    client.insert("events", rows, column_names=columns)
+    q = StatsQuery(site, start - timedelta(hours=1), start + timedelta(hours=2))
+    entries = JourneyQuestion(steps=5)
+    expected = expected_journeys(events, site, entries)
+    assert wait_for(lambda: journeys(client, q, entries, "agg"), expected) == expected
+    for question in QUESTIONS:
+        agg, raw = answers(client, q, question)
+        assert agg == raw == expected_journeys(events, site, question), question
