@@ -9,8 +9,9 @@
 -- raw to the unit. The size is bounded by what the stream state already holds (every page view
 -- of an open session, with its path), by the rate limit on page views per client, and by
 -- `paths`' own bound times the visit's page views (never longer than `pageviews`).
--- Old data: rows written before this migration read [] (a visit of no steps: it appears in no
--- journey) until `tally replay` rebuilds the sessions from the log; the stream jobs write
+-- Old data: rows written before this migration read [] until `tally replay` rebuilds the
+-- sessions from the log; every visit has a page view, so an empty journey marks them, and the
+-- report answers a range holding one from the archive (storage/queries/journeys.py); the stream jobs write
 -- `journey` for every session row they emit after the upgrade (their checkpoint stays valid: the
 -- state holds every page view's path and event_id, from which the journey is recomputed).
 ALTER TABLE sessions

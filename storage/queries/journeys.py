@@ -17,7 +17,9 @@ folded into one row "(other)" (its visitors distinct over all the folded visits,
 
 agg reads `sessions.journey` (the newest version of each visit, LIMIT 1 BY); raw sessionises the
 archive (raw.raw_sessions_sql's `journey`, the same fold over the same page views): the one
-query below runs over either, so both give the same rows to the unit.
+query below runs over either, so both give the same rows to the unit. A range holding a visit
+written before migration 0071 (its journey [] although every visit has a page view) is answered
+from the archive, so an upgrade before `tally replay` never changes an answer.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ _NEWEST_JOURNEYS = f"""
     )
     WHERE is_deleted = 0
 """
+# One row if a visit starting in the range was written before `journey` existed (empty).
+_VISITS_BEFORE_JOURNEY = f"""
+SELECT 1 FROM {SESSIONS}
+WHERE site = {{site:String}} AND is_deleted = 0 AND empty(journey)
+  AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+LIMIT 1
+"""
 _FOLD = "arrayFilter((v, i) -> i = 1 OR v != {nodes}[i - 1], {nodes}, arrayEnumerate({nodes}))"
 # Per visit: its nodes (patterns applied, repeats folded), the anchor's index (0: not there),
 # the steps from it; then per distinct steps the visitors, so that rare ones fold into OTHER.
@@ -100,6 +109,8 @@ def journeys(
     client: Client, q: StatsQuery, question: JourneyQuestion, source: Source = "agg"
 ) -> list[JourneyRow]:
     """The journeys of the visits starting in q's range (the module docstring)."""
+    if source == "agg" and client.query(_VISITS_BEFORE_JOURNEY, parameters=q.parameters()).result_rows:
+        source = "raw"
     sql, parameters = journeys_sql(q, question, source)
     rows = client.query(sql, parameters=parameters).result_rows
     return [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors in rows]

@@ -205,3 +205,26 @@ def test_stream_jobs_journeys_agg_equals_raw_equals_the_definition(
     for question in QUESTIONS:
         agg, raw = answers(client, q, question)
         assert agg == raw == expected_journeys(events, site, question), question
+
+
+def test_visits_written_before_the_journey_column_are_answered_from_the_archive(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
+) -> None:
+    site = "journeys-old.example.com"
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("journeys-old"), clickhouse_endpoint, "journeys_old"
+    )
+    client = connect(settings)
+    events = known_visits(site, DAY + timedelta(hours=10))
+    rows, columns = archive_rows(events)
+    client.insert("events", rows, column_names=columns)
+    backfill_rollups(client, site, DAY.date(), DAY.date() + timedelta(days=1))
+    # As the jar before migration 0071 wrote them: every journey [] (a newer version of each)
+    client.command(
+        "INSERT INTO sessions SELECT * REPLACE ([] AS journey, batch_id + 1 AS batch_id) "
+        "FROM sessions FINAL WHERE site = {site:String}",
+        parameters={"site": site},
+    )
+    q = StatsQuery(site, DAY, DAY + timedelta(days=1))
+    question = JourneyQuestion(page="/", steps=3)
+    assert journeys(client, q, question, "agg") == expected_journeys(events, site, question)
