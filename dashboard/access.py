@@ -105,6 +105,9 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.funnel.show_funnel": reader(),
     "dashboard.funnel.saved_funnels": reader(),
     "dashboard.funnel.load_saved": reader(),
+    # The Journeys tab likewise (dashboard/journeys.py).
+    "dashboard.journeys.show_journeys": reader(),
+    "dashboard.journeys.recentre": reader(),
     # A site's settings (the Settings view, dashboard/settings_view.py): admins and owners.
     "dashboard.share_panel.create": ADMIN,
     "dashboard.share_panel.links": ADMIN,

@@ -31,6 +31,7 @@ from dashboard.http_api.export import ExportSlots, register_export_download
 from dashboard.http_api.plausible.api import plausible_api
 from dashboard.http_api.stats import stats_api
 from dashboard.imports_panel import register_imports_panel
+from dashboard.journeys import register_journeys
 from dashboard.layout import build_layout
 from dashboard.overview import first_sites, register_overview
 from dashboard.provenance import register_provenance
@@ -87,6 +88,7 @@ def build_app(
     register_provenance(app, settings, clients)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
+    register_journeys(app, settings, clients)
     register_share_panel(app, clients)
     register_alerts_panel(app, settings, clients)
     register_site_settings(app, clients)

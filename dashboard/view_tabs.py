@@ -14,6 +14,7 @@ from dash import Dash, Input, Output
 OVERVIEW_TAB = "overview"
 EXPLORE_TAB = "explore"
 FUNNEL_TAB = "funnel"
+JOURNEYS_TAB = "journeys"
 REALTIME_TAB = "realtime"
 SETTINGS_TAB = "settings"  # the site's settings (dashboard/settings_view.py)
 # The Settings view's section and the panels' container in it (dashboard/settings_view.py).
@@ -25,6 +26,7 @@ SECTIONS = {
     OVERVIEW_TAB: "overview-section",
     EXPLORE_TAB: "explore-section",
     FUNNEL_TAB: "funnel-section",
+    JOURNEYS_TAB: "journeys-section",
     REALTIME_TAB: "realtime-section",
     SETTINGS_TAB: SETTINGS_SECTION,
 }
