@@ -425,7 +425,8 @@ def journey_question(arguments: Arguments) -> JourneyQuestion:
     one node (/blog/*), `min_visitors` under which a path is folded into "(other)"."""
     if arguments.get("filters") is not None:
         raise BadParameter("filters", "journeys take no filters")
-    direction = arguments.get("direction") or "next"
+    direction = arguments.get("direction")
+    direction = "next" if direction is None else direction
     if direction not in DIRECTIONS:
         raise BadParameter("direction", f"must be one of {', '.join(DIRECTIONS)}")
     steps = _whole_number(arguments, "steps", DEFAULT_JOURNEY_STEPS, MAX_STEPS)

@@ -507,6 +507,7 @@ def test_journeys_from_a_page_from_the_entry_and_into_a_page(api: FlaskClient, a
         ("steps", "0"),
         ("steps", "two"),
         ("direction", "sideways"),
+        ("direction", ""),
         ("group", "blog/*"),
         ("min_visitors", "0"),
         ("page", "pricing"),
