@@ -85,13 +85,14 @@ LIMIT 1
 """
 _FOLD = "arrayFilter((v, i) -> i = 1 OR v != {nodes}[i - 1], {nodes}, arrayEnumerate({nodes}))"
 # Per visit: its nodes (patterns applied, repeats folded), the anchor's index (0: not there),
-# the steps from it; then per distinct steps the visitors, so that rare ones fold into OTHER.
+# the steps from it; then per distinct steps its visits and visitors (a uniqExact state, so
+# that the rare ones fold into OTHER with their visitors distinct across them).
 _JOURNEYS = """
-SELECT if(path_visitors >= {{min_visitors:UInt64}}, steps, [{other}]) AS shown,
-    count() AS visits, uniqExact(visitor_id) AS visitors
+SELECT if(finalizeAggregation(path_visitors) >= {{min_visitors:UInt64}}, steps, [{other}]) AS shown,
+    sum(path_visits) AS visits, uniqExactMerge(path_visitors) AS visitors
 FROM
 (
-    SELECT steps, visitor_id, uniqExact(visitor_id) OVER (PARTITION BY steps) AS path_visitors
+    SELECT steps, count() AS path_visits, uniqExactState(visitor_id) AS path_visitors
     FROM
     (
         SELECT visitor_id, {folded} AS nodes, {anchor} AS anchor, {slice} AS steps
@@ -99,6 +100,7 @@ FROM
         WHERE notEmpty(journey)
     )
     WHERE anchor > 0
+    GROUP BY steps
 )
 GROUP BY shown
 ORDER BY shown = [{other}], visitors DESC, visits DESC, shown
