@@ -380,6 +380,7 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.breakdown": key(),
     "stats_api.funnel": key(),
     "stats_api.goals": key(),
+    "stats_api.web_vitals": key(),
     "stats_api.realtime": key(),
     "stats_api.sessions": key(),
     "stats_api.segments_list": key(),  # the segment picker is on a viewer's page
