@@ -9,7 +9,9 @@ own time zone.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 from bisect import bisect_left
 from datetime import UTC, datetime, timedelta
@@ -26,6 +28,7 @@ from storage.queries.vitals import BOUNDS, COLUMNS, PROPERTIES, THRESHOLDS, Vita
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
+from tests.fixtures.cli import run_tally
 from tests.fixtures.events import page_view
 from tests.fixtures.stats_api import api_json
 from tests.integration.test_archiver import archive_until, produce
@@ -200,3 +203,20 @@ def test_bad_parameters_get_a_400_naming_them(
 
 def test_the_report_needs_a_key(api: FlaskClient) -> None:
     assert api.get("/api/v1/stats/vitals", query_string={"site": SITE}).status_code == 401
+
+
+def test_the_cli_prints_the_apis_report(api: FlaskClient, settings: Settings) -> None:
+    asked = {"from": "2026-11-10", "to": "2026-11-11", "property": "event:page", "source": "agg"}
+    options = [item for name, value in asked.items() for item in (f"--{name}", value)]
+    env = os.environ | settings.environment()
+    printed = run_tally(env, "stats", SITE, "--vitals", *options, "--json")
+    assert printed.returncode == 0, printed.stderr
+    answered = api_json(api, settings, "/stats/vitals", site=SITE, **asked)
+    assert json.loads(printed.stdout) == answered and answered
+    lines = run_tally(env, "stats", SITE, "--vitals", *options).stdout.splitlines()
+    first = answered[0]
+    lcp = first["lcp"]
+    numbers = ("measured", "p50", "p75", "p95", "good", "needs_improvement", "poor")
+    assert lines[0].split("\t") == [first["value"], "lcp", *(str(lcp[n]) for n in numbers)]
+    refused = run_tally(env, "stats", SITE, "--vitals", "--property", "visit:os")
+    assert refused.returncode != 0 and refused.stderr.strip().startswith("tally: --property:"), refused.stderr
