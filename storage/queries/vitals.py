@@ -148,13 +148,23 @@ GROUP BY value, vital, upper
 """
 
 
+#: The trend's rows: the day in the site's zone of each quarter-hour (agg keeps no event times).
+DAY = "day"
+_DAY_SQL = {
+    "agg": "toString(toDate(quarter, {tz:String}))",
+    "raw": "toString(toDate(toStartOfFifteenMinutes(ts), {tz:String}))",
+}
+
+
 def bucket_counts(
     client: Client, q: StatsQuery, property: str | None, source: Source
 ) -> list[tuple[str, str, int, int]]:
-    """(value, vital, upper bound, page views) of the range, from the archive or vitals_quarter."""
-    value = PROPERTIES[property] if property else "''"
+    """(value, vital, upper bound, page views) of the range, from the archive or vitals_quarter;
+    the value is the site's day with `property` DAY."""
+    # format() inserts the day's SQL as it is: its {tz:String} stays a parameter.
+    value = _DAY_SQL[source] if property == DAY else PROPERTIES[property] if property else "''"
     sql = (_AGG if source == "agg" else _RAW).format(value=value)
-    parameters = {"site": q.site, "start": q.start, "end": q.end, "bounds": BOUNDS}
+    parameters = {"site": q.site, "start": q.start, "end": q.end, "bounds": BOUNDS, "tz": q.timezone}
     return [tuple(row) for row in client.query(sql, parameters=parameters).result_rows]
 
 
@@ -165,15 +175,25 @@ def vitals(
     page views first, at most `limit`."""
     if property is not None and property not in PROPERTIES:
         raise ValueError(f"property must be one of {', '.join(PROPERTIES)}")
+    rows = summarised(bucket_counts(client, q, property, source), whole_site=property is None)
+    rows.sort(key=lambda row: (-max(s.measured for s in row.vitals.values()), row.value or ""))
+    return rows[:limit]
+
+
+def vitals_by_day(client: Client, q: StatsQuery, source: Source = "raw") -> list[VitalsRow]:
+    """The report per day of the site's time zone (ISO dates, in order): the days with a
+    measurement, for a trend line."""
+    return sorted(summarised(bucket_counts(client, q, DAY, source)), key=lambda row: row.value or "")
+
+
+def summarised(counted: list[tuple[str, str, int, int]], whole_site: bool = False) -> list[VitalsRow]:
     counts: dict[str, dict[str, dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
-    for value, vital, upper, measured in bucket_counts(client, q, property, source):
+    for value, vital, upper, measured in counted:
         counts[value][vital][int(upper)] = int(measured)
-    rows = [
+    return [
         VitalsRow(
-            value if property else None,
+            None if whole_site else value,
             {vital: summary(vital, by_vital[vital]) for vital in COLUMNS if vital in by_vital},
         )
         for value, by_vital in counts.items()
     ]
-    rows.sort(key=lambda row: (-max(s.measured for s in row.vitals.values()), row.value or ""))
-    return rows[:limit]

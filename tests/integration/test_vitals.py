@@ -24,7 +24,15 @@ from flask.testing import FlaskClient
 from dashboard.app import build_app
 from storage.client import connect
 from storage.queries import StatsQuery
-from storage.queries.vitals import BOUNDS, COLUMNS, PROPERTIES, THRESHOLDS, VitalSummary, vitals
+from storage.queries.vitals import (
+    BOUNDS,
+    COLUMNS,
+    PROPERTIES,
+    THRESHOLDS,
+    VitalSummary,
+    vitals,
+    vitals_by_day,
+)
 from storage.sites import add_site
 from tally.event import PageViewEvent
 from tally.settings import Settings
@@ -220,3 +228,15 @@ def test_the_cli_prints_the_apis_report(api: FlaskClient, settings: Settings) ->
     assert lines[0].split("\t") == [first["value"], "lcp", *(str(lcp[n]) for n in numbers)]
     refused = run_tally(env, "stats", SITE, "--vitals", "--property", "visit:os")
     assert refused.returncode != 0 and refused.stderr.strip().startswith("tally: --property:"), refused.stderr
+
+
+def test_the_trend_is_the_report_of_each_day_of_the_sites_zone(store: Client) -> None:
+    local = ZoneInfo(KOLKATA)
+    first = datetime(2026, 11, 9, tzinfo=local).astimezone(UTC)
+    q = StatsQuery(SITE, first, first + timedelta(days=3), timezone=KOLKATA)
+    raw = vitals_by_day(store, q, source="raw")
+    assert vitals_by_day(store, q, source="agg") == raw
+    days = [(first + timedelta(days=n), f"2026-11-{9 + n:02d}") for n in range(3)]
+    assert [(row.value, row.vitals) for row in raw] == [
+        (name, expected(EVENTS, start, start + timedelta(days=1), None)[None]) for start, name in days
+    ]
