@@ -93,6 +93,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.segments.apply_segment": overview(None),  # the segment's filters: of the listed site
     "dashboard.segments.follow_segment": overview(None),
     "dashboard.realtime_view.realtime": overview(),
+    "dashboard.performance_view.performance": overview(),  # the Performance tab (Web Vitals)
     "dashboard.provenance.show": overview(),
     # The Settings tab, offered for a site the caller administers (on a shared page: never).
     "dashboard.settings_view.settings_tab_for_site": overview(),
