@@ -5,6 +5,7 @@ Native field names and the Plausible Events API's short names are both accepted.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -123,7 +124,8 @@ class BrowserEvent(BaseModel):
     def _whole_ms(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError("must be a number of milliseconds")
-        return round(value) if isinstance(value, float) and value == value else value
+        # A fraction is rounded; NaN and infinities go on to the int check, which names them.
+        return round(value) if isinstance(value, float) and math.isfinite(value) else value
 
     def vitals(self) -> dict[str, int | None]:
         """The vitals as the contract carries them (tally.event.VITAL_FIELDS): CLS in

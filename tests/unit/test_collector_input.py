@@ -92,6 +92,8 @@ ENGAGEMENT = {"n": "engagement", "d": "example.com", "u": "https://example.com/a
         ({"inp": "fast"}, "inp"),
         ({"fcp": True}, "fcp"),
         ({"ttfb_ms": 1e9}, "ttfb_ms"),
+        ({"lcp": float("inf")}, "lcp"),
+        ({"inp": float("nan")}, "inp"),
         ({"cls": -0.01}, "cls"),
         ({"cls": 100.5}, "cls"),
         ({"cls": "NaN"}, "cls"),
