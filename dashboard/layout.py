@@ -19,10 +19,18 @@ from dashboard.bookmark import location
 from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
+from dashboard.performance_view import performance_section
 from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
 from dashboard.realtime_view import realtime_section
 from dashboard.settings_view import settings_section
-from dashboard.view_tabs import EXPLORE_TAB, FUNNEL_TAB, OVERVIEW_TAB, REALTIME_TAB, SETTINGS_TAB
+from dashboard.view_tabs import (
+    EXPLORE_TAB,
+    FUNNEL_TAB,
+    OVERVIEW_TAB,
+    PERFORMANCE_TAB,
+    REALTIME_TAB,
+    SETTINGS_TAB,
+)
 
 LIVE_REFRESH_MS = 5_000
 # The period (and with it every panel) is recomputed once a minute: often enough for a
@@ -61,6 +69,7 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     {"label": "Explore", "value": EXPLORE_TAB},
                     {"label": "Funnel", "value": FUNNEL_TAB},
                     {"label": "Realtime", "value": REALTIME_TAB},
+                    {"label": "Performance", "value": PERFORMANCE_TAB},
                     # Cut for those who administer no site, and per site (dashboard/settings_view.py).
                     {"label": "Settings", "value": SETTINGS_TAB},
                 ],
@@ -75,6 +84,7 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     _explore(),
                     funnel_section(),
                     realtime_section(),
+                    performance_section(),
                     settings_section(),
                 ]
             ),

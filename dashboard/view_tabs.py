@@ -15,6 +15,7 @@ OVERVIEW_TAB = "overview"
 EXPLORE_TAB = "explore"
 FUNNEL_TAB = "funnel"
 REALTIME_TAB = "realtime"
+PERFORMANCE_TAB = "performance"  # Web Vitals (dashboard/performance_view.py)
 SETTINGS_TAB = "settings"  # the site's settings (dashboard/settings_view.py)
 # The Settings view's section and the panels' container in it (dashboard/settings_view.py).
 SETTINGS_SECTION = "settings-section"
@@ -26,6 +27,7 @@ SECTIONS = {
     EXPLORE_TAB: "explore-section",
     FUNNEL_TAB: "funnel-section",
     REALTIME_TAB: "realtime-section",
+    PERFORMANCE_TAB: "performance-section",
     SETTINGS_TAB: SETTINGS_SECTION,
 }
 
