@@ -202,6 +202,7 @@ class Collector:
             revenue_currency=payload.revenue.currency if payload.revenue else "",
             scroll_depth=payload.scroll_depth,
             engagement_ms=payload.engagement_ms,
+            vitals=payload.vitals(),
         )
 
     async def append(self, records: list[LogRecord]) -> Response | None:

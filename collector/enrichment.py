@@ -21,7 +21,7 @@ from uuid import UUID, uuid4
 from collector.geo import CountryLookup
 from collector.user_agent import classify, is_bot
 from tally.client_ip import network_key
-from tally.event import SCHEMA_VERSION
+from tally.event import NOT_MEASURED, SCHEMA_VERSION
 
 
 class _Mac(Protocol):
@@ -74,6 +74,7 @@ class Draft:
     revenue_currency: str = ""
     scroll_depth: int = 0  # engagement events only (tally.event)
     engagement_ms: int = 0
+    vitals: dict[str, int | None] = field(default_factory=lambda: dict(NOT_MEASURED))  # tally.event
     fields: dict[str, object] = field(default_factory=dict)
 
 
@@ -246,4 +247,5 @@ def enrich(draft: Draft, context: RequestContext, pipeline: list[tuple[str, Step
         "revenue_currency": draft.revenue_currency,
         "scroll_depth": draft.scroll_depth,
         "engagement_ms": draft.engagement_ms,
+        **draft.vitals,
     }

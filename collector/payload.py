@@ -5,6 +5,7 @@ Native field names and the Plausible Events API's short names are both accepted.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -20,7 +21,13 @@ MAX_NAME_LENGTH = 120
 # event: more than a day of it is no browser's measurement.
 MAX_ENGAGEMENT_MS = 24 * 3600 * 1000
 
+# Web Vitals (engagement events): times beyond two minutes are no page load a browser reports
+# but a clock gone wrong; a layout shift score beyond 100 is no page's.
+MAX_VITAL_MS = 120_000
+MAX_CLS = 100
+
 ShortString = Annotated[str, Field(max_length=2048)]
+VitalMs = Annotated[int, Field(ge=0, le=MAX_VITAL_MS)]
 # Revenue amounts: up to 12 digits before the point and 6 after (the archive's Decimal(18, 6)).
 MAX_REVENUE = Decimal("1e12")
 
@@ -103,6 +110,34 @@ class BrowserEvent(BaseModel):
     engagement_ms: Annotated[int, Field(ge=0, le=MAX_ENGAGEMENT_MS)] = Field(
         default=0, validation_alias=AliasChoices("engagement_ms", "e")
     )
+
+    # Web Vitals of the page view (tracker.js's short keys, or the contract's names): absent
+    # when not measured. Times in ms (a fraction is rounded), CLS as the browser's float.
+    lcp_ms: VitalMs | None = Field(default=None, validation_alias=AliasChoices("lcp_ms", "lcp"))
+    cls: Annotated[float, Field(ge=0, le=MAX_CLS, allow_inf_nan=False)] | None = Field(default=None)
+    inp_ms: VitalMs | None = Field(default=None, validation_alias=AliasChoices("inp_ms", "inp"))
+    fcp_ms: VitalMs | None = Field(default=None, validation_alias=AliasChoices("fcp_ms", "fcp"))
+    ttfb_ms: VitalMs | None = Field(default=None, validation_alias=AliasChoices("ttfb_ms", "ttfb"))
+
+    @field_validator("lcp_ms", "inp_ms", "fcp_ms", "ttfb_ms", mode="before")
+    @classmethod
+    def _whole_ms(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a number of milliseconds")
+        # A fraction is rounded; NaN and infinities go on to the int check, which names them.
+        return round(value) if isinstance(value, float) and math.isfinite(value) else value
+
+    def vitals(self) -> dict[str, int | None]:
+        """The vitals as the contract carries them (tally.event.VITAL_FIELDS): CLS in
+        thousandths, an integer."""
+        cls_milli = None if self.cls is None else round(self.cls * 1000)
+        return {
+            "lcp_ms": self.lcp_ms,
+            "cls_milli": cls_milli,
+            "inp_ms": self.inp_ms,
+            "fcp_ms": self.fcp_ms,
+            "ttfb_ms": self.ttfb_ms,
+        }
 
     @field_validator("url")
     @classmethod

@@ -93,6 +93,7 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.segments.apply_segment": overview(None),  # the segment's filters: of the listed site
     "dashboard.segments.follow_segment": overview(None),
     "dashboard.realtime_view.realtime": overview(),
+    "dashboard.performance_view.performance": overview(),  # the Performance tab (Web Vitals)
     "dashboard.provenance.show": overview(),
     # The Settings tab, offered for a site the caller administers (on a shared page: never).
     "dashboard.settings_view.settings_tab_for_site": overview(),
@@ -384,6 +385,7 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.funnel": key(),
     "stats_api.journeys": key(),
     "stats_api.goals": key(),
+    "stats_api.web_vitals": key(),
     "stats_api.realtime": key(),
     "stats_api.sessions": key(),
     "stats_api.segments_list": key(),  # the segment picker is on a viewer's page

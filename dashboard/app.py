@@ -34,6 +34,7 @@ from dashboard.imports_panel import register_imports_panel
 from dashboard.journeys import register_journeys
 from dashboard.layout import build_layout
 from dashboard.overview import first_sites, register_overview
+from dashboard.performance_view import register_performance
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
 from dashboard.request_bodies import install_body_limits
@@ -85,6 +86,7 @@ def build_app(
     register_imports_panel(app, clients)
     register_segment_picker(app, clients)
     register_realtime(app, clients, clock)
+    register_performance(app, settings, clients)
     register_provenance(app, settings, clients)
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)

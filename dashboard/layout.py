@@ -20,6 +20,7 @@ from dashboard.components import panel, panel_tabs
 from dashboard.funnel import funnel_section
 from dashboard.goals_panel import goals_panels
 from dashboard.journeys import journeys_section
+from dashboard.performance_view import performance_section
 from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
 from dashboard.realtime_view import realtime_section
 from dashboard.settings_view import settings_section
@@ -28,6 +29,7 @@ from dashboard.view_tabs import (
     FUNNEL_TAB,
     JOURNEYS_TAB,
     OVERVIEW_TAB,
+    PERFORMANCE_TAB,
     REALTIME_TAB,
     SETTINGS_TAB,
 )
@@ -70,6 +72,7 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     {"label": "Funnel", "value": FUNNEL_TAB},
                     {"label": "Journeys", "value": JOURNEYS_TAB},
                     {"label": "Realtime", "value": REALTIME_TAB},
+                    {"label": "Performance", "value": PERFORMANCE_TAB},
                     # Cut for those who administer no site, and per site (dashboard/settings_view.py).
                     {"label": "Settings", "value": SETTINGS_TAB},
                 ],
@@ -85,6 +88,7 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     funnel_section(),
                     journeys_section(),
                     realtime_section(),
+                    performance_section(),
                     settings_section(),
                 ]
             ),

@@ -16,6 +16,7 @@ EXPLORE_TAB = "explore"
 FUNNEL_TAB = "funnel"
 JOURNEYS_TAB = "journeys"
 REALTIME_TAB = "realtime"
+PERFORMANCE_TAB = "performance"  # Web Vitals (dashboard/performance_view.py)
 SETTINGS_TAB = "settings"  # the site's settings (dashboard/settings_view.py)
 # The Settings view's section and the panels' container in it (dashboard/settings_view.py).
 SETTINGS_SECTION = "settings-section"
@@ -28,6 +29,7 @@ SECTIONS = {
     FUNNEL_TAB: "funnel-section",
     JOURNEYS_TAB: "journeys-section",
     REALTIME_TAB: "realtime-section",
+    PERFORMANCE_TAB: "performance-section",
     SETTINGS_TAB: SETTINGS_SECTION,
 }
 

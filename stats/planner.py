@@ -44,11 +44,14 @@ from storage.queries.contract import StatsQuery
 @dataclass(frozen=True)
 class Plan:
     """Which metrics each source answers; `archive_flat`: the archive's part reads its events
-    flat (raw_sql.events_alone), its visits coming from `sessions`."""
+    flat (raw_sql.events_alone), its visits coming from `sessions`; `archive_tagged`: the
+    archive's part reads its events tagged with their visits' properties from `sessions`
+    (sessions_sql.tags_events), its visits coming from `sessions` too."""
 
     sessions: tuple[str, ...] = ()
     archive: tuple[str, ...] = ()
     archive_flat: bool = False
+    archive_tagged: bool = False
     # `sessions` also reads the custom events passing the filter (sessions_sql.compile_sessions:
     # the visits they keep under a page filter, their pages by the page), since one could be in
     # the visits (other_events)
@@ -84,6 +87,8 @@ def plan(
         return Plan(sessions=from_sessions, custom_events=custom_events)
     if raw_sql.events_alone(replace(query, metrics=rest)):
         return Plan(sessions=from_sessions, archive=rest, archive_flat=True, custom_events=custom_events)
+    if sessions_sql.tags_events(replace(query, metrics=rest)):
+        return Plan(sessions=from_sessions, archive=rest, archive_tagged=True, custom_events=custom_events)
     return everything
 
 
@@ -123,6 +128,8 @@ def answer(client: Client, query: Query) -> Answer:
         decided = plan(query, other_events=True)
     if decided.sessions and rows_before_paths(client, query):
         decided = plan(query, rows_before_paths=True)
+    if decided.archive_tagged and late_or_doubtful(client, query):  # the day before the range too
+        decided = plan(query, late_events=True)
     if not decided.sessions:
         if query.source == "agg" and sessions_sql.tags_events(query) and not late_or_doubtful(client, query):
             return Answer(_tagged_answer(client, query), "raw")
@@ -131,10 +138,12 @@ def answer(client: Client, query: Query) -> Answer:
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     visits = sessions_sql.compile_sessions(query, rules, custom_events=decided.custom_events)
     counts = raw_sql._rows(client, visits, lambda kind: kind == "visit")
+    goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
     if decided.archive_flat:  # the archive's part: its events, read flat
-        goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
         flat = raw_sql.compile_query(query, rules, goals, rows="flat")
         counts += raw_sql._rows(client, flat, lambda kind: kind != "visit")
+    if decided.archive_tagged:  # the archive's part: its events, with their visits' properties
+        counts += raw_sql._rows(client, _tagged(query, rules, goals), lambda kind: kind != "visit")
     merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
     return Answer(raw_sql.paginated(raw_sql.ordered(merged, query), query), decided.source)
 
@@ -156,11 +165,15 @@ def _tagged_answer(client: Client, query: Query) -> list[raw_sql.Row]:
     named = raw_sql._names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
-    rows, tag_parameters = sessions_sql.tagged_rows_sql(query)
-    tagged = raw_sql.compile_query(query, rules, goals, rows=rows)
-    tagged = replace(tagged, parameters={**tagged.parameters, **tag_parameters})
     after = raw_sql.compile_query(query, rules, goals, rows="after")
-    counts = raw_sql._rows(client, tagged, lambda kind: kind != "visit")
+    counts = raw_sql._rows(client, _tagged(query, rules, goals), lambda kind: kind != "visit")
     counts += raw_sql._rows(client, after, lambda kind: kind == "visit")
     merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
     return raw_sql.paginated(raw_sql.ordered(merged, query), query)
+
+
+def _tagged(query: Query, rules: tuple, goals: dict | None = None) -> raw_sql.Compiled:
+    """compile_query over the range's events tagged with their visits' properties."""
+    rows, tag_parameters = sessions_sql.tagged_rows_sql(query)
+    tagged = raw_sql.compile_query(query, rules, goals, rows=rows)
+    return replace(tagged, parameters={**tagged.parameters, **tag_parameters})

@@ -45,6 +45,10 @@ GOAL_VISITORS_DAY = "goal_visitors_day"
 # Each custom event's (site, path, ts, visitor) by page (migration 0064): the visits a custom
 # event at a page keeps under a page filter, for reports read from `sessions`.
 CUSTOM_EVENTS_BY_PAGE = "custom_events_by_page"
+# Web Vitals' histogram bucket counts per (site, quarter-hour, path, device, country, browser),
+# a materialized view on the archive (migration 0070): not derived from the log, so a replay
+# leaves it as it is (storage/queries/vitals.py).
+VITALS_QUARTER = "vitals_quarter"
 # Funnels per UTC day (migration 0046): archive_days fingerprints each (site, day) of the
 # archive (a materialized view on `events`); funnel_days keeps a funnel's result per day and
 # the fingerprint it was computed from (storage/queries/funnel_days.py). Derived from the

@@ -22,6 +22,7 @@ from tally.event import PageViewEvent
 _SPARK_TYPES: dict[object, DataType] = {
     str: StringType(),
     int: LongType(),
+    int | None: LongType(),  # a measurement that may be absent (Web Vitals): null stays null
     UUID: StringType(),
     datetime: TimestampType(),
     dict[str, str]: MapType(StringType(), StringType()),

@@ -20,6 +20,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
+#: The Web Vitals fields, in the contract's order (None = not measured).
+VITAL_FIELDS = ("lcp_ms", "cls_milli", "inp_ms", "fcp_ms", "ttfb_ms")
+NOT_MEASURED: dict[str, int | None] = dict.fromkeys(VITAL_FIELDS)
 
 
 class PageViewEvent(BaseModel):
@@ -59,6 +62,17 @@ class PageViewEvent(BaseModel):
     # previous engagement event, in ms. 0 on every other event.
     scroll_depth: int = 0
     engagement_ms: int = 0
+    # Web Vitals of the page view, sent with its engagement event (tracker.js measures them
+    # with PerformanceObserver): None where not measured — a browser without the API, a page
+    # hidden before the first paint, any other event — which is not the same as 0 (a TTFB of
+    # 0 ms from the back/forward cache is a measurement). Times in whole ms; CLS, a unitless
+    # score, in thousandths as an integer (cls_milli = 250 is CLS 0.25) so it stays exact
+    # through JSON, the archive and the histogram buckets (docs/architecture.md, "Web Vitals").
+    lcp_ms: int | None = None
+    cls_milli: int | None = None
+    inp_ms: int | None = None
+    fcp_ms: int | None = None
+    ttfb_ms: int | None = None
 
     @property
     def key(self) -> bytes:

@@ -1,7 +1,7 @@
 // Tally's tracking snippet: the readable source of collector/tracker.js.
 //
-// Every visitor of every tracked site downloads the built file, so it must stay within 1 KiB
-// gzipped (tests/unit/test_tracker_size.py). `make tracker` builds it with the terser pinned in
+// Every visitor of every tracked site downloads the built file, so it must stay within 1.5 KiB
+// gzipped with the Web Vitals (tests/unit/test_tracker_size.py). `make tracker` builds it with the terser pinned in
 // package-lock.json and the options in terser.json; tests/unit/test_tracker_build.py checks that
 // the committed file is that build. Never edit collector/tracker.js by hand.
 //
@@ -10,7 +10,7 @@
 // declarations of one kind only), and `==` where it gives the same answer as `===` (terser
 // loosens a comparison itself only when it knows both sides' types; each byte counts). The
 // JSON field names are the collector's short names (Plausible's Events API: n, u, d, r, w, p; ours:
-// h, i, $, sd, e), the event contract of /api/event (collector/payload.py): keep them.
+// h, i, $, sd, e, lcp, cls, inp, fcp, ttfb), the event contract of /api/event (collector/payload.py): keep them.
 //
 // Privacy: no cookie, no storage written, nothing that identifies a visitor is sent: the
 // collector derives a daily visitor id from the request itself.
@@ -27,8 +27,22 @@
     // location already holds the next page when its predecessor's engagement is sent.
     engagedUrl,
     // The script tag's data-* attributes (data-site, data-api, data-hash, data-outbound,
-    // data-downloads, data-allow-local): an option is on when its attribute is present.
+    // data-downloads, data-allow-local): an option is on when its attribute is present;
+    // data-vitals="false" is the one that is on unless it says so.
     options = script.dataset,
+    // The page load's Web Vitals measured so far, by their short names (ms; CLS unitless), sent
+    // once: with the page view's first engagement event, after which this is 0 and no later
+    // measurement is kept (a client-side navigation has no vitals of its own).
+    vitals = options.vitals != "false" && {},
+    // Keeps a measurement, unless the collector would refuse it (2 minutes at most: a page
+    // loaded in a background tab can report a time that is no load's).
+    measure = (name, value) => vitals && value < 12e4 && (vitals[name] = value),
+    // CLS: the largest burst of unexpected layout shifts, each burst of shifts less than 1 s
+    // apart and at most 5 s long (web.dev's session windows); shifts right after an input are
+    // expected ones.
+    shiftsFrom = 0,
+    lastShift = 0,
+    burst = 0,
     // Calls made before the snippet loaded, by the documented stub
     // `window.tally=window.tally||function(){(tally.q=tally.q||[]).push(arguments)}`.
     queued = window.tally?.q || [],
@@ -111,8 +125,8 @@
       }
       if (engagedUrl && (engagedMs || scrollDepth > sentDepth)) {
         sentDepth = scrollDepth;
-        track("engagement", { x: { u: engagedUrl, sd: scrollDepth, e: engagedMs } });
-        engagedMs = 0;
+        track("engagement", { x: { u: engagedUrl, sd: scrollDepth, e: engagedMs, ...vitals } });
+        engagedMs = vitals = 0;
       }
     },
     // A page view on load and on each new page of a single-page app; the same page again (a
@@ -145,6 +159,38 @@
       if (name) track(name, { props: { url: link.href } });
     };
 
+  // Web Vitals from the browser's own performance timeline (no library); `buffered` delivers
+  // what happened before the snippet ran. A browser without an entry type throws: that vital
+  // is then not measured (absent, not 0). LCP: the last largest paint; FCP: the first
+  // contentful paint; TTFB: the navigation's first response byte; INP: the longest interaction
+  // (what INP is for pages with fewer than 50 interactions, most of them). While `vitals` is
+  // 0 or false (sent, or turned off), `vitals.x` reads undefined and measure keeps nothing.
+  for (let [type, handle] of [
+    ["largest-contentful-paint", (entry) => measure("lcp", entry.startTime)],
+    ["paint", (entry) => entry.name == "first-contentful-paint" && measure("fcp", entry.startTime)],
+    ["navigation", (entry) => measure("ttfb", entry.responseStart)],
+    ["event", (entry) => entry.interactionId && measure("inp", Math.max(entry.duration, vitals.inp || 0))],
+    [
+      "layout-shift",
+      (entry) => {
+        if (!entry.hadRecentInput) {
+          if (entry.startTime - lastShift > 1e3 || entry.startTime - shiftsFrom > 5e3) {
+            shiftsFrom = entry.startTime;
+            burst = 0;
+          }
+          lastShift = entry.startTime;
+          measure("cls", Math.max((burst += entry.value), vitals.cls || 0));
+        }
+      },
+    ],
+  ])
+    try {
+      new PerformanceObserver((list) => list.getEntries().forEach(handle)).observe({
+        type,
+        buffered: true,
+        durationThreshold: 40,
+      });
+    } catch {}
   // Client-side navigation: a single-page app changes the page through the history API.
   for (let method of ["pushState", "replaceState"]) {
     let original = history[method];

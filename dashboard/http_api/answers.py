@@ -4,6 +4,7 @@ so the CLI prints the API's numbers from the API's own code path without importi
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 
 from clickhouse_connect.driver.client import Client
@@ -12,6 +13,7 @@ from dashboard import comparisons
 from dashboard.http_api.parameters import EVENT_NAME_BREAKDOWN, PROP_BREAKDOWN
 from storage import queries
 from storage.queries import EventRow, GoalRow, Interval, Point, Source, StatsQuery
+from storage.queries.vitals import VitalsRow
 from tally.clock import as_utc
 
 
@@ -76,6 +78,11 @@ def point_json(point: Point, timezone: str = "UTC") -> dict[str, object]:
 
 def event_json(row: EventRow) -> dict[str, object]:
     return {"value": row.value, "events": row.events, "visitors": row.visitors}
+
+
+def vitals_json(row: VitalsRow) -> dict[str, object]:
+    """A row of the Web Vitals report: its value and, per vital measured, its summary."""
+    return {"value": row.value, **{vital: asdict(summary) for vital, summary in row.vitals.items()}}
 
 
 def goal_json(row: GoalRow) -> dict[str, object]:

@@ -25,6 +25,8 @@ from storage.queries.funnels import MAX_STEPS, MIN_STEPS
 from storage.queries.journeys import DIRECTIONS
 from storage.queries.journeys import MAX_STEPS as JOURNEY_MAX_STEPS
 from storage.queries.session_filters import SESSION_FILTERS
+from storage.queries.vitals import COLUMNS as VITALS_COLUMNS
+from storage.queries.vitals import PROPERTIES as VITALS_PROPERTIES
 
 JSON = dict[str, Any]
 
@@ -153,6 +155,12 @@ PARAMETERS: dict[str, JSON] = {
         "The last 30 minutes by pages (path), sources (a visitor's first referrer of the day) or "
         "countries, read from the archive; without it, the live counts of the last 5 minutes.",
         {"type": "string", "enum": ["pages", "sources", "countries"]},
+    ),
+    "vitals_property": _parameter(
+        "property",
+        "The Web Vitals report's breakdown: by page, device class, country or browser; without it, one "
+        "row for the whole site.",
+        {"type": "string", "enum": list(VITALS_PROPERTIES)},
     ),
     "sessions_limit": _parameter(
         "limit",
@@ -493,6 +501,36 @@ SCHEMAS: dict[str, JSON] = {
             "visitors": {"type": "integer", "description": "distinct (UTC day, visitor) with such an event"},
         },
     },
+    "VitalsRow": {
+        "type": "object",
+        "required": ["value"],
+        "description": "One row of the Web Vitals report: per vital measured on its page views (lcp, cls, "
+        "inp, fcp, ttfb; a vital none measured is absent), a VitalSummary.",
+        "properties": {
+            "value": {
+                "type": "string",
+                "nullable": True,
+                "description": "the page, device class, country or browser; null for the whole site",
+            },
+            **{vital: _schema("VitalSummary") for vital in VITALS_COLUMNS},
+        },
+    },
+    "VitalSummary": {
+        "type": "object",
+        "required": ["measured", "p50", "p75", "p95", "good", "needs_improvement", "poor"],
+        "description": "Percentiles in the vital's unit (ms; CLS unitless): the upper bound of the fixed "
+        "histogram bucket holding the nearest rank (bounds at most 5 % apart above 40, exact below), "
+        "the same from agg and raw. Ratings by Google's thresholds, in percent of the measured page views.",
+        "properties": {
+            "measured": {"type": "integer", "description": "page views with this vital measured"},
+            "p50": {"type": "number"},
+            "p75": {"type": "number"},
+            "p95": {"type": "number"},
+            "good": {"type": "number", "minimum": 0, "maximum": 100},
+            "needs_improvement": {"type": "number", "minimum": 0, "maximum": 100},
+            "poor": {"type": "number", "minimum": 0, "maximum": 100},
+        },
+    },
     "Goal": {
         "type": "object",
         "required": ["goal", "kind", "visitors", "events", "conversion_rate", "revenue"],
@@ -772,6 +810,16 @@ def openapi_document() -> JSON:
                 RANGE,
                 _ok(
                     _or_with_meta({"type": "array", "items": _schema("Goal")}), "one object per goal, by name"
+                ),
+            ),
+            "/api/v1/stats/vitals": _operation(
+                "Web Vitals (LCP, CLS, INP, FCP, TTFB): p50, p75, p95 and the share of page views rated "
+                "good, needs improvement or poor, for the site or by page, device, country or browser "
+                "(a Tally extension; `site_id` is accepted for `site`; no filters)",
+                ["site", "from", "to", "period", "source", "meta", "vitals_property", "breakdown_limit"],
+                _ok(
+                    _or_with_meta({"type": "array", "items": _schema("VitalsRow")}),
+                    "one row per value, most measured first",
                 ),
             ),
             "/api/v1/stats/funnel": _operation(

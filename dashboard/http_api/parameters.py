@@ -16,11 +16,13 @@ from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, 
 from storage.queries.contract import FILTER_OPERATORS, PROPS_FILTER
 from storage.queries.journeys import DIRECTIONS, MAX_PATTERNS, MAX_STEPS, JourneyQuestion
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
+from storage.queries.vitals import PROPERTIES as VITALS_PROPERTIES
 from tally.refusal import Refused
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
-    "goal", "breakdown", "meta", "funnel", "id", "page", "direction", "group", "min_visitors",
+    "goal", "breakdown", "meta", "funnel", "id", "property", "page", "direction", "group",
+    "min_visitors",
 )  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
@@ -284,6 +286,14 @@ def goal(arguments: Arguments, by: str) -> str:
         raise BadParameter("goal", f"only with by={PROP_BREAKDOWN}KEY")
     if not value.strip() or len(value) > 200 or not value.isprintable():
         raise BadParameter("goal", "a goal's name, e.g. Signup or Visit /checkout/*")
+    return value
+
+
+def vitals_property(arguments: Arguments) -> str | None:
+    """The Web Vitals report's breakdown (Plausible's property names); None for the whole site."""
+    value = arguments.get("property")
+    if value is not None and value not in VITALS_PROPERTIES:
+        raise BadParameter("property", f"must be one of {', '.join(VITALS_PROPERTIES)}")
     return value
 
 

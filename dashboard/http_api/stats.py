@@ -33,7 +33,7 @@ from dashboard.refusals import answer_refusals, error
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
-from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions
+from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions, vitals
 from storage.queries.journeys import JourneyRow
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
 from storage.query_limits import limit_message, log_failure
@@ -103,10 +103,12 @@ def stats_api(
         arguments, q, _ = asked_with_comparison()
         return arguments, q
 
-    def asked_with_comparison() -> tuple[Arguments, StatsQuery, StatsQuery | None]:
-        """The arguments, the report, and the same report over the compared range (`compare`),
-        in the site's time zone (storage/sites.py)."""
-        arguments = Arguments.parse(request.args.to_dict(flat=False))
+    def asked_with_comparison(
+        args: dict[str, list[str]] | None = None,
+    ) -> tuple[Arguments, StatsQuery, StatsQuery | None]:
+        """The arguments (the request's unless given), the report, and the same report over the
+        compared range (`compare`), in the site's time zone (storage/sites.py)."""
+        arguments = Arguments.parse(request.args.to_dict(flat=False) if args is None else args)
         client, site = clients(), parameters.site(arguments)
         first_day = queries.first_day(client, site) if arguments.get("period") == "all" else None
         q, compared = parameters.window_queries(
@@ -208,6 +210,22 @@ def stats_api(
         arguments, q = asked()
         source = parameters.source(arguments)
         return answered(answers.goals(clients(), q, source), arguments, q, source)
+
+    @api.get("/stats/vitals")
+    def web_vitals() -> Response:
+        """Web Vitals percentiles and ratings (storage/queries/vitals.py); `site_id` (Plausible's
+        spelling) names the site as `site` does."""
+        args = request.args.to_dict(flat=False)
+        if "site_id" in args and "site" not in args:
+            args["site"] = args.pop("site_id")
+        arguments, q, _ = asked_with_comparison(args)
+        if q.filtered:
+            raise BadParameter("filters", "the Web Vitals report takes no filters")
+        breakdown = parameters.vitals_property(arguments)
+        limit = parameters.limit(arguments, DEFAULT_BREAKDOWN_LIMIT)
+        source = parameters.source(arguments)
+        rows = vitals.vitals(clients(), q, breakdown, limit, source)
+        return answered([answers.vitals_json(row) for row in rows], arguments, q, source)
 
     @api.get("/stats/realtime")
     def realtime() -> Response:

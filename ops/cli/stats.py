@@ -62,6 +62,17 @@ def arguments(site: str, **options: str | None) -> Any:
 @click.option("--goal", default=None, help="With --by prop:KEY: that goal's events only.")
 @click.option("--goals", "goals", is_flag=True, help="Each goal's conversions (as /api/v1/stats/goals).")
 @click.option(
+    "--vitals",
+    "web_vitals",
+    is_flag=True,
+    help="Web Vitals: p50, p75, p95 and ratings of LCP, CLS, INP, FCP, TTFB (as /api/v1/stats/vitals).",
+)
+@click.option(
+    "--property",
+    default=None,
+    help="With --vitals: event:page, visit:device, visit:country or visit:browser.",
+)
+@click.option(
     "--interval", default=None, help="minute, hour, day, week or month: each one's numbers (a timeseries)."
 )
 @click.option("--limit", default=None, help="Rows of a breakdown (default 10).")
@@ -70,10 +81,27 @@ def arguments(site: str, **options: str | None) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON answer.")
 @click.pass_obj
 def stats(
-    stack: Stack, site: str, from_: str | None, as_json: bool, goals: bool, **options: str | None
+    stack: Stack,
+    site: str,
+    from_: str | None,
+    as_json: bool,
+    goals: bool,
+    web_vitals: bool,
+    **options: str | None,
 ) -> None:
     """SITE's numbers over a range: the top-line metrics, a breakdown with --by, the goals'
-    conversions with --goals, or each day's (hour's…) with --interval."""
+    conversions with --goals, the Web Vitals with --vitals, or each day's (hour's…) with --interval."""
+    if web_vitals:
+        answer = vitals_answer(stack, site, from_, options)
+        if as_json:
+            click.echo(json.dumps(answer))
+        for row in [] if as_json else answer:
+            for line in vitals_lines(row):
+                click.echo("\t".join(line))
+        return
+    if options.get("property") is not None:
+        raise BadParameter("property", "only with --vitals")
+    options.pop("property", None)
     answer = stats_answer(stack, site, from_, options, goals)
     if as_json:
         click.echo(json.dumps(answer, default=str))
@@ -130,6 +158,39 @@ def stats_answer(
     if by is not None:
         return answers.breakdown(client, q, by, goal, limit, source)
     return answers.aggregate(client, q, compared, source)
+
+
+def vitals_answer(stack: Stack, site: str, from_: str | None, options: dict[str, str | None]) -> Any:
+    """The Web Vitals report as /api/v1/stats/vitals answers it (storage/queries/vitals.py)."""
+    from dashboard.http_api import answers, parameters
+    from storage.definitions import CurrentDefinitions
+    from storage.queries import vitals
+    from storage.sites import site_timezone
+
+    for other in ("by", "goal", "interval", "compare"):
+        if options.get(other) is not None:
+            raise BadParameter(other, "not with --vitals")
+    asked = arguments(site, **{"from": from_}, **options)
+    name, source = parameters.site(asked), parameters.source(asked)
+    breakdown, limit = parameters.vitals_property(asked), parameters.limit(asked, 10)
+    settings, client = stack.settings, stack.client
+    defined = CurrentDefinitions(settings, lambda: client).settings()
+    q, _ = parameters.window_queries(asked, datetime.now(UTC), defined, site_timezone(client, name))
+    if q.filtered:
+        raise BadParameter("filters", "the Web Vitals report takes no filters")
+    return [answers.vitals_json(row) for row in vitals.vitals(client, q, breakdown, limit, source)]
+
+
+def vitals_lines(row: dict[str, Any]) -> list[list[str]]:
+    """A Web Vitals row as one line per vital: value ('' for the site), vital, page views
+    measured, p50, p75, p95, then the percent rated good, needs improvement, poor."""
+    numbers = ("measured", "p50", "p75", "p95", "good", "needs_improvement", "poor")
+    value = row["value"] or ""
+    return [
+        [value, vital, *(str(summary[n]) for n in numbers)]
+        for vital, summary in row.items()
+        if vital != "value"
+    ]
 
 
 @click.command("realtime", cls=StatsCommand)

@@ -509,3 +509,66 @@ async def test_engagement_shaped_like_plausibles_reaches_the_dashboards_numbers(
     assert queries.engagement(connect(settings), q, ["/guide"], source="agg") == {
         "/guide": PageEngagement("/guide", 2, 30.0, 50.0)
     }
+
+
+# A page whose content shifts without input (a banner pushed in above the text) and whose
+# button takes 150 ms to answer a click: an interaction slow enough for the event timing API.
+SHIFTING_PAGE = """
+<div id="top"></div><p>text below the banner</p><button id="slow">Slow</button>
+<script>
+  setTimeout(() => { document.getElementById('top').style.height = '300px'; }, 300);
+  document.getElementById('slow').addEventListener('click', () => {
+    const until = performance.now() + 150; while (performance.now() < until);
+  });
+</script>
+"""
+NAVIGATION_TIMES = (
+    "[performance.getEntriesByName('first-contentful-paint')[0].startTime,"
+    " performance.getEntriesByType('navigation')[0].responseStart]"
+)
+
+
+async def vitals_of_a_visit(site: TrackedSite, page: Page, options: str) -> tuple[PageViewEvent, list[float]]:
+    """The engagement event of a visit that shifts, clicks the slow button and leaves (by a
+    client-side navigation), and the page's own FCP and TTFB as its performance timeline has them."""
+    home = site.publish(
+        "/shifting", options=options, head=SPA_ROUTER, body=f'<a href="/next">Next</a>{SHIFTING_PAGE}'
+    )
+    await page.goto(home)
+    await page.wait_for_function("typeof tally === 'function'")
+    await page.wait_for_function("document.getElementById('top').offsetHeight == 300")
+    await page.wait_for_timeout(1200)  # the shift is seen, and more than 1 s before the click
+    await page.click("#slow")
+    await page.wait_for_timeout(500)  # the interaction's timing entry is delivered after its paint
+    timeline = await page.evaluate(NAVIGATION_TIMES)
+    await page.click("text=Next")
+    events = await site.logged_events(expected=3, engagement=True)
+    [engaged] = [event for event in events if event.name == "engagement"]
+    return engaged, timeline
+
+
+async def test_a_page_hidden_or_left_sends_its_web_vitals_with_the_engagement_event_and_they_are_archived(
+    site: TrackedSite, page: Page, settings: Settings
+) -> None:
+    engaged, (fcp, ttfb) = await vitals_of_a_visit(site, page, EVERY_OPTION)
+    assert engaged.path == "/shifting"
+    assert (engaged.fcp_ms, engaged.ttfb_ms) == (round(fcp), round(ttfb))
+    assert engaged.lcp_ms is not None and engaged.fcp_ms <= engaged.lcp_ms < 120_000
+    assert engaged.inp_ms is not None and engaged.inp_ms >= 150  # the slow click
+    assert engaged.cls_milli is not None and engaged.cls_milli > 0  # the banner's shift
+
+    await archive_until(settings, site.domain, expected=4)  # and the end marker
+    rows = connect(settings).query(
+        "SELECT lcp_ms, cls_milli, inp_ms, fcp_ms, ttfb_ms FROM events "
+        "WHERE site = {site:String} AND event_id = {id:UUID}",
+        parameters={"site": site.domain, "id": engaged.event_id},
+    )
+    assert rows.result_rows == [
+        (engaged.lcp_ms, engaged.cls_milli, engaged.inp_ms, engaged.fcp_ms, engaged.ttfb_ms)
+    ]
+
+
+async def test_data_vitals_false_sends_engagement_without_vitals(site: TrackedSite, page: Page) -> None:
+    engaged, _ = await vitals_of_a_visit(site, page, f'{EVERY_OPTION} data-vitals="false"')
+    assert engaged.engagement_ms > 0
+    assert (engaged.lcp_ms, engaged.cls_milli, engaged.inp_ms, engaged.fcp_ms, engaged.ttfb_ms) == (None,) * 5

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from tally.clock import utc_now
-from tally.event import event_key
+from tally.event import VITAL_FIELDS, event_key
 from tests.fixtures.events import page_view
 from tests.fixtures.local_stack import LocalStack, eventually
 from tests.integration.test_archiver import produce
@@ -29,7 +29,13 @@ pytestmark = pytest.mark.integration
 
 SITE = "contract-versions.example.com"
 #: Fields the contract gained after the first release (dc31cfa): an event of that release lacks them.
-ADDED_SINCE_FIRST_RELEASE = ("revenue_amount", "revenue_currency", "scroll_depth", "engagement_ms")
+ADDED_SINCE_FIRST_RELEASE = (
+    "revenue_amount",
+    "revenue_currency",
+    "scroll_depth",
+    "engagement_ms",
+    *VITAL_FIELDS,
+)
 #: Fields a later release might add, of every JSON kind.
 UNKNOWN_FIELDS = {"consent": "granted", "vitals": {"lcp_ms": 1200, "cls": 0.02}, "tags": ["a"], "bot": False}
 
@@ -52,12 +58,15 @@ def event(path: str, ts: datetime) -> dict[str, object]:
 def versions(ts: datetime) -> dict[str, dict[str, object]]:
     older = {k: v for k, v in event("/older", ts).items() if k not in ADDED_SINCE_FIRST_RELEASE}
     del older["props"]  # a field with a default, absent altogether
-    return {"older": older, "current": event("/current", ts), "newer": event("/newer", ts) | UNKNOWN_FIELDS}
+    # This release's event carries a measured LCP of 1200 ms; an older one could not say.
+    current = event("/current", ts) | {"lcp_ms": 1200}
+    return {"older": older, "current": current, "newer": event("/newer", ts) | UNKNOWN_FIELDS}
 
 
 def archived(stack: LocalStack) -> list[list[str]]:
     sql = (
-        "SELECT path, toString(scroll_depth), revenue_amount, toString(length(props)) FROM events "
+        "SELECT path, toString(scroll_depth), revenue_amount, toString(length(props)), "
+        "ifNull(toString(lcp_ms), 'unmeasured') FROM events "
         f"WHERE site = '{SITE}' ORDER BY path"
     )
     result = stack.tally("query", sql, "--format", "csv", timeout=60)
@@ -92,7 +101,11 @@ def test_events_of_an_older_and_a_newer_collector_are_archived_and_counted(local
     ]
     asyncio.run(produce(stack.settings, values))
 
-    expected = [["/current", "0", "", "1"], ["/newer", "0", "", "1"], ["/older", "0", "", "0"]]
+    expected = [
+        ["/current", "0", "", "1", "1200"],
+        ["/newer", "0", "", "1", "unmeasured"],
+        ["/older", "0", "", "0", "unmeasured"],
+    ]
     eventually(lambda: archived(stack) == expected, "the three versions in the archive, with defaults", 120)
 
     start, end = ts - timedelta(hours=1), ts + timedelta(hours=1)

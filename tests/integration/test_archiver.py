@@ -124,6 +124,7 @@ async def test_every_field_is_archived_as_it_was_on_the_log(settings: Settings) 
         utm_term="\u00fcber", visitor_id="00ff00ff00ff00ff", ip_hash="ff00ff00ff00ff00", country="CH",
         browser="Firefox", os="Linux", device="desktop", screen_width=2560, language="de-CH",
         props={"plan": "pro", 'quote"key': "line\nbreak", "\u00e9": ""},
+        lcp_ms=2500, cls_milli=0, inp_ms=None, fcp_ms=120_000, ttfb_ms=0,  # 0 measured, None not
     )  # fmt: skip
     await produce(settings, [(event.key, event.to_json())])
     await archive_until(settings, site, expected=1)

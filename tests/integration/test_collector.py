@@ -166,6 +166,16 @@ def test_beacon_pageview_is_on_the_log_enriched_and_without_the_ip(
             "scroll_depth",
         ),
         (b'{"site": "bad.example.com", "url": "https://bad.example.com/", "w": 70000}', 400, "w"),
+        (
+            b'{"d": "bad.example.com", "u": "https://bad.example.com/", "n": "engagement", "lcp": 120001}',
+            400,
+            "lcp",
+        ),
+        (
+            b'{"d": "bad.example.com", "u": "https://bad.example.com/", "n": "engagement", "cls": 101}',
+            400,
+            "cls",
+        ),
         (b"not json", 400, "body"),
         (b"\xff\xfe\x00garbage", 400, "body"),
         (b"[1, 2]", 400, "body"),

@@ -550,6 +550,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
             "/api/v1/stats/journeys",
             "/api/v1/sessions",
             "/api/v1/stats/goals",
+            "/api/v1/stats/vitals",  # its numbers: tests/integration/test_vitals.py
             "/api/v1/alerts",
             "/api/v1/alerts/backtest",  # a POST: tests/integration/test_alert_backtest.py
             "/api/v1/query",  # a POST, the operator's: tests/integration/test_mcp_server.py

@@ -268,7 +268,7 @@ def tagged_queries(draw: st.DrawFn) -> Query:
 
 
 @hypothesis_settings(
-    max_examples=60,
+    max_examples=30,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
@@ -281,6 +281,38 @@ def test_event_metrics_by_visit_properties_tag_events_from_sessions_as_the_archi
     tagged with its visit's from `sessions` (no visit sessionised but the visitors active after
     the range): the archive compiler's rows, and the independent Python count's."""
     assert not planner.late_or_doubtful(store, query)
+    planned = planner.answer(store, query)
+    archive = raw_sql.answer(store, replace(query, source="raw"))
+    assert _rows(planned.rows) == _rows(archive), query
+    if query.timezone == "UTC" and not _uses_channel(query):
+        assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
+@st.composite
+def joined_queries(draw: st.DrawFn) -> Query:
+    """Visit metrics with event metrics by up to two visit or page dimensions under a
+    visit-property or page filter: the visits from `sessions`, the events tagged from it."""
+    query = draw(tagged_queries())
+    visit_metrics = draw(st.lists(st.sampled_from(VISIT_METRICS), min_size=1, max_size=2, unique=True))
+    metrics = tuple(name for name in query.metrics if name != "percentage") or ("visitors",)
+    joined = replace(query, metrics=(*metrics, *visit_metrics))
+    assume(planner.plan(joined).archive_tagged)
+    return joined
+
+
+@hypothesis_settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+@given(query=joined_queries())
+def test_visit_and_event_metrics_by_visit_properties_join_sessions_and_tagged_events(
+    store: Client, query: Query
+) -> None:
+    """e.g. visitors and visits by source x page under a UTM filter: the visit metrics from
+    `sessions`, the event metrics from the events tagged with their visits' properties; the
+    archive compiler's rows and the Python count's."""
     planned = planner.answer(store, query)
     archive = raw_sql.answer(store, replace(query, source="raw"))
     assert _rows(planned.rows) == _rows(archive), query

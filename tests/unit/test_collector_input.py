@@ -81,6 +81,49 @@ def test_invalid_event_names_the_bad_field(body: dict, field: str) -> None:
     assert error.value.errors()[0]["loc"][0] in {field, "d", "u", "n", "p"}
 
 
+ENGAGEMENT = {"n": "engagement", "d": "example.com", "u": "https://example.com/a"}
+
+
+@pytest.mark.parametrize(
+    ("vitals", "field"),
+    [
+        ({"lcp": -1}, "lcp"),
+        ({"lcp_ms": 120_001}, "lcp_ms"),
+        ({"inp": "fast"}, "inp"),
+        ({"fcp": True}, "fcp"),
+        ({"ttfb_ms": 1e9}, "ttfb_ms"),
+        ({"lcp": float("inf")}, "lcp"),
+        ({"inp": float("nan")}, "inp"),
+        ({"cls": -0.01}, "cls"),
+        ({"cls": 100.5}, "cls"),
+        ({"cls": "NaN"}, "cls"),
+    ],
+)
+def test_a_vital_out_of_bounds_names_its_field(vitals: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        BrowserEvent.model_validate(ENGAGEMENT | vitals)
+    assert error.value.errors()[0]["loc"][0] == field
+
+
+def test_vitals_reach_the_event_in_the_contracts_units_and_absent_ones_stay_unmeasured() -> None:
+    sent = {"lcp": 2500.4, "cls": 0.1, "inp": 0, "ttfb": 120_000}
+    payload = BrowserEvent.model_validate(ENGAGEMENT | sent)
+    draft = _draft()
+    draft.vitals = payload.vitals()
+    event = enriched(draft, _context(), pipeline())
+    # CLS 0.1 is exactly 100 thousandths (0.1 * 1000 is 100.00000000000001 as a float); an
+    # INP of 0 is a measurement, an FCP not sent is none.
+    assert (event.lcp_ms, event.cls_milli, event.inp_ms, event.fcp_ms, event.ttfb_ms) == (
+        2500,
+        100,
+        0,
+        None,
+        120_000,
+    )
+    plain = enriched(_draft(), _context(), pipeline())
+    assert (plain.lcp_ms, plain.cls_milli, plain.inp_ms, plain.fcp_ms, plain.ttfb_ms) == (None,) * 5
+
+
 def test_the_senders_event_id_becomes_the_events() -> None:
     sent = "0192f3a4-5b6c-7d8e-9fa0-b1c2d3e4f5a6"
     payload = ServerEvent.model_validate({"site": "e.com", "url": "https://e.com/", "event_id": sent})

@@ -50,6 +50,8 @@ moments = st.datetimes(
     language=text,
     scroll_depth=st.integers(0, 100),
     engagement_ms=st.integers(0, 86_400_000),
+    lcp_ms=st.one_of(st.none(), st.integers(0, 120_000)),
+    cls_milli=st.one_of(st.none(), st.integers(0, 100_000)),
 )
 def test_the_collectors_encoding_is_the_contracts(
     path,
@@ -65,6 +67,8 @@ def test_the_collectors_encoding_is_the_contracts(
     language,
     scroll_depth,
     engagement_ms,
+    lcp_ms,
+    cls_milli,
 ) -> None:
     draft = Draft(
         site="example.com",
@@ -77,6 +81,7 @@ def test_the_collectors_encoding_is_the_contracts(
         event_id=event_id,
         scroll_depth=scroll_depth,
         engagement_ms=engagement_ms,
+        vitals={"lcp_ms": lcp_ms, "cls_milli": cls_milli, "inp_ms": None, "fcp_ms": 0, "ttfb_ms": lcp_ms},
     )
     context = RequestContext(
         client_ip=client_ip,

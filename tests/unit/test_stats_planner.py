@@ -133,7 +133,7 @@ def test_event_metrics_by_page_join_sessions_where_the_archive_reads_them_flat()
     assert plan(by_page) == Plan(sessions=("bounce_rate",), archive=("visitors",), archive_flat=True)
     assert plan(by_page).source == "raw"
     by_source_and_page = query(("visitors", "visits"), ("visit:source", "event:page"))
-    assert plan(by_source_and_page) == Plan(archive=("visitors", "visits"))
+    assert plan(by_source_and_page) == Plan(sessions=("visits",), archive=("visitors",), archive_tagged=True)
 
 
 def test_a_page_dimension_with_a_props_dimension_or_a_goal_filter_reads_the_archive() -> None:
@@ -141,12 +141,14 @@ def test_a_page_dimension_with_a_props_dimension_or_a_goal_filter_reads_the_arch
     assert not plan(query(("visits",), ("event:page",), Condition("is", "event:goal", ("Signup",)))).sessions
 
 
-def test_event_metrics_join_sessions_only_where_the_archive_needs_no_visit() -> None:
+def test_event_metrics_join_sessions_where_the_archive_reads_them_flat_or_tagged() -> None:
     by_day = query(("visitors", "bounce_rate"), ("time:day",))
     assert plan(by_day) == Plan(sessions=("bounce_rate",), archive=("visitors",), archive_flat=True)
     assert plan(by_day).source == "raw"
-    by_source = query(("visitors", "bounce_rate"), ("visit:source",))  # the archive sessionises anyway
-    assert plan(by_source) == Plan(archive=("visitors", "bounce_rate"))
+    by_source = query(("visitors", "bounce_rate"), ("visit:source",))  # its events tagged from `sessions`
+    assert plan(by_source) == Plan(sessions=("bounce_rate",), archive=("visitors",), archive_tagged=True)
+    by_country = query(("visitors", "bounce_rate"), ("visit:country",))  # a visit may have several
+    assert plan(by_country) == Plan(archive=("visitors", "bounce_rate"))
     assert plan(query(("visitors", "pageviews"))) == Plan(archive=("visitors", "pageviews"))
 
 

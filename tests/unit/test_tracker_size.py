@@ -9,9 +9,10 @@ import collector
 
 # The collector serves this file as it is.
 TRACKER_JS = Path(collector.__file__).with_name("tracker.js")
-BUDGET_BYTES = 1024
+# Issue 35: 1.5 KiB with the Web Vitals (it was 1 KiB without them).
+BUDGET_BYTES = 1536
 
 
-def test_snippet_is_at_most_1_kb_gzipped() -> None:
+def test_snippet_is_at_most_1_5_kb_gzipped() -> None:
     served = TRACKER_JS.read_bytes()
     assert len(gzip.compress(served, compresslevel=9)) <= BUDGET_BYTES
