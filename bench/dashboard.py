@@ -87,6 +87,12 @@ SELECT
     if(name = 'Purchase', 'EUR', '') AS revenue_currency,
     if(name = 'engagement', toUInt8(number % 101), 0) AS scroll_depth,
     if(name = 'engagement', toUInt32(1000 * (number % 60)), 0) AS engagement_ms,
+    -- Web Vitals on page views, as the tracker reports them (issue 35)
+    if(name = 'pageview', toUInt32(600 + cityHash64(number, 7) % 3400), NULL) AS lcp_ms,
+    if(name = 'pageview', toUInt32(cityHash64(number, 8) % 300), NULL) AS cls_milli,
+    if(name = 'pageview', toUInt32(40 + cityHash64(number, 9) % 460), NULL) AS inp_ms,
+    if(name = 'pageview', toUInt32(300 + cityHash64(number, 10) % 2200), NULL) AS fcp_ms,
+    if(name = 'pageview', toUInt32(80 + cityHash64(number, 11) % 900), NULL) AS ttfb_ms,
     {{partition:UInt16}} AS kafka_partition, number AS kafka_offset
 FROM
 (

@@ -148,8 +148,11 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
         prevent_initial_call=True,
     )
     @friendly(lambda message: (no_update, no_update))
-    def site_options(_: int | None, current: str | None) -> tuple[list[str], str | None]:
-        return site_choice(clients, current)
+    def site_options(_: int | None, current: str | None) -> tuple[list[str], Any]:
+        known, chosen = site_choice(clients, current)
+        # Setting the picker's value, even to the same site, fires every callback reading it:
+        # change_filters would clear the filters in force on each tick of the clock.
+        return known, (no_update if chosen == current else chosen)
 
     @app.callback(
         Output("period", "data"),

@@ -16,7 +16,7 @@ from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import PERFORMANCE_TAB
-from storage.queries import StatsQuery
+from storage.queries import questions
 from storage.queries.vitals import VitalsRow, vitals, vitals_by_day
 from tally.settings import Settings
 
@@ -61,7 +61,7 @@ def register_performance(app: Dash, settings: Settings, clients: ClientFactory) 
         if not site or not period_data:
             return figures.message("Pick a site first."), None
         period = Period.from_store(period_data)
-        q = StatsQuery(site, period.start, period.end, timezone=period.timezone)
+        q = questions.question(site, period.start, period.end, timezone=period.timezone)
         days = vitals_by_day(clients(), q, source)
         if not days:
             return figures.message(NOTHING), notice(NOTHING)

@@ -234,3 +234,18 @@ def test_a_request_naming_the_pages_own_callback_is_refused_not_a_500(
         },
     )
     assert answer.status_code == 400 and "page runs itself" in answer.text
+
+
+def clock_tick(client: httpx.Client, shown: str | None) -> dict | int:
+    answer = client.post(CALLBACK_PATH, json=site_callbacks(shown)[0])  # type: ignore[arg-type]
+    return answer.json()["response"]["site"] if answer.status_code == 200 else answer.status_code
+
+
+def test_the_clocks_tick_leaves_the_site_shown_alone_so_the_filters_in_force_stay(
+    sites: Sites, member: httpx.Client
+) -> None:
+    """Setting the picker's value fires every callback reading it, and a new site clears the
+    filters: the minute's refresh of the list names a value only when the shown one must go."""
+    assert clock_tick(member, sites.c) == {"options": [sites.a, sites.c]}
+    assert clock_tick(member, sites.b) == 403  # a site not theirs is refused, not replaced
+    assert clock_tick(member, None) == {"options": [sites.a, sites.c], "value": sites.a}
