@@ -2,8 +2,9 @@
 
 Each row is a validated PageViewEvent plus where it came from on the log (kafka_partition,
 kafka_offset); a message that fails validation is recorded in `archive_deadletters` instead,
-and a copy of an event already archived (its sender re-sent it) in `archive_duplicates`, so
-that every offset read is accounted for in the store. `write_batch` is the one way both
+a copy of an event already archived (its sender re-sent it) in `archive_duplicates`, and an
+event of a site whose events were erased (storage/erasures.py) in `archive_erased`, offsets
+only, so that every offset read is accounted for in the store. `write_batch` is the one way both
 write: the archiver's batches and the audit's repaired holes follow the same rule.
 """
 
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from archiver import fences
 from archiver.copies import Copy, drop_copies, record_copies
 from archiver.fences import Fence
+from storage import erasures
 from tally.event import PageViewEvent, describe_validation_error
 
 EVENT_COLUMNS = list(PageViewEvent.model_fields)
@@ -35,13 +37,16 @@ INSERT_SETTINGS = {
     "deduplicate_blocks_in_dependent_materialized_views": 1,
 }
 # Every offset of the log the archive accounts for, per partition: archived rows, dead letters,
-# copies of re-sent events (a query's parameter {synthetic:UInt16} is SYNTHETIC_PARTITION).
+# copies of re-sent events, erased events (a query's parameter {synthetic:UInt16} is
+# SYNTHETIC_PARTITION).
 ACCOUNTED_OFFSETS = """
 SELECT kafka_partition, kafka_offset FROM events WHERE kafka_partition != {synthetic:UInt16}
 UNION ALL
 SELECT kafka_partition, kafka_offset FROM archive_deadletters FINAL
 UNION ALL
 SELECT kafka_partition, kafka_offset FROM archive_duplicates FINAL
+UNION ALL
+SELECT kafka_partition, kafka_offset FROM archive_erased FINAL
 """
 
 
@@ -95,9 +100,14 @@ def write_batch(
     `deduplication_token`) while the view still indexes its rows, and rows found indexed at
     their own position are archived again, not taken for copies of themselves.
 
-    With a `fence` (the archiver's batches), each of the three inserts keeps only the rows of
+    Events of a site erased after they were received (storage/erasures.py; the list is read
+    once per batch) are not archived: their offsets go to `archive_erased`, after the rows for
+    the same reason as the copies.
+
+    With a `fence` (the archiver's batches), each of the inserts keeps only the rows of
     partitions whose fence is still the archiver's, checked by the store (archiver/fences.py):
     a batch whose partitions were taken over inserts nothing."""
+    rows, erased = drop_erased(client, rows)
     kept, copies = drop_copies(client, rows, window_s)
     if kept:
         insert_rows(client, [row.line for row in kept], deduplication_token, fence)
@@ -105,7 +115,41 @@ def write_batch(
         record_copies(client, copies, fence)
     if dead:
         record_dead_letters(client, dead, fence)
+    if erased:
+        record_erased(client, erased, fence)
     return copies
+
+
+def drop_erased(
+    client: Client, rows: list[ArchiveRow]
+) -> tuple[list[ArchiveRow], list[tuple[ArchiveRow, int]]]:
+    """`rows` but those an erasure covers, and those with the erasure's version."""
+    if not rows:
+        return rows, []
+    until = erasures.erased_until(client)
+    if not until:
+        return rows, []
+    kept, erased = [], []
+    for row in rows:
+        erasure = erasures.covering(until, row.site, row.received_at)
+        if erasure is None:
+            kept.append(row)
+        else:
+            erased.append((row, erasure.version))
+    return kept, erased
+
+
+ERASED_STRUCTURE = [("kafka_partition", "UInt16"), ("kafka_offset", "UInt64"), ("erasure", "UInt64")]
+
+
+def record_erased(client: Client, erased: list[tuple[ArchiveRow, int]], fence: Fence | None = None) -> None:
+    lines = fences.json_lines(
+        [
+            {"kafka_partition": row.partition, "kafka_offset": row.offset, "erasure": version}
+            for row, version in erased
+        ]
+    )
+    fences.insert(client, "archive_erased", ERASED_STRUCTURE, lines, fence)
 
 
 def insert_rows(

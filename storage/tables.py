@@ -60,6 +60,18 @@ FUNNEL_DAYS = "funnel_days"
 ALERT_RULES = "alert_rules"
 ALERT_COUNTS_MINUTE = "alert_counts_minute"
 ALERTS = "alerts"
+# The archive's index of event ids (migration 0021) and its accounting of the offsets not
+# archived as rows: re-sent copies, dead letters, erased events (migration 0072).
+ARCHIVE_IDS = "archive_ids"
+ARCHIVE_DUPLICATES = "archive_duplicates"
+ARCHIVE_DEADLETTERS = "archive_deadletters"
+ARCHIVE_ERASED = "archive_erased"
+# Every erasure of a site's events (migration 0072, storage/erasures.py).
+SITE_ERASURES = "site_erasures"
+# Imported aggregates (migration 0039) and the record of each import.
+IMPORTED_DAILY = "imported_daily"
+IMPORTS = "imports"
+AUDIT_LOG = "audit_log"
 
 #: Every table the stream jobs derive from the log: a replay rebuilds exactly these.
 DERIVED_TABLES = (
@@ -71,3 +83,51 @@ DERIVED_TABLES = (
     STREAM_WATERMARKS,
     STREAM_OFFSETS,
 )
+
+#: Every table holding rows of a site's events or figures derived from them: an erasure
+#: (storage/erasures.py) deletes the site's rows from each (from `events` those received at or
+#: before its cutoff). A table with a `site` column must be here or in KEPT_ON_ERASURE
+#: (tests/integration/test_site_erasure.py reads the store's columns).
+ERASED_TABLES = (
+    EVENTS,
+    ARCHIVE_IDS,
+    *ROLLUPS,
+    SESSIONS,
+    LATE_EVENTS,
+    ENGAGEMENT_MINUTE,
+    ENGAGEMENT_DAY,
+    GOAL_EVENTS_MINUTE,
+    GOAL_PROPS_MINUTE,
+    GOAL_EVENTS_DAY,
+    GOAL_VISITORS_DAY,
+    CUSTOM_EVENTS_BY_PAGE,
+    VITALS_QUARTER,
+    ARCHIVE_DAYS,
+    FUNNEL_DAYS,
+    ALERT_COUNTS_MINUTE,
+    ALERTS,
+    IMPORTED_DAILY,
+    IMPORTS,
+)
+
+#: Tables with a `site` column an erasure leaves as they are, and why.
+KEPT_ON_ERASURE: dict[str, str] = {
+    AUDIT_LOG: "the record of who did what, the erasure included",
+    SITE_ERASURES: "the erasures themselves: what the archiver and the stream jobs drop",
+    ARCHIVE_DUPLICATES: "offsets and random event ids only: they account for the log's offsets",
+    # Settings: deleting the site removes them (dashboard/http_api/sites_api.py remove_settings),
+    # with or without an erasure; an erasure is about events.
+    GOALS: "settings",
+    CUSTOM_PROPERTIES: "settings",
+    ALERT_RULES: "settings",
+    "annotations": "settings",
+    "saved_funnels": "settings",
+    "segments": "settings",
+    "shared_links": "settings",
+    "site_channel_rules": "settings",
+    "site_exclusions": "settings",
+    "report_subscriptions": "settings",
+    "report_deliveries": "settings: when a report was sent, no figures",
+    "user_invites": "accounts",
+    "user_roles": "accounts",
+}

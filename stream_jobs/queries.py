@@ -10,6 +10,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from storage import erasures
+from storage.client import connect
 from stream_jobs import activity, alerts
 from stream_jobs.context import StreamContext
 from stream_jobs.schema import parse_pageviews
@@ -41,6 +43,7 @@ def start_queries(
     """Start the queries (all, or those named), each on its own checkpoint and Kafka reader."""
     if isinstance(context, Settings):
         context = StreamContext.live(context)
+    erased = erasures.erased_until(connect(context.settings))  # read once per start
     queries = []
     for name in names or QUERIES:
         query = QUERIES[name]
@@ -51,5 +54,17 @@ def start_queries(
         )
         if context.events_from is not None:  # the days before are the archive's
             pageviews = pageviews.where(F.col("ts") >= F.lit(context.events_from))
-        queries.append(query.start(pageviews, context))
+        queries.append(query.start(without_erased(pageviews, erased), context))
     return queries
+
+
+def without_erased(pageviews: DataFrame, erased: dict[str, erasures.Erasure]) -> DataFrame:
+    """The events but those an erasure covers (storage/erasures.py): the log still holds a
+    site's events after they were erased, and neither the live queries nor a replay may count
+    them again. Events received after the cutoff (the site registered again) are kept."""
+    if not erased:
+        return pageviews
+    covered = F.lit(False)
+    for site, erasure in erased.items():
+        covered = covered | ((F.col("site") == F.lit(site)) & (F.col("received_at") <= F.lit(erasure.cutoff)))
+    return pageviews.where(~covered)

@@ -3,7 +3,8 @@ answers, so a provisioning script written for Plausible works unchanged against 
 server. docs/sites-api.md says what differs and why.
 
 - `GET /sites` (cursor pagination: `after`, `before`, `limit`), `POST /sites` {domain, timezone},
-  `GET|PUT|DELETE /sites/:site_id` (the site's domain is its id);
+  `GET|PUT|DELETE /sites/:site_id` (the site's domain is its id; `DELETE …?erase_events=true`
+  also erases its events, storage/erasures.py);
 - `GET|PUT /sites/goals`, `DELETE /sites/goals/:goal_id` over storage/goals.py;
 - `PUT /sites/shared-links` over storage/shared_links.py;
 - `GET|PUT /sites/custom-props`, `DELETE /sites/custom-props/:property` over
@@ -46,6 +47,7 @@ from storage import (
     alert_rules,
     channel_rules,
     custom_properties,
+    erasures,
     exclusions,
     goals,
     report_subscriptions,
@@ -249,19 +251,32 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
 
     @api.delete("/sites/<site_id>")
     def sites_delete(site_id: str) -> Response:
-        query(())
+        erase_events = flag(query(("erase_events",)), "erase_events")
         site = site_for(site_id, "site_id", "owner", change=True)
         body(())
         removed = remove_settings(site)
         remove_site(clients(), site)
+        if not erase_events:
+            audit(
+                settings,
+                clients,
+                "site_removed",
+                f"{site}: settings removed ({removed}); archived events kept",
+                site,
+            )
+            return jsonify({"deleted": True, "events": "kept"})
+        # Recorded once the registry no longer has the site: every event the collector took
+        # for it was received before the cutoff.
+        with provisioning:  # two erasures recorded at once would take the same version
+            erased = erasures.erase_site(clients(), site, actor_of(settings).email)
         audit(
             settings,
             clients,
             "site_removed",
-            f"{site}: settings removed ({removed}); archived events kept",
+            f"{site}: settings removed ({removed}); events erased: {erasures.summary(erased)}",
             site,
         )
-        return jsonify({"deleted": True})
+        return jsonify({"deleted": True, "events": "erased", "erasure": erased.erasure.version})
 
     def remove_settings(site: str) -> str:
         """Everything Tally keeps about `site` but its events: goals, shared links (revoked),
@@ -534,6 +549,14 @@ def query(allowed: tuple[str, ...]) -> dict[str, str]:
         if len(request.args.getlist(name)) > 1:
             raise BadParameter(name, "given more than once")
     return {name: request.args[name] for name in request.args}
+
+
+def flag(args: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter, false when absent (else a 400 naming it)."""
+    value = args.get(name, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise BadParameter(name, f"true or false, not {value[:100]!r}")
+    return value == "true"
 
 
 def body(allowed: tuple[str, ...]) -> dict[str, Any]:

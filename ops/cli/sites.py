@@ -8,6 +8,9 @@ import click
 from ops.cli.context import Stack, console
 from ops.cli_errors import UserError
 
+# Who the audit row names for the CLI: whoever runs it has the stack's files, the operator.
+OPERATOR = "operator (cli)"
+
 
 @click.group()
 def sites() -> None:
@@ -57,15 +60,43 @@ def sites_list(stack: Stack) -> None:
 
 @sites.command("remove")
 @click.argument("domain")
+@click.option(
+    "--erase-events",
+    is_flag=True,
+    help="Also erase its events: the archive's rows and every figure derived from them (asks first).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for the domain before erasing.")
 @click.pass_obj
-def sites_remove(stack: Stack, domain: str) -> None:
-    """Stop accepting events for DOMAIN (its data stays)."""
+def sites_remove(stack: Stack, domain: str, erase_events: bool, yes: bool) -> None:
+    """Stop accepting events for DOMAIN (its data stays, unless --erase-events: then also of a
+    DOMAIN removed earlier)."""
+    from storage import erasures, users
     from storage import sites as registry
 
     domain = registry.normalise(domain)
-    if not registry.remove_site(stack.client, domain):
+    registered = domain in registry.list_sites(stack.client)
+    if not registered and not erase_events:
         raise UserError(f"{domain} is not registered (see 'tally sites list')")
-    console.print(f"removed {domain}")
+    # An unregistered site may still be erased: one removed earlier with its events kept.
+    if erase_events and not yes:
+        typed = click.prompt(
+            f"This erases every archived event of {domain} and every figure derived from them; "
+            "it cannot be undone. Type the domain to confirm",
+            default="",
+            show_default=False,
+        )
+        if typed.strip().lower() != domain:
+            raise UserError(f"not confirmed: nothing removed ({typed.strip()[:100]!r} is not {domain})")
+    if registered:
+        registry.remove_site(stack.client, domain)
+    if not erase_events:
+        console.print(f"removed {domain}")
+        return
+    # After the registry lost the site: every event the collector took for it came before the cutoff.
+    erased = erasures.erase_site(stack.client, domain, OPERATOR)
+    detail = f"{domain}: removed with 'tally sites remove'; events erased: {erasures.summary(erased)}"
+    users.record(stack.client, "site_removed", OPERATOR, "ok", detail=detail, site=domain)
+    console.print(f"removed {domain}; {erasures.summary(erased)}")
 
 
 _EXCLUSION_OPTIONS = [

@@ -32,6 +32,8 @@ it covers, the late events in its range, and whether agg and raw agree on it.
   the stored version they come from (storage/definitions.py; null before version 1 is
   recorded), and `definitions_fingerprint`, a fingerprint of them (equal definitions, equal
   fingerprint).
+- `erasure`: the version of the site's latest erasure (storage/erasures.py: its events received
+  until then were erased from the archive and every derived table), null if none.
 
 Cost: three small reads (progress, late events, the archive's offsets in the range: the
 archive is ordered by (site, day), so this reads the range's three columns) and, when
@@ -48,6 +50,7 @@ from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
+from storage import erasures
 from storage.queries import agg, raw
 from storage.queries.contract import (
     LATE_EVENTS_RULE,
@@ -142,6 +145,7 @@ class Provenance:
     version: int | None = None  # the stored definitions version (storage/definitions.py)
     # Per UTC day with late events: when the stream jobs first and last recorded one of them.
     late_recorded: dict[datetime, tuple[datetime, datetime]] = field(default_factory=dict)
+    erasure: int | None = None  # the site's latest erasure (storage/erasures.py)
 
     @property
     def definitions_version(self) -> str:
@@ -187,6 +191,7 @@ def provenance(
         definitions=definitions
         or {"session_gap_s": q.session_gap_s, "engaged_bounce_ms": q.engaged_bounce_ms},
         version=version,
+        erasure=erasures.latest_version(client, q.site),
     )
 
 
@@ -516,6 +521,7 @@ FIELDS = (
     "definitions",
     "definitions_version",
     "definitions_fingerprint",
+    "erasure",
 )
 
 
@@ -551,6 +557,7 @@ def to_json(p: Provenance) -> dict[str, object]:
         # the definitions applied (the same definitions, the same fingerprint).
         "definitions_version": p.version,
         "definitions_fingerprint": p.definitions_version,
+        "erasure": p.erasure,
     }
 
 

@@ -174,7 +174,7 @@ def test_deleting_a_site_removes_its_settings_and_revokes_its_links(
     plausible.add_custom_prop(domain, "author")
     assert plausible.http.get(f"/api/v1/sites/{domain}").json()["custom_properties"] == ["author"]
 
-    assert plausible.http.delete(f"/api/v1/sites/{domain}").json() == {"deleted": True}
+    assert plausible.http.delete(f"/api/v1/sites/{domain}").json() == {"deleted": True, "events": "kept"}
     client = connect(dashboard_settings)
     assert domain not in list_sites(client)
     assert goals.list_goals(client, domain) == []
