@@ -385,6 +385,15 @@ GUEST_MADE = {
     },
 }
 DELETED = _object({"deleted": {"type": "boolean"}})
+SITE_DELETED = {
+    "type": "object",
+    "required": ["deleted", "events"],
+    "properties": {
+        "deleted": {"type": "boolean"},
+        "events": _string(enum=["kept", "erased"]),
+        "erasure": {"type": "integer", "description": "the erasure's version, when erased (Tally's)"},
+    },
+}
 TEAM = _object({"id": _string(), "name": _string(), "api_available": {"type": "boolean"}})
 PROPERTY_NAME = _string(
     minLength=1, maxLength=MAX_PROPERTY_KEY, description="a custom event property, without control characters"
@@ -457,9 +466,19 @@ def sites_paths() -> JSON:
             "delete": _operation(
                 "Remove the site and its settings (goals, shared links, custom properties, members, "
                 "invitations, exclusions, reports, alert rules, segments, funnels, channel rules); "
-                "its archived events are kept." + SITES_WHO.format(role="owner"),
-                [SITE_ID_PATH],
-                {"200": _answer("deleted", DELETED)},
+                "its archived events are kept, or with erase_events=true erased from the archive and "
+                "every derived table (the log drops them too; `meta.erasure` names the erasure)."
+                + SITES_WHO.format(role="owner"),
+                [
+                    SITE_ID_PATH,
+                    _query(
+                        "erase_events",
+                        "true: erase the site's events received until now (cannot be undone); default false",
+                        _string(enum=["true", "false"]),
+                        False,
+                    ),
+                ],
+                {"200": _answer("deleted", SITE_DELETED)},
             ),
         },
         "/api/v1/sites/goals": {
