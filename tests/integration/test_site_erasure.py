@@ -57,6 +57,7 @@ def site_columns(client: Client) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
+@pytest.mark.slow  # migrates a database of its own: about 7 s
 def test_every_table_with_a_site_column_is_erased_or_kept_on_purpose(
     tmp_path: Path, clickhouse_endpoint: Endpoint
 ) -> None:
@@ -295,6 +296,7 @@ def tally(settings: Settings, *args: str, typed: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow  # the CLI in a subprocess, twice: about 11 s
 def test_the_cli_erases_only_once_the_domain_is_typed(dashboard_settings: Settings) -> None:
     site = f"cli-{uuid.uuid4().hex[:8]}.example.com"
     stored_with_figures(dashboard_settings, site, 25)
@@ -332,7 +334,8 @@ def test_a_replay_leaves_an_erased_sites_old_events_out_and_counts_those_receive
     rows = (
         connect(settings)
         .query(
-            f"SELECT site, sum(pageviews) FROM rollup_minute{REPLAY_SUFFIX} WHERE dimension = '' GROUP BY site"
+            f"SELECT site, sum(pageviews) FROM rollup_minute{REPLAY_SUFFIX} "
+            "WHERE dimension = '' GROUP BY site"
         )
         .result_rows
     )
