@@ -710,6 +710,7 @@ SCHEMAS: dict[str, JSON] = {
             "agreement",
             "definitions_version",
             "definitions_fingerprint",
+            "erasure",
         ],
         "properties": {
             "source": {"type": "string", "enum": ["agg", "raw"], "description": "the source that answered"},
@@ -754,6 +755,12 @@ SCHEMAS: dict[str, JSON] = {
                 "first start)",
             },
             "definitions_fingerprint": {"type": "string", "description": "a fingerprint of the definitions"},
+            "erasure": {
+                "type": "integer",
+                "nullable": True,
+                "description": "the version of the site's latest erasure (its events received until then "
+                "were erased: DELETE /api/v1/sites/{site_id}?erase_events=true); null if none",
+            },
         },
     },
     "Segment": {
