@@ -30,6 +30,12 @@ LOAD_BEFORE_INTERRUPT_S = 20
 SOAK = "tests/fault/test_soak.py"
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT at its default, as in a terminal's foreground job: a test run started in the
+    background by a shell inherits it ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def every_component_running(home: Path) -> bool:
     settings = Settings(home=home)
     if not supervisor.supervisor_running(settings):
@@ -62,6 +68,7 @@ def test_ctrl_c_stops_the_soak_and_leaves_no_process_of_its_stack(tmp_path: Path
         env={**os.environ, "TALLY_SOAK_SECONDS": "1800", "TALLY_SOAK_RESULTS": str(tmp_path / "results")},
         # a group of its own, as a terminal's foreground job: Ctrl-C signals the whole group
         start_new_session=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
