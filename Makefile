@@ -11,7 +11,7 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check screenshots bench install lint constraints clean-deps tools java maven browser wrk caddy node tracker
+.PHONY: run test check soak screenshots bench install lint constraints clean-deps tools java maven browser wrk caddy node tracker
 
 run: install
 	$(BIN)/tally up --demo
@@ -28,6 +28,13 @@ check: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -m fast $(PYTEST_ARGS)
+
+# The soak (tests/fault/test_soak.py, issue 33): the local stack under the load generator's page
+# views at TALLY_SOAK_RATE per second for TALLY_SOAK_SECONDS (default 100 for 300: the short form;
+# the long form is TALLY_SOAK_RATE=500 TALLY_SOAK_SECONDS=3600), sampled every TALLY_SOAK_SAMPLE_S;
+# report under bench/results/. Not part of `make test`. Ctrl-C stops the load and the stack.
+soak: install
+	$(BIN)/pytest -m soak tests/fault/test_soak.py tests/fault/test_soak_interrupt.py $(PYTEST_ARGS)
 
 # Redraw the README's pictures in docs/screenshots/ with the browser tests (tests/browser/screenshots.py:
 # other runs keep theirs under test-artifacts/, so a test run never rewrites committed files).

@@ -6,7 +6,8 @@ A test is in it by what it asks for: every test whose fixtures reach no service 
 server) is marked `fast` at collection, unless it is slow anyway: it carries
 `@pytest.mark.slow`, or it is in SLOW_TESTS below (measured, and kept here rather than as
 decorators so that files others are editing stay untouched). The full run (`make test`) runs
-every test, marked or not.
+every test, marked or not, except the soak (marker `soak`), which runs only when a `-m`
+expression names it (`make soak`).
 """
 
 from __future__ import annotations
@@ -168,7 +169,19 @@ def in_fast_lane(item: pytest.Item) -> bool:
     return not is_slow(item) and not SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def keep_the_soak_out(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `soak` (tests/fault/test_soak.py: minutes to an hour under load) run only
+    when a `-m` expression names them (`make soak` runs `-m soak`), never in `make test`."""
+    if "soak" in (config.getoption("markexpr") or ""):
+        return
+    soak = [item for item in items if item.get_closest_marker("soak")]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [item for item in items if not item.get_closest_marker("soak")]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep_the_soak_out(config, items)
     for item in items:
         if in_fast_lane(item):
             item.add_marker(pytest.mark.fast)
