@@ -33,7 +33,7 @@ from tests.fault.scenario import (
     sigkill_tree,
     verify_clean,
 )
-from tests.fixtures.archive import archived
+from tests.fixtures.archive import archived, archived_by_path
 from tests.fixtures.cluster_stack import (
     BrokerNetwork,
     active_controller,
@@ -93,18 +93,6 @@ def new_site(stack: LocalStack, name: str) -> str:
     # copy of the registry does not know waits for a re-read (collector/known_sites.py).
     assert added.returncode == 0, added.stdout + added.stderr
     return site
-
-
-def archived_by_path(settings: Settings, site: str) -> Counter[str]:
-    rows = (
-        connect(settings)
-        .query(
-            "SELECT path, count() FROM events WHERE site = {site:String} GROUP BY path",
-            parameters={"site": site},
-        )
-        .result_rows
-    )
-    return Counter(dict(rows))
 
 
 def assert_archive_equals_truth(settings: Settings, site: str, truth: GroundTruth) -> None:

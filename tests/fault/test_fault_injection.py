@@ -8,7 +8,6 @@ anything by hand."""
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 import pytest
 
@@ -16,7 +15,7 @@ from ops.local import supervisor
 from storage.client import connect
 from tally.settings import Settings
 from tests.fault.scenario import Fault, Traffic, healthy, inject, kill_and_wait_for_recovery, verify_clean
-from tests.fixtures.archive import archived
+from tests.fixtures.archive import archived, archived_by_path
 from tests.fixtures.local_stack import LocalStack, eventually
 
 pytestmark = pytest.mark.fault
@@ -31,18 +30,6 @@ def clickhouse_away(stack: LocalStack, seconds: float) -> None:
     time.sleep(seconds)
     rpc.supervisor.startProcess("clickhouse", True)
     eventually(lambda: healthy(stack), "every component healthy after ClickHouse came back", 240)
-
-
-def archived_by_path(settings: Settings) -> Counter[str]:
-    rows = (
-        connect(settings)
-        .query(
-            "SELECT path, count() FROM events WHERE site = {site:String} GROUP BY path",
-            parameters={"site": SITE},
-        )
-        .result_rows
-    )
-    return Counter(dict(rows))
 
 
 # The site's derived rows, as the dashboard reads them: the minute rollups' deltas summed per
@@ -113,7 +100,7 @@ def test_accepted_events_survive_a_crash_of_each_component(local_stack: LocalSta
     # 503 for a written event, never a 202 for an unwritten one), but nothing never sent.
     assert count == unique
     expected_by_path = {path: n for (_, path), n in truth.pageviews_by_site_path().items()}
-    in_archive = archived_by_path(settings)
+    in_archive = archived_by_path(settings, SITE)
     missing = {path: n - in_archive[path] for path, n in expected_by_path.items() if in_archive[path] < n}
     assert missing == {}
     assert accepted <= count <= summary.sent

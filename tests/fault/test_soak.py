@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,12 +31,11 @@ import pytest
 from bench.report import RESULTS_DIR, machine
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
-from storage.client import connect
 from tally.settings import Settings
 from tests.fault.scenario import Traffic, verify_clean
 from tests.fault.soak_report import soak_report, write_report
 from tests.fault.soak_samples import DRAIN, LOAD, Sampler, readers_behind
-from tests.fixtures.archive import archived
+from tests.fixtures.archive import archived, archived_by_path
 from tests.fixtures.local_stack import LocalStack, running_stack
 
 pytestmark = pytest.mark.soak
@@ -92,15 +90,7 @@ def verified_within(stack: LocalStack, timeout_s: float) -> str:
 
 def missing_by_path(settings: Settings, truth: GroundTruth) -> dict[str, int]:
     """Per path, the accepted page views the archive lacks (none when every 202 is there)."""
-    rows = (
-        connect(settings)
-        .query(
-            "SELECT path, count() FROM events WHERE site = {site:String} GROUP BY path",
-            parameters={"site": SITE},
-        )
-        .result_rows
-    )
-    archived_paths = Counter(dict(rows))
+    archived_paths = archived_by_path(settings, SITE)
     return {
         path: n - archived_paths[path]
         for (_, path), n in truth.pageviews_by_site_path().items()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import uuid
 
 import pytest
@@ -14,7 +13,8 @@ import pytest
 from storage import shared_links
 from storage.client import connect
 from storage.sites import add_site
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
+from tests.fixtures.cli import run_tally
 from tests.fixtures.ports import free_port
 from tests.integration.test_cli_errors import one_line_error
 
@@ -25,16 +25,7 @@ SHARE_URL = re.compile(r"^http://127\.0\.0\.1:\d+/share/(?P<token>[A-Za-z0-9_-]{
 
 def tally(settings: Settings, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     """The real CLI as a subprocess; stdin is not a terminal, so --password reads a line from it."""
-    return subprocess.run(
-        [sys.executable, "-m", "ops.cli", *args],
-        cwd=PROJECT_ROOT,
-        env=os.environ | settings.environment(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_tally(os.environ | settings.environment(), *args, timeout=120, stdin=stdin)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -30,8 +29,9 @@ from storage.sites import add_site, list_sites
 from storage.tables import ERASED_TABLES, KEPT_ON_ERASURE, SYNTHETIC_PARTITION
 from stream_jobs.context import REPLAY_SUFFIX
 from stream_jobs.replay import rebuild
-from tally.settings import PROJECT_ROOT, Settings
+from tally.settings import Settings
 from tests.fixtures.archive import archived
+from tests.fixtures.cli import run_tally
 from tests.fixtures.clickhouse import Endpoint, own_database_settings
 from tests.fixtures.dashboard_server import DashboardServer
 from tests.fixtures.events import archive_rows, make_events, page_view
@@ -284,16 +284,7 @@ def test_only_the_sites_owner_may_erase_and_a_bad_flag_is_a_400(
 
 def tally(settings: Settings, *args: str, typed: str) -> subprocess.CompletedProcess[str]:
     """The real `tally` CLI as a user runs it, typing `typed` at its prompt."""
-    return subprocess.run(
-        [sys.executable, "-m", "ops.cli", *args],
-        cwd=PROJECT_ROOT,
-        env=os.environ | settings.environment(),
-        input=typed,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_tally(os.environ | settings.environment(), *args, stdin=typed)
 
 
 @pytest.mark.slow  # the CLI in a subprocess, twice: about 11 s
