@@ -40,7 +40,7 @@ def test_archiver_section_archives_its_whole_backlog(local_stack: LocalStack) ->
 
 
 def test_collector_section_measures_the_bare_app_single_events_and_batches(local_stack: LocalStack) -> None:
-    figures = run_collector_bench(local_stack.settings, duration_s=1, connections=8, batch=10)
+    figures = run_collector_bench(local_stack.settings, duration_s=3, connections=8, batch=10)
 
     runs = {run["scenario"]: run for run in figures["results"]}
     assert set(runs) == {"bare_starlette_202", "collector_single_event", "collector_batch_10"}, runs
