@@ -174,6 +174,15 @@ def remove(client: Client, site: str, annotation_id: str) -> Annotation:
     return found[0]
 
 
+def remove_all(client: Client, site: str) -> int:
+    """Removes every note of `site` (the site is being deleted; Tally's own records stay what
+    they are, records); how many there were."""
+    notes = list_notes(client, normalise(site))
+    for note in notes:
+        _write(client, note, removed=1)
+    return len(notes)
+
+
 def _write(client: Client, note: Annotation, removed: int) -> None:
     client.insert(
         TABLE,

@@ -45,6 +45,7 @@ from dashboard.http_api.parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParamet
 from dashboard.store import ClientFactory
 from storage import (
     alert_rules,
+    annotations,
     channel_rules,
     custom_properties,
     erasures,
@@ -294,6 +295,7 @@ def register_sites_api(api: Blueprint, settings: Settings, clients: ClientFactor
             shared_links.revoke_link(client, site, link.id)
         counts["shared links"] = len(live)
         counts["custom properties"] = custom_properties.remove_all(client, site)
+        counts["annotations"] = annotations.remove_all(client, site)
         excluded = exclusions.list_exclusions(client, site)
         if excluded:
             exclusions.remove_exclusions(client, excluded)

@@ -21,7 +21,7 @@ import pytest
 
 from dashboard.app import build_app
 from dashboard.periods import period
-from storage import custom_properties, goals, shared_links, users
+from storage import annotations, custom_properties, goals, shared_links, users
 from storage.client import connect
 from storage.sites import add_site, list_sites, site_timezone
 from tally.settings import Settings
@@ -173,18 +173,23 @@ def test_deleting_a_site_removes_its_settings_and_revokes_its_links(
     }  # fmt: skip
     plausible.add_custom_prop(domain, "author")
     assert plausible.http.get(f"/api/v1/sites/{domain}").json()["custom_properties"] == ["author"]
+    annotated = plausible.http.post(
+        "/api/v1/annotations", params={"site": domain}, json={"date": "2026-11-02", "text": "Launch"}
+    )
+    assert annotated.status_code == 201, annotated.text
 
     assert plausible.http.delete(f"/api/v1/sites/{domain}").json() == {"deleted": True, "events": "kept"}
     client = connect(dashboard_settings)
     assert domain not in list_sites(client)
     assert goals.list_goals(client, domain) == []
     assert custom_properties.list_properties(client, domain) == []
+    assert annotations.list_notes(client, domain) == []
     assert all(link.revoked for link in shared_links.list_links(client, domain))
     assert httpx.get(url, timeout=30).status_code != 200
     gone = plausible.http.get(f"/api/v1/sites/{domain}")
     assert gone.status_code == 404 and gone.json()["error"].startswith("site_id:")
     audit = users.audit(client, [domain])
-    assert any(entry.action == "site_removed" and "1 custom properties" in entry.detail for entry in audit)
+    assert any(entry.action == "site_removed" and "1 annotations" in entry.detail for entry in audit)
     plausible.close()
 
 
