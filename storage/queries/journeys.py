@@ -20,18 +20,35 @@ archive (raw.raw_sessions_sql's `journey`, the same fold over the same page view
 query below runs over either, so both give the same rows to the unit. A range holding a visit
 written before migration 0071 (its journey [] although every visit has a page view) is answered
 from the archive, so an upgrade before `tally replay` never changes an answer.
+
+Filters (issue 35): a journey is a whole visit's path, so it is filtered by the visit's properties
+alone (JOURNEY_FILTERS), dict filters and expressions alike, a saved segment of them too: source
+(referrer_domain), channel (the site's rules), the UTMs, entry and exit page, and country, device,
+browser, os, screen_size, language, which for a journey are the visit's own, its first page view's
+(as `sessions` keeps them, migration 0062, and as Plausible's visit:country is). agg tests them on
+the newest version of each `sessions` row, raw on the same properties of the archive's sessions,
+one condition over columns of the same names. A filter on an event (the page, a goal, a custom
+property, hostname, event name) is refused (UnsupportedQuery naming `filters`): a page view
+passing it is part of a visit, not a visit, and following only the visits holding one would
+answer another question than the filter asks of every other report. Rows written before 0062
+carry '' for utm_content, utm_term, screen_size and language; they were written before 0071 too
+(journey []), so such a range is answered from the archive already.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from clickhouse_connect.driver.client import Client
 
+from storage.channel_rules import list_rules
+from storage.channels import CHANNEL, channel_sql
+from storage.client_names import plausible_name_sql
 from storage.page_patterns import pattern_regex
-from storage.queries.contract import Source, StatsQuery
+from storage.queries.contract import Source, StatsQuery, UnsupportedQuery, dimensions_of, expression_sql
 from storage.queries.raw import raw_sessions_sql
+from storage.queries.session_filters import CHANNEL_PROPERTIES, SESSION_FILTER_PROPERTIES
 from storage.tables import SESSIONS
 
 Direction = Literal["next", "previous"]
@@ -39,6 +56,18 @@ DIRECTIONS: tuple[Direction, ...] = ("next", "previous")
 MAX_STEPS = 5
 MAX_PATTERNS = 20
 OTHER = "(other)"
+
+# The visit properties a journey is filtered by (the module docstring), each as a condition reads
+# it over a visit's row: agg's `sessions` columns and raw's session properties share the names.
+# Browser and OS as Plausible names them (an older stored name read as its new one).
+_VISIT_COLUMNS = (*SESSION_FILTER_PROPERTIES, "country", "device", "browser", "os", "screen_size", "language")
+JOURNEY_FILTERS: dict[str, str] = {
+    **{name: name for name in _VISIT_COLUMNS},
+    "browser": plausible_name_sql("browser"),
+    "os": plausible_name_sql("os"),
+    CHANNEL: channel_sql(*CHANNEL_PROPERTIES),
+}
+WHERE_PREFIX = "journey_where"  # the expression's parameters
 
 
 @dataclass(frozen=True)
@@ -62,13 +91,14 @@ class JourneyRow:
 
 
 # The newest version of each visit starting in the range (tombstones dropped), as agg's other
-# visit reports read `sessions` (stats/sessions_sql.py).
-_NEWEST_JOURNEYS = f"""
-    SELECT visitor_id, journey
+# visit reports read `sessions` (stats/sessions_sql.py), with the {columns} the filters read:
+# tested on the newest version, since a visit's exit page changes from one version to the next.
+_NEWEST_JOURNEYS = """
+    SELECT visitor_id, journey{columns}
     FROM
     (
-        SELECT session_start, visitor_id, is_deleted, journey
-        FROM {SESSIONS}
+        SELECT session_start, visitor_id, is_deleted, journey{columns}
+        FROM {sessions}
         WHERE site = {{site:String}}
           AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
         ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
@@ -97,7 +127,7 @@ FROM
     (
         SELECT visitor_id, {folded} AS nodes, {anchor} AS anchor, {slice} AS steps
         FROM ({visits})
-        WHERE notEmpty(journey)
+        WHERE notEmpty(journey){condition}
     )
     WHERE anchor > 0
     GROUP BY steps
@@ -110,7 +140,11 @@ ORDER BY shown = [{other}], visitors DESC, visits DESC, shown
 def journeys(
     client: Client, q: StatsQuery, question: JourneyQuestion, source: Source = "agg"
 ) -> list[JourneyRow]:
-    """The journeys of the visits starting in q's range (the module docstring)."""
+    """The journeys of the visits starting in q's range that pass its visit filters (the module
+    docstring); UnsupportedQuery naming `filters` for a filter on an event."""
+    check_filters(q)
+    if CHANNEL in _named(q) and q.channel_rules is None:
+        q = replace(q, channel_rules=tuple(list_rules(client, q.site)))
     if source == "agg" and client.query(_VISITS_BEFORE_JOURNEY, parameters=q.parameters()).result_rows:
         source = "raw"
     sql, parameters = journeys_sql(q, question, source)
@@ -118,12 +152,33 @@ def journeys(
     return [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors in rows]
 
 
+def check_filters(q: StatsQuery) -> None:
+    """UnsupportedQuery naming `filters` and the first filter that is not a visit's property."""
+    for name in sorted(_named(q) - set(JOURNEY_FILTERS)):
+        raise UnsupportedQuery(
+            f"filters: journeys take filters on a visit's properties only ({', '.join(JOURNEY_FILTERS)}), "
+            f"not {name!r}: it is a property of single events (a page view, a goal, a custom property), "
+            "and a journey is a whole visit's path. To follow the visits through a page, give it as "
+            "`page`; to keep those that entered or left on it, filter by entry_path or exit_path.",
+            field="filters",
+        )
+
+
+def _named(q: StatsQuery) -> set[str]:
+    return set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
+
+
 def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tuple[str, dict[str, object]]:
-    """The report's SQL over agg's or raw's visits, and its parameters."""
-    if q.filtered:
-        raise ValueError("journeys take no filters")
-    visits = _NEWEST_JOURNEYS if source == "agg" else raw_sessions_sql(q, ("journey",))
-    parameters: dict[str, object] = {
+    """The report's SQL over agg's or raw's visits passing q's visit filters, and its parameters."""
+    check_filters(q)
+    condition, parameters = _visit_condition(q)
+    read = _columns_read(q)
+    if source == "agg":
+        columns = "".join(f", {column}" for column in read)
+        visits = _NEWEST_JOURNEYS.format(columns=columns, sessions=SESSIONS)
+    else:  # every visit sessionised from all of the site's page views, tested below as agg's are
+        visits = raw_sessions_sql(replace(q, filters={}, where=None, goal=None), ("journey", *read))
+    parameters |= {
         **q.parameters(),
         "min_visitors": question.min_visitors,
         "steps": question.steps,
@@ -140,9 +195,32 @@ def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tu
         nodes = f"arrayMap(p -> multiIf({cases}, p), journey)"
     folded = _FOLD.format(nodes=nodes)  # `journey` is folded already; grouping pages may repeat a node
     sql = _JOURNEYS.format(
-        folded=folded, anchor=_anchor(question), slice=_slice(question), visits=visits, other="{other:String}"
+        folded=folded,
+        anchor=_anchor(question),
+        slice=_slice(question),
+        visits=visits,
+        condition=condition,
+        other="{other:String}",
     )
     return sql, parameters
+
+
+def _columns_read(q: StatsQuery) -> tuple[str, ...]:
+    """The visit columns q's filters read (the channel: those it is computed from)."""
+    read = (CHANNEL_PROPERTIES if name == CHANNEL else (name,) for name in sorted(_named(q)))
+    return tuple(dict.fromkeys(column for columns in read for column in columns))
+
+
+def _visit_condition(q: StatsQuery) -> tuple[str, dict[str, object]]:
+    """`AND …` per dict filter (equal, its value q.parameters()' filter_<i>) and for the
+    expression, over the visit's columns; the expression's parameters."""
+    condition = "".join(
+        f" AND {JOURNEY_FILTERS[name]} = {{filter_{index}:String}}" for index, name in enumerate(q.filters)
+    )
+    if q.where is None:
+        return condition, {}
+    sql, parameters = expression_sql(q.where, JOURNEY_FILTERS, WHERE_PREFIX)
+    return f"{condition} AND {sql}", parameters
 
 
 def _anchor(question: JourneyQuestion) -> str:

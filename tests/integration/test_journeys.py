@@ -5,12 +5,15 @@ independent computation here, row for row.
 
 The first test writes `sessions` with the SQL backfill (ClickHouse only, many questions); the
 second sends the visits through Kafka to the stream jobs (Spark's activity query), waits for
-their session rows and asks the same questions of them.
+their session rows and asks the same questions of them. Under filters on the visit's properties
+(source, channel, UTMs, entry and exit page, country, browser…, dict filters and expressions), the
+backfilled visits again: agg == raw == the definition computed here, filter by filter.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,7 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from storage.client import connect
 from storage.page_patterns import matches
-from storage.queries import StatsQuery
+from storage.queries import Condition, Expression, Logic, StatsQuery, UnsupportedQuery
 from storage.queries.journeys import OTHER, JourneyQuestion, JourneyRow, journeys
 from storage.rollup_backfill import backfill_rollups
 from stream_jobs.activity import QUERY_NAME
@@ -90,7 +93,16 @@ def known_visits(site: str, start: datetime) -> list[PageViewEvent]:
 # --- the definition, independently --------------------------------------------------------
 
 
-def expected_journeys(events: list[PageViewEvent], site: str, question: JourneyQuestion) -> list[JourneyRow]:
+Visit = list[PageViewEvent]
+
+
+def expected_journeys(
+    events: list[PageViewEvent],
+    site: str,
+    question: JourneyQuestion,
+    passes: Callable[[Visit], bool] = lambda visit: True,
+) -> list[JourneyRow]:
+    """The rows of the visits for which `passes` holds (all of them by default)."""
     by_visitor: defaultdict[str, list[PageViewEvent]] = defaultdict(list)
     for event in events:
         if event.site == site and event.name == "pageview":
@@ -101,10 +113,12 @@ def expected_journeys(events: list[PageViewEvent], site: str, question: JourneyQ
         visit: list[PageViewEvent] = []
         for view in views:
             if visit and view.ts - visit[-1].ts > GAP:
-                _follow(visit, visitor, question, taken)
+                if passes(visit):
+                    _follow(visit, visitor, question, taken)
                 visit = []
             visit.append(view)
-        _follow(visit, visitor, question, taken)
+        if passes(visit):
+            _follow(visit, visitor, question, taken)
     rows, other_visits, other_visitors = [], 0, set()
     for steps, visitors in taken.items():
         if len(set(visitors)) >= question.min_visitors:
@@ -228,3 +242,151 @@ def test_visits_written_before_the_journey_column_are_answered_from_the_archive(
     q = StatsQuery(site, DAY, DAY + timedelta(days=1))
     question = JourneyQuestion(page="/", steps=3)
     assert journeys(client, q, question, "agg") == expected_journeys(events, site, question)
+
+
+# --- under filters on the visit's properties ------------------------------------------------
+
+# Each visitor's properties on all its page views, and those of its first page view only (where it
+# came from: later page views carry no referrer). "folded" moves from DE to AT after its entry: its
+# visit's country is DE, its entry page view's. "twice" came from a newsletter on its first visit,
+# directly on its second. Browser and OS names as the parser gave them (`Mac OS X` is Plausible's Mac).
+ON_EVERY_VIEW = {
+    "folded": {"country": "DE", "browser": "Chrome", "os": "Mac OS X", "device": "desktop",
+               "screen_width": 1500, "language": "de"},
+    "twice": {"country": "FR", "browser": "Safari", "os": "iOS", "device": "mobile", "screen_width": 390},
+    "tie": {"country": "US", "browser": "Firefox", "os": "Android", "device": "mobile", "screen_width": 400},
+    "reader": {"country": "US", "browser": "Chrome", "os": "Windows", "device": "desktop",
+               "screen_width": 1200},
+    "other-reader": {"country": "DE", "browser": "Chrome", "os": "Linux", "language": "en"},
+    "long": {"country": "US", "device": "desktop"},
+}  # fmt: skip
+ON_ENTRY = {
+    "folded": {"referrer_domain": "google.com"},
+    "twice": {"utm_source": "newsletter", "utm_medium": "email", "utm_campaign": "launch"},
+    "tie": {"referrer_domain": "example.org"},
+    "reader": {"referrer_domain": "www.google.com", "utm_campaign": "launch", "utm_content": "banner",
+               "utm_term": "analytics"},
+}  # fmt: skip
+SCREENS = (("Mobile", 576), ("Tablet", 992), ("Laptop", 1440))
+# The channels of those sources (storage/channels.py's grouping, read by hand).
+CHANNELS = {"google.com": "Organic Search", "www.google.com": "Organic Search", "example.org": "Referral"}
+
+
+def with_properties(events: list[PageViewEvent]) -> list[PageViewEvent]:
+    firsts = {}
+    for event in sorted(events, key=lambda e: (e.ts, str(e.event_id))):
+        firsts.setdefault(event.visitor_id, event.event_id)
+    changed = []
+    for event in events:
+        fields = dict(ON_EVERY_VIEW.get(event.visitor_id, {}))
+        if event.event_id == firsts[event.visitor_id]:
+            fields |= ON_ENTRY.get(event.visitor_id, {})
+        elif event.visitor_id == "folded":
+            fields["country"] = "AT"
+        changed.append(event.model_copy(update=fields))
+    return changed
+
+
+def properties(visit: Visit) -> dict[str, str]:
+    """The visit's properties by the definition: its first page view's, the exit page its last's."""
+    entry = visit[0]
+    width = entry.screen_width  # Plausible's classes: Mobile < 576 px, Tablet < 992, Laptop < 1440
+    screen = next((name for name, below in SCREENS if width < below), "Desktop") if width else ""
+    medium = entry.utm_medium
+    channel = "Email" if medium == "email" else CHANNELS.get(entry.referrer_domain, "Direct")
+    return {
+        "entry_path": entry.path, "exit_path": visit[-1].path, "referrer_domain": entry.referrer_domain,
+        "utm_source": entry.utm_source, "utm_medium": medium, "utm_campaign": entry.utm_campaign,
+        "utm_content": entry.utm_content, "utm_term": entry.utm_term, "country": entry.country,
+        "device": entry.device, "browser": entry.browser, "os": {"Mac OS X": "Mac"}.get(entry.os, entry.os),
+        "screen_size": screen, "language": entry.language, "channel": channel,
+    }  # fmt: skip
+
+
+def has(**wanted: str) -> Callable[[Visit], bool]:
+    return lambda visit: all(properties(visit)[name] == value for name, value in wanted.items())
+
+
+# (dict filters, expression, the visits passing them here)
+FILTERED: list[tuple[dict[str, str], Expression | None, Callable[[Visit], bool]]] = [
+    ({"referrer_domain": "google.com"}, None, has(referrer_domain="google.com")),
+    ({"channel": "Organic Search"}, None, has(channel="Organic Search")),
+    ({"channel": "Email"}, None, has(channel="Email")),  # "twice"'s first visit, not its second
+    ({"utm_campaign": "launch", "utm_term": "analytics"}, None,
+     has(utm_campaign="launch", utm_term="analytics")),
+    ({"utm_source": "newsletter"}, None, has(utm_source="newsletter")),
+    ({"entry_path": "/"}, None, has(entry_path="/")),
+    ({"exit_path": "/pricing"}, None, has(exit_path="/pricing")),
+    ({"country": "DE"}, None, has(country="DE")),
+    ({"country": "AT"}, None, has(country="AT")),  # none: "folded" entered from DE
+    ({"os": "Mac"}, None, has(os="Mac")),  # stored as Mac OS X
+    ({"browser": "Chrome", "device": "desktop"}, None, has(browser="Chrome", device="desktop")),
+    ({"screen_size": "Mobile"}, None, has(screen_size="Mobile")),
+    ({"language": "de"}, None, has(language="de")),
+    (
+        {},
+        Logic("or", (Condition("is", "country", ("FR",)),
+                     Condition("contains", "referrer_domain", ("google",)))),
+        lambda visit: has(country="FR")(visit) or "google" in properties(visit)["referrer_domain"],
+    ),
+    ({}, Condition("is_not", "channel", ("Direct",)), lambda visit: properties(visit)["channel"] != "Direct"),
+    (
+        {"country": "US"},
+        Logic("not", (Condition("matches", "entry_path", ("^/blog/",)),)),
+        lambda visit: has(country="US")(visit) and not properties(visit)["entry_path"].startswith("/blog/"),
+    ),
+    ({}, Condition("is", "os", ("Mac OS X",)), has(os="Mac")),  # an old name asked: Plausible's
+]  # fmt: skip
+FILTERED_QUESTIONS = (
+    JourneyQuestion(steps=5),
+    JourneyQuestion(page="/", steps=2),
+    JourneyQuestion(page="/pricing", direction="previous", steps=3),
+    JourneyQuestion(steps=3, patterns=("/blog/*",)),
+)
+
+
+def test_journeys_under_visit_filters_agg_equals_raw_equals_the_definition(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
+) -> None:
+    site = "journeys-filtered.example.com"
+    settings = own_database_settings(
+        tmp_path_factory.mktemp("journeys-filtered"), clickhouse_endpoint, "journeys_filtered"
+    )
+    client = connect(settings)
+    events = with_properties(known_visits(site, DAY + timedelta(hours=10)))
+    rows, columns = archive_rows(events)
+    client.insert("events", rows, column_names=columns)
+    backfill_rollups(client, site, DAY.date(), DAY.date() + timedelta(days=1))
+    found = 0
+    for filters, where, passes in FILTERED:
+        q = StatsQuery(site, DAY, DAY + timedelta(days=1), filters=filters, where=where)
+        for question in FILTERED_QUESTIONS:
+            agg, raw = answers(client, q, question)
+            expected = expected_journeys(events, site, question, passes)
+            assert agg == raw == expected, (filters, where, question)
+            found += bool(expected)
+        everything = expected_journeys(events, site, JourneyQuestion(steps=5))
+        if filters != {"country": "AT"}:  # each filter keeps some visits and drops others
+            assert 0 < len(journeys(client, q, JourneyQuestion(steps=5))) < len(everything), filters
+    assert found >= len(FILTERED) * 2
+
+
+@pytest.mark.parametrize(
+    ("filters", "where", "named"),
+    [
+        ({"path": "/pricing"}, None, "path"),
+        ({"goal": "Signup"}, None, "goal"),
+        ({"props.plan": "pro"}, None, "props.plan"),
+        ({"country": "DE"},
+         Logic("or", (Condition("is", "country", ("DE",)), Condition("is", "path", ("/",)))), "path"),
+        ({}, Condition("contains", "hostname", ("shop",)), "hostname"),
+    ],
+)  # fmt: skip
+def test_a_filter_on_an_event_is_refused_naming_filters_and_it(
+    filters: dict[str, str], where: Expression | None, named: str
+) -> None:
+    q = StatsQuery("journeys.example.com", DAY, DAY + timedelta(days=1), filters=filters, where=where)
+    with pytest.raises(UnsupportedQuery) as refused:
+        journeys(None, q, JourneyQuestion())  # type: ignore[arg-type]  # refused before the store is asked
+    assert str(refused.value).startswith("filters: ") and repr(named) in str(refused.value)
+    assert refused.value.field == "filters"
