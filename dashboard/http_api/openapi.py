@@ -22,7 +22,7 @@ from storage.alert_backtest import MAX_HISTORY_DAYS
 from storage.alert_rules import MAX_BASELINE_WINDOWS, MAX_WINDOW_MINUTES, RULE_KINDS
 from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
-from storage.queries.journeys import DIRECTIONS
+from storage.queries.journeys import DIRECTIONS, JOURNEY_FILTERS
 from storage.queries.journeys import MAX_STEPS as JOURNEY_MAX_STEPS
 from storage.queries.session_filters import SESSION_FILTERS
 from storage.queries.vitals import COLUMNS as VITALS_COLUMNS
@@ -139,6 +139,15 @@ PARAMETERS: dict[str, JSON] = {
         "Comma-separated page patterns (* stands for any run of characters), each drawn as one node, "
         "e.g. /blog/*,/docs/*.",
         {"type": "string", "maxLength": parameters.MAX_STEPS_LENGTH, "example": "/blog/*"},
+    ),
+    "journey_filters": _parameter(
+        "filters",
+        "The visits followed: filters on a visit's properties only, as `filters` elsewhere (a JSON "
+        "object, or a list with operators): "
+        f"{', '.join(JOURNEY_FILTERS)}; country, device, browser, os, screen_size and language are the "
+        "visit's first page view's. A filter on an event (path, goal, props.KEY, hostname) is a 400 "
+        "naming it: a journey is a whole visit's path (follow a page with `page`).",
+        {"type": "string", "example": '{"channel": "Organic Search"}'},
     ),
     "journey_min_visitors": _parameter(
         "min_visitors",
@@ -849,6 +858,7 @@ def openapi_document() -> JSON:
                     "journey_steps",
                     "journey_group",
                     "journey_min_visitors",
+                    "journey_filters",
                 ],
                 _ok(_or_with_meta({"type": "array", "items": _schema("JourneyRow")}), "one row per path"),
             ),

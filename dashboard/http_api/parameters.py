@@ -432,9 +432,8 @@ MAX_MIN_VISITORS = 1_000_000
 def journey_question(arguments: Arguments) -> JourneyQuestion:
     """`page` (a path, or one of the `group` patterns; none: the visit's entry or exit),
     `direction` next|previous, `steps` 1-5, `group` comma-separated page patterns each drawn as
-    one node (/blog/*), `min_visitors` under which a path is folded into "(other)"."""
-    if arguments.get("filters") is not None:
-        raise BadParameter("filters", "journeys take no filters")
+    one node (/blog/*), `min_visitors` under which a path is folded into "(other)". Filters are the
+    query's (window_queries); the query layer refuses one on an event, naming `filters`."""
     direction = arguments.get("direction")
     direction = "next" if direction is None else direction
     if direction not in DIRECTIONS:

@@ -500,6 +500,32 @@ def test_journeys_from_a_page_from_the_entry_and_into_a_page(api: FlaskClient, a
     assert (status, rows) == (200, [{"steps": ["(other)"], "visits": 4, "visitors": 3}])
 
 
+def test_journeys_of_the_visits_passing_filters_on_their_properties(
+    api: FlaskClient, auth: dict[str, str]
+) -> None:
+    # a's first visit came from Hacker News (its second, 3 h later, directly); b from a newsletter
+    from_hn = json.dumps({"referrer_domain": "news.ycombinator.com"})
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="2", filters=from_hn, source="raw")
+    assert (status, rows) == (200, [{"steps": ["/", "/pricing", "/signup"], "visits": 1, "visitors": 1}])
+    email = json.dumps([["is", "channel", ["Email"]]])
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, filters=email, source="raw")
+    assert (status, rows) == (200, [{"steps": ["/pricing"], "visits": 1, "visitors": 1}])
+    swiss = json.dumps({"country": "CH"})  # a's two visits, not b's or d's
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="1", filters=swiss, source="raw")
+    assert status == 200
+    assert {tuple(row["steps"]): row["visits"] for row in rows} == {("/", "/pricing"): 1, ("/blog",): 1}
+
+
+def test_journeys_refuse_a_filter_on_an_event_saying_which_and_why(
+    api: FlaskClient, auth: dict[str, str]
+) -> None:
+    page = json.dumps([["is", "country", ["CH"]], ["contains", "path", ["/pricing"]]])
+    status, body = get(api, auth, "/stats/journeys", **DAY_RANGE, filters=page)
+    assert status == 400
+    assert body["error"].startswith("filters: ") and "'path'" in body["error"], body
+    assert "whole visit" in body["error"] and "`page`" in body["error"], body
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
@@ -512,6 +538,8 @@ def test_journeys_from_a_page_from_the_entry_and_into_a_page(api: FlaskClient, a
         ("min_visitors", "0"),
         ("page", "pricing"),
         ("filters", "[]"),
+        ("filters", '{"goal": "Signup"}'),
+        ("filters", '{"props.plan": "pro"}'),
     ],
 )
 def test_journeys_refuse_a_bad_parameter_naming_it(
