@@ -1,7 +1,10 @@
 """The Journeys tab: where the period's visits go next from a page (or their entry), or came from
 into it, as a Sankey diagram (Plotly's own). The numbers are storage.queries.journeys' for the
-site and period above (its definition: docs/architecture.md, "Journeys"); clicking a node makes
-its page the one followed, so the diagram re-centres on it.
+site and period above (its definition: docs/architecture.md, "Journeys"), of the visits passing the
+filters in force (a saved segment's too) when they are on a visit's properties; a filter on an
+event (a page, a goal, a property) shows the query layer's refusal instead of a chart, since a
+journey is a whole visit's path. Clicking a node makes its page the one followed, so the diagram
+re-centres on it.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ HOW_TO = (
     "From a page (its first view in each visit), the next or previous steps of the visits starting "
     "in the period; without a page, from the visits' entry (next) or into their exit (previous). "
     "A page viewed again at once is one step. Group pages by patterns (e.g. /blog/*), comma-separated. "
-    "Click a page in the diagram to follow it. Filters above do not apply here."
+    "Click a page in the diagram to follow it. The filters above choose the visits followed: those on "
+    "a visit (source, channel, UTMs, entry or exit page, country, device, browser, OS, screen size, "
+    "language: the visit's first page view's); a page, goal or property filter cannot apply to a "
+    "whole visit's path."
 )
-NO_VISITS = "No visit in this period took that page."
+NO_VISITS = "No visit in this period (under the filters in force) took that page."
 
 
 def journeys_section() -> html.Section:
@@ -140,6 +146,7 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
         Output("journeys-sankey", "style"),
         Input("site", "value"),
         Input("period", "data"),
+        Input("filters", "data"),
         Input("tabs", "value"),
         Input("journeys-page", "value"),
         Input("journeys-direction", "value"),
@@ -149,8 +156,8 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
     )
     @friendly(lambda message: (notice(message, "error"), go.Figure(), {"display": "none"}))
     def show_journeys(
-        site: str | None, period_data: dict | None, tab: str, page: str | None, direction: str,
-        steps: int, group: str | None, min_visitors: int | None,
+        site: str | None, period_data: dict | None, filters: dict | None, tab: str, page: str | None,
+        direction: str, steps: int, group: str | None, min_visitors: int | None,
     ) -> Any:  # fmt: skip
         if tab != JOURNEYS_TAB:  # computed when shown, as the Funnel
             raise PreventUpdate
@@ -166,8 +173,11 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
             return notice("A page starts with /, e.g. /pricing.", "error"), go.Figure(), hidden
         question = JourneyQuestion(page, direction, int(steps), patterns, max(1, int(min_visitors or 1)))  # type: ignore[arg-type]
         period = Period.from_store(period_data)
-        q = questions.question(site, period.start, period.end, defined.settings(), timezone=period.timezone)
-        rows = queries.journeys(clients(), q, question, source)
+        q = questions.question(
+            site, period.start, period.end, defined.settings(), timezone=period.timezone, filters=filters
+        )
+        q = questions.with_saved_segment(clients(), q)  # as the other panels: a segment's filters too
+        rows = queries.journeys(clients(), q, question, source)  # an event filter: refused, its message shown
         if not rows:
             return notice(NO_VISITS), go.Figure(), hidden
         visits = sum(row.visits for row in rows)
