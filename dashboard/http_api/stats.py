@@ -34,7 +34,7 @@ from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_backtest, alert_rules, queries, users
 from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions, vitals
-from storage.queries.journeys import JourneyRow
+from storage.queries.journeys import JourneyRow, answering_source
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
 from storage.query_limits import limit_message, log_failure
 from storage.saved_funnels import InvalidFunnel, find_funnel
@@ -202,8 +202,14 @@ def stats_api(
         arguments, q = asked()
         question = parameters.journey_question(arguments)
         source = parameters.source(arguments)
-        rows = queries.journeys(clients(), q, question, source)
-        return answered([journey_json(row) for row in rows], arguments, q, source)
+        answer = [journey_json(row) for row in queries.journeys(clients(), q, question, source)]
+        if not provenance.asked(arguments):
+            return jsonify(answer)
+        # agg reads `sessions` under visit filters too (answered() would say raw for a filtered report)
+        read = answering_source(clients(), q, source)
+        return jsonify(
+            {"results": answer, "meta": provenance.meta(clients(), settings, q, read, defined.version())}
+        )
 
     @api.get("/stats/goals")
     def goals() -> Response:

@@ -145,11 +145,17 @@ def journeys(
     check_filters(q)
     if CHANNEL in _named(q) and q.channel_rules is None:
         q = replace(q, channel_rules=tuple(list_rules(client, q.site)))
-    if source == "agg" and client.query(_VISITS_BEFORE_JOURNEY, parameters=q.parameters()).result_rows:
-        source = "raw"
-    sql, parameters = journeys_sql(q, question, source)
+    sql, parameters = journeys_sql(q, question, answering_source(client, q, source))
     rows = client.query(sql, parameters=parameters).result_rows
     return [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors in rows]
+
+
+def answering_source(client: Client, q: StatsQuery, source: Source) -> Source:
+    """The source that answers when `source` is asked: agg (`sessions`, under visit filters too)
+    unless the range holds a visit written before `journey` existed, then raw."""
+    if source == "agg" and client.query(_VISITS_BEFORE_JOURNEY, parameters=q.parameters()).result_rows:
+        return "raw"
+    return source
 
 
 def check_filters(q: StatsQuery) -> None:

@@ -514,6 +514,11 @@ def test_journeys_of_the_visits_passing_filters_on_their_properties(
     status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="1", filters=swiss, source="raw")
     assert status == 200
     assert {tuple(row["steps"]): row["visits"] for row in rows} == {("/", "/pricing"): 1, ("/blog",): 1}
+    # agg reads `sessions` under visit filters too, and meta says so (other filtered reports read raw)
+    status, body = get(api, auth, "/stats/journeys", **DAY_RANGE, filters=swiss, meta="true")
+    assert status == 200 and body["meta"]["source"] == "agg", body
+    status, body = get(api, auth, "/stats/journeys", **DAY_RANGE, filters=swiss, meta="true", source="raw")
+    assert status == 200 and body["meta"]["source"] == "raw", body
 
 
 def test_journeys_refuse_a_filter_on_an_event_saying_which_and_why(
