@@ -21,11 +21,13 @@ from clickhouse_connect.driver.client import Client
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from storage.channel_rules import add_rule, make_rule
 from storage.client import connect
 from storage.page_patterns import matches
 from storage.queries import Condition, Expression, Logic, StatsQuery, UnsupportedQuery
 from storage.queries.journeys import OTHER, JourneyQuestion, JourneyRow, journeys
 from storage.rollup_backfill import backfill_rollups
+from storage.sites import add_site
 from stream_jobs.activity import QUERY_NAME
 from stream_jobs.queries import start_queries
 from tally.event import PageViewEvent
@@ -369,6 +371,12 @@ def test_journeys_under_visit_filters_agg_equals_raw_equals_the_definition(
         if filters != {"country": "AT"}:  # each filter keeps some visits and drops others
             assert 0 < len(journeys(client, q, JourneyQuestion(steps=5))) < len(everything), filters
     assert found >= len(FILTERED) * 2
+    # the site's own channel rules decide the channel filtered by, on both sources
+    add_site(client, site)
+    add_rule(client, site, make_rule("example.org", "Partners"))
+    q = StatsQuery(site, DAY, DAY + timedelta(days=1), filters={"channel": "Partners"})
+    expected = expected_journeys(events, site, JourneyQuestion(steps=5), has(referrer_domain="example.org"))
+    assert expected and answers(client, q, JourneyQuestion(steps=5)) == (expected, expected)
 
 
 @pytest.mark.parametrize(
