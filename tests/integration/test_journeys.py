@@ -347,6 +347,7 @@ FILTERED_QUESTIONS = (
 )
 
 
+@pytest.mark.slow  # 17 filters x 4 questions x 2 sources, a rule: 36-51 s on 2 shared cores (load 12)
 def test_journeys_under_visit_filters_agg_equals_raw_equals_the_definition(
     tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
 ) -> None:

@@ -22,7 +22,8 @@ from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.events import archive_rows, page_view
 
-pytestmark = pytest.mark.integration
+# the app built, a backfill, five callbacks: 41 s on 2 shared cores (load 12)
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PASSWORD = "journeys-tab"
 DAY = date(2026, 11, 14)
