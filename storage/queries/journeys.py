@@ -160,12 +160,13 @@ def answering_source(client: Client, q: StatsQuery, source: Source) -> Source:
 
 def check_filters(q: StatsQuery) -> None:
     """UnsupportedQuery naming `filters` and the first filter that is not a visit's property."""
-    for name in sorted(_named(q) - set(JOURNEY_FILTERS)):
+    on_events = sorted(_named(q) - set(JOURNEY_FILTERS))
+    if on_events:
         raise UnsupportedQuery(
             f"filters: journeys take filters on a visit's properties only ({', '.join(JOURNEY_FILTERS)}), "
-            f"not {name!r}: it is a property of single events (a page view, a goal, a custom property), "
-            "and a journey is a whole visit's path. To follow the visits through a page, give it as "
-            "`page`; to keep those that entered or left on it, filter by entry_path or exit_path.",
+            f"not {on_events[0]!r}: it is a property of single events (a page view, a goal, a custom "
+            "property), and a journey is a whole visit's path. To follow the visits through a page, give "
+            "it as `page`; to keep those that entered or left on it, filter by entry_path or exit_path.",
             field="filters",
         )
 
