@@ -70,6 +70,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/security/test_client_ip.py", KEYWORD, "guess"): (
         "a wrong password the throttle test presents to see it refused"
     ),
+    ("tests/integration/test_journeys_tab.py", KEYWORD, "journeys-tab"): (
+        "the operator's password of the Journeys tab test's in-process dashboard"
+    ),
     ("tests/integration/test_dashboard_first_load.py", KEYWORD, "first-load"): (
         "the password of the first-load tests' member on an in-process dashboard with a temporary store"
     ),
