@@ -16,10 +16,11 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 run: install
 	$(BIN)/tally up --demo
 
-# Three pytest-xdist workers share the suite (tests/workers.py): one runs the stacks and the
-# browser tests, two the other files. Two took 42:15 for 2,462 tests in CI (stop 49), most of
-# the tests waiting on Kafka, Spark or a browser rather than computing. TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 3
+# Two pytest-xdist workers share the suite (tests/workers.py): one runs the stacks and the
+# browser tests, the other the rest, then both share what is left. 42:15 for 2,462 tests in CI
+# (stop 49); three workers pushed the load average to 30-36 on 2 cores and tests timed out.
+# TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: install
 	$(BIN)/pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
