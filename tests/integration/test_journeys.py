@@ -153,6 +153,18 @@ def _follow(visit: list[PageViewEvent], visitor: str, question: JourneyQuestion,
     taken[tuple(steps)].append(visitor)
 
 
+def backfilled_store(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint, name: str, events: list
+) -> Client:
+    """A store of its own (`name`) holding `events` archived and DAY's sessions backfilled from them."""
+    database = name.replace("-", "_")
+    client = connect(own_database_settings(tmp_path_factory.mktemp(name), clickhouse_endpoint, database))
+    rows, columns = archive_rows(events)
+    client.insert("events", rows, column_names=columns)
+    backfill_rollups(client, events[0].site, DAY.date(), DAY.date() + timedelta(days=1))
+    return client
+
+
 def test_the_expected_paths_are_written_out() -> None:
     events = known_visits("s", DAY)
     assert expected_journeys(events, "s", JourneyQuestion(page="/a", steps=2)) == [
@@ -182,12 +194,8 @@ def test_backfilled_sessions_journeys_agg_equals_raw_equals_the_definition(
     tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
 ) -> None:
     site = "journeys.example.com"
-    settings = own_database_settings(tmp_path_factory.mktemp("journeys"), clickhouse_endpoint, "journeys")
-    client = connect(settings)
     events = known_visits(site, DAY + timedelta(hours=10))
-    rows, columns = archive_rows(events)
-    client.insert("events", rows, column_names=columns)
-    backfill_rollups(client, site, DAY.date(), DAY.date() + timedelta(days=1))
+    client = backfilled_store(tmp_path_factory, clickhouse_endpoint, "journeys", events)
     stored = client.query(
         "SELECT journey FROM sessions FINAL WHERE site = {site:String} AND visitor_id = 'folded'",
         parameters={"site": site},
@@ -227,14 +235,8 @@ def test_visits_written_before_the_journey_column_are_answered_from_the_archive(
     tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
 ) -> None:
     site = "journeys-old.example.com"
-    settings = own_database_settings(
-        tmp_path_factory.mktemp("journeys-old"), clickhouse_endpoint, "journeys_old"
-    )
-    client = connect(settings)
     events = known_visits(site, DAY + timedelta(hours=10))
-    rows, columns = archive_rows(events)
-    client.insert("events", rows, column_names=columns)
-    backfill_rollups(client, site, DAY.date(), DAY.date() + timedelta(days=1))
+    client = backfilled_store(tmp_path_factory, clickhouse_endpoint, "journeys-old", events)
     # As the jar before migration 0071 wrote them: every journey [] (a newer version of each)
     client.command(
         "INSERT INTO sessions SELECT * REPLACE ([] AS journey, batch_id + 1 AS batch_id) "
@@ -352,14 +354,8 @@ def test_journeys_under_visit_filters_agg_equals_raw_equals_the_definition(
     tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endpoint
 ) -> None:
     site = "journeys-filtered.example.com"
-    settings = own_database_settings(
-        tmp_path_factory.mktemp("journeys-filtered"), clickhouse_endpoint, "journeys_filtered"
-    )
-    client = connect(settings)
     events = with_properties(known_visits(site, DAY + timedelta(hours=10)))
-    rows, columns = archive_rows(events)
-    client.insert("events", rows, column_names=columns)
-    backfill_rollups(client, site, DAY.date(), DAY.date() + timedelta(days=1))
+    client = backfilled_store(tmp_path_factory, clickhouse_endpoint, "journeys-filtered", events)
     found = 0
     for filters, where, passes in FILTERED:
         q = StatsQuery(site, DAY, DAY + timedelta(days=1), filters=filters, where=where)
