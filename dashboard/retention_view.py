@@ -38,6 +38,11 @@ DAILY = (
     "Visitor ids of this site rotate daily (the default), so nobody can be recognised in a later week: "
     "later weeks read 0. An admin can choose weekly or monthly ids in Settings, Visitor identity."
 )
+WEEKLY = (
+    "Visitor ids of this site rotate weekly (each ISO week, UTC): a visitor back in a later week has a new "
+    "id, so later weeks read about 0. Monthly ids (Settings, Visitor identity) recognise returns within a "
+    "calendar month."
+)
 NOBODY = "No visitor in these weeks."
 
 
@@ -108,8 +113,8 @@ def identity_lines(report: RetentionReport) -> list[html.Div]:
     said = [f"Visitor ids rotate {first.rotation}{since}."]
     said += [f"From {c.since:%Y-%m-%d %H:%M} UTC: {c.rotation}." for c in changes if c.since]
     lines = [notice(" ".join(said))]
-    if all(change.rotation == "daily" for change in report.identity):
-        lines.append(notice(DAILY, "warning"))
+    if report.identity[-1].rotation != "monthly":
+        lines.append(notice(DAILY if report.identity[-1].rotation == "daily" else WEEKLY, "warning"))
     lines += [notice(f"{c.week:%Y-%m-%d}: {c.note}", "warning") for c in report.cohorts if c.note]
     return [html.Div(lines, id="retention-identity-lines", **{"data-rotation": report.identity[-1].rotation})]
 

@@ -128,7 +128,7 @@ KEPT_ON_ERASURE: dict[str, str] = {
     "shared_links": "settings",
     "site_channel_rules": "settings",
     "site_exclusions": "settings",
-    SITE_IDENTITY: "settings: the identity its visitor ids rest on and since when (as its time zone in `sites`)",
+    SITE_IDENTITY: "settings: how long its visitor ids lived, and since when (as its time zone, in `sites`)",
     "report_subscriptions": "settings",
     "report_deliveries": "settings: when a report was sent, no figures",
     "user_invites": "accounts",

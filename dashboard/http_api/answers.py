@@ -117,6 +117,7 @@ def retention_json(report: RetentionReport, timezone: str, source: Source) -> di
             {"rotation": change.rotation, "since": iso(change.since) if change.since else None}
             for change in report.identity
         ],
+        "identity_note": report.identity_note,
         "cohorts": [
             {
                 "week": cohort.week.isoformat(),

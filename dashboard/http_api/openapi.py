@@ -674,7 +674,7 @@ SCHEMAS: dict[str, JSON] = {
     },
     "Retention": {
         "type": "object",
-        "required": ["site", "timezone", "source", "weeks", "identity", "cohorts"],
+        "required": ["site", "timezone", "source", "weeks", "identity", "identity_note", "cohorts"],
         "properties": {
             "site": {"type": "string"},
             "timezone": {"type": "string", "description": "the site's zone: where its weeks start (Monday)"},
@@ -697,6 +697,10 @@ SCHEMAS: dict[str, JSON] = {
                         "since": {"type": "string", "format": "date-time", "nullable": True},
                     },
                 },
+            },
+            "identity_note": {
+                "type": "string",
+                "description": "what those identities let the report recognise (a daily id lives one day)",
             },
             "cohorts": {
                 "type": "array",

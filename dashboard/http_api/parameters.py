@@ -456,9 +456,18 @@ def journey_question(arguments: Arguments) -> JourneyQuestion:
     return JourneyQuestion(page, direction, steps, patterns, min_visitors)  # type: ignore[arg-type]
 
 
+RETENTION_PARAMETERS = ("site", "weeks", "until", "source")
+
+
 def retention_weeks(arguments: Arguments, today: date) -> tuple[date, ...]:
     """The Mondays of the retention report's weeks: `weeks` (1-12) of them, the last holding
-    `until` (a date, YYYY-MM-DD, in the site's calendar; default `today`, the site's today)."""
+    `until` (a date, YYYY-MM-DD, in the site's calendar; default `today`, the site's today).
+    Another report's parameter (a period, filters…) is refused, naming it: the report has none."""
+    others = sorted(set(arguments.values) - set(RETENTION_PARAMETERS))
+    if others:
+        raise BadParameter(
+            others[0], f"not taken by the retention report (it takes {', '.join(RETENTION_PARAMETERS)})"
+        )
     count = _whole_number(arguments, "weeks", DEFAULT_WEEKS, MAX_WEEKS)
     text = arguments.get("until")
     if text is None:

@@ -256,6 +256,7 @@ def retention_lines(answer: dict[str, Any]) -> list[str]:
         )
         for change in answer["identity"]
     ]
+    lines.append(f"# {answer['identity_note']}")
     lines.append("\t".join(["week", "visitors", *(f"+{n}" for n in range(1, len(answer["weeks"])))]))
     for cohort in answer["cohorts"]:
         later = [

@@ -54,11 +54,27 @@ class Cohort:
         return tuple(round(n / self.visitors, 4) if self.visitors else 0.0 for n in self.returning)
 
 
+# What each identity lets the report see (docs/privacy.md): an id lives as long as its salt.
+IDENTITY_NOTES = {
+    "daily": "visitor ids live one UTC day: nobody is recognised in a later week, so later weeks read 0",
+    "weekly": "visitor ids live one ISO week (UTC): a visitor back in a later week has a new id, so later "
+    "weeks read about 0 (monthly ids recognise returns within a calendar month)",
+    "monthly": "visitor ids live one calendar month (UTC): returns are recognised within a month; a visitor "
+    "back in the next month has a new id",
+}
+
+
 @dataclass(frozen=True)
 class RetentionReport:
     weeks: tuple[date, ...]  # every week of the report, its Monday (local)
     cohorts: tuple[Cohort, ...]  # one per week, empty ones too
     identity: tuple[IdentityChange, ...]  # in force at the first week's start, then each change in the report
+
+    @property
+    def identity_note(self) -> str:
+        """What the identities the numbers rest on let them show, one sentence each."""
+        rotations = dict.fromkeys(change.rotation for change in self.identity)
+        return "; ".join(IDENTITY_NOTES[rotation] for rotation in rotations) + "."
 
 
 # The newest version of each visit starting in the range (tombstones dropped), as journeys.py reads them.

@@ -10,7 +10,7 @@ import pytest
 
 from collector.enrichment import Draft, RequestContext, keyed_hash, put_visitor_identity
 from collector.salts import salt_holding
-from storage.queries.retention import Cohort, in_force, report_weeks, spanned_change
+from storage.queries.retention import Cohort, RetentionReport, in_force, report_weeks, spanned_change
 from storage.site_identity import (
     ROTATIONS,
     IdentityChange,
@@ -120,3 +120,30 @@ def test_a_cohort_spanning_an_identity_change_says_so() -> None:
     assert spanned_change(history, datetime(2026, 11, 23, tzinfo=UTC), end) == ""
     assert Cohort(date(2026, 11, 9), 4, (1, 0, 3)).shares == (0.25, 0.0, 0.75)
     assert Cohort(date(2026, 11, 9), 0, (0,)).shares == (0.0,)
+
+
+def test_the_report_says_what_its_identities_let_it_see() -> None:
+    daily = RetentionReport((), (), (IdentityChange("daily", None),))
+    assert daily.identity_note.startswith(
+        "visitor ids live one UTC day: nobody is recognised in a later week"
+    )
+    changed = RetentionReport(
+        (), (), (IdentityChange("daily", None), IdentityChange("monthly", datetime(2026, 11, 3, tzinfo=UTC)))
+    )
+    assert (
+        "; visitor ids live one calendar month (UTC): returns are recognised within a month"
+        in changed.identity_note
+    )
+
+
+def test_stats_retention_site_is_stats_site_with_retention() -> None:
+    from ops.cli.stats import stats
+
+    asked = stats.make_context("stats", ["retention", "example.com", "--weeks", "4"])
+    assert (asked.params["site"], asked.params["retention"], asked.params["weeks"]) == (
+        "example.com",
+        True,
+        "4",
+    )
+    plain = stats.make_context("stats", ["retention"])  # a site named so, alone, stays a site
+    assert (plain.params["site"], plain.params["retention"]) == ("retention", False)
