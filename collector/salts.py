@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 
@@ -35,6 +36,8 @@ class Salts:
         self._clock = clock
         self._by_period: dict[Period, bytes] = {}
         self._rotations: dict[str, Rotation] = {}  # sites whose ids are not daily
+        # The two refreshers run in threads and share one client, which takes one query at a time.
+        self._reading = threading.Lock()
 
     def for_time(self, moment: datetime) -> bytes:
         """The day's salt (ip_hash; the visitor id of a site with daily ids)."""
@@ -57,17 +60,19 @@ class Salts:
         and read the sites' rotations (blocking I/O)."""
         today = self._clock().astimezone(UTC).date()
         wanted = [period for rotation in ROTATIONS for period in _current_and_next(rotation, today)]
-        existing = load_salts(self._client, wanted)
-        missing = [period for period in wanted if period not in existing]
-        if missing:
-            add_salts(self._client, {period: secrets.token_hex(32) for period in missing})
+        with self._reading:
             existing = load_salts(self._client, wanted)
-        self._by_period = {period: bytes.fromhex(salt) for period, salt in existing.items()}
-        forget_salts_ended_before(self._client, today)
+            missing = [period for period in wanted if period not in existing]
+            if missing:
+                add_salts(self._client, {period: secrets.token_hex(32) for period in missing})
+                existing = load_salts(self._client, wanted)
+            self._by_period = {period: bytes.fromhex(salt) for period, salt in existing.items()}
+            forget_salts_ended_before(self._client, today)
         self.refresh_rotations()
 
     def refresh_rotations(self) -> None:
-        self._rotations = rotations(self._client)
+        with self._reading:
+            self._rotations = rotations(self._client)
 
     async def refresh_forever(self, every_s: float = 300.0) -> None:
         while True:
@@ -101,4 +106,3 @@ def salt_holding(salts: dict[Period, bytes]) -> Salts:
 def todays_periods(today: date) -> list[Period]:
     """Every rotation's period holding `today` (for salt_holding)."""
     return [(rotation, period_start(rotation, today)) for rotation in ROTATIONS]
-
