@@ -115,8 +115,21 @@ def identity_lines(report: RetentionReport) -> list[html.Div]:
     lines = [notice(" ".join(said))]
     if report.identity[-1].rotation != "monthly":
         lines.append(notice(DAILY if report.identity[-1].rotation == "daily" else WEEKLY, "warning"))
-    lines += [notice(f"{c.week:%Y-%m-%d}: {c.note}", "warning") for c in report.cohorts if c.note]
+    lines += [notice(line, "warning") for line in cohort_notes(report)]
     return [html.Div(lines, id="retention-identity-lines", **{"data-rotation": report.identity[-1].rotation})]
+
+
+def cohort_notes(report: RetentionReport) -> list[str]:
+    """Each cohort's note once, naming the weeks it is about (a change late in the report is
+    spanned by every cohort before it: one line, not one per week)."""
+    weeks: dict[str, list[str]] = {}
+    for cohort in report.cohorts:
+        if cohort.note:
+            weeks.setdefault(cohort.note, []).append(f"{cohort.week:%Y-%m-%d}")
+    return [
+        f"{named[0]}: {note}" if len(named) == 1 else f"The cohorts of {named[0]} to {named[-1]}: {note}"
+        for note, named in weeks.items()
+    ]
 
 
 def heatmap(report: RetentionReport) -> go.Figure:
@@ -129,7 +142,11 @@ def heatmap(report: RetentionReport) -> go.Figure:
     z: list[list[float | None]] = []
     text: list[list[str]] = []
     for cohort in report.cohorts:
-        shares = [1.0 if cohort.visitors else 0.0, *cohort.shares]
+        if not cohort.visitors:  # nobody first seen that week: a blank row
+            z.append([None] * size)
+            text.append([""] * size)
+            continue
+        shares = [1.0, *cohort.shares]
         counts = [cohort.visitors, *cohort.returning]
         padding = size - len(shares)
         z.append([*(100 * share for share in shares), *[None] * padding])

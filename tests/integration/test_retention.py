@@ -303,6 +303,7 @@ def test_the_tab_draws_the_cohorts_and_says_ids_are_daily(
     assert heatmap["type"] == "heatmap"
     assert heatmap["y"] == ["2026-11-02 · 5", "2026-11-09 · 4", "2026-11-16 · 0", "2026-11-23 · 1"]
     assert heatmap["z"][1] == [100.0, 50.0, 25.0, None]
+    assert heatmap["z"][2] == [None] * 4 and heatmap["text"][2] == [""] * 4  # nobody first came that week
     assert heatmap["text"][0] == ["100%<br>5", "20%<br>1", "60%<br>3", "20%<br>1"]
     identity = response["retention-identity"]["children"][0]["props"]
     assert identity["data-rotation"] == "daily"
