@@ -157,6 +157,7 @@ def rows(client: Client, site: str, weeks: tuple[date, ...], timezone: str, sour
     return [(c.week, c.visitors, c.returning) for c in report.cohorts]
 
 
+@pytest.mark.slow  # a backfill of 12 days: 5-15 s on 2 shared cores
 @pytest.mark.parametrize(("timezone", "written_out"), [("UTC", UTC_COHORTS), (BERLIN, BERLIN_COHORTS)])
 def test_backfilled_sessions_retention_agg_equals_raw_equals_the_definition(
     store: Client, timezone: str, written_out: list
@@ -176,6 +177,7 @@ def test_backfilled_sessions_retention_agg_equals_raw_equals_the_definition(
         assert agg == raw == expected_cohorts(events, site, weeks, timezone), (until, count)
 
 
+@pytest.mark.slow  # a backfill of 12 days: 5-15 s on 2 shared cores
 def test_the_answer_names_the_identity_and_a_cohort_spanning_a_change_says_so(store: Client) -> None:
     site = "retention-identity.example.com"
     backfilled(store, site, "UTC")
@@ -221,6 +223,7 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+@pytest.mark.slow  # a backfill of 12 days: 5-15 s on 2 shared cores
 def test_the_route_answers_the_cohorts_and_the_identity(
     app: FlaskClient, api_site: str, dashboard_settings: Settings
 ) -> None:
@@ -251,20 +254,18 @@ def test_the_route_answers_the_cohorts_and_the_identity(
      ("source", "cache"), ("period", "7d")],
 )  # fmt: skip
 def test_the_route_refuses_a_bad_parameter_naming_it(
-    app: FlaskClient, api_site: str, dashboard_settings: Settings, name: str, value: str
+    app: FlaskClient, dashboard_settings: Settings, name: str, value: str
 ) -> None:
     operator = bearer(dashboard_settings.resolved_api_key())
-    answer = app.get(
-        "/api/v1/stats/retention", query_string={"site_id": api_site, name: value}, headers=operator
-    )
+    query = {"site_id": "retention-refusals.example.com", name: value}  # refused before the store is read
+    answer = app.get("/api/v1/stats/retention", query_string=query, headers=operator)
     assert answer.status_code == 400 and answer.get_json()["error"].startswith(f"{name}:"), answer.get_json()
 
 
-def test_the_route_needs_a_key_that_may_read_the_site(
-    app: FlaskClient, api_site: str, dashboard_settings: Settings
-) -> None:
+def test_the_route_needs_a_key_that_may_read_the_site(app: FlaskClient, dashboard_settings: Settings) -> None:
     client = connect(dashboard_settings)
-    other = f"retention-other-{uuid.uuid4().hex[:8]}.example.com"
+    api_site, other = (f"retention-{kind}-{uuid.uuid4().hex[:8]}.example.com" for kind in ("key", "other"))
+    add_site(client, api_site)
     add_site(client, other)
     email = f"viewer-{uuid.uuid4().hex[:8]}@example.com"
     token = users.create_invite(client, email, api_site, "viewer")
@@ -279,6 +280,7 @@ def test_the_route_needs_a_key_that_may_read_the_site(
     assert refused.status_code == 403 and refused.get_json()["error"].startswith("site_id:")
 
 
+@pytest.mark.slow  # a backfill of 12 days: 5-15 s on 2 shared cores
 def test_the_tab_draws_the_cohorts_and_says_ids_are_daily(
     app: FlaskClient, api_site: str, dashboard_settings: Settings
 ) -> None:
