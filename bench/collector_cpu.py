@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -34,7 +34,7 @@ from collector.blocklist import Blocklist
 from collector.event_log import LogRecord, partition_for
 from collector.geo import CountryLookup
 from collector.known_sites import KnownSites
-from collector.salts import DailySalts
+from collector.salts import salt_holding, todays_periods
 from tally.settings import Settings
 
 SITE = "bench.example.com"
@@ -180,9 +180,7 @@ async def drive(app: Any, path: str, requests: Requests) -> dict[int, int]:
 
 
 def collector_app(settings: Settings) -> Any:
-    salts = DailySalts(client=None)  # type: ignore[arg-type]
-    today = datetime.now(UTC).date()
-    salts._by_day = {today: os.urandom(32), today + timedelta(days=1): os.urandom(32)}
+    salts = salt_holding({period: os.urandom(32) for period in todays_periods(datetime.now(UTC).date())})
     sites = KnownSites(client=None)  # type: ignore[arg-type]
     sites._domains = frozenset({SITE})
     parts = CollectorParts(

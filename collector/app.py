@@ -39,7 +39,7 @@ from collector.http_protocol import bounded_httptools
 from collector.known_sites import KnownSites
 from collector.metrics import CollectorMetrics
 from collector.payload import BrowserEvent, ServerEvent
-from collector.salts import DailySalts
+from collector.salts import Salts
 from collector.user_agent import classify, is_bot
 from storage.client import connect
 from tally import structured_logging
@@ -93,7 +93,7 @@ class CollectorParts:
     """The stateful pieces the collector is built from (tests pass their own)."""
 
     event_log: EventLog
-    salts: DailySalts
+    salts: Salts
     sites: KnownSites
     blocklist: Blocklist
     countries: CountryLookup
@@ -174,8 +174,9 @@ class Collector:
         self.tracker_js = TRACKER_JS.read_bytes()
         self.tracker_etag = '"' + hashlib.sha256(self.tracker_js).hexdigest()[:20] + '"'
 
-    def context(self, request: Request) -> RequestContext:
-        """Who sent the event: the request's client (behind trusted proxies), at this moment."""
+    def context(self, request: Request, site: str) -> RequestContext:
+        """Who sent the event: the request's client (behind trusted proxies), at this moment,
+        and the salts its hashes take for `site` (as the sender spelt it)."""
         peer = request.client.host if request.client else "0.0.0.0"
         received_at = utc_now()
         headers = request.headers
@@ -185,11 +186,12 @@ class Collector:
             accept_language=headers.get("accept-language", ""),
             received_at=received_at,
             salt=self.parts.salts.for_time(received_at),
+            visitor_salt=self.parts.salts.for_visitor(site_name(site), received_at),
         )
 
     def draft(self, payload: BrowserEvent, ts: datetime) -> Draft:
         return Draft(
-            site=payload.site.lower().removeprefix("www."),
+            site=site_name(payload.site),
             name=payload.name,
             url=payload.url,
             referrer=payload.referrer,
@@ -244,7 +246,7 @@ class Collector:
         body = await read_json(request, MAX_EVENT_BYTES)
         payload = parse(BrowserEvent, body)
         await self.parts.sites.confirm(payload.site)
-        context = self.context(request)
+        context = self.context(request, payload.site)
         try:
             event = enrich(self.draft(payload, context.received_at), context, self.pipeline)
         except Dropped as dropped:
@@ -311,6 +313,7 @@ class Collector:
                 received_at=received_at,
                 salt=salt,
                 server_side=True,
+                visitor_salt=self.parts.salts.for_visitor(site_name(payload.site), received_at),
             )
             ts = payload.ts or received_at
             if ts > latest:
@@ -361,6 +364,11 @@ class Collector:
         return Response(self.tracker_js, media_type="application/javascript", headers=headers)
 
 
+def site_name(site: str) -> str:
+    """The site as the registry spells it (events may say www. or capitals)."""
+    return site.lower().removeprefix("www.")
+
+
 def log_record(event: dict[str, object]) -> LogRecord:
     return event_key(str(event["site"]), str(event["visitor_id"])), encode_fields(event)
 
@@ -376,7 +384,11 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(parts.salts.refresh)
         await asyncio.to_thread(parts.sites.refresh)
-        refreshers = [parts.salts.refresh_forever, parts.sites.refresh_forever]
+        refreshers = [
+            parts.salts.refresh_forever,
+            parts.salts.refresh_rotations_forever,
+            parts.sites.refresh_forever,
+        ]
         if parts.exclusions is not None:
             await asyncio.to_thread(parts.exclusions.refresh)
             refreshers.append(parts.exclusions.refresh_forever)
@@ -409,7 +421,7 @@ def build_app(settings: Settings, parts: CollectorParts) -> Starlette:
 def production_parts(settings: Settings) -> CollectorParts:
     return CollectorParts(
         event_log=KafkaEventLog(settings, send_timeout_s=settings.collector_send_timeout_s),
-        salts=DailySalts(connect(settings)),
+        salts=Salts(connect(settings)),
         sites=KnownSites(connect(settings)),
         blocklist=Blocklist(settings),
         countries=CountryLookup(),

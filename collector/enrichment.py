@@ -51,10 +51,12 @@ class RequestContext:
     client_ip: str
     user_agent: str
     received_at: datetime
-    salt: bytes
+    salt: bytes  # the day's: ip_hash, and the visitor id unless `visitor_salt` is given
     accept_language: str = ""
     # A batch from an authenticated server-side sender (it may carry no user agent).
     server_side: bool = False
+    # The salt of the site's visitor identity when it is not daily (storage/site_identity.py).
+    visitor_salt: bytes | None = None
 
 
 @dataclass
@@ -141,7 +143,9 @@ def put_language(draft: Draft, context: RequestContext) -> None:
 
 
 def put_visitor_identity(draft: Draft, context: RequestContext) -> None:
-    """visitor_id and ip_hash: keyed hashes with the day's salt, so no cookie and no raw IP.
+    """visitor_id and ip_hash: keyed hashes with a salt, so no cookie and no raw IP. ip_hash takes
+    the day's salt; visitor_id the salt of the site's identity (daily unless its owner chose a
+    weekly or monthly one: collector/salts.py), so it lives as long as that salt.
 
     ip_hash keys rate limits and blocks, so it hashes the client's network (an IPv6 /64):
     a client that may use any address of its /64 must not get a fresh limit per address.
@@ -149,7 +153,8 @@ def put_visitor_identity(draft: Draft, context: RequestContext) -> None:
     merge everyone there with the same browser into one visitor (temporary IPv6 addresses
     change about daily, as the salt does, so they split few visitors).
     """
-    draft.fields["visitor_id"] = keyed_hash(context.salt, draft.site, context.client_ip, context.user_agent)
+    visitor_salt = context.visitor_salt or context.salt
+    draft.fields["visitor_id"] = keyed_hash(visitor_salt, draft.site, context.client_ip, context.user_agent)
     draft.fields["ip_hash"] = keyed_hash(context.salt, client_network(context.client_ip))
 
 
@@ -164,7 +169,9 @@ def keyed_hash(salt: bytes, *parts: str) -> str:
     return mac.hexdigest()[:16]
 
 
-@lru_cache(maxsize=4)
+# A few salts are current at once: the day's and each rotation's (and, around midnight, the
+# next day's or period's).
+@lru_cache(maxsize=8)
 def _keyed_with(salt: bytes) -> _Mac:
     """The HMAC keyed with a salt, made once per salt (the key's two padded blocks hashed
     once) and copied for each message. OpenSSL's HMAC object itself where hmac.py holds one:

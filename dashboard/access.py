@@ -109,6 +109,8 @@ CALLBACKS: dict[str, CallbackAccess] = {
     # The Journeys tab likewise (dashboard/journeys.py).
     "dashboard.journeys.show_journeys": reader(),
     "dashboard.journeys.recentre": reader(),
+    # The Retention tab likewise (dashboard/retention_view.py).
+    "dashboard.retention_view.show_retention": reader(),
     # A site's settings (the Settings view, dashboard/settings_view.py): admins and owners.
     "dashboard.share_panel.create": ADMIN,
     "dashboard.share_panel.links": ADMIN,
@@ -134,6 +136,8 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.segments.edit": ADMIN,
     "dashboard.timezone_panel.shown": ADMIN,
     "dashboard.timezone_panel.save": ADMIN,
+    "dashboard.identity_panel.shown": ADMIN,
+    "dashboard.identity_panel.save": ADMIN,
     # Definitions versions change every site's numbers: the operator's.
     "dashboard.whatif_panel.versions": OPERATOR,
     "dashboard.whatif_panel.comparison": OPERATOR,
@@ -384,12 +388,14 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.breakdown": key(),
     "stats_api.funnel": key(),
     "stats_api.journeys": key(),
+    "stats_api.retention_report": key(),
     "stats_api.goals": key(),
     "stats_api.web_vitals": key(),
     "stats_api.realtime": key(),
     "stats_api.sessions": key(),
     "stats_api.segments_list": key(),  # the segment picker is on a viewer's page
     "stats_api.timezone": key(),
+    "stats_api.identity": key(),
     "stats_api.not_found": key(site="none"),
     # The Alerts and Import panels are the admins': so are their rules, alerts and files.
     "stats_api.alerts": key("admin"),
@@ -406,6 +412,7 @@ ROUTES: dict[str, RouteAccess] = {
     "stats_api.add_exclusion": key("admin", "manage"),
     "stats_api.remove_exclusion": key("admin", "manage"),
     "stats_api.set_timezone": key("admin", "manage"),
+    "stats_api.set_identity": key("admin", "manage"),
     "stats_api.list_subscriptions": key("admin"),
     "stats_api.subscribe": key("admin", "manage"),
     "stats_api.unsubscribe": key("admin", "manage"),

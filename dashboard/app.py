@@ -30,6 +30,7 @@ from dashboard.goals_panel import register_goal_editing
 from dashboard.http_api.export import ExportSlots, register_export_download
 from dashboard.http_api.plausible.api import plausible_api
 from dashboard.http_api.stats import stats_api
+from dashboard.identity_panel import register_identity_panel
 from dashboard.imports_panel import register_imports_panel
 from dashboard.journeys import register_journeys
 from dashboard.layout import build_layout
@@ -38,6 +39,7 @@ from dashboard.performance_view import register_performance
 from dashboard.provenance import register_provenance
 from dashboard.realtime_view import register_realtime
 from dashboard.request_bodies import install_body_limits
+from dashboard.retention_view import register_retention
 from dashboard.segments import register_segment_editing, register_segment_picker
 from dashboard.settings_view import register_settings_view
 from dashboard.share_panel import register_share_panel
@@ -91,6 +93,7 @@ def build_app(
     register_explore(app, settings, clients)
     register_funnel(app, settings, clients)
     register_journeys(app, settings, clients)
+    register_retention(app, settings, clients)
     register_share_panel(app, clients)
     register_alerts_panel(app, settings, clients)
     register_site_settings(app, clients)
@@ -102,6 +105,7 @@ def build_app(
     register_annotations_panel(app, settings, clients)
     register_segment_editing(app, clients)
     register_timezone_panel(app, clients)
+    register_identity_panel(app, clients)
     register_whatif_panel(app, settings, clients)
     register_team_panel(app, settings, clients)
     # Who may run each callback (site, role, shared link or not) is declared in dashboard/access.py,

@@ -1,7 +1,7 @@
 """The dashboard's page: header (site, period, live visitors), filter chips, the Overview
 (metrics, chart, breakdowns, map, realtime, rate limiting: reports only), the Explore, Funnel,
-Realtime and Settings tabs (dashboard/settings_view.py fills Settings), and a footer for the
-signed-in person's own API keys (dashboard/accounts.py).
+Journeys, Retention, Realtime, Performance and Settings tabs (dashboard/settings_view.py fills
+Settings), and a footer for the signed-in person's own API keys (dashboard/accounts.py).
 
 Static structure only, and the site picker's first answer (the sites this viewer may see, the
 first of them chosen), so that the Overview's callbacks start with the page rather than after a
@@ -23,6 +23,7 @@ from dashboard.journeys import journeys_section
 from dashboard.performance_view import performance_section
 from dashboard.periods import COMPARISONS, DEFAULT_COMPARISON, DEFAULT_PRESET, PRESETS
 from dashboard.realtime_view import realtime_section
+from dashboard.retention_view import retention_section
 from dashboard.settings_view import settings_section
 from dashboard.view_tabs import (
     EXPLORE_TAB,
@@ -31,6 +32,7 @@ from dashboard.view_tabs import (
     OVERVIEW_TAB,
     PERFORMANCE_TAB,
     REALTIME_TAB,
+    RETENTION_TAB,
     SETTINGS_TAB,
 )
 
@@ -71,6 +73,7 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     {"label": "Explore", "value": EXPLORE_TAB},
                     {"label": "Funnel", "value": FUNNEL_TAB},
                     {"label": "Journeys", "value": JOURNEYS_TAB},
+                    {"label": "Retention", "value": RETENTION_TAB},
                     {"label": "Realtime", "value": REALTIME_TAB},
                     {"label": "Performance", "value": PERFORMANCE_TAB},
                     # Cut for those who administer no site, and per site (dashboard/settings_view.py).
@@ -87,6 +90,7 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
                     _explore(),
                     funnel_section(),
                     journeys_section(),
+                    retention_section(),
                     realtime_section(),
                     performance_section(),
                     settings_section(),

@@ -35,6 +35,7 @@ from dashboard.components import find, notice, panel_children
 from dashboard.custom_props_panel import custom_props_panel
 from dashboard.exclusions_panel import exclusions_panel
 from dashboard.goals_panel import goals_settings_panel
+from dashboard.identity_panel import identity_panel
 from dashboard.periods import picked_day
 from dashboard.segments import segments_panel
 from dashboard.share_panel import share_panel
@@ -69,6 +70,7 @@ def settings_panels() -> list[html.Section]:
     goals and segments, visibility and people, then integrations and the operator's definitions."""
     return [
         timezone_panel(),
+        identity_panel(),
         goals_settings_panel(),
         custom_props_panel(),
         segments_panel(),

@@ -44,7 +44,13 @@ SHARE_PREFIX = "/share/"
 DASH_PATHS = {"/_dash-layout", "/_dash-dependencies", "/_favicon.ico"}
 DASH_PREFIXES = ("/_dash-component-suites/", "/assets/")
 # Replaced by empty placeholders in a shared layout (their callbacks are refused anyway).
-HIDDEN_SECTIONS = ("explore-section", "funnel-section", "journeys-section", SETTINGS_SECTION)
+HIDDEN_SECTIONS = (
+    "explore-section",
+    "funnel-section",
+    "journeys-section",
+    "retention-section",
+    SETTINGS_SECTION,
+)
 # Dropped with the element around them: the global rate-limiting panel and the log-out form.
 DROPPED_WITH_PARENT = ("rate-limits", "logout")
 

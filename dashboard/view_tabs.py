@@ -15,6 +15,7 @@ OVERVIEW_TAB = "overview"
 EXPLORE_TAB = "explore"
 FUNNEL_TAB = "funnel"
 JOURNEYS_TAB = "journeys"
+RETENTION_TAB = "retention"  # weekly cohorts (dashboard/retention_view.py)
 REALTIME_TAB = "realtime"
 PERFORMANCE_TAB = "performance"  # Web Vitals (dashboard/performance_view.py)
 SETTINGS_TAB = "settings"  # the site's settings (dashboard/settings_view.py)
@@ -28,6 +29,7 @@ SECTIONS = {
     EXPLORE_TAB: "explore-section",
     FUNNEL_TAB: "funnel-section",
     JOURNEYS_TAB: "journeys-section",
+    RETENTION_TAB: "retention-section",
     REALTIME_TAB: "realtime-section",
     PERFORMANCE_TAB: "performance-section",
     SETTINGS_TAB: SETTINGS_SECTION,

@@ -13,6 +13,8 @@ EVENTS = "events"  # the raw archive, a copy of the log
 SYNTHETIC_PARTITION = 65535
 SITES = "sites"
 SALTS = "salts"
+# Each site's visitor identity: how long its visitor-id salt lives, and since when (migration 0073).
+SITE_IDENTITY = "site_identity"
 SCHEMA_MIGRATIONS = "schema_migrations"
 
 # Rollups per (site, dimension, bucket, value) at three resolutions (migration 0020).
@@ -126,6 +128,7 @@ KEPT_ON_ERASURE: dict[str, str] = {
     "shared_links": "settings",
     "site_channel_rules": "settings",
     "site_exclusions": "settings",
+    SITE_IDENTITY: "settings: how long its visitor ids lived, and since when (as its time zone, in `sites`)",
     "report_subscriptions": "settings",
     "report_deliveries": "settings: when a report was sent, no figures",
     "user_invites": "accounts",

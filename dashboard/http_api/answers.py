@@ -13,6 +13,7 @@ from dashboard import comparisons
 from dashboard.http_api.parameters import EVENT_NAME_BREAKDOWN, PROP_BREAKDOWN
 from storage import queries
 from storage.queries import EventRow, GoalRow, Interval, Point, Source, StatsQuery
+from storage.queries.retention import RetentionReport
 from storage.queries.vitals import VitalsRow
 from tally.clock import as_utc
 
@@ -102,4 +103,29 @@ def goal_json(row: GoalRow) -> dict[str, object]:
         "events": row.events,
         "conversion_rate": row.conversion_rate,
         "revenue": revenue,
+    }
+
+
+def retention_json(report: RetentionReport, timezone: str, source: Source) -> dict[str, object]:
+    """`/stats/retention`: the weeks, the identity the numbers rest on, and each cohort's row
+    (`returning[i]`: the cohort's visitors back i + 1 weeks later; `retention[i]`: that share)."""
+    return {
+        "timezone": timezone,
+        "source": source,
+        "weeks": [week.isoformat() for week in report.weeks],
+        "identity": [
+            {"rotation": change.rotation, "since": iso(change.since) if change.since else None}
+            for change in report.identity
+        ],
+        "identity_note": report.identity_note,
+        "cohorts": [
+            {
+                "week": cohort.week.isoformat(),
+                "visitors": cohort.visitors,
+                "returning": list(cohort.returning),
+                "retention": list(cohort.shares),
+                "note": cohort.note,
+            }
+            for cohort in report.cohorts
+        ],
     }

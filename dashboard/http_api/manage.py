@@ -1,5 +1,6 @@
 """The settings and accounts endpoints of the API (`/api/v1/exclusions`, `/members`, `/invites`,
-`/keys`, `/audit`, `/reports`, `/timezone`): what the CLI and the dashboard's panels do, over HTTP.
+`/keys`, `/audit`, `/reports`, `/timezone`, `/identity`): what the CLI and the dashboard's panels
+do, over HTTP.
 
 Who may call them: the same Bearer keys as the stats API (dashboard/http_api/authorisation.py), never the
 dashboard's session cookie. The sign-in guard lets /api/v1 through without looking at the
@@ -12,7 +13,8 @@ What a caller may do on a site is what the dashboard lets the same person do the
 (dashboard/accounts.py): the operator's key is the first owner of every site; a member's key
 acts with its user's role on the sites in its scope. Reading needs the role; changing anything
 also needs a key made with scope `manage` (a read key, the default, changes nothing). Exclusions
-and email reports: admin. The site's time zone: any member reads it, an admin changes it.
+and email reports: admin. The site's time zone and visitor identity (how long its visitor ids
+live: storage/site_identity.py): any member reads them, an admin changes them.
 Members, invitations (listed, made, revoked; an owner's never carry a link for an address that has
 no account: dashboard/invitations.py), the audit log (the rows of that site; the operator's key
 also reads the account-level ones, sign-ins): owner. API keys: a member's own (the operator's key:
@@ -35,7 +37,7 @@ from dashboard.http_api.authorisation import Access
 from dashboard.http_api.parameters import MAX_LIMIT, MAX_SITE_LENGTH, BadParameter
 from dashboard.http_api.plausible.report import SiteNotFound
 from dashboard.store import ClientFactory
-from storage import exclusions, report_subscriptions, sites, users
+from storage import exclusions, report_subscriptions, site_identity, sites, users
 from storage.calendar import InvalidTimezone
 from storage.sites import InvalidDomain, normalise
 from storage.users import RANK, AccountError, Role
@@ -252,6 +254,21 @@ def register_management(api: Blueprint, settings: Settings, clients: ClientFacto
         audited("timezone_changed", f"{site} {zone}", site)
         return jsonify({"site": site, "timezone": zone})
 
+    # -- the site's visitor identity (reading: any member; changing: admin) ---------------------
+
+    @api.get("/identity")
+    def identity() -> Response:
+        site = site_with_role(query(("site",)), "viewer", change=False)
+        return jsonify(identity_json(site, site_identity.identity_history(clients(), site)))
+
+    @api.put("/identity")
+    def set_identity() -> Response:
+        site = site_with_role(query(("site",)), "admin", change=True)
+        rotation = site_identity.checked_rotation(text(body(("rotation",)), "rotation"))
+        site_identity.set_rotation(clients(), site, rotation, actor=actor().email)
+        audited("identity_changed", f"{site} {rotation}", site)
+        return jsonify(identity_json(site, site_identity.identity_history(clients(), site)))
+
     # -- email report subscriptions (admin) ---------------------------------------------------
 
     @api.get("/reports")
@@ -303,6 +320,12 @@ def site_with_role_of(clients: ClientFactory, args: Mapping[str, str], needed: R
         held = f"the key's user is {role}" if role else "the key's user has no role there"
         raise Refused(f"site: needs the {needed} role on {site}; {held}", kind="forbidden")
     return site
+
+
+def identity_json(site: str, history: list[site_identity.IdentityChange]) -> dict[str, object]:
+    """The identity in force and every change before it (`since` null: from the start)."""
+    changes = [{"rotation": c.rotation, "since": c.since.isoformat() if c.since else None} for c in history]
+    return {"site": site, **changes[-1], "history": changes}
 
 
 def role_of(clients: ClientFactory, access: Access, site: str) -> Role | None:

@@ -24,9 +24,12 @@ from storage.queries.contract import SCREEN_SIZE_WIDEST, SCREEN_SIZES
 from storage.queries.funnels import MAX_STEPS, MIN_STEPS
 from storage.queries.journeys import DIRECTIONS, JOURNEY_FILTERS
 from storage.queries.journeys import MAX_STEPS as JOURNEY_MAX_STEPS
+from storage.queries.retention import DEFAULT_WEEKS as RETENTION_DEFAULT_WEEKS
+from storage.queries.retention import MAX_WEEKS as RETENTION_MAX_WEEKS
 from storage.queries.session_filters import SESSION_FILTERS
 from storage.queries.vitals import COLUMNS as VITALS_COLUMNS
 from storage.queries.vitals import PROPERTIES as VITALS_PROPERTIES
+from storage.site_identity import ROTATIONS
 
 JSON = dict[str, Any]
 
@@ -153,6 +156,16 @@ PARAMETERS: dict[str, JSON] = {
         "min_visitors",
         'Paths taken by fewer visitors than this are folded into one row, steps ["(other)"].',
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_MIN_VISITORS, "default": 1},
+    ),
+    "retention_weeks": _parameter(
+        "weeks",
+        "How many weeks (cohorts) the report shows, the last holding `until`.",
+        {"type": "integer", "minimum": 1, "maximum": RETENTION_MAX_WEEKS, "default": RETENTION_DEFAULT_WEEKS},
+    ),
+    "retention_until": _parameter(
+        "until",
+        "A day of the last week shown (YYYY-MM-DD, the site's calendar); default: the site's today.",
+        {"type": "string", "format": "date", "example": "2026-11-29"},
     ),
     "breakdown_limit": _parameter(
         "limit",
@@ -659,6 +672,67 @@ SCHEMAS: dict[str, JSON] = {
             "visitors": {"type": "integer", "description": "distinct visitors among them"},
         },
     },
+    "Retention": {
+        "type": "object",
+        "required": ["site", "timezone", "source", "weeks", "identity", "identity_note", "cohorts"],
+        "properties": {
+            "site": {"type": "string"},
+            "timezone": {"type": "string", "description": "the site's zone: where its weeks start (Monday)"},
+            "source": {"type": "string", "enum": ["agg", "raw"]},
+            "weeks": {
+                "type": "array",
+                "items": {"type": "string", "format": "date"},
+                "description": "Mondays",
+            },
+            "identity": {
+                "type": "array",
+                "description": "the visitor identity the numbers rest on: the rotation of the visitor-id "
+                "salt in force at the first week's start (`since` null: from the site's start), then each "
+                "change within the report's weeks",
+                "items": {
+                    "type": "object",
+                    "required": ["rotation", "since"],
+                    "properties": {
+                        "rotation": {"type": "string", "enum": list(ROTATIONS)},
+                        "since": {"type": "string", "format": "date-time", "nullable": True},
+                    },
+                },
+            },
+            "identity_note": {
+                "type": "string",
+                "description": "what those identities let the report recognise (a daily id lives one day)",
+            },
+            "cohorts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["week", "visitors", "returning", "retention", "note"],
+                    "properties": {
+                        "week": {
+                            "type": "string",
+                            "format": "date",
+                            "description": "the week of first visit",
+                        },
+                        "visitors": {"type": "integer", "description": "visitor ids first seen that week"},
+                        "returning": {
+                            "type": "array",
+                            "items": {"type": "integer"},
+                            "description": "[i]: the cohort's visitors with a visit i + 1 weeks later",
+                        },
+                        "retention": {
+                            "type": "array",
+                            "items": {"type": "number", "minimum": 0, "maximum": 1},
+                            "description": "[i]: returning[i] / visitors",
+                        },
+                        "note": {
+                            "type": "string",
+                            "description": "set when the cohort's weeks span an identity change",
+                        },
+                    },
+                },
+            },
+        },
+    },
     "Funnel": {
         "type": "object",
         "required": ["steps", "meta"],
@@ -861,6 +935,13 @@ def openapi_document() -> JSON:
                     "journey_filters",
                 ],
                 _ok(_or_with_meta({"type": "array", "items": _schema("JourneyRow")}), "one row per path"),
+            ),
+            "/api/v1/stats/retention": _operation(
+                "Weekly cohorts by first visit (the site's weeks) and how many came back in each later week, "
+                f"up to {RETENTION_MAX_WEEKS} weeks; which visitor identity the numbers rest on. `site_id` "
+                "(Plausible's spelling) is taken for `site`",
+                ["site", "source", "retention_weeks", "retention_until"],
+                _ok(_schema("Retention"), "the cohorts"),
             ),
             "/api/v1/stats/realtime": _operation(
                 "Visitors and page views in the last 5 minutes; with breakdown, the last 30 minutes by it",

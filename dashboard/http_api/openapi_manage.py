@@ -10,7 +10,7 @@ from typing import Any
 from dashboard.http_api import sites_api
 from dashboard.http_api.manage import DEFAULT_AUDIT_LIMIT
 from dashboard.http_api.parameters import MAX_LIMIT
-from storage import annotations, exclusions, report_subscriptions, users
+from storage import annotations, exclusions, report_subscriptions, site_identity, users
 from storage.queries.contract import MAX_PROPERTY_KEY
 
 JSON = dict[str, Any]
@@ -121,6 +121,19 @@ INVITE = _object(
 INVITE_MADE = _object({**INVITE["properties"], "delivery": _string(enum=list(users.DELIVERIES))})
 INVITE_MADE["properties"]["link"] = _string()
 SITE_ZONE = _object({"site": _string(), "timezone": _string()})
+IDENTITY_CHANGE = _object(
+    {
+        "rotation": _string(enum=list(site_identity.ROTATIONS)),
+        "since": _string(format="date-time", nullable=True, description="null: from the site's start"),
+    }
+)
+SITE_IDENTITY = _object(
+    {
+        **IDENTITY_CHANGE["properties"],
+        "site": _string(),
+        "history": {"type": "array", "items": IDENTITY_CHANGE},
+    }
+)
 KIND = _string(enum=list(exclusions.KINDS))
 ROLE = _string(enum=list(users.ROLES))
 FREQUENCY = _string(enum=list(report_subscriptions.FREQUENCIES))
@@ -286,6 +299,21 @@ def management_paths() -> JSON:
                 [SITE],
                 {"200": _answer("the new zone", SITE_ZONE)},
                 _body({"timezone": _string(minLength=1, example="Europe/Berlin")}, ["timezone"]),
+            ),
+        },
+        "/api/v1/identity": {
+            "get": _operation(
+                "The site's visitor identity: how long a visitor id lives (daily unless set; weekly, "
+                "monthly), since when, and the identities before it." + WHO.format(role="viewer"),
+                [SITE],
+                {"200": _answer("the identity", SITE_IDENTITY)},
+            ),
+            "put": _operation(
+                "Set how long the site's visitor ids live from now on (docs/privacy.md)."
+                + WHO.format(role="admin"),
+                [SITE],
+                {"200": _answer("the new identity", SITE_IDENTITY)},
+                _body({"rotation": _string(enum=list(site_identity.ROTATIONS))}, ["rotation"]),
             ),
         },
         "/api/v1/reports": {

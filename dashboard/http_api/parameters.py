@@ -16,13 +16,14 @@ from storage.queries import Condition, Expression, FunnelStep, Interval, Logic, 
 from storage.queries.contract import FILTER_OPERATORS, PROPS_FILTER
 from storage.queries.journeys import DIRECTIONS, MAX_PATTERNS, MAX_STEPS, JourneyQuestion
 from storage.queries.realtime_breakdowns import REALTIME_BREAKDOWNS
+from storage.queries.retention import DEFAULT_WEEKS, MAX_WEEKS, report_weeks
 from storage.queries.vitals import PROPERTIES as VITALS_PROPERTIES
 from tally.refusal import Refused
 
 PARAMETERS = (
     "site", "from", "to", "period", "compare", "interval", "by", "limit", "source", "filters", "steps",
     "goal", "breakdown", "meta", "funnel", "id", "property", "page", "direction", "group",
-    "min_visitors",
+    "min_visitors", "weeks", "until",
 )  # fmt: skip
 SOURCES: tuple[Source, ...] = ("agg", "raw")
 INTERVALS: tuple[Interval, ...] = ("minute", "hour", "day", "week", "month")
@@ -453,6 +454,31 @@ def journey_question(arguments: Arguments) -> JourneyQuestion:
     ):
         raise BadParameter("page", "a path starting with /, e.g. page=/pricing (or a group's pattern)")
     return JourneyQuestion(page, direction, steps, patterns, min_visitors)  # type: ignore[arg-type]
+
+
+RETENTION_PARAMETERS = ("site", "weeks", "until", "source")
+
+
+def retention_weeks(arguments: Arguments, today: date) -> tuple[date, ...]:
+    """The Mondays of the retention report's weeks: `weeks` (1-12) of them, the last holding
+    `until` (a date, YYYY-MM-DD, in the site's calendar; default `today`, the site's today).
+    Another report's parameter (a period, filters…) is refused, naming it: the report has none."""
+    others = sorted(set(arguments.values) - set(RETENTION_PARAMETERS))
+    if others:
+        raise BadParameter(
+            others[0], f"not taken by the retention report (it takes {', '.join(RETENTION_PARAMETERS)})"
+        )
+    count = _whole_number(arguments, "weeks", DEFAULT_WEEKS, MAX_WEEKS)
+    text = arguments.get("until")
+    if text is None:
+        return report_weeks(today, count)
+    try:
+        until = date.fromisoformat(text) if len(text) == 10 else None
+    except ValueError:
+        until = None
+    if until is None or not EARLIEST.date() <= until < LATEST.date():
+        raise BadParameter("until", "a date, YYYY-MM-DD (a day of the last week shown)")
+    return report_weeks(until, count)
 
 
 def _whole_number(arguments: Arguments, name: str, default: int, most: int) -> int:

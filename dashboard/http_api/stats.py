@@ -32,10 +32,12 @@ from dashboard.http_api.whatif import register_whatif_api
 from dashboard.refusals import answer_refusals, error
 from dashboard.store import ClientFactory, StoreUnavailable
 from storage import alert_backtest, alert_rules, queries, users
+from storage.calendar import local_date, zone
 from storage.definitions import CurrentDefinitions
 from storage.queries import FunnelStep, SessionRow, Source, StatsQuery, StepResult, questions, vitals
 from storage.queries.journeys import JourneyRow, answering_source
 from storage.queries.realtime_breakdowns import RealtimeReport, realtime_breakdown
+from storage.queries.retention import retention
 from storage.query_limits import limit_message, log_failure
 from storage.saved_funnels import InvalidFunnel, find_funnel
 from storage.sites import InvalidDomain, normalise, site_timezone
@@ -210,6 +212,22 @@ def stats_api(
         return jsonify(
             {"results": answer, "meta": provenance.meta(clients(), settings, q, read, defined.version())}
         )
+
+    @api.get("/stats/retention")
+    def retention_report() -> Response:
+        """Weekly cohorts of first visit and the share back in each later week (DESIGN.md
+        "Retention"); `site_id` (Plausible's spelling) names the site as `site` does."""
+        args = request.args.to_dict(flat=False)
+        if "site_id" in args and "site" not in args:
+            args["site"] = args.pop("site_id")
+        arguments = Arguments.parse(args)
+        client, site = clients(), parameters.site(arguments)
+        timezone = site_timezone(client, site)
+        weeks = parameters.retention_weeks(arguments, local_date(clock(), zone(timezone)))
+        source = parameters.source(arguments)
+        gap_s = defined.settings().session_gap_s
+        report = retention(client, site, weeks, timezone, gap_s, source)
+        return jsonify({"site": site, **answers.retention_json(report, timezone, source)})
 
     @api.get("/stats/goals")
     def goals() -> Response:

@@ -1,5 +1,5 @@
-"""The sites Tally accepts events for: register, time zone, remove, and the traffic each one
-does not count (exclusions)."""
+"""The sites Tally accepts events for: register, time zone, visitor identity, remove, and the
+traffic each one does not count (exclusions)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,45 @@ def sites_timezone(stack: Stack, domain: str, zone: str) -> None:
     if not registry.set_timezone(stack.client, domain, zone):
         raise UserError(f"{domain} is not registered (see 'tally sites list')")
     console.print(f"{domain}: days start at midnight {zone}")
+
+
+@sites.command("identity")
+@click.argument("domain")
+@click.option(
+    "--rotation",
+    default=None,
+    help="How long a visitor id lives: daily (default), weekly or monthly. Without it: the one in force.",
+)
+@click.pass_obj
+def sites_identity(stack: Stack, domain: str, rotation: str | None) -> None:
+    """Show or set how long DOMAIN's visitor ids live (docs/privacy.md): daily (a visitor is
+    recognisable within a UTC day), weekly (an ISO week) or monthly (a calendar month)."""
+    from storage import site_identity
+    from storage import sites as registry
+
+    domain = registry.normalise(domain)  # a typo is reported before the store is asked
+    if rotation is None:
+        if domain not in registry.list_sites(stack.client):
+            raise UserError(f"{domain} is not registered (see 'tally sites list')")
+        history = site_identity.identity_history(stack.client, domain)
+        since = history[-1].since
+        click.echo(
+            f"{domain}: visitor ids rotate {history[-1].rotation}"
+            + (f" since {since:%Y-%m-%d %H:%M} UTC" if since else "")
+        )
+        return
+    chosen = site_identity.checked_rotation(rotation)
+    if not site_identity.set_rotation(stack.client, domain, chosen, actor=OPERATOR):
+        raise UserError(f"{domain} is not registered (see 'tally sites list')")
+    console.print(f"{domain}: visitor ids rotate {chosen} from now on ({PERIODS[chosen]})")
+
+
+# What a visitor id's lifetime means, in the CLI's answer.
+PERIODS = {
+    "daily": "a visitor is recognised within one UTC day",
+    "weekly": "a visitor is recognised within one ISO week, Monday to Sunday UTC",
+    "monthly": "a visitor is recognised within one calendar month UTC",
+}
 
 
 @sites.command("list")

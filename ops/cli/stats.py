@@ -25,6 +25,13 @@ SOURCES = ("agg", "raw")
 class StatsCommand(OneLineErrors, click.Command):
     """One-line errors; a refused option is named as the CLI spells it (`--period: …`)."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """`tally stats retention SITE …` is `tally stats SITE --retention …` (two words before
+        any option: a site alone is never followed by another)."""
+        if len(args) >= 2 and args[0] == "retention" and not args[1].startswith("-"):
+            args = [args[1], "--retention", *args[2:]]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -73,6 +80,15 @@ def arguments(site: str, **options: str | None) -> Any:
     help="With --vitals: event:page, visit:device, visit:country or visit:browser.",
 )
 @click.option(
+    "--retention",
+    "retention",
+    is_flag=True,
+    help="Weekly cohorts of first visit and the share back each later week (as /api/v1/stats/retention; "
+    "also `tally stats retention SITE`).",
+)
+@click.option("--weeks", default=None, help="With --retention: how many weeks (1-12, default 12).")
+@click.option("--until", default=None, help="With --retention: a day (YYYY-MM-DD) of the last week shown.")
+@click.option(
     "--interval", default=None, help="minute, hour, day, week or month: each one's numbers (a timeseries)."
 )
 @click.option("--limit", default=None, help="Rows of a breakdown (default 10).")
@@ -87,10 +103,20 @@ def stats(
     as_json: bool,
     goals: bool,
     web_vitals: bool,
+    retention: bool,
     **options: str | None,
 ) -> None:
     """SITE's numbers over a range: the top-line metrics, a breakdown with --by, the goals'
-    conversions with --goals, the Web Vitals with --vitals, or each day's (hour's…) with --interval."""
+    conversions with --goals, the Web Vitals with --vitals, the weekly cohorts with --retention, or
+    each day's (hour's…) with --interval."""
+    if retention:
+        answer = retention_answer(stack, site, from_, options)
+        click.echo(json.dumps(answer) if as_json else "\n".join(retention_lines(answer)))
+        return
+    for only in ("weeks", "until"):
+        if options.get(only) is not None:
+            raise BadParameter(only, "only with --retention")
+        options.pop(only, None)
     if web_vitals:
         answer = vitals_answer(stack, site, from_, options)
         if as_json:
@@ -191,6 +217,55 @@ def vitals_lines(row: dict[str, Any]) -> list[list[str]]:
         for vital, summary in row.items()
         if vital != "value"
     ]
+
+
+def retention_answer(stack: Stack, site: str, from_: str | None, options: dict[str, str | None]) -> Any:
+    """The retention report as /api/v1/stats/retention answers it (storage/queries/retention.py)."""
+    from dashboard.http_api import answers, parameters
+    from storage.calendar import local_date, zone
+    from storage.definitions import CurrentDefinitions
+    from storage.queries.retention import retention
+    from storage.sites import site_timezone
+
+    given = {name for name, value in options.items() if value is not None} | ({"from"} if from_ else set())
+    others = sorted(given - {"weeks", "until", "source"})
+    if others:
+        raise BadParameter(others[0], "not with --retention (it takes --weeks, --until and --source)")
+    asked = arguments(
+        site, weeks=options.get("weeks"), until=options.get("until"), source=options.get("source")
+    )
+    name, source = parameters.site(asked), parameters.source(asked)
+    client = stack.client
+    timezone = site_timezone(client, name)
+    weeks = parameters.retention_weeks(asked, local_date(datetime.now(UTC), zone(timezone)))
+    gap_s = CurrentDefinitions(stack.settings, lambda: client).settings().session_gap_s
+    report = retention(client, name, weeks, timezone, gap_s, source)
+    return {"site": name, **answers.retention_json(report, timezone, source)}
+
+
+def retention_lines(answer: dict[str, Any]) -> list[str]:
+    """The identity the numbers rest on, then per cohort: its week, its visitors, and each later
+    week's returning visitors with their share (tab-separated); a cohort's note on a line of its own."""
+    lines = [
+        "\t".join(
+            [
+                "identity",
+                change["rotation"],
+                f"since {change['since']}" if change["since"] else "from the start",
+            ]
+        )
+        for change in answer["identity"]
+    ]
+    lines.append(f"# {answer['identity_note']}")
+    lines.append("\t".join(["week", "visitors", *(f"+{n}" for n in range(1, len(answer["weeks"])))]))
+    for cohort in answer["cohorts"]:
+        later = [
+            f"{n} ({share:.1%})" for n, share in zip(cohort["returning"], cohort["retention"], strict=True)
+        ]
+        lines.append("\t".join([cohort["week"], str(cohort["visitors"]), *later]))
+        if cohort["note"]:
+            lines.append(f"# {cohort['week']}: {cohort['note']}")
+    return lines
 
 
 @click.command("realtime", cls=StatsCommand)

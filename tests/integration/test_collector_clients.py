@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from collector.enrichment import keyed_hash
-from collector.salts import DailySalts
+from collector.salts import Salts
 from storage.client import connect
 from tally.settings import Settings
 from tests.fixtures.collector_server import register_site, running_collector
@@ -61,7 +61,7 @@ def post_pageview(collector: str, site: str, path: str, forwarded_for: list[str]
 
 
 def todays_salt(settings: Settings) -> bytes:
-    salts = DailySalts(connect(settings))
+    salts = Salts(connect(settings))
     salts.refresh()
     return salts.for_time(datetime.now(UTC))
 

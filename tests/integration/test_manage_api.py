@@ -413,3 +413,40 @@ def test_an_admin_sets_the_time_zone_and_reports_follow(api: FlaskClient, team: 
     refused(api.put(url, json={"timezone": "UTC"}, headers=team.manage["viewer"]), 403)
     refused(api.put(url, json={"timezone": "UTC"}, headers=team.read["admin"]), 403)
     refused(api.get(f"/api/v1/timezone?site={UNKNOWN_SITE}", headers=team.operator), 404, "site")
+
+
+def test_an_admin_sets_the_visitor_identity_and_members_read_it(api: FlaskClient, team: Team) -> None:
+    url = f"/api/v1/identity?site={team.site}"
+    daily = {
+        "site": team.site,
+        "rotation": "daily",
+        "since": None,
+        "history": [{"rotation": "daily", "since": None}],
+    }
+    assert api.get(url, headers=team.read["viewer"]).get_json() == daily
+    changed = api.put(url, json={"rotation": "weekly"}, headers=team.manage["admin"])
+    assert changed.status_code == 200, changed.get_json()
+    answer = changed.get_json()
+    assert answer["rotation"] == "weekly" and answer["since"] is not None
+    assert [change["rotation"] for change in answer["history"]] == ["daily", "weekly"]
+    assert api.get(url, headers=team.read["viewer"]).get_json() == answer
+    assert (
+        api.put(url, json={"rotation": "Monthly"}, headers=team.manage["owner"]).get_json()["rotation"]
+        == "monthly"
+    )
+    audit = api.get(f"/api/v1/audit?site={team.site}", headers=team.operator).get_json()
+    assert f"{team.site} weekly" in [
+        row["detail"] for row in audit["entries"] if row["action"] == "identity_changed"
+    ]
+
+    refused(api.put(url, json={"rotation": "hourly"}, headers=team.manage["admin"]), 400, "rotation")
+    refused(api.put(url, json={}, headers=team.manage["admin"]), 400, "rotation")
+    refused(api.put(url, json={"rotation": "daily"}, headers=team.manage["viewer"]), 403)
+    refused(api.put(url, json={"rotation": "daily"}, headers=team.read["admin"]), 403)
+    other = f"/api/v1/identity?site={team.other_site}"
+    refused(api.put(other, json={"rotation": "daily"}, headers=team.manage["admin"]), 403)
+    refused(api.get(other, headers=team.read["viewer"]), 403)
+    refused(api.get(f"/api/v1/identity?site={UNKNOWN_SITE}", headers=team.operator), 404, "site")
+    assert (
+        api.get(url, headers=team.read["viewer"]).get_json()["rotation"] == "monthly"
+    )  # unchanged by the refusals

@@ -45,6 +45,7 @@ MANAGEMENT_PATHS = {
     "/api/v1/audit",
     "/api/v1/reports",
     "/api/v1/timezone",
+    "/api/v1/identity",  # tests/integration/test_retention_api.py
 }
 # Plausible's Sites API: tests/integration/test_sites_api.py.
 ANNOTATIONS_PATHS = {
@@ -581,6 +582,7 @@ def test_openapi_document_lists_every_endpoint_and_each_answers(
             "/api/v1/stats/realtime",
             "/api/v1/stats/funnel",
             "/api/v1/stats/journeys",
+            "/api/v1/stats/retention",  # its numbers: tests/integration/test_retention.py
             "/api/v1/sessions",
             "/api/v1/stats/goals",
             "/api/v1/stats/vitals",  # its numbers: tests/integration/test_vitals.py

@@ -290,8 +290,8 @@ def test_members_pages_have_no_explore_tab_the_operators_has(
     # The admin of B has the Settings tab (their page opens on B, their one site); the viewer has
     # none, and no settings panel in the layout at all (dashboard/settings_view.py).
     for member, tabs in (
-        (viewer_a, ["overview", "funnel", "journeys", "realtime", "performance"]),
-        (admin_b, ["overview", "funnel", "journeys", "realtime", "performance", "settings"]),
+        (viewer_a, ["overview", "funnel", "journeys", "retention", "realtime", "performance"]),
+        (admin_b, ["overview", "funnel", "journeys", "retention", "realtime", "performance", "settings"]),
     ):
         layout = member.get("/_dash-layout")
         assert layout.status_code == 200

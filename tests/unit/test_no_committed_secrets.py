@@ -73,6 +73,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("tests/integration/test_journeys_tab.py", KEYWORD, "journeys-tab"): (
         "the operator's password of the Journeys tab test's in-process dashboard"
     ),
+    ("tests/integration/test_retention.py", KEYWORD, "retention-tab"): (
+        "the operator's password of the Retention tab test's in-process dashboard"
+    ),
     ("tests/integration/test_dashboard_first_load.py", KEYWORD, "first-load"): (
         "the password of the first-load tests' member on an in-process dashboard with a temporary store"
     ),
