@@ -826,3 +826,144 @@ def tagged_rows_sql(query: Query) -> tuple[str, dict[str, object]]:
         sessions=SESSIONS,
     )
     return sql, parameters.values
+
+
+# --- the engine's visitors by the page and visit properties, from `sessions` -------------------
+# Visitors (distinct (UTC day, visitor) among the matching events: raw_sql) by or under the page
+# and the visit properties `sessions` holds, without tagging every event of the range (a join of
+# the whole archive with every visit: 10 s at 10M events for visitors by source x page):
+# - the page views of a visit wholly inside the range and inside one UTC day are its `paths`, all
+#   viewed on its start's UTC day: each (visit properties, page) of it passing the filter counts
+#   its visitor on that day (`paths` ARRAY JOINed under the event column's name, so raw_sql's
+#   keys and condition read it unchanged);
+# - the page views of the other visits (across the range's start or end, or across a UTC
+#   midnight: few) come from the archive, by their visitors, and every custom event of the range
+#   from custom_events_by_page (migration 0064), each tagged with its visit's properties by
+#   tagged_rows_sql's rule ('' in no visit).
+# A (properties, page, visitor day) found twice (a visitor with a visit of each kind) is one:
+# uniqExact counts the union, so the two parts need not be disjoint.
+_SIMPLE_VISIT_VIEWS = """
+    SELECT {keys}, cityHash64(cityHash64(visitor_id), toDate(visit_start)) AS visitor_day
+    FROM
+    (
+        SELECT session_start AS visit_start, visitor_id, is_deleted, session_end, paths{read}
+        FROM {sessions} FINAL
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+    )
+    ARRAY JOIN paths AS path
+    WHERE is_deleted = 0 AND session_end < {{end:DateTime64(3, 'UTC')}}
+      AND toDate(visit_start) = toDate(session_end){condition}
+"""
+# The visitors of the visits whose page views the archive gives: any version of a visit holding
+# page views of the range across its start or end or a UTC midnight (versions only grow: the
+# newest is among them when it is one; an older or tombstoned one only adds a visitor read twice).
+_OTHER_VISITORS = """
+        SELECT cityHash64(visitor_id) FROM {sessions}
+        WHERE site = {{site:String}}
+          AND session_start >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+          AND session_start < {{end:DateTime64(3, 'UTC')}} AND session_end >= {{start:DateTime64(3, 'UTC')}}
+          AND (session_start < {{start:DateTime64(3, 'UTC')}} OR session_end >= {{end:DateTime64(3, 'UTC')}}
+               OR toDate(session_start) != toDate(session_end))"""
+_TAGGED_EVENTS = """
+        SELECT cityHash64(visitor_id) AS visitor_key, ts, path, name FROM {custom_events}
+        WHERE site = {{site:String}}
+          AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+        UNION ALL
+        SELECT visitor_key, ts, path, name FROM {events}
+        WHERE site = {{site:String}} AND name = 'pageview'
+          AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+          AND visitor_key IN ({other_visitors})"""
+_TAGGED_VIEWS = """
+    SELECT {keys}, visitor_day
+    FROM
+    (
+        SELECT e.path AS path, cityHash64(e.visitor_key, toDate(e.ts)) AS visitor_day,
+            dateDiff('millisecond', visit.joined_last_view, e.ts)
+                <= if(e.name = 'pageview', 0, {{gap_ms:UInt64}}) AS in_visit{tagged}
+        FROM ({tagged_events}
+        ) AS e
+        ASOF LEFT JOIN
+        (
+            SELECT cityHash64(visitor_id) AS joined_visitor, joined_start, joined_last_view{selected}
+            FROM
+            (
+                SELECT session_start AS joined_start, visitor_id, is_deleted,
+                    session_end AS joined_last_view{read}
+                FROM {sessions} FINAL
+                WHERE site = {{site:String}}
+                  AND session_start >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+                  AND session_start < {{end:DateTime64(3, 'UTC')}}
+                  AND session_end >= {{start:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{gap_ms:UInt64}})
+                  AND cityHash64(visitor_id) IN (SELECT visitor_key FROM ({tagged_events}))
+            )
+            WHERE is_deleted = 0
+        ) AS visit ON e.visitor_key = visit.joined_visitor AND e.ts >= visit.joined_start
+    ){condition}
+"""
+_VISITOR_COUNTS = """
+SELECT 'event' AS kind{keys}, 0, 0, uniqExact(visitor_day), 0, 0, 0, 0, 0
+FROM
+({simple}
+    UNION ALL{tagged}
+){group}
+"""
+
+
+def counts_visitors(query: Query) -> bool:
+    """Whether `query` asks visitors alone by or under the page and visit properties `sessions`
+    holds (no time, no other event dimension), naming one visit property at least (else the
+    archive's flat rows answer: raw_sql.events_alone), so that visitor_rows_sql answers its
+    event side."""
+    return (
+        query.metrics == ("visitors",)
+        and not any(is_time(name) for name in query.dimensions)
+        and answers(query)
+        and bool(_visit_names(query))
+    )
+
+
+def visitor_rows_sql(query: Query, channel_rules: tuple = ()) -> raw_sql.Compiled:
+    """raw_sql.compile_query's rows of kind 'event' of a query counts_visitors holds: per
+    combination its visitors, from `sessions`' paths, the custom events' table and the archive's
+    page views of the visits across the range's edges or a UTC midnight."""
+    parameters = raw_sql._Parameters()
+    names = _visit_names(query)
+    aliases = [raw_sql.column_sql(name, parameters) for name in names]  # visit_<dimension>
+    keys = [raw_sql.column_sql(name, parameters) for name in query.dimensions]  # `path`, visit_<…>
+    condition = "" if query.filters is None else raw_sql.condition_sql(query.filters, parameters)
+    read, selected, tagged = "", "", ""
+    for name, alias in zip(names, aliases, strict=True):
+        read += f", {_visit_column(name)} AS {alias}"
+        selected += f", {alias} AS joined_{alias}"
+        outside = channel_sql("''", "''", "''") if name == "visit:channel" else "''"  # no visit's
+        tagged += f",\n            if(in_visit, visit.joined_{alias}, {outside}) AS {alias}"
+    # each part's combination (d0…), or one constant column without dimensions
+    selects = ", ".join(f"{key} AS d{i}" for i, key in enumerate(keys)) or "1 AS whole"
+    simple = _SIMPLE_VISIT_VIEWS.format(
+        keys=selects, read=read, sessions=SESSIONS, condition=f" AND {condition}" if condition else ""
+    )
+    events = _TAGGED_EVENTS.format(
+        custom_events=CUSTOM_EVENTS_BY_PAGE,
+        events=EVENTS,
+        other_visitors=_OTHER_VISITORS.format(sessions=SESSIONS),
+    )
+    other = _TAGGED_VIEWS.format(
+        keys=selects,
+        tagged=tagged,
+        tagged_events=events,
+        selected=selected,
+        read=read,
+        sessions=SESSIONS,
+        condition=f"\n    WHERE {condition}" if condition else "",
+    )
+    grouped = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITOR_COUNTS.format(
+        keys="".join(f", {key}" for key in grouped),
+        simple=simple,
+        tagged=other,
+        group=f"\nGROUP BY {', '.join(grouped)}" if grouped else "",
+    )
+    return raw_sql.Compiled(
+        sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
+    )
