@@ -132,7 +132,7 @@ def answer(client: Client, query: Query) -> Answer:
         decided = plan(query, late_events=True)
     if not decided.sessions:
         if query.source == "agg" and sessions_sql.tags_events(query) and not late_or_doubtful(client, query):
-            return Answer(_tagged_answer(client, query), "raw")
+            return _tagged_answer(client, query)
         return Answer(raw_sql.answer(client, query), "raw")
     named = raw_sql._names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
@@ -142,10 +142,12 @@ def answer(client: Client, query: Query) -> Answer:
     if decided.archive_flat:  # the archive's part: its events, read flat
         flat = raw_sql.compile_query(query, rules, goals, rows="flat")
         counts += raw_sql._rows(client, flat, lambda kind: kind != "visit")
+    source = decided.source
     if decided.archive_tagged:  # the archive's part: its events, with their visits' properties
-        counts += raw_sql._rows(client, _tagged(query, rules, goals), lambda kind: kind != "visit")
+        events, source = _event_side(client, query, rules, goals, decided.archive)
+        counts += raw_sql._rows(client, events, lambda kind: kind != "visit")
     merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
-    return Answer(raw_sql.paginated(raw_sql.ordered(merged, query), query), decided.source)
+    return Answer(raw_sql.paginated(raw_sql.ordered(merged, query), query), source)
 
 
 def late_or_doubtful(client: Client, query: Query) -> bool:
@@ -157,19 +159,38 @@ def late_or_doubtful(client: Client, query: Query) -> bool:
     return misses_late_events(client, around) or rows_before_paths(client, query)
 
 
-def _tagged_answer(client: Client, query: Query) -> list[raw_sql.Row]:
-    """raw_sql.answer's rows of a query sessions_sql.tags_events holds: the events of the range
-    tagged with their visits' properties from `sessions`, and the visit side of the visitors with a
-    matching event after the range (sessionised, as raw_sql.counted does for events alone: a visit
-    starting inside the range adds the combinations of its matching events after it)."""
+def _tagged_answer(client: Client, query: Query) -> Answer:
+    """raw_sql.answer's rows of a query sessions_sql.tags_events holds: its events' counts
+    (_event_side), and the visit side of the visitors with a matching event after the range
+    (sessionised, as raw_sql.counted does for events alone: a visit starting inside the range adds
+    the combinations of its matching events after it; none for a range ending now)."""
     named = raw_sql._names(query)
     rules = tuple(list_rules(client, query.site)) if "visit:channel" in named else ()
     goals = {goal.name: goal for goal in list_goals(client, query.site)} if "event:goal" in named else {}
     after = raw_sql.compile_query(query, rules, goals, rows="after")
-    counts = raw_sql._rows(client, _tagged(query, rules, goals), lambda kind: kind != "visit")
+    events, source = _event_side(client, query, rules, goals)
+    counts = raw_sql._rows(client, events, lambda kind: kind != "visit")
     counts += raw_sql._rows(client, after, lambda kind: kind == "visit")
     merged = raw_sql.merged(query, raw_sql.answer_columns(query), counts)
-    return raw_sql.paginated(raw_sql.ordered(merged, query), query)
+    return Answer(raw_sql.paginated(raw_sql.ordered(merged, query), query), source)
+
+
+def _event_side(
+    client: Client, query: Query, rules: tuple, goals: dict, event_metrics: tuple[str, ...] = ()
+) -> tuple[raw_sql.Compiled, Source]:
+    """The event counts of a query whose event metrics (`event_metrics`, or all of its metrics)
+    sessions_sql.tags_events holds, and their source: visitors alone by the page and visit
+    properties from `sessions`' paths and the custom events' table (sessions_sql.counts_visitors;
+    `agg`, the archive read only for the page views of the few visits across the range's edges or
+    a UTC midnight, as the filtered aggregate reads its edges), unless a visit of the range was
+    written before `paths`; else the range's events tagged with their visits' properties (`raw`:
+    every event of the range read)."""
+    events_asked = replace(query, metrics=event_metrics or query.metrics)
+    if sessions_sql.counts_visitors(events_asked) and not _found(
+        client, sessions_sql.rows_before_paths_sql(query)
+    ):
+        return sessions_sql.visitor_rows_sql(events_asked, rules), "agg"
+    return _tagged(query, rules, goals), "raw"
 
 
 def _tagged(query: Query, rules: tuple, goals: dict | None = None) -> raw_sql.Compiled:

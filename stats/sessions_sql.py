@@ -150,17 +150,21 @@ def _named(expression: Filter | None) -> set[str]:
     return {expression.dimension}
 
 
-# The newest version of each visit starting in the range (LIMIT 1 BY instead of FINAL, which
-# would merge the whole range; storage/queries/agg.py reads it the same way), with raw_sql's names
-# and the filter's {columns}; tombstones are dropped by the queries reading it.
+# The newest version of each visit starting in the range, with raw_sql's names and the filter's
+# {columns}; tombstones are dropped by the queries reading it. Every read of `sessions` here picks
+# the newest version with FINAL (ReplacingMergeTree(batch_id): the highest batch, ties to the last
+# written): the engine merges only the key ranges that overlap across parts, in parallel, where
+# ORDER BY … LIMIT 1 BY sorted every row read. At 10M events, the visits of a month: 85 ms
+# against 426; by source x entry page 258 against 455; by page 287 against 538. A condition on
+# the versions read (session_end, `paths`: a visit's versions only grow, its tombstone repeats its
+# last version) holds for the newest whenever it holds for one, so it may be tested before or
+# after the merge; everything else is tested outside, on the newest version.
 _NEWEST_VISITS = """
     SELECT session_start AS visit_start, visitor_id, is_deleted, toUInt64(pageviews) AS visit_pageviews,
         toUInt64(engaged_ms) AS engaged_ms, toInt64(round(duration_s * 1000)) AS duration_ms{columns}
-    FROM {sessions}
+    FROM {sessions} FINAL
     WHERE site = {{site:String}}
       AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-    ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-    LIMIT 1 BY session_start, visitor_id
 """
 # raw_sql's counting row of kind 'visit' over the visits read (raw_sql.COUNTS).
 _VISIT_COUNTS = """
@@ -193,13 +197,11 @@ _CUSTOM_EVENTS_OF_VISITS = (
         FROM
         (
             SELECT session_start AS visit_start, visitor_id, session_end, is_deleted{columns}
-            FROM {sessions}
+            FROM {sessions} FINAL
             WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
               AND session_start < {{end:DateTime64(3, 'UTC')}} AND visitor_id IN (
                   SELECT visitor_id FROM {custom_events}
                   WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND {possible})
-            ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-            LIMIT 1 BY session_start, visitor_id
         ) AS visit
         INNER JOIN
         (
@@ -303,8 +305,7 @@ def compile_sessions(
                 events = _custom_events_of_visits(query, parameters, visit_columns, event_test)
                 kept = _KEPT_BY_CUSTOM_EVENTS.format(events=events)
                 test = f"({test} OR {kept})"
-        # Tested on each version before the newest is picked, as a flag: the sort then carries
-        # no array (`paths`).
+        # Computed on the newest version (FINAL), as a flag the outer query tests.
         columns += f",\n        {test} AS passes"
         condition = " AND passes"
     grouped = [f"d{i}" for i in range(len(keys))]
@@ -341,8 +342,8 @@ def _compile_by_value(query: Query, channel_rules: tuple, custom_events: bool) -
     # raw_sql's rule: a visit counts under each value of its events passing the WHOLE filter (the
     # visit's properties constant over its rows): its page views' are the elements of the array
     # passing it. The lambda's variable takes the event column's name (`path`), so raw_sql's
-    # condition reads it unchanged; the inner select has no such column. Taken from each version
-    # before the newest is picked.
+    # condition reads it unchanged; the inner select has no such column. Taken from the newest
+    # version (FINAL).
     own = (
         entry.sessions_array
         if query.filters is None
@@ -483,11 +484,9 @@ _REPORT_SESSIONS = """
     (
         SELECT session_start AS start, visitor_id, is_deleted, pageviews AS views, engaged_ms, duration_s,
             session_end AS last_view, {by} AS value{columns}
-        FROM {sessions}
+        FROM {sessions} FINAL
         WHERE site = {{site:String}}
           AND session_start >= {since} AND session_start < {{end:DateTime64(3, 'UTC')}}{versions}
-        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-        LIMIT 1 BY session_start, visitor_id
     )
     WHERE is_deleted = 0{condition}
 """
@@ -496,23 +495,19 @@ IN_RANGE_START = "{start:DateTime64(3, 'UTC')}"
 # _DAYS): the visits a page view of the range can belong to start there at the earliest.
 DAY_BEFORE_START = "toStartOfDay({start:DateTime64(3, 'UTC')}) - INTERVAL 1 DAY"
 # Under the page filter, the versions read are those of visits that viewed the page or hold a
-# custom event at the page ({page}: its parameter) in their window, before the newest version of
-# each visit is picked: a visit's versions only grow (`paths` too; its tombstone repeats its last
-# version), so its newest version is among them when it passes and none is when it does not. The
-# sort behind LIMIT 1 BY then holds the passing visits only (visit totals 763 -> 706 ms at 10M
-# events). The visits with such a custom event: only the few visitors with one are read and joined.
+# custom event at the page ({page}: its parameter) in their window: a visit's versions only grow
+# (`paths` too; its tombstone repeats its last version), so its newest version passes when one
+# does. The visits with such a custom event: only the few visitors with one are read and joined.
 _PAGE_VERSIONS = """
           AND (has(paths, {{{page}:String}}) OR (session_start, visitor_id) IN (
         SELECT start, visitor_id
         FROM
         (
             SELECT session_start AS start, visitor_id, session_end
-            FROM {sessions}
+            FROM {sessions} FINAL
             WHERE site = {{site:String}} AND session_start >= {{start:DateTime64(3, 'UTC')}}
               AND session_start < {{end:DateTime64(3, 'UTC')}}
               AND visitor_id IN (SELECT visitor_id FROM custom_at_page)
-            ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-            LIMIT 1 BY session_start, visitor_id
         ) AS visit
         INNER JOIN custom_at_page USING visitor_id
         WHERE ts >= start AND dateDiff('millisecond', session_end, ts) <= {{gap_ms:UInt64}}
@@ -546,7 +541,7 @@ def _report_sessions(
     q: StatsQuery, by: str | None, since: str = IN_RANGE_START, versions: str = "", prefix: str = "filter"
 ) -> tuple[str, dict[str, object]]:
     """The visits of `q` passing its filters (_REPORT_SESSIONS), from those starting at `since`;
-    `versions`: a condition on the rows read before the newest version of each is picked; `prefix`:
+    `versions`: a condition on the versions read (one a visit's newest meets when any does); `prefix`:
     the name of the dict filters' parameters (`filter` is q.parameters()' own: <prefix>_<index>)."""
     held = report_columns()
     condition = "".join(  # the dict filters as contract.filter_sql compares them: equal
@@ -601,10 +596,9 @@ def report_totals_sql(q: StatsQuery) -> tuple[str, dict[str, object]]:
 # between without one). A visit across the range's start or end (`edges`: few, those active at
 # either instant) has its page views of the range read from the archive, by visitor and time.
 #
-# The edges are read from the versions ending at or after the instant they cross, before the
-# newest of each visit is picked: a visit's versions only grow (its tombstone repeats its last
-# version), so its newest version is among them when it crosses, and none is when it does not.
-# That keeps the sort behind LIMIT 1 BY to the few visits active at either instant. (For a visit
+# The edges are read from the versions ending at or after the instant they cross: a visit's
+# versions only grow (its tombstone repeats its last version), so its newest version is among them
+# when it crosses, and none is when it does not. (For a visit
 # starting before the end, "ends at or after the end, or starts before the start and ends at or
 # after it" is "crosses the start or the end": the condition on versions is the whole selection.)
 _EDGE_VERSIONS = """
@@ -728,13 +722,11 @@ ASOF {join} JOIN
     FROM
     (
         SELECT session_start AS joined_start, visitor_id, is_deleted, session_end AS joined_last_view{read}
-        FROM {sessions}
+        FROM {sessions} FINAL
         WHERE site = {{site:String}}
           AND session_start >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
           AND session_start < {{end:DateTime64(3, 'UTC')}}
           AND session_end >= {{start:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{gap_ms:UInt64}})
-        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-        LIMIT 1 BY session_start, visitor_id
     )
     WHERE is_deleted = 0{passing}
 ) AS visit ON e.visitor_key = visit.joined_visitor AND e.ts >= visit.joined_start
@@ -834,3 +826,144 @@ def tagged_rows_sql(query: Query) -> tuple[str, dict[str, object]]:
         sessions=SESSIONS,
     )
     return sql, parameters.values
+
+
+# --- the engine's visitors by the page and visit properties, from `sessions` -------------------
+# Visitors (distinct (UTC day, visitor) among the matching events: raw_sql) by or under the page
+# and the visit properties `sessions` holds, without tagging every event of the range (a join of
+# the whole archive with every visit: 10 s at 10M events for visitors by source x page):
+# - the page views of a visit wholly inside the range and inside one UTC day are its `paths`, all
+#   viewed on its start's UTC day: each (visit properties, page) of it passing the filter counts
+#   its visitor on that day (`paths` ARRAY JOINed under the event column's name, so raw_sql's
+#   keys and condition read it unchanged);
+# - the page views of the other visits (across the range's start or end, or across a UTC
+#   midnight: few) come from the archive, by their visitors, and every custom event of the range
+#   from custom_events_by_page (migration 0064), each tagged with its visit's properties by
+#   tagged_rows_sql's rule ('' in no visit).
+# A (properties, page, visitor day) found twice (a visitor with a visit of each kind) is one:
+# uniqExact counts the union, so the two parts need not be disjoint.
+_SIMPLE_VISIT_VIEWS = """
+    SELECT {keys}, cityHash64(cityHash64(visitor_id), toDate(visit_start)) AS visitor_day
+    FROM
+    (
+        SELECT session_start AS visit_start, visitor_id, is_deleted, session_end, paths{read}
+        FROM {sessions} FINAL
+        WHERE site = {{site:String}}
+          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
+    )
+    ARRAY JOIN paths AS path
+    WHERE is_deleted = 0 AND session_end < {{end:DateTime64(3, 'UTC')}}
+      AND toDate(visit_start) = toDate(session_end){condition}
+"""
+# The visitors of the visits whose page views the archive gives: any version of a visit holding
+# page views of the range across its start or end or a UTC midnight (versions only grow: the
+# newest is among them when it is one; an older or tombstoned one only adds a visitor read twice).
+_OTHER_VISITORS = """
+        SELECT cityHash64(visitor_id) FROM {sessions}
+        WHERE site = {{site:String}}
+          AND session_start >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+          AND session_start < {{end:DateTime64(3, 'UTC')}} AND session_end >= {{start:DateTime64(3, 'UTC')}}
+          AND (session_start < {{start:DateTime64(3, 'UTC')}} OR session_end >= {{end:DateTime64(3, 'UTC')}}
+               OR toDate(session_start) != toDate(session_end))"""
+_TAGGED_EVENTS = """
+        SELECT cityHash64(visitor_id) AS visitor_key, ts, path, name FROM {custom_events}
+        WHERE site = {{site:String}}
+          AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+        UNION ALL
+        SELECT visitor_key, ts, path, name FROM {events}
+        WHERE site = {{site:String}} AND name = 'pageview'
+          AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+          AND visitor_key IN ({other_visitors})"""
+_TAGGED_VIEWS = """
+    SELECT {keys}, visitor_day
+    FROM
+    (
+        SELECT e.path AS path, cityHash64(e.visitor_key, toDate(e.ts)) AS visitor_day,
+            dateDiff('millisecond', visit.joined_last_view, e.ts)
+                <= if(e.name = 'pageview', 0, {{gap_ms:UInt64}}) AS in_visit{tagged}
+        FROM ({tagged_events}
+        ) AS e
+        ASOF LEFT JOIN
+        (
+            SELECT cityHash64(visitor_id) AS joined_visitor, joined_start, joined_last_view{selected}
+            FROM
+            (
+                SELECT session_start AS joined_start, visitor_id, is_deleted,
+                    session_end AS joined_last_view{read}
+                FROM {sessions} FINAL
+                WHERE site = {{site:String}}
+                  AND session_start >= toStartOfDay({{start:DateTime64(3, 'UTC')}}) - INTERVAL 1 DAY
+                  AND session_start < {{end:DateTime64(3, 'UTC')}}
+                  AND session_end >= {{start:DateTime64(3, 'UTC')}} - toIntervalMillisecond({{gap_ms:UInt64}})
+                  AND cityHash64(visitor_id) IN (SELECT visitor_key FROM ({tagged_events}))
+            )
+            WHERE is_deleted = 0
+        ) AS visit ON e.visitor_key = visit.joined_visitor AND e.ts >= visit.joined_start
+    ){condition}
+"""
+_VISITOR_COUNTS = """
+SELECT 'event' AS kind{keys}, 0, 0, uniqExact(visitor_day), 0, 0, 0, 0, 0
+FROM
+({simple}
+    UNION ALL{tagged}
+){group}
+"""
+
+
+def counts_visitors(query: Query) -> bool:
+    """Whether `query` asks visitors alone by or under the page and visit properties `sessions`
+    holds (no time, no other event dimension), naming one visit property at least (else the
+    archive's flat rows answer: raw_sql.events_alone), so that visitor_rows_sql answers its
+    event side."""
+    return (
+        query.metrics == ("visitors",)
+        and not any(is_time(name) for name in query.dimensions)
+        and answers(query)
+        and bool(_visit_names(query))
+    )
+
+
+def visitor_rows_sql(query: Query, channel_rules: tuple = ()) -> raw_sql.Compiled:
+    """raw_sql.compile_query's rows of kind 'event' of a query counts_visitors holds: per
+    combination its visitors, from `sessions`' paths, the custom events' table and the archive's
+    page views of the visits across the range's edges or a UTC midnight."""
+    parameters = raw_sql._Parameters()
+    names = _visit_names(query)
+    aliases = [raw_sql.column_sql(name, parameters) for name in names]  # visit_<dimension>
+    keys = [raw_sql.column_sql(name, parameters) for name in query.dimensions]  # `path`, visit_<…>
+    condition = "" if query.filters is None else raw_sql.condition_sql(query.filters, parameters)
+    read, selected, tagged = "", "", ""
+    for name, alias in zip(names, aliases, strict=True):
+        read += f", {_visit_column(name)} AS {alias}"
+        selected += f", {alias} AS joined_{alias}"
+        outside = channel_sql("''", "''", "''") if name == "visit:channel" else "''"  # no visit's
+        tagged += f",\n            if(in_visit, visit.joined_{alias}, {outside}) AS {alias}"
+    # each part's combination (d0…), or one constant column without dimensions
+    selects = ", ".join(f"{key} AS d{i}" for i, key in enumerate(keys)) or "1 AS whole"
+    simple = _SIMPLE_VISIT_VIEWS.format(
+        keys=selects, read=read, sessions=SESSIONS, condition=f" AND {condition}" if condition else ""
+    )
+    events = _TAGGED_EVENTS.format(
+        custom_events=CUSTOM_EVENTS_BY_PAGE,
+        events=EVENTS,
+        other_visitors=_OTHER_VISITORS.format(sessions=SESSIONS),
+    )
+    other = _TAGGED_VIEWS.format(
+        keys=selects,
+        tagged=tagged,
+        tagged_events=events,
+        selected=selected,
+        read=read,
+        sessions=SESSIONS,
+        condition=f"\n    WHERE {condition}" if condition else "",
+    )
+    grouped = [f"d{i}" for i in range(len(keys))]
+    sql = _VISITOR_COUNTS.format(
+        keys="".join(f", {key}" for key in grouped),
+        simple=simple,
+        tagged=other,
+        group=f"\nGROUP BY {', '.join(grouped)}" if grouped else "",
+    )
+    return raw_sql.Compiled(
+        sql, {**raw_sql._base(query, channel_rules), **parameters.values}, ["kind", *grouped, *raw_sql.COUNTS]
+    )

@@ -114,6 +114,7 @@ SLOW_TESTS: dict[str, tuple[str, ...]] = {
     "tests/integration/test_stats_api_schemathesis.py": ("test_every_answer_is_documented_and_never_a_5xx",),
     "tests/integration/test_stats_planner.py": (
         "test_answers_from_sessions_equal_the_archives_and_the_python_count",
+        "test_visitors_by_page_and_visit_properties_come_from_sessions_paths_as_the_archive_counts",
     ),
     "tests/integration/test_stats_api_timezones.py": (
         "test_last_7_days_are_local_days_labelled_with_their_offset[raw]",

@@ -119,7 +119,10 @@ def test_matches_wildcard(api: FlaskClient, auth: dict[str, str]) -> None:
 
 def test_visit_property_inside_or(api: FlaskClient, auth: dict[str, str]) -> None:
     either = ["or", [["is", "visit:source", ["twitter.com"]], ["is", "event:page", ["/PRICING/Plans"]]]]
-    assert results(api, auth, metrics=["visitors", "visits"], filters=[either]) == [[2, 2]]
+    # visits from `sessions`, visitors from its visits' pages and the custom events: agg, as raw
+    assert results(api, auth, "agg", metrics=["visitors", "visits"], filters=[either]) == [[2, 2]]
+    status, archive = post(api, auth, source="raw", metrics=["visitors", "visits"], filters=[either])
+    assert status == 200 and [row["metrics"] for row in archive["results"]] == [[2, 2]]
 
 
 def test_percentage_and_exit_rate(api: FlaskClient, auth: dict[str, str]) -> None:

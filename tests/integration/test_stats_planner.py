@@ -320,6 +320,46 @@ def test_visit_and_event_metrics_by_visit_properties_join_sessions_and_tagged_ev
         assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
 
 
+@st.composite
+def visitor_queries(draw: st.DrawFn) -> Query:
+    """Visitors (with up to two visit metrics) by up to two of the page and visit properties,
+    under a visit-property or page filter, over the day or a span across its first midnight:
+    those whose visitors come from `sessions`' paths, the custom events' table and the archive's
+    page views of the visits across the range's edges or a UTC midnight
+    (sessions_sql.counts_visitors)."""
+    dimensions = draw(st.lists(st.sampled_from([*VISIT_DIMENSIONS, "event:page"]), max_size=2, unique=True))
+    visit_metrics = draw(st.lists(st.sampled_from(VISIT_METRICS), max_size=2, unique=True))
+    span = draw(st.sampled_from([RANGE, (DAY - timedelta(hours=2), DAY + timedelta(hours=20))]))
+    metrics = ("visitors", *visit_metrics)
+    query = Query(SITE, *span, metrics, tuple(dimensions), draw(FILTERS), source="agg")
+    assume(sessions_sql.counts_visitors(replace(query, metrics=("visitors",))))
+    return query
+
+
+@hypothesis_settings(
+    max_examples=40,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+@given(query=visitor_queries())
+def test_visitors_by_page_and_visit_properties_come_from_sessions_paths_as_the_archive_counts(
+    store: Client, monkeypatch: pytest.MonkeyPatch, query: Query
+) -> None:
+    """e.g. visitors by source x page: from the pages of the visits inside the range and one UTC
+    day, the custom events' table and the archive's page views of the other visits' visitors,
+    never the range's events tagged one by one; the archive compiler's rows and the Python
+    count's, with visits across both midnights, Signups on pages their visits never viewed and
+    custom events in no visit."""
+    monkeypatch.setattr(planner, "_tagged", _archive_not_read)
+    planned = planner.answer(store, query)
+    assert planned.source == "agg"
+    archive = raw_sql.answer(store, replace(query, source="raw"))
+    assert _rows(planned.rows) == _rows(archive), query
+    if not _uses_channel(query):
+        assert {row.dimensions: row.metrics for row in planned.rows} == stats_reference.answer(TRAFFIC, query)
+
+
 @pytest.mark.parametrize(
     "filters",
     [
@@ -724,3 +764,8 @@ def test_visits_written_before_paths_send_what_reads_the_new_columns_to_the_arch
         assert _rows(answered.rows) == _rows(raw_sql.answer(store, replace(query, source="raw")))
     assert [row.metrics["visits"] for row in planner.answer(store, page).rows] == [1]
     assert planner.answer(store, source).source == "agg"
+    # visitors by the page read `paths` too: the range's events tagged one by one instead
+    visitors = Query(SITE, *day, ("visitors",), ("visit:source", "event:page"), source="agg")
+    answered = planner.answer(store, visitors)
+    assert answered.source == "raw" and ((("", "/x"), {"visitors": 1}) in _rows(answered.rows))
+    assert _rows(answered.rows) == _rows(raw_sql.answer(store, replace(visitors, source="raw")))

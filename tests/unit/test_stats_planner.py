@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stats import catalogue
+from stats import catalogue, sessions_sql
 from stats.planner import Plan, plan
 from stats.query import Behaviour, Condition, Logic, Query
 
@@ -150,6 +150,29 @@ def test_event_metrics_join_sessions_where_the_archive_reads_them_flat_or_tagged
     by_country = query(("visitors", "bounce_rate"), ("visit:country",))  # a visit may have several
     assert plan(by_country) == Plan(archive=("visitors", "bounce_rate"))
     assert plan(query(("visitors", "pageviews"))) == Plan(archive=("visitors", "pageviews"))
+
+
+@pytest.mark.parametrize(
+    ("metrics", "dimensions", "filters", "counted"),
+    [
+        (("visitors",), ("visit:source", "event:page"), None, True),
+        (("visitors",), ("visit:channel",), PRICING, True),
+        (("visitors",), ("event:page",), MEDIUM, True),
+        (("visitors",), (), Logic("or", (MEDIUM, PRICING)), True),
+        (("visitors",), ("event:page",), PRICING, False),  # no visit property: the flat rows answer
+        (("visitors",), ("event:page",), None, False),
+        (("visitors", "pageviews"), ("visit:source",), None, False),  # `paths` holds no page view count
+        (("percentage",), ("visit:source",), None, False),
+        (("visitors",), ("time:day", "visit:source"), None, False),  # a visit's views may span buckets
+        (("visitors",), ("visit:source", "visit:country"), None, False),  # event scope
+        (("visitors",), ("visit:source",), Condition("is", "event:props:plan", ("pro",)), False),
+        (("visitors",), ("visit:source",), Behaviour("has_done", PRICING), False),
+    ],
+)
+def test_visitors_by_the_page_and_visit_properties_are_counted_from_sessions_paths(
+    metrics: tuple, dimensions: tuple, filters: object, counted: bool
+) -> None:
+    assert sessions_sql.counts_visitors(query(metrics, dimensions, filters)) is counted
 
 
 def test_exit_rate_reads_the_archive() -> None:
