@@ -49,6 +49,7 @@ from storage.page_patterns import pattern_regex
 from storage.queries.contract import Source, StatsQuery, UnsupportedQuery, dimensions_of, expression_sql
 from storage.queries.raw import raw_sessions_sql
 from storage.queries.session_filters import CHANNEL_PROPERTIES, SESSION_FILTER_PROPERTIES
+from storage.queries.session_versions import newest_visits_sql
 from storage.tables import SESSIONS
 
 Direction = Literal["next", "previous"]
@@ -90,22 +91,6 @@ class JourneyRow:
     visitors: int
 
 
-# The newest version of each visit starting in the range (tombstones dropped), as agg's other
-# visit reports read `sessions` (stats/sessions_sql.py), with the {columns} the filters read:
-# tested on the newest version, since a visit's exit page changes from one version to the next.
-_NEWEST_JOURNEYS = """
-    SELECT visitor_id, journey{columns}
-    FROM
-    (
-        SELECT session_start, visitor_id, is_deleted, journey{columns}
-        FROM {sessions}
-        WHERE site = {{site:String}}
-          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-        LIMIT 1 BY session_start, visitor_id
-    )
-    WHERE is_deleted = 0
-"""
 # One row if a visit starting in the range was written before `journey` existed (empty).
 _VISITS_BEFORE_JOURNEY = f"""
 SELECT 1 FROM {SESSIONS}
@@ -181,8 +166,8 @@ def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tu
     condition, parameters = _visit_condition(q)
     read = _columns_read(q)
     if source == "agg":
-        columns = "".join(f", {column}" for column in read)
-        visits = _NEWEST_JOURNEYS.format(columns=columns, sessions=SESSIONS)
+        # The filters are tested on the newest version: a visit's exit page changes between them.
+        visits = newest_visits_sql("journey", *read)
     else:  # every visit sessionised from all of the site's page views, tested below as agg's are
         visits = raw_sessions_sql(replace(q, filters={}, where=None, goal=None), ("journey", *read))
     parameters |= {

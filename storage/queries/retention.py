@@ -31,8 +31,8 @@ from clickhouse_connect.driver.client import Client
 from storage.calendar import local_midnight, zone
 from storage.queries.contract import Source, StatsQuery
 from storage.queries.raw import raw_sessions_sql
+from storage.queries.session_versions import newest_visits_sql
 from storage.site_identity import IdentityChange, identity_history
-from storage.tables import SESSIONS
 
 MAX_WEEKS = 12
 DEFAULT_WEEKS = 12
@@ -77,20 +77,6 @@ class RetentionReport:
         return "; ".join(IDENTITY_NOTES[rotation] for rotation in rotations) + "."
 
 
-# The newest version of each visit starting in the range (tombstones dropped), as journeys.py reads them.
-_NEWEST_VISITS = f"""
-    SELECT visitor_id, session_start AS start
-    FROM
-    (
-        SELECT session_start, visitor_id, is_deleted
-        FROM {SESSIONS}
-        WHERE site = {{site:String}}
-          AND session_start >= {{start:DateTime64(3, 'UTC')}} AND session_start < {{end:DateTime64(3, 'UTC')}}
-        ORDER BY session_start, visitor_id, batch_id DESC, written_at DESC
-        LIMIT 1 BY session_start, visitor_id
-    )
-    WHERE is_deleted = 0
-"""
 # Per visitor its first week and every week it has a visit in; then per (cohort, weeks later)
 # the visitors (0 weeks later: the cohort itself).
 _RETENTION = """
@@ -121,7 +107,7 @@ def retention_query(site: str, weeks: tuple[date, ...], timezone: str, session_g
 
 
 def retention_sql(q: StatsQuery, source: Source) -> str:
-    visits = _NEWEST_VISITS if source == "agg" else raw_sessions_sql(q, ())
+    visits = newest_visits_sql() if source == "agg" else raw_sessions_sql(q, ())
     return _RETENTION.format(visits=visits)
 
 
