@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import timedelta
 
 import pytest
 
 from storage.client import connect
 from storage.queries.retention import report_weeks, retention
-from storage.rollup_backfill import backfill_rollups
 from storage.schema import apply_migrations
 from storage.site_identity import site_rotation
-from storage.sites import add_site
 from tally.settings import Settings
 from tests.fixtures.cli import run_tally
 from tests.fixtures.clickhouse import Endpoint
-from tests.fixtures.events import archive_rows
 from tests.integration.test_cli_errors import one_line_error
-from tests.integration.test_retention import UNTIL, known_visitors
+from tests.integration.test_retention import UNTIL, backfilled
 
 # a dozen CLI runs in subprocesses
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,13 +34,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory, clickhouse_endpoint: Endp
         clickhouse_password=clickhouse_endpoint.password,
     )
     apply_migrations(settings)
-    client = connect(settings)
-    add_site(client, SITE, "Europe/Berlin")
-    events = known_visitors(SITE)
-    rows, columns = archive_rows(events)
-    client.insert("events", rows, column_names=columns)
-    for day in sorted({event.ts.date() for event in events}):
-        backfill_rollups(client, SITE, day, day + timedelta(days=1))
+    backfilled(connect(settings), SITE, "Europe/Berlin")
     return settings
 
 
