@@ -4,7 +4,8 @@ site it acts on and the role it needs, here, in one table each; the guards read 
 A callback is named by its function (`module.function`, as Dash keeps it in `app.callback_map`),
 and declares
   - `site`: the id of the component whose value is the site it reads or changes (`"site"`, the
-    site picker), or None when it acts on no site;
+    site picker; `"settings-site"`, the site the Settings view shows, for its panels' lists), or
+    None when it acts on no site;
   - `role`: what the caller needs on that site: `viewer` (read), `admin` (the site's settings),
     `owner` (its members), or `operator` (the whole installation: every site at once, or raw
     SQL over every tenant's rows);
@@ -12,7 +13,8 @@ and declares
 A callback missing from the table is the operator's alone (fail closed): a new panel is refused
 to team members and shared links until it is declared here, and tests/security/
 test_access_declared.py fails until it is. A clientside callback (dashboard/bookmark.py: the site
-picker and the address bar; dashboard/view_tabs.py: which tab's section shows) runs in the page
+picker and the address bar; dashboard/view_tabs.py: which tab's section shows and the Settings
+view's site; dashboard/alerts_panel.py: its refresh, on while shown) runs in the page
 and never on the server: it needs no declaration, and a request naming it answers 400.
 
 Before any guard, every callback request is checked for its shape against the callback's
@@ -37,6 +39,7 @@ from dash import Dash
 from flask import Flask, Response, jsonify, request
 
 from dashboard.http_api.authorisation import Access
+from dashboard.view_tabs import SETTINGS_SITE
 from storage.users import Scope, User
 
 CALLBACK_PATH = "/_dash-update-component"
@@ -63,7 +66,9 @@ def reader(site: str | None = "site") -> CallbackAccess:
     return CallbackAccess(site, "viewer")
 
 
-ADMIN = CallbackAccess("site", "admin")  # a site's settings panels
+ADMIN = CallbackAccess("site", "admin")  # a site's settings panels: their buttons
+# The panels' lists, read for the site the Settings view shows (dashboard/view_tabs.py).
+SETTINGS = CallbackAccess(SETTINGS_SITE, "admin")
 OWNER = CallbackAccess("site", "owner")  # a site's members
 # Every site at once (rate limiting, definitions) or raw SQL over every tenant's rows (Explore:
 # its queries name no site and `readonly_sql` reads every site's events and the site registry).
@@ -95,8 +100,6 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.realtime_view.realtime": overview(),
     "dashboard.performance_view.performance": overview(),  # the Performance tab (Web Vitals)
     "dashboard.provenance.show": overview(),
-    # The Settings tab, offered for a site the caller administers (on a shared page: never).
-    "dashboard.settings_view.settings_tab_for_site": overview(),
     # Explore: the operator's (README, "Explore").
     "dashboard.explore.write_sql": OPERATOR,
     "dashboard.explore.raw_totals": OPERATOR,
@@ -113,30 +116,30 @@ CALLBACKS: dict[str, CallbackAccess] = {
     "dashboard.retention_view.show_retention": reader(),
     # A site's settings (the Settings view, dashboard/settings_view.py): admins and owners.
     "dashboard.share_panel.create": ADMIN,
-    "dashboard.share_panel.links": ADMIN,
+    "dashboard.share_panel.links": SETTINGS,
     "dashboard.alerts_panel.add": ADMIN,
     "dashboard.alerts_panel.backtest": ADMIN,
-    "dashboard.alerts_panel.rules": ADMIN,
-    "dashboard.alerts_panel.recent": ADMIN,
+    "dashboard.alerts_panel.rules": SETTINGS,
+    "dashboard.alerts_panel.recent": SETTINGS,
     "dashboard.site_settings_panel.upload": ADMIN,
-    "dashboard.site_settings_panel.imported_files": ADMIN,
+    "dashboard.site_settings_panel.imported_files": SETTINGS,
     "dashboard.site_settings_panel.subscribe": ADMIN,
-    "dashboard.site_settings_panel.listed": ADMIN,
-    "dashboard.goals_panel.listed": ADMIN,
+    "dashboard.site_settings_panel.listed": SETTINGS,
+    "dashboard.goals_panel.listed": SETTINGS,
     "dashboard.goals_panel.edit_goals": ADMIN,
     "dashboard.funnel.edit_saved_funnels": ADMIN,
-    "dashboard.exclusions_panel.listed": ADMIN,
+    "dashboard.exclusions_panel.listed": SETTINGS,
     "dashboard.exclusions_panel.edit": ADMIN,
-    "dashboard.custom_props_panel.listed": ADMIN,
+    "dashboard.custom_props_panel.listed": SETTINGS,
     "dashboard.custom_props_panel.edit": ADMIN,
-    "dashboard.annotations_panel.listed": ADMIN,
+    "dashboard.annotations_panel.listed": SETTINGS,
     "dashboard.annotations_panel.edit": ADMIN,
     "dashboard.settings_view.note_on_clicked_day": ADMIN,
-    "dashboard.segments.listed": ADMIN,
+    "dashboard.segments.listed": SETTINGS,
     "dashboard.segments.edit": ADMIN,
-    "dashboard.timezone_panel.shown": ADMIN,
+    "dashboard.timezone_panel.shown": SETTINGS,
     "dashboard.timezone_panel.save": ADMIN,
-    "dashboard.identity_panel.shown": ADMIN,
+    "dashboard.identity_panel.shown": SETTINGS,
     "dashboard.identity_panel.save": ADMIN,
     # Definitions versions change every site's numbers: the operator's.
     "dashboard.whatif_panel.versions": OPERATOR,
@@ -148,12 +151,12 @@ CALLBACKS: dict[str, CallbackAccess] = {
     # page), the changes are the owners'.
     "dashboard.accounts.keys": reader(),
     "dashboard.accounts.edit_keys": reader(),
-    "dashboard.accounts.members": reader(),
+    "dashboard.accounts.members": reader(SETTINGS_SITE),
     "dashboard.accounts.remove_member": OWNER,
     "dashboard.accounts.change_role": OWNER,
     "dashboard.accounts.invite": OWNER,
     # Waiting invitations: listed to owners ("nothing" to other members), revoked by owners.
-    "dashboard.accounts.waiting_invites": reader(),
+    "dashboard.accounts.waiting_invites": reader(SETTINGS_SITE),
     "dashboard.accounts.revoke_invite": OWNER,
 }
 

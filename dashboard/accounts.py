@@ -41,7 +41,7 @@ from dashboard.components import find, notice, panel, panel_children, removable_
 from dashboard.funnel import SAVING as FUNNEL_SAVING
 from dashboard.store import ClientFactory
 from dashboard.throttles import GuessThrottle
-from dashboard.view_tabs import EXPLORE_TAB, SETTINGS_SECTION, SETTINGS_TAB
+from dashboard.view_tabs import ADMINISTERED, EXPLORE_TAB, SETTINGS_SECTION, SETTINGS_SITE, SETTINGS_TAB
 from dashboard.whatif_panel import PANEL_ID as WHATIF_PANEL
 from storage import users
 from storage.users import AccountError, User
@@ -239,9 +239,14 @@ def for_signed_in(page: html.Div) -> html.Div:
     if footer is not None:
         footer.children = [*panel_children(footer), account_panel()]  # type: ignore[attr-defined]
     user = current_user()
+    administered = find(page, ADMINISTERED)  # the sites whose Settings tab the page offers
     if user is None:  # the operator's key is TALLY_API_KEY: no form for keys they cannot make here
         _drop(page, elements={KEY_FORM}, parents_of=set())
+        if administered is not None:
+            administered.data = "*"  # type: ignore[attr-defined]  # every site, later ones too
         return page
+    if administered is not None:
+        administered.data = sorted(site for site in user.roles if user.may(site, "admin"))  # type: ignore[attr-defined]
     admin = any(user.may(site, "admin") for site in user.roles)
     # Definitions are the operator's alone, as Rate limiting (whatif_panel.py); saving funnels
     # and every settings panel an admin's (their callbacks would only be refused; viewers apply
@@ -370,8 +375,9 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         Output("team-owner", "style"),
         Output("team-members", "children"),
         Output("team-audit", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("team-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def members(site: str | None, _: int) -> tuple[dict, Any, Any]:
         if not _owner_of(site):
@@ -510,8 +516,9 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
 
     @app.callback(
         Output("team-invites", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("team-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def waiting_invites(site: str | None, _: int) -> Any:
         if not _owner_of(site):

@@ -9,18 +9,21 @@ sharing guard.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE, SETTINGS_TAB
 from storage import alert_backtest, alert_rules
 from storage.sites import InvalidDomain
 from tally.settings import Settings
 
 REMOVE = "alert-rule-remove"
 REFRESH_MS = 5000
+REFRESH_WHEN_SHOWN = "function (tab) { return tab !== %s; }"
 # Firings listed under "Test against history" (the total is always said).
 BACKTEST_LISTED = 20
 RULE_FORM = (
@@ -75,7 +78,7 @@ def alerts_panel() -> html.Section:
             ),
             html.Div(id="alert-status"),
             html.Div(id="alert-backtest-result"),
-            dcc.Interval(id="alerts-refresh", interval=REFRESH_MS),
+            dcc.Interval(id="alerts-refresh", interval=REFRESH_MS, disabled=True),  # on while shown
         ],
         id="alerts-panel",
     )
@@ -123,9 +126,10 @@ def register_alerts_panel(app: Dash, settings: Settings, clients: ClientFactory)
 
     @app.callback(
         Output("alert-rules", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("alert-status", "children"),
         Input({"type": REMOVE, "id": ALL}, "n_clicks"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def rules(site: str | None, _: object, removes: list[int | None]) -> object:
         if not site:
@@ -146,10 +150,18 @@ def register_alerts_panel(app: Dash, settings: Settings, clients: ClientFactory)
             return html.P("No alert rules yet.", className="hint")
         return html.Ul([_rule_row(rule) for rule in found], className="share-links alert-rules")
 
+    # The recent alerts refresh while the Settings view shows them, not from every open page.
+    app.clientside_callback(
+        REFRESH_WHEN_SHOWN % json.dumps(SETTINGS_TAB),
+        Output("alerts-refresh", "disabled"),
+        Input("tabs", "value"),
+    )
+
     @app.callback(
         Output("alerts-recent", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("alerts-refresh", "n_intervals"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def recent(site: str | None, _: int | None) -> object:
         if not site:

@@ -17,6 +17,7 @@ from flask import request
 from dashboard.accounts import current_user
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import annotations as store
 from storage import users
 from tally.refusal import Refused
@@ -68,8 +69,9 @@ def register_annotations_panel(app: Dash, settings: Settings, clients: ClientFac
 
     @app.callback(
         Output("annotations-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("annotations-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def listed(site: str | None, _: int) -> Any:
         if not site:

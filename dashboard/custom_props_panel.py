@@ -14,6 +14,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import custom_properties as store
 from storage.sites import InvalidDomain
 
@@ -46,8 +47,9 @@ def custom_props_panel() -> html.Section:
 def register_custom_props_panel(app: Dash, clients: ClientFactory) -> None:
     @app.callback(
         Output("custom-props-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("custom-props-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def listed(site: str | None, _: int) -> Any:
         if not site:

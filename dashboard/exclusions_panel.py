@@ -12,6 +12,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import exclusions as store
 from storage.sites import InvalidDomain
 
@@ -54,8 +55,9 @@ def exclusions_panel() -> html.Section:
 def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
     @app.callback(
         Output("exclusions-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("exclusions-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def listed(site: str | None, _: int) -> Any:
         if not site:

@@ -19,6 +19,7 @@ from dashboard.components import BREAKDOWN_ITEM, decode_value, encode_value, not
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import custom_properties, queries
 from storage import goals as goal_store
 from storage.queries import EventRow, GoalRow, Source, StatsQuery
@@ -227,8 +228,9 @@ def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
 
     @app.callback(
         Output("goals-settings-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("goals-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def listed(site: str | None, _: int) -> Any:
         if not site:

@@ -12,6 +12,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import site_identity
 from storage.site_identity import InvalidRotation
 
@@ -43,7 +44,9 @@ def identity_panel() -> html.Section:
 
 
 def register_identity_panel(app: Dash, clients: ClientFactory) -> None:
-    @app.callback(Output("identity-rotation", "value"), Input("site", "value"))
+    @app.callback(
+        Output("identity-rotation", "value"), Input(SETTINGS_SITE, "data"), prevent_initial_call=True
+    )
     def shown(site: str | None) -> Any:
         if not site:
             raise PreventUpdate

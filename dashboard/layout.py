@@ -26,6 +26,7 @@ from dashboard.realtime_view import realtime_section
 from dashboard.retention_view import retention_section
 from dashboard.settings_view import settings_section
 from dashboard.view_tabs import (
+    ADMINISTERED,
     EXPLORE_TAB,
     FUNNEL_TAB,
     JOURNEYS_TAB,
@@ -33,6 +34,8 @@ from dashboard.view_tabs import (
     PERFORMANCE_TAB,
     REALTIME_TAB,
     RETENTION_TAB,
+    SETTINGS_PERIOD,
+    SETTINGS_SITE,
     SETTINGS_TAB,
 )
 
@@ -52,6 +55,9 @@ def build_layout(topojson_url: str, sites: list[str] | None = None, site: str | 
             dcc.Store(id="segments-version", data=0),  # bumped when a segment is saved or changed
             dcc.Store(id="segment-changed"),  # the segment renamed or deleted (dashboard/segments.py)
             dcc.Store(id="period"),
+            dcc.Store(id=ADMINISTERED, data=[]),  # whose Settings tab this page offers (view_tabs.py)
+            dcc.Store(id=SETTINGS_SITE),  # the Settings view's site, once it is opened (view_tabs.py)
+            dcc.Store(id=SETTINGS_PERIOD),  # and its period
             dcc.Interval(id="refresh", interval=LIVE_REFRESH_MS),
             dcc.Interval(id="clock", interval=CLOCK_MS),
             _header(sites or [], site),

@@ -33,6 +33,7 @@ from dashboard.http_api.plausible.query import (
     filters,
 )
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage.queries import Logic, UnsupportedQuery, questions, validate_expression
 from storage.queries.contract import PROPS_FILTER
 from storage.queries.questions import PLAUSIBLE_NAMES
@@ -222,8 +223,9 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
 
     @app.callback(
         Output("segments-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("segments-version", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     @friendly(lambda message: notice(message, "error"))
     def listed(site: str | None, _: int | None) -> Any:

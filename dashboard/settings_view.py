@@ -12,8 +12,9 @@ Who sees it: the page's layout (dashboard/sharing.py `layout_for_viewer`) fills 
 the operator and for a member who administers some site, and cuts it for everyone else
 (dashboard/accounts.py `for_signed_in`: a viewer's page holds no settings panel at all; a shared
 link's none either). The Settings tab is offered only for a site the signed-in person
-administers (`settings_tab_for_site`, run when the site changes): an admin of A and viewer of B
-sees it for A and not for B. The guards, not the tab, are what refuse a settings change.
+administers (`SETTINGS_TAB_FOR_SITE`, run in the page when the site changes, from the sites the
+page says the person administers): an admin of A and viewer of B sees it for A and not for B.
+The guards, not the tab, are what refuse a settings change.
 
 A click on a point of the Overview's "Over time" chart opens this view at the Annotations
 section with the point's date filled in, for an admin (`note_on_clicked_day`); a viewer's page
@@ -22,9 +23,10 @@ has no hint under the chart and nothing happens on a click.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from dash import Dash, Input, Output, State, html, no_update
+from dash import Dash, Input, Output, State, html
 from dash.exceptions import PreventUpdate
 from flask import g
 
@@ -41,7 +43,7 @@ from dashboard.segments import segments_panel
 from dashboard.share_panel import share_panel
 from dashboard.site_settings_panel import site_settings_panels
 from dashboard.timezone_panel import timezone_panel
-from dashboard.view_tabs import OVERVIEW_TAB, SETTINGS_PANELS, SETTINGS_SECTION, SETTINGS_TAB
+from dashboard.view_tabs import ADMINISTERED, OVERVIEW_TAB, SETTINGS_PANELS, SETTINGS_SECTION, SETTINGS_TAB
 from dashboard.whatif_panel import whatif_panel
 
 SETTINGS_OPTION = {"label": "Settings", "value": SETTINGS_TAB}
@@ -102,23 +104,35 @@ def may_administer(site: str | None) -> bool:
     return user is None or user.may(site, "admin")
 
 
+# Whether the picked site is one the page's person administers ("*": the operator, every site),
+# and the tab options and value that follow from it. Run in the page: the tab switch shows a
+# section from `tabs.value`, and a server callback writing it would hold every tab click back
+# until the server answered (behind the site's other callbacks: 20 s under CI's load, stop 51).
+SETTINGS_TAB_FOR_SITE = """function (site, administered, options, tab) {
+    const option = %s;
+    const may = Boolean(site) && (administered === "*" || (administered || []).includes(site));
+    const current = options || [];
+    const others = current.filter((o) => o.value !== option.value);
+    const wanted = may ? others.concat([option]) : others;
+    if (wanted.length === current.length) {
+        return [window.dash_clientside.no_update, window.dash_clientside.no_update];
+    }
+    return [wanted, tab === option.value && !may ? %s : window.dash_clientside.no_update];
+}"""
+
+
 def register_settings_view(app: Dash) -> None:
-    @app.callback(
+    # The Settings tab for a site the person administers, none for another (back to the Overview
+    # if it was open): the guards, not the tab, are what refuse a settings change.
+    app.clientside_callback(
+        SETTINGS_TAB_FOR_SITE % (json.dumps(SETTINGS_OPTION), json.dumps(OVERVIEW_TAB)),
         Output("tabs", "options"),
         Output("tabs", "value"),
         Input("site", "value"),
+        State(ADMINISTERED, "data"),
         State("tabs", "options"),
         State("tabs", "value"),
     )
-    def settings_tab_for_site(site: str | None, options: list[dict] | None, tab: str | None) -> Any:
-        """The Settings tab for a site the person administers, none for another (back to the
-        Overview if it was open)."""
-        current = list(options or [])
-        others = [option for option in current if option.get("value") != SETTINGS_TAB]
-        wanted = [*others, SETTINGS_OPTION] if may_administer(site) else others
-        if wanted == current:
-            return no_update, no_update
-        return wanted, (OVERVIEW_TAB if tab == SETTINGS_TAB and SETTINGS_OPTION not in wanted else no_update)
 
     @app.callback(
         Output("chart-annotate-hint", "children"),

@@ -12,6 +12,7 @@ from flask import request
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import shared_links
 from storage.sites import InvalidDomain
 
@@ -74,9 +75,10 @@ def register_share_panel(app: Dash, clients: ClientFactory) -> None:
 
     @app.callback(
         Output("share-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("share-created", "children"),
         Input({"type": REVOKE, "id": ALL}, "n_clicks"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def links(site: str | None, _: object, revokes: list[int | None]) -> object:
         if not site:

@@ -18,6 +18,7 @@ from dash.exceptions import PreventUpdate
 from dashboard.components import notice, panel, removable_list
 from dashboard.imports_panel import card
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import imports
 from storage import report_subscriptions as subscriptions
 from storage.sites import InvalidDomain
@@ -138,12 +139,12 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
     @app.callback(
         Output("import-files", "children"),
         Output("imported-history", "children", allow_duplicate=True),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("import-status", "children"),
         Input({"type": IMPORT_REMOVE, "id": ALL}, "n_clicks"),
         State("period", "data"),
         State("filters", "data"),
-        prevent_initial_call="initial_duplicate",
+        prevent_initial_call=True,
     )
     def imported_files(
         site: str | None, _: object, clicks: list[int | None], period: dict | None, filters: dict | None
@@ -180,9 +181,10 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
 
     @app.callback(
         Output("report-list", "children"),
-        Input("site", "value"),
+        Input(SETTINGS_SITE, "data"),
         Input("report-status", "children"),
         Input({"type": UNSUBSCRIBE, "email": ALL, "frequency": ALL}, "n_clicks"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     def listed(site: str | None, _: object, clicks: list[int | None]) -> Any:
         if not site:

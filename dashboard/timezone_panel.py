@@ -15,6 +15,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_SITE
 from storage import sites
 from storage.calendar import InvalidTimezone
 from storage.sites import InvalidDomain
@@ -67,7 +68,7 @@ def timezone_panel() -> html.Section:
 
 
 def register_timezone_panel(app: Dash, clients: ClientFactory) -> None:
-    @app.callback(Output("timezone-name", "value"), Input("site", "value"))
+    @app.callback(Output("timezone-name", "value"), Input(SETTINGS_SITE, "data"), prevent_initial_call=True)
     def shown(site: str | None) -> Any:
         if not site:
             raise PreventUpdate

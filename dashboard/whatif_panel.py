@@ -20,6 +20,7 @@ from dashboard.components import notice, panel
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
 from dashboard.store import ClientFactory
+from dashboard.view_tabs import SETTINGS_PERIOD, SETTINGS_SITE, SETTINGS_TAB
 from storage import definitions
 from storage.definitions import DefinitionsError, Version
 from storage.queries import questions
@@ -92,12 +93,19 @@ def register_whatif_panel(app: Dash, settings: Settings, clients: ClientFactory)
         Output("whatif-version", "options"),
         Output("whatif-version", "value"),
         Output("whatif-history", "children"),
+        Input(SETTINGS_SITE, "data"),
         Input("whatif-refresh", "data"),
         Input("clock", "n_intervals"),
         State("whatif-version", "value"),
+        State("tabs", "value"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     @friendly(lambda message: (notice(message, "warning"), no_update, no_update, no_update))
-    def versions(_: int, __: int | None, chosen: int | None) -> tuple[Any, list[dict], int | None, Any]:
+    def versions(
+        _: str | None, __: int, ___: int | None, chosen: int | None, tab: str | None
+    ) -> tuple[Any, list[dict], int | None, Any]:
+        if tab != SETTINGS_TAB:  # the clock ticks on every tab: only the Settings view's reads
+            raise PreventUpdate
         client = clients()
         current = definitions.current_or_none(client)
         if current is None:
@@ -113,9 +121,10 @@ def register_whatif_panel(app: Dash, settings: Settings, clients: ClientFactory)
     @app.callback(
         Output("whatif-comparison", "children"),
         Input("whatif-version", "value"),
-        Input("site", "value"),
-        Input("period", "data"),
+        Input(SETTINGS_SITE, "data"),
+        Input(SETTINGS_PERIOD, "data"),
         Input("whatif-refresh", "data"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     @friendly(lambda message: notice(message, "warning"))
     def comparison(number: int | None, site: str | None, period_data: dict | None, _: int) -> Any:
@@ -153,11 +162,16 @@ def register_whatif_panel(app: Dash, settings: Settings, clients: ClientFactory)
 
     @app.callback(
         Output("whatif-requests", "children"),
+        Input(SETTINGS_SITE, "data"),
         Input("whatif-refresh", "data"),
         Input("clock", "n_intervals"),
+        State("tabs", "value"),
+        prevent_initial_call=True,  # loaded when the Settings view opens
     )
     @friendly(lambda message: notice(message, "warning"))
-    def requests(_: int, __: int | None) -> Any:
+    def requests(_: str | None, __: int, ___: int | None, tab: str | None) -> Any:
+        if tab != SETTINGS_TAB:
+            raise PreventUpdate
         rows = definitions.recent_requests(clients())
         return html.Ul(
             [

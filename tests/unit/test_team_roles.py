@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from dash import Dash
 
+from dashboard.access import declaration
 from dashboard.accounts import callback_refusal
 from dashboard.app import build_app
 from storage.users import User
@@ -23,15 +24,17 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Dash:
 
 
 def request_for(app: Dash, output: str, site: str) -> dict:
-    """A callback request as Dash sends it, every `site` input and state set to `site`."""
+    """A callback request as Dash sends it, every input and state that names the callback's
+    site (the picker, or the Settings view's site) set to `site`."""
     declared = app.callback_map[output]
+    site_id = declaration(app, output).site
 
     def values(kind: str) -> list[dict | list]:
         # A pattern-matching (ALL) input is a list of the components it matches: none here.
         return [
             []
             if d["id"].startswith("{")
-            else {"id": d["id"], "property": d["property"], "value": site if d.get("id") == "site" else None}
+            else {"id": d["id"], "property": d["property"], "value": site if d.get("id") == site_id else None}
             for d in declared.get(kind, [])
         ]
 
