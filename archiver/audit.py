@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -458,7 +459,11 @@ class AuditTotals:
     def write(self, settings: Settings) -> None:
         path = audit_totals_path(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self)))
+        # Whole or not at all: `tally status` reads it whenever it likes, and a read between the
+        # truncation and the write could find no JSON. (Per process: a cluster's archivers share it.)
+        fresh = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        fresh.write_text(json.dumps(asdict(self)))
+        fresh.replace(path)
 
     @classmethod
     def read(cls, settings: Settings) -> AuditTotals | None:

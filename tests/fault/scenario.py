@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import threading
 import time
@@ -19,6 +18,8 @@ from loadgen.__main__ import LoadPlan, run_plan
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary, run
 from loadgen.traffic import TrafficMix, TrafficModel
+from ops.local.stack import status as status_of_stack
+from ops.local.supervisor import ComponentStatus
 from tests.fixtures.local_stack import LocalStack, eventually
 
 #: How long after its planned end the traffic may still be answering (slow 503s, retries).
@@ -35,21 +36,36 @@ BETWEEN_FAULTS_S = 2
 Fault = Callable[[], None]
 
 
+def statuses(stack: LocalStack) -> dict[str, ComponentStatus]:
+    """Each component's status as `tally status` reads it (ops/local/stack.py), read in this
+    process: a poll costs milliseconds where a CLI start costs 1.5-6 s, and a wait for recovery
+    would see it that much later. What the operator sees, the CLI's exit code, is `healthy`."""
+    return {status.name: status for status in status_of_stack(stack.settings)}
+
+
+def all_healthy(stack: LocalStack) -> bool:
+    return all(status.healthy for status in statuses(stack).values())
+
+
 def component_pid(stack: LocalStack, name: str) -> int | None:
-    statuses = {s["name"]: s for s in json.loads(stack.tally("status", "--json").stdout)}
-    return statuses[name]["pid"]
+    return statuses(stack)[name].pid
 
 
 def restarted_and_healthy(stack: LocalStack, name: str, before: int) -> bool:
-    """`name` runs as a new process and every component is healthy, in one `tally status`
-    (it exits 0 only when all are): one CLI start per poll, several seconds each under load."""
-    result = stack.tally("status", "--json")
-    statuses = {s["name"]: s for s in json.loads(result.stdout)}
-    return result.returncode == 0 and statuses[name]["pid"] not in (None, before)
+    """`name` runs as a new process and every component is healthy, in one reading."""
+    now = statuses(stack)
+    return all(status.healthy for status in now.values()) and now[name].pid not in (None, before)
 
 
 def healthy(stack: LocalStack) -> bool:
+    """`tally status` exits 0: every component healthy, as the operator is told."""
     return stack.tally("status").returncode == 0
+
+
+def recovered(stack: LocalStack, what: str, timeout_s: float) -> None:
+    """Wait until every component is healthy (read in this process), then `tally status` says so."""
+    eventually(lambda: all_healthy(stack), what, timeout_s)
+    eventually(lambda: healthy(stack), f"{what}, as `tally status` says", timeout_s)
 
 
 def sigkill_tree(pid: int) -> None:

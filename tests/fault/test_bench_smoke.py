@@ -17,8 +17,8 @@ import pytest
 from bench.archiver import bench_archiver
 from bench.collector import run_collector_bench
 from bench.report import bench_latency
-from tests.fault.scenario import healthy
-from tests.fixtures.local_stack import LocalStack, eventually
+from tests.fault.scenario import recovered
+from tests.fixtures.local_stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def test_archiver_section_archives_its_whole_backlog(local_stack: LocalStack) ->
 
     assert figures["events"] == 2_000 and figures["events_per_s"] > 0, figures
     # It stopped and started the stack's archiver: the next test finds the stack whole.
-    eventually(lambda: healthy(local_stack), "every component healthy again", 120)
+    recovered(local_stack, "every component healthy again", 120)
 
 
 def test_collector_section_measures_the_bare_app_single_events_and_batches(local_stack: LocalStack) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
-from tests.fault.scenario import BETWEEN_FAULTS_S, Traffic, healthy, verify_clean
+from tests.fault.scenario import BETWEEN_FAULTS_S, Traffic, all_healthy, recovered, verify_clean
 from tests.fixtures.archive import archived
 from tests.fixtures.local_stack import LocalStack, eventually
 from tests.fixtures.small_disk import SmallDisk, why_no_small_disk
@@ -54,7 +54,7 @@ def start_traffic(stack: LocalStack, site: str, seed: int) -> Traffic:
 
 def finish_once_recovered(stack: LocalStack, traffic: Traffic) -> tuple[RunSummary, GroundTruth]:
     """Once space is back: the stack healthy, a moment of traffic through it, the run's answers."""
-    eventually(lambda: healthy(stack), "every component healthy once the disk has room", 240)
+    recovered(stack, "every component healthy once the disk has room", 240)
     time.sleep(BETWEEN_FAULTS_S)
     return traffic.finish()
 
@@ -100,7 +100,7 @@ def test_a_full_log_disk_answers_503_and_loses_no_accepted_event(
     stack, settings = local_stack, local_stack.settings
     traffic = start_traffic(stack, LOG_SITE, seed=34)
     with log_disk.full():
-        eventually(lambda: not healthy(stack), "the broker stops on its full disk", 120)
+        eventually(lambda: not all_healthy(stack), "the broker stops on its full disk", 120)
         time.sleep(FULL_FOR_S)  # page views keep arriving: the collector answers them 503
     summary, truth = finish_once_recovered(stack, traffic)
     accepted = len(truth.counted())
