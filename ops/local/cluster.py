@@ -46,21 +46,20 @@ BROKER_HEAP = "320m"
 SPARK_DAEMON_MEMORY = "256m"
 # The master and the workers only keep a registry and launch executors (the work runs in the
 # executors, whose JVMs are the driver's to configure): the client compiler alone and the
-# serial collector start them on less CPU, which the brokers starting beside them need.
+# serial collector start them on less CPU.
 SPARK_DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 WORKER_CORES = 1
 WORKER_MEMORY = "640m"
 # Start groups (supervisord priorities; `tally up` starts one group at a time, its members
-# together, and `tally down` stops them in reverse). First what needs nothing of Tally's: the
-# brokers, the store and the Spark master. Then the workers, which register with the master
-# (one that finds it not yet listening waits 5-15 s to try again), and which stop only after
-# the driver whose executors they run. Then, once the topics and the tables exist, every Tally
-# process at once: the driver's start (a JVM, its executors, each query's first batch) is the
-# longest, and the collectors and the dashboard need only the log and the store. (The workers
-# started with the brokers made seven JVMs start at once, and at a load average of 48 the
-# brokers missed their 120 s.)
+# together, and `tally down` stops them in reverse): the brokers and the store; the Spark
+# master; its workers (which stop only after the driver whose executors they run); then, once
+# the topics and the tables exist, every Tally process at once: the driver's start (a JVM, its
+# executors, each query's first batch) is the longest, and the collectors and the dashboard
+# need only the log and the store. (The Spark daemons started with the brokers made up to seven
+# JVMs start at once, and at a load average of 45-50 the brokers missed their 120 s.)
 ENGINES_PRIORITY = 10
-SPARK_WORKERS_PRIORITY = 12
+SPARK_MASTER_PRIORITY = 12
+SPARK_WORKERS_PRIORITY = 14
 SERVICES_PRIORITY = 20
 # Ports taken from cluster_base_port on (ClusterLayout).
 PORTS_USED = 13
@@ -250,7 +249,8 @@ def _instance(settings: Settings, n: int) -> Settings:
 
 def cluster_components(settings: Settings) -> list[Component]:
     """Every process of the cluster, in the order `tally status` lists them; started in the
-    groups of ENGINES_PRIORITY, SPARK_WORKERS_PRIORITY and SERVICES_PRIORITY."""
+    groups of ENGINES_PRIORITY, SPARK_MASTER_PRIORITY, SPARK_WORKERS_PRIORITY and
+    SERVICES_PRIORITY."""
     settings = cluster_settings(settings)
     single = {
         component.name: dataclasses.replace(
@@ -302,9 +302,7 @@ def _spark_cluster(settings: Settings) -> list[Component]:
             *("--host", where.host, "--port", str(where.spark_master_port)),
             *("--webui-port", str(where.spark_master_ui_port)),
         ],
-        # With the brokers: it needs neither the log nor the store, and its start (a light
-        # JVM: SPARK_DAEMON_JAVA_OPTS) is hidden behind theirs (their quorum, then the topics).
-        priority=ENGINES_PRIORITY,
+        priority=SPARK_MASTER_PRIORITY,
         port=where.spark_master_port,
         healthy=lambda: http_ok(f"http://127.0.0.1:{where.spark_master_ui_port}/json/"),
         environment=daemon,
