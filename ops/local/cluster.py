@@ -14,8 +14,10 @@ data folder under $TALLY_HOME and its own log under $TALLY_HOME/logs.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +44,23 @@ ARCHIVERS = 2
 # a worker offers its executor (one core of two; spark_executor_memory must fit in it).
 BROKER_HEAP = "320m"
 SPARK_DAEMON_MEMORY = "256m"
+# The master and the workers only keep a registry and launch executors (the work runs in the
+# executors, whose JVMs are the driver's to configure): the client compiler alone and the
+# serial collector start them on less CPU.
+SPARK_DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 WORKER_CORES = 1
 WORKER_MEMORY = "640m"
+# Start groups (supervisord priorities; `tally up` starts one group at a time, its members
+# together, and `tally down` stops them in reverse): the brokers and the store; the Spark
+# master; its workers (which stop only after the driver whose executors they run); then, once
+# the topics and the tables exist, every Tally process at once: the driver's start (a JVM, its
+# executors, each query's first batch) is the longest, and the collectors and the dashboard
+# need only the log and the store. (The Spark daemons started with the brokers made up to seven
+# JVMs start at once, and at a load average of 45-50 the brokers missed their 120 s.)
+ENGINES_PRIORITY = 10
+SPARK_MASTER_PRIORITY = 12
+SPARK_WORKERS_PRIORITY = 14
+SERVICES_PRIORITY = 20
 # Ports taken from cluster_base_port on (ClusterLayout).
 PORTS_USED = 13
 # The collectors' wait for acks=all before a 503: a broker's death costs a failover (a KRaft
@@ -202,8 +219,10 @@ def cluster_settings(settings: Settings) -> Settings:
 def prepare_brokers(settings: Settings) -> None:
     settings = cluster_settings(settings)  # the replication the configs write
     nodes = layout(settings).brokers(settings.kafka_dir)
-    for node in nodes:
-        kafka.prepare(settings, node, voters=nodes)
+    # Each node's storage is formatted by a JVM of its own: the three at once, not in turn.
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        for prepared in [pool.submit(kafka.prepare, settings, node, nodes) for node in nodes]:
+            prepared.result()
 
 
 def spark_class() -> str:
@@ -229,9 +248,16 @@ def _instance(settings: Settings, n: int) -> Settings:
 
 
 def cluster_components(settings: Settings) -> list[Component]:
-    """Every process of the cluster, in start order (same priority: started together)."""
+    """Every process of the cluster, in the order `tally status` lists them; started in the
+    groups of ENGINES_PRIORITY, SPARK_MASTER_PRIORITY, SPARK_WORKERS_PRIORITY and
+    SERVICES_PRIORITY."""
     settings = cluster_settings(settings)
-    single = {component.name: component for component in components(settings)}
+    single = {
+        component.name: dataclasses.replace(
+            component, priority=ENGINES_PRIORITY if component.name == "clickhouse" else SERVICES_PRIORITY
+        )
+        for component in components(settings)
+    }
     return [
         *_brokers(settings),
         single["clickhouse"],
@@ -255,7 +281,7 @@ def _brokers(settings: Settings) -> list[Component]:
                 *kafka.broker_command(settings, node, heap=BROKER_HEAP),
             ],
             # Together: a broker waits for a quorum of controllers before it listens.
-            priority=10,
+            priority=ENGINES_PRIORITY,
             port=node.port,
             healthy=lambda node=node: port_open(node.port, node.host),
             start_timeout_s=120,
@@ -267,7 +293,7 @@ def _brokers(settings: Settings) -> list[Component]:
 
 def _spark_cluster(settings: Settings) -> list[Component]:
     where = layout(settings)
-    daemon = {"SPARK_DAEMON_MEMORY": SPARK_DAEMON_MEMORY}
+    daemon = {"SPARK_DAEMON_MEMORY": SPARK_DAEMON_MEMORY, "SPARK_DAEMON_JAVA_OPTS": SPARK_DAEMON_JAVA_OPTS}
     master = Component(
         "spark-master",
         [
@@ -276,7 +302,7 @@ def _spark_cluster(settings: Settings) -> list[Component]:
             *("--host", where.host, "--port", str(where.spark_master_port)),
             *("--webui-port", str(where.spark_master_ui_port)),
         ],
-        priority=12,
+        priority=SPARK_MASTER_PRIORITY,
         port=where.spark_master_port,
         healthy=lambda: http_ok(f"http://127.0.0.1:{where.spark_master_ui_port}/json/"),
         environment=daemon,
@@ -296,7 +322,7 @@ def _spark_cluster(settings: Settings) -> list[Component]:
                     *("--work-dir", str(folder / "work")),
                     where.spark_master_url,
                 ],
-                priority=14,
+                priority=SPARK_WORKERS_PRIORITY,
                 port=port,
                 # Healthy once the master counts it: only then can it take executors.
                 healthy=lambda port=port: port in alive_workers(settings),

@@ -14,7 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from aiokafka.errors import KafkaError
 
+from archiver.log import log_ranges
+from archiver.rows import ACCOUNTED_OFFSETS
 from loadgen.__main__ import LoadPlan
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
@@ -22,6 +25,7 @@ from loadgen.traffic import TrafficMix
 from ops.local import supervisor
 from ops.local.cluster import layout
 from storage.client import connect
+from storage.tables import SYNTHETIC_PARTITION
 from tally.settings import Settings
 from tally.topics import topic_config
 from tests.fault.scenario import (
@@ -45,8 +49,9 @@ from tests.fixtures.local_stack import LocalStack, eventually
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 RATE_PER_COLLECTOR = 15
-#: Traffic before each failover and after it (the traffic also runs throughout it).
-AROUND_THE_FAULT_S = 5
+#: Traffic before each failover and after it (the traffic also runs throughout it): 60 page
+#: views each side, and more before, while the fault looks up its victim (`tally status`).
+AROUND_THE_FAULT_S = 2
 
 
 @dataclass
@@ -99,11 +104,32 @@ def assert_archive_equals_truth(settings: Settings, site: str, truth: GroundTrut
     """Every accepted event archived once, nothing else: per path, exactly the ground truth."""
     accepted = len(truth.counted())
     eventually(lambda: archived(settings, site)[0] >= accepted, "every accepted event archived", 180)
-    time.sleep(3)  # anything archived twice would land by now
+    # The traffic is over: once every offset of the log is accounted for in the archive,
+    # nothing more can land in it, an event archived twice included.
+    eventually(lambda: archive_holds_the_whole_log(settings), "every offset of the log archived", 60)
     count, unique = archived(settings, site)
     assert count == unique == accepted
     expected = Counter({path: n for (_, path), n in truth.pageviews_by_site_path().items()})
     assert archived_by_path(settings, site) == expected
+
+
+def archive_holds_the_whole_log(settings: Settings) -> bool:
+    """Every partition of `pageviews` accounted for in the archive up to its last offset (the
+    archiver takes each partition's offsets in order, without a gap: archiver/consumer.py)."""
+    try:
+        ends = {partition: end for partition, (_, end) in asyncio.run(log_ranges(settings)).items()}
+    except KafkaError:  # a broker restarting: ask again
+        return False
+    reached = dict(
+        connect(settings)
+        .query(
+            f"SELECT kafka_partition, max(kafka_offset) + 1 FROM ({ACCOUNTED_OFFSETS}) "
+            "GROUP BY kafka_partition",
+            parameters={"synthetic": SYNTHETIC_PARTITION},
+        )
+        .result_rows
+    )
+    return all(reached.get(partition, 0) >= end for partition, end in ends.items())
 
 
 def minutes_raw_and_agg(settings: Settings, site: str) -> tuple[dict, dict]:
@@ -284,7 +310,7 @@ def test_cut_off_broker_rejoins_and_catches_up(
             # Alive but unreachable: fenced by the controllers, out of every ISR, while the
             # other two take the writes it misses.
             eventually(lambda: out_of_every_isr(settings, leader), f"kafka-{leader} out of every ISR", 60)
-            time.sleep(5)
+            time.sleep(AROUND_THE_FAULT_S)  # writes it misses, to catch up on
         finally:
             broker_network.reconnect(leader)
 
@@ -324,13 +350,17 @@ def every_minute_raw_and_agg(settings: Settings) -> tuple[dict, dict]:
     return raw, agg
 
 
+#: A site of the replay's own, so that it has something to rebuild when it runs alone.
+REPLAYED_TRAFFIC_S = 4
+
+
 def test_replay_and_verify_on_the_cluster_agree_with_the_archive(cluster_stack: LocalStack) -> None:
     """`tally replay` and `tally verify` find the cluster from $TALLY_HOME alone (its stored
     layout): the replay runs on the Spark workers, reading the three-broker log, and what it
     rebuilds equals the raw archive for every site the module's faults touched."""
     stack, settings = cluster_stack, cluster_stack.settings
     site = new_site(stack, "replay")
-    summary, truth = BothCollectors.start(stack, site, seed=26, duration_s=10).finish()
+    summary, truth = BothCollectors.start(stack, site, seed=26, duration_s=REPLAYED_TRAFFIC_S).finish()
     assert summary.accepted == summary.sent, summary.statuses
     assert_archive_equals_truth(settings, site, truth)
     # The commands below are not told where the cluster listens: they read it from the home.
