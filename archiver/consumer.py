@@ -73,6 +73,9 @@ T = TypeVar("T")
 
 #: How long the store may refuse one batch before the archiver stops calling itself healthy.
 STUCK_AFTER_S = 300.0
+#: The longest wait between two tries of a write (or a question) the store refused; the first
+#: is TALLY_ARCHIVER_RETRY_BASE_S, doubled each time.
+RETRY_MAX_S = 30.0
 
 
 @dataclass
@@ -212,6 +215,7 @@ class ResumeFromArchive(ConsumerRebalanceListener):
         # A client of its own: one clickhouse-connect client runs one query at a time, and
         # the archiver's may be inserting when a rebalance asks where the archive ends.
         self._client = connect(settings)
+        self._retry_base_s = settings.archiver_retry_base_s
         self._next_expected = next_expected
         self._settle = settle
         self._fence = fence
@@ -266,14 +270,14 @@ class ResumeFromArchive(ConsumerRebalanceListener):
         )
 
     async def _until_answered(self, failure: str, ask: Callable[[], T]) -> T:
-        delay_s = 0.5
+        delay_s = self._retry_base_s
         while True:
             try:
                 return await asyncio.to_thread(ask)
             except Exception as error:  # the store down or slow: ask again
                 log.warning(failure, error=str(error)[:300], retry_in_s=delay_s)
                 await asyncio.sleep(delay_s)
-                delay_s = min(delay_s * 2, 30.0)
+                delay_s = min(delay_s * 2, RETRY_MAX_S)
 
 
 class Archiver:
@@ -489,7 +493,7 @@ class Archiver:
         The heartbeat goes on while the store refuses the batch for less than STUCK_AFTER_S: a
         store restarting or briefly full is no fault of the archiver's. Past that the archiver
         archives nothing and `tally status` must say so, not call it healthy."""
-        delay_s = 0.5
+        delay_s = self.settings.archiver_retry_base_s
         failing_since = time.monotonic()
         while True:
             try:
@@ -500,7 +504,7 @@ class Archiver:
                 if time.monotonic() - failing_since < STUCK_AFTER_S:
                     heartbeat.beat(self.settings, "archiver")
                 await asyncio.sleep(delay_s)
-                delay_s = min(delay_s * 2, 30.0)
+                delay_s = min(delay_s * 2, RETRY_MAX_S)
 
     async def _set_aside_broken_part(self, error: Exception) -> None:
         """A part of the store that no longer reads back fails every retry of the batch the same

@@ -136,16 +136,33 @@ def run(
 
 
 def stop_gracefully(query: StreamingQuery, grace_s: float = STOP_GRACE_S) -> None:
-    """Let a running micro-batch finish (up to `grace_s`), then stop the query.
+    """Let the micro-batch running now finish (up to `grace_s`), then stop the query.
 
     Stopping interrupts a batch in flight; that is safe (the batch is re-run from the
     checkpoint on the next start, and the sink is idempotent) but wasteful and noisy.
     A trigger may still begin between the check and the stop: same outcome.
+
+    The wait ends when that batch has reported its progress, not at the first moment no
+    trigger is active: a query whose batches run back to back (the alerts query's heartbeat
+    gives every trigger input; a batch slower than the trigger interval starts the next at
+    once) has almost no such moment, and waiting for one cost the whole grace every stop.
     """
     deadline = time.monotonic() + grace_s
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+    in_flight = _next_batch_id(query)
+    while (
+        query.isActive
+        and query.status["isTriggerActive"]
+        and _next_batch_id(query) <= in_flight
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     query.stop()
+
+
+def _next_batch_id(query: StreamingQuery) -> int:
+    """The id of the batch after the last one that completed: the one running, if any."""
+    progress = query.lastProgress
+    return 0 if progress is None else int(progress["batchId"]) + 1
 
 
 def with_current_definitions(settings: Settings) -> Settings:

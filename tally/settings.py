@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # How often the archiver checks itself against the log and repairs holes (it also does
     # at start); see archiver/audit.py.
     archive_audit_interval_s: float = 300.0
+    # The archiver's first retry of a write the store refused (or an archive position it did
+    # not answer), doubled each time up to 30 s: the store restarting or briefly full.
+    archiver_retry_base_s: float = Field(default=0.5, gt=0)
     # Each archiver writes a partition's offsets only while it holds the partition's fence, checked
     # by the store in the insert itself (archiver/fences.py): a thawed archiver's stale batch lands
     # nothing. Off only to show, in a test, the duplicates it prevents.

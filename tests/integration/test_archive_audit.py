@@ -58,7 +58,7 @@ def by_partition(audits: list[PartitionAudit]) -> dict[int, PartitionAudit]:
 def test_a_hole_in_the_archive_is_found_and_archived_again_once(settings: Settings) -> None:
     events = make_events(SITE, 3_000)
     asyncio.run(produce(settings, [(e.key, e.to_json()) for e in events]))
-    asyncio.run(archive_until(settings, SITE, expected=3_000))
+    asyncio.run(archive_until(settings, SITE, expected=3_000, settle_s=0))
     before = by_partition(verify(settings, fix=False).partitions)
     partition = max(before, key=lambda p: before[p].log_end)
     last = before[partition].archived_last
@@ -141,9 +141,11 @@ def set_marks(settings: Settings, marks: dict[int, int]) -> None:
 
 
 def archive_more(settings: Settings, site: str, count: int) -> None:
+    """`count` events of `site` produced and archived. The archiver's own duplicates are
+    test_archiver's: the audits here start once it has stopped, with nothing left to land."""
     events = make_events(site, count)
     asyncio.run(produce(settings, [(e.key, e.to_json()) for e in events]))
-    asyncio.run(archive_until(settings, site, expected=count))
+    asyncio.run(archive_until(settings, site, expected=count, settle_s=0))
 
 
 def test_a_clean_round_marks_the_archive_end_and_the_next_reads_only_the_offsets_above(

@@ -39,14 +39,18 @@ async def archive_until(
     expected: int,
     timeout_s: float = 240,
     rows: Callable[[Settings, str], int] = lambda settings, site: archived(settings, site)[0],
+    settle_s: float = 2.0,
 ) -> Archiver:
-    """Run an archiver until `rows` (by default all the site's) counts `expected` archived."""
+    """Run an archiver until `rows` (by default all the site's) counts `expected` archived.
+    `settle_s`: how long it runs on after that, so that a late duplicate, if any, lands before
+    the test looks (0 for a test that checks no duplicates of the archiver's own: the archive
+    stops changing when the archiver has stopped)."""
     archiver = Archiver(settings, connect(settings))
     task = asyncio.create_task(archiver.run())
     deadline = asyncio.get_running_loop().time() + timeout_s
     while rows(settings, site) < expected and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.5)
-    await asyncio.sleep(2)  # let a late duplicate, if any, land before we look
+    await asyncio.sleep(settle_s)
     archiver.stop()
     await task
     return archiver

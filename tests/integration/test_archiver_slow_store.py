@@ -32,6 +32,7 @@ SESSION_TIMEOUT_S = 6.0  # the broker's minimum
 # (send_receive_timeout, 300 s by default; storage/client.py keeps it) and the consumer's
 # max.poll.interval (300 s) are far beyond any delay a test can afford.
 STORE_DELAY_S = 7.0
+RETRY_BASE_S = 0.05  # the archiver's first retry of a refused insert (TALLY_ARCHIVER_RETRY_BASE_S)
 
 
 @contextmanager
@@ -75,6 +76,19 @@ def wait_until_archived(settings: Settings, site: str) -> None:
     time.sleep(3)  # a duplicate, if any, would land now
 
 
+def recovered_after_two_slow_inserts(settings: Settings, site: str, proxy: StoreProxy) -> None:
+    """Lift the delay once the second slow insert has landed. A slow insert that blocked the
+    heartbeats would cost the archiver its partitions during that insert, so two prove what
+    slowness to the end did; and every request through the proxy waits (each batch makes
+    several), so each slow batch costs several delays. The archiver inserts its batches one
+    after the other: when the second slow insert is taken the first batch's rows are in, and
+    the second's rows arriving mean its delay is over."""
+    wait_until(lambda: proxy.faults.delayed_inserts >= 2, timeout_s=180)
+    before_second = archived(settings, site)[0]
+    wait_until(lambda: archived(settings, site)[0] > before_second, timeout_s=180)
+    proxy.faults.delay_s = 0.0
+
+
 def damaged_partitions(settings: Settings) -> list[tuple[int, list, int]]:
     return [(a.partition, a.holes, a.duplicates) for a in audit(settings) if a.holes or a.duplicates]
 
@@ -90,6 +104,7 @@ def test_a_store_slower_than_the_consumer_session_archives_each_event_once(setti
             # Slow from mid-stream on: batches archived, more arriving.
             wait_until(lambda: archived(settings, site)[0] > 0, timeout_s=120)
             proxy.faults.delay_s = STORE_DELAY_S
+        recovered_after_two_slow_inserts(settings, site, proxy)
         wait_until_archived(settings, site)
 
     assert proxy.faults.delayed_inserts >= 2, "the inserts must be slow for this test to mean anything"
@@ -102,7 +117,11 @@ def test_connections_lost_mid_insert_leave_each_event_archived_once(settings: Se
     written), then three times after the store wrote the batch but before its answer arrived
     (written; the archiver cannot know, and sends the batch again)."""
     site = "lost-insert.example.com"
-    settings = settings.model_copy(update={"archive_audit_interval_s": 3600.0})
+    # Five failed tries of one batch in a row: at the default first retry of 0.5 s, doubled,
+    # 15 s of back-off that prove nothing here.
+    settings = settings.model_copy(
+        update={"archive_audit_interval_s": 3600.0, "archiver_retry_base_s": RETRY_BASE_S}
+    )
     with archiver_behind_proxy(settings) as proxy:
         with producing(settings, make_events(site, EVENTS)):
             wait_until(lambda: archived(settings, site)[0] > 0, timeout_s=120)
