@@ -6,7 +6,7 @@ while the server is busy with the numbers' callbacks, and costs the server no re
 
 The Settings view's panels read the store only once it is opened: their callbacks take the site
 from `settings-site` (and the period from `settings-period`), which the page fills with the
-picker's site (and period) while the Settings tab is shown, and leaves as they were otherwise.
+picker's site (and period) when the Settings tab is shown on a new one, and leaves them otherwise.
 A page load or a change of site on another tab then costs the server none of the panels'
 requests (17 of the Overview's first 61 before, each a store query).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from dash import Dash, Input, Output
+from dash import Dash, Input, Output, State
 
 OVERVIEW_TAB = "overview"
 EXPLORE_TAB = "explore"
@@ -51,9 +51,12 @@ SECTIONS = {
 SHOW_TAB = """function (tab) {
     return %s.map((view) => ({display: view === tab ? "block" : "none"}));
 }"""
-SETTINGS_SITE_WHEN_SHOWN = """function (tab, site, period) {
+# Unchanged when the view is opened again on the same site and period: the lists re-rendered
+# under a click would lose it (their buttons replaced), and each edit refreshes its own list.
+SETTINGS_SITE_WHEN_SHOWN = """function (tab, site, period, shownSite, shownPeriod) {
     const no_update = window.dash_clientside.no_update;
-    return tab === %s && site ? [site, period] : [no_update, no_update];
+    const same = site === shownSite && JSON.stringify(period) === JSON.stringify(shownPeriod);
+    return tab === %s && site && !same ? [site, period] : [no_update, no_update];
 }"""
 
 
@@ -72,4 +75,6 @@ def register_view_tabs(app: Dash) -> None:
         Input("tabs", "value"),
         Input("site", "value"),
         Input("period", "data"),
+        State(SETTINGS_SITE, "data"),
+        State(SETTINGS_PERIOD, "data"),
     )

@@ -29,7 +29,6 @@ from tests.browser.test_dashboard import (
     api,
     open_site,
     period_shown,
-    pick_site,
     screenshot,
 )
 from tests.fixtures.dashboard_server import DashboardServer
@@ -169,7 +168,9 @@ async def test_site_owner_saves_a_funnel_picks_it_after_a_reload_and_removes_it(
         # A new visit: the Steps box emptied, the saved funnel picked from the list.
         await page.evaluate("localStorage.clear()")
         await page.reload()
-        await pick_site(page, SITE)
+        # The address keeps the site (dashboard/bookmark.py), so a user does not pick it again;
+        # the test did, and the Funnel tab clicked right after never showed (CI, stops 51 and 52).
+        await expect(page.locator("#site")).to_contain_text(SITE)
         await page.get_by_role("option", name="Funnel", exact=True).click()
         await page.click("#funnel-saved")
         await page.get_by_role("option", name="Checkout", exact=True).click()

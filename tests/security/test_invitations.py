@@ -135,11 +135,12 @@ def panel_invites(browser: httpx.Client, site: str) -> httpx.Response:
         browser,
         [("team-invites", "children")],
         [
-            {"id": "site", "property": "value", "value": site},
+            # The list reads the site the Settings view shows (dashboard/view_tabs.py).
+            {"id": "settings-site", "property": "data", "value": site},
             {"id": "team-version", "property": "data", "value": 0},
         ],
         [],
-        "site.value",
+        "settings-site.data",
     )
 
 
