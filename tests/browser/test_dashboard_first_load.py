@@ -36,6 +36,20 @@ def site(dashboard_settings: Settings) -> str:
     return site
 
 
+async def sign_in_and_read(page: Page, server: DashboardServer, site: str) -> None:
+    """Sign in as the operator, pick the module's site and wait for its numbers."""
+    await page.goto(server.url + "/")
+    await page.fill("#password", server.password)
+    await page.click("button[type=submit]")
+    # The picker is filled as the page arrives (its lazily loaded chunk: see sign_in); the chosen
+    # site's numbers follow.
+    await expect(page.locator("#site")).not_to_contain_text("Pick a site", timeout=SIGN_IN_TIMEOUT_MS)
+    await page.click("#site")
+    await page.locator("input.dash-dropdown-search").fill(site)
+    await page.get_by_role("option", name=site, exact=True).click()
+    await expect(page.locator("#metric-visitors")).to_have_attribute("data-value", "4")
+
+
 async def test_numbers_load_with_the_page_and_explore_waits_until_opened(
     dashboard_server: DashboardServer, page: Page, site: str
 ) -> None:
@@ -46,16 +60,7 @@ async def test_numbers_load_with_the_page_and_explore_waits_until_opened(
             outputs.append(json.loads(request.post_data or "{}").get("output", ""))
 
     page.on("request", callback)
-    await page.goto(dashboard_server.url + "/")
-    await page.fill("#password", dashboard_server.password)
-    await page.click("button[type=submit]")
-    # The picker is filled as the page arrives (its lazily loaded chunk: see sign_in); the chosen
-    # site's numbers follow.
-    await expect(page.locator("#site")).not_to_contain_text("Pick a site", timeout=SIGN_IN_TIMEOUT_MS)
-    await page.click("#site")
-    await page.locator("input.dash-dropdown-search").fill(site)
-    await page.get_by_role("option", name=site, exact=True).click()
-    await expect(page.locator("#metric-visitors")).to_have_attribute("data-value", "4")
+    await sign_in_and_read(page, dashboard_server, site)
     assert SITE_OPTIONS not in outputs  # no round trip for the sites before the numbers
 
     # Explore, never opened: no starting query written, no totals counted.
@@ -110,14 +115,7 @@ async def test_settings_panels_read_the_store_only_once_the_settings_view_opens(
         ]
 
     page.on("request", callback)
-    await page.goto(dashboard_server.url + "/")
-    await page.fill("#password", dashboard_server.password)
-    await page.click("button[type=submit]")
-    await expect(page.locator("#site")).not_to_contain_text("Pick a site", timeout=SIGN_IN_TIMEOUT_MS)
-    await page.click("#site")
-    await page.locator("input.dash-dropdown-search").fill(site)
-    await page.get_by_role("option", name=site, exact=True).click()
-    await expect(page.locator("#metric-visitors")).to_have_attribute("data-value", "4")
+    await sign_in_and_read(page, dashboard_server, site)
     await page.wait_for_load_state("networkidle")
     assert asked and settings_reads() == []  # the Overview's callbacks went; none of the Settings view's
     assert not await page.locator("#exclusions-list").text_content()  # hidden, and never filled

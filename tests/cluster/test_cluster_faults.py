@@ -17,7 +17,6 @@ import pytest
 from aiokafka.errors import KafkaError
 
 from archiver.log import log_ranges
-from archiver.rows import ACCOUNTED_OFFSETS
 from loadgen.__main__ import LoadPlan
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
@@ -25,7 +24,6 @@ from loadgen.traffic import TrafficMix
 from ops.local import supervisor
 from ops.local.cluster import layout
 from storage.client import connect
-from storage.tables import SYNTHETIC_PARTITION
 from tally.settings import Settings
 from tally.topics import topic_config
 from tests.fault.scenario import (
@@ -45,6 +43,7 @@ from tests.fixtures.cluster_stack import (
     partition_leaders,
 )
 from tests.fixtures.local_stack import LocalStack, eventually
+from tests.integration.test_archive_audit import archive_ends
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -120,15 +119,7 @@ def archive_holds_the_whole_log(settings: Settings) -> bool:
         ends = {partition: end for partition, (_, end) in asyncio.run(log_ranges(settings)).items()}
     except KafkaError:  # a broker restarting: ask again
         return False
-    reached = dict(
-        connect(settings)
-        .query(
-            f"SELECT kafka_partition, max(kafka_offset) + 1 FROM ({ACCOUNTED_OFFSETS}) "
-            "GROUP BY kafka_partition",
-            parameters={"synthetic": SYNTHETIC_PARTITION},
-        )
-        .result_rows
-    )
+    reached = archive_ends(settings)
     return all(reached.get(partition, 0) >= end for partition, end in ends.items())
 
 
