@@ -51,12 +51,16 @@ SECTIONS = {
 SHOW_TAB = """function (tab) {
     return %s.map((view) => ({display: view === tab ? "block" : "none"}));
 }"""
-# Unchanged when the view is opened again on the same site and period: the lists re-rendered
-# under a click would lose it (their buttons replaced), and each edit refreshes its own list.
+# Each set only when it changed: a list re-rendered under a click would lose it (its buttons
+# replaced), so opening the view again, or the clock moving the period, leaves the site's lists
+# as they are (each edit refreshes its own list).
 SETTINGS_SITE_WHEN_SHOWN = """function (tab, site, period, shownSite, shownPeriod) {
     const no_update = window.dash_clientside.no_update;
-    const same = site === shownSite && JSON.stringify(period) === JSON.stringify(shownPeriod);
-    return tab === %s && site && !same ? [site, period] : [no_update, no_update];
+    if (tab !== %s || !site) {
+        return [no_update, no_update];
+    }
+    const samePeriod = JSON.stringify(period) === JSON.stringify(shownPeriod);
+    return [site === shownSite ? no_update : site, samePeriod ? no_update : period];
 }"""
 
 
