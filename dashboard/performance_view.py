@@ -1,4 +1,4 @@
-"""The Performance tab (issue 35): the Web Vitals' p75 by day of the period as trend lines, and
+"""The Performance tab: the Web Vitals' p75 by day of the period as trend lines, and
 per page each vital's p75 with the share of page views rated good (storage/queries/vitals.py
 says what each number is; the stats API's /api/v1/stats/vitals answers the same)."""
 

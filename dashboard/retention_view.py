@@ -1,4 +1,4 @@
-"""The Retention tab (issue 35): weekly cohorts of first visit and the share of each back in every
+"""The Retention tab: weekly cohorts of first visit and the share of each back in every
 later week, as a Plotly heatmap, for the weeks up to the period's last day (storage/queries/
 retention.py says what each number is; /api/v1/stats/retention answers the same). Above it, the
 visitor identity the numbers rest on: under daily ids (the default) nobody is recognised in a later

@@ -1,4 +1,4 @@
-"""`tally mcp`: a read-only Model Context Protocol server over the stats engine (issue 37).
+"""`tally mcp`: a read-only Model Context Protocol server over the stats engine.
 
 It holds no store connection and no key of its own: every tool asks the dashboard server's HTTP
 APIs (`/api/v1`, Plausible's `/api/v2/query`) with the caller's key, so the routes that already

@@ -1,4 +1,4 @@
-"""Erasing a site's events (issue 37): the archive's rows, its index, and every table derived
+"""Erasing a site's events: the archive's rows, its index, and every table derived
 from them, so that no figure of the site is left.
 
 An erasure is recorded first (`site_erasures`, migration 0072): its version (the installation's

@@ -1,4 +1,4 @@
-"""A site's visitor identity (issue 35): how long its visitor ids live, chosen by its owner.
+"""A site's visitor identity: how long its visitor ids live, chosen by its owner.
 
 The visitor id is HMAC(salt, site ‖ ip ‖ user agent) (collector/enrichment.py); the salt is
 random, stored, and rotated, so an id lives as long as its salt: `daily` (the default, a visitor

@@ -1,4 +1,4 @@
--- Issue 33: the archive audit checks only what was written since it last found a partition whole.
+-- The archive audit checks only what was written since it last found a partition whole.
 -- archive_audit_marks: per partition, the offset below which the audit last found the archive
 -- complete and nothing archived twice (archiver/audit.py). Shared by every archiver and
 -- `tally verify`; the latest mark written is the one that holds (`tally verify --full` may

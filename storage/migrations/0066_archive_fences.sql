@@ -1,4 +1,4 @@
--- Issue 33: two archivers fenced. A thawed archiver's stale batch (its partitions were reassigned
+-- Two archivers fenced. A thawed archiver's stale batch (its partitions were reassigned
 -- while it was frozen) lands nothing.
 -- archive_fences: per partition of a topic, who may write its offsets into the archive. An
 -- archiver takes a partition's fence when the group assigns it the partition, before it reads

@@ -1,4 +1,4 @@
--- Issue 35: notes on a site's timeline (storage/annotations.py), written by admins from the
+-- Annotations: notes on a site's timeline (storage/annotations.py), written by admins from the
 -- dashboard, the CLI and the API (a CI pipeline's deploy). `day` set (whole_day = 1): a note on
 -- a date, drawn at that date's midnight in the site's zone as it is when read; else `at`, an
 -- instant (UTC). `text` is data, never markup. A removal is a new row (removed = 1): the newest

@@ -1,4 +1,4 @@
--- Issue 37: a site's custom properties (storage/custom_properties.py), set through Plausible's
+-- A site's custom properties (storage/custom_properties.py), set through Plausible's
 -- Sites API (PUT|DELETE /api/v1/sites/custom-props). Empty: the dashboard's Properties report
 -- offers every property the events carry; with names: only those. The stats APIs answer any
 -- property either way. A removal is a new row (removed = 1): the newest row per (site, property)

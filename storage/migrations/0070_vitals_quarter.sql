@@ -1,4 +1,4 @@
--- Web Vitals (issue 35; storage/queries/vitals.py, docs/architecture.md "Web Vitals"): per
+-- Web Vitals (storage/queries/vitals.py, docs/architecture.md "Web Vitals"): per
 -- (site, quarter-hour, path, device, country, browser) and vital, the page views measured in
 -- each FIXED histogram bucket, named by its upper bound (`upper`, in the archive's unit: ms, CLS
 -- in thousandths). The bounds are storage/queries/vitals.py's BOUNDS, written out

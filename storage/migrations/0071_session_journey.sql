@@ -1,4 +1,4 @@
--- Issue 35 (journeys): a session row holds the path its visit took, so that "where do visitors go
+-- Journeys: a session row holds the path its visit took, so that "where do visitors go
 -- next from P" and "where did they come from into P" read `sessions` (array functions over
 -- `journey`) instead of sessionising the archive at read time.
 -- journey: the paths of the visit's page views in time order (ties in one millisecond go to the

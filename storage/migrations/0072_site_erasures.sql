@@ -1,4 +1,4 @@
--- Issue 37: deleting a site may erase its events (storage/erasures.py).
+-- Deleting a site may erase its events (storage/erasures.py).
 -- site_erasures: every erasure, recorded before anything is deleted. The archiver, the audit's
 -- repairs and the stream jobs read it to drop the events of `site` received at or before
 -- `cutoff` that the log still holds, so the log never brings them back. `version` numbers the

@@ -1,4 +1,4 @@
--- Issue 35 (retention): each site's visitor identity, chosen by its owner. The visitor id is
+-- Retention: each site's visitor identity, chosen by its owner. The visitor id is
 -- HMAC(salt, site ‖ ip ‖ user agent); `rotation` says how long the salt, and so the id, lives:
 -- `daily` (the default, a visitor is recognisable within one UTC day), `weekly` (one ISO week,
 -- Monday to Sunday UTC) or `monthly` (one calendar month UTC). A site without a row is daily.

@@ -127,9 +127,9 @@ stream jobs receive up to the allowed lateness behind their watermark (TALLY_ALL
 the rollups and session rows change accordingly. LATE_EVENTS_RULE says what happens to an older
 one; `meta.late_events` reports them per UTC day and when they were recorded.
 
-Rollups hold the issue-16 dimensions (language, screen_size, utm_medium/campaign/content/term)
-only for page views the stream jobs processed since the upgrade; `tally replay` rebuilds older
-ones from the log (README, "Upgrading").
+Rollups hold the dimensions added with migration 0024 (language, screen_size,
+utm_medium/campaign/content/term) only for page views the stream jobs processed since the
+upgrade; `tally replay` rebuilds older ones from the log (README, "Upgrading").
 
 Goals, custom events and properties (storage/goals.py, migration 0022):
 - custom event: an event whose name is neither 'pageview' nor 'engagement'.

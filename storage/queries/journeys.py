@@ -1,4 +1,4 @@
-"""Journeys (issue 35): where the visits go next from a page, or came from into it.
+"""Journeys: where the visits go next from a page, or came from into it.
 
 What a row counts (DESIGN.md "Journeys"): the visits starting in [start, end) (session_start, as
 the other visit reports count them), each through its journey — its page views' paths in time
@@ -21,7 +21,7 @@ query below runs over either, so both give the same rows to the unit. A range ho
 written before migration 0071 (its journey [] although every visit has a page view) is answered
 from the archive, so an upgrade before `tally replay` never changes an answer.
 
-Filters (issue 35): a journey is a whole visit's path, so it is filtered by the visit's properties
+Filters: a journey is a whole visit's path, so it is filtered by the visit's properties
 alone (JOURNEY_FILTERS), dict filters and expressions alike, a saved segment of them too: source
 (referrer_domain), channel (the site's rules), the UTMs, entry and exit page, and country, device,
 browser, os, screen_size, language, which for a journey are the visit's own, its first page view's

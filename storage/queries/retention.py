@@ -1,4 +1,4 @@
-"""Retention (issue 35): of the visitors who first came in a week, how many came back in each
+"""Retention: of the visitors who first came in a week, how many came back in each
 later week, over up to 12 weeks.
 
 What the report counts (docs/architecture.md, "Retention"):

@@ -1,4 +1,4 @@
-"""The Web Vitals report (issue 35): per page, device, country or browser, the p50, p75 and
+"""The Web Vitals report: per page, device, country or browser, the p50, p75 and
 p95 of each vital and the share of page views Google's thresholds rate good, needs
 improvement or poor (docs/architecture.md, "Web Vitals").
 

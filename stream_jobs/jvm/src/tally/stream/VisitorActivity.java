@@ -35,7 +35,7 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * One visitor's page views → exact sessions and signed deltas of the rollups (issue 14).
+ * One visitor's page views → exact sessions and signed deltas of the rollups.
  *
  * <p>Spark's arbitrary stateful processing keyed by (site, visitor_id). The state keeps the
  * visitor's accepted page views until none of them can change a number any more (every session
@@ -57,7 +57,7 @@ import org.apache.spark.sql.types.StructType;
  * looked at again exactly when the watermark may close one of its sessions (for the live views:
  * is_closed) or the lateness horizon may end everything of it, in a live run and in a replay alike.
  *
- * <p>Allowed lateness (issue 30): the lateness horizon is the watermark − allowedLatenessMs
+ * <p>Allowed lateness: the lateness horizon is the watermark − allowedLatenessMs
  * (TALLY_ALLOWED_LATENESS_S, 72 h by default). The state keeps a visitor's page views until the
  * horizon has passed the end of their sessions (last page view + gap) and of their UTC days, so a
  * page view after the horizon is always counted exactly, whoever sent it: it opens, extends or
@@ -73,7 +73,7 @@ import org.apache.spark.sql.types.StructType;
  * rollups take deltas, so a minute is never "closed". The
  * rate-limit panes count only page views ahead of the watermark (the present).
  *
- * <p>Each event counts once (issue 15). A sender that lost a 202 sends the event again with the
+ * <p>Each event counts once. A sender that lost a 202 sends the event again with the
  * same event_id, so the log may hold it twice, at different offsets and, for a browser event (ts =
  * receive time), at different times. The raw archive keeps the first copy (lowest offset); so does
  * this function: the page views of a call are taken in log order (Kafka offset; a visitor's
@@ -91,7 +91,7 @@ import org.apache.spark.sql.types.StructType;
  * count it. Deduplicating that too would need state by event_id over the whole retention, which
  * Spark would scan on every batch.
  *
- * <p>Engagement events (issue 16) never count as page views: they start, extend or split no
+ * <p>Engagement events never count as page views: they start, extend or split no
  * session and count in no page view, visitor, pane or duration. Each belongs to the session whose
  * [first page view, last page view + gap] holds its ts (storage/queries/contract.py, "engaged
  * session"); a session's engaged time is the sum of their engagement_ms, and a one-page-view
@@ -142,7 +142,7 @@ public final class VisitorActivity
      * A session row's attributes taken from its first page view, in the output's order, after
      * entry_path and exit_path (stream_jobs/activity.py SESSION_ATTRIBUTES: the `sessions`
      * columns). utm_content to language came with migration 0062; the state has held their
-     * fields since issue 16, so its encoding did not change.
+     * fields since encoding v2, so its encoding did not change.
      */
     static final String[] SESSION_ROW_FIELDS = {
         "referrer_domain", "utm_source", "utm_medium", "utm_campaign", "country", "device", "browser", "os",
@@ -159,7 +159,7 @@ public final class VisitorActivity
     };
 
     /**
-     * The fields of a state written before issue 16 (encoding v1, no version marker), in their order:
+     * The fields of a state of encoding v1 (no version marker), in their order:
      * running deployments restore such states from their checkpoints.
      */
     static final String[] V1_EVENT_FIELDS = {
@@ -173,12 +173,12 @@ public final class VisitorActivity
      */
     static final int ENCODING_V2 = -2;
     /**
-     * Encoding v3 (issue 16's engaged sessions): v2's page views, then the engagement events. v1
+     * Encoding v3 (engaged sessions): v2's page views, then the engagement events. v1
      * and v2 states (none) still decode, with no engagement event.
      */
     static final int ENCODING_V3 = -3;
     /**
-     * Encoding v4 (issue 30's allowed lateness): the moment up to which the numbers of page views
+     * Encoding v4 (allowed lateness): the moment up to which the numbers of page views
      * pruned from the state are final (finalThrough), then v3's body. v1 to v3 states decode with
      * nothing pruned.
      */

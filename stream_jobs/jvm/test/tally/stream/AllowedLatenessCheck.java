@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The allowed lateness of issue 30, without Spark: one visitor's page views arrive out of order,
+ * The allowed lateness, without Spark: one visitor's page views arrive out of order,
  * up to just within the 72 h allowed lateness, over ten days, in batches that push the watermark; the function is called as
  * Spark calls it (new rows, or a timeout once the watermark passes the timestamp it set). Checks:
  * no page view within the allowed lateness is counted late; the rollup deltas summed over every

@@ -6,12 +6,12 @@ import java.io.IOException;
 import java.util.List;
 
 /**
- * Visitor states survive the encoding change of issue 16: a state written before it (v1, ten
+ * Visitor states survive every encoding change: a state written by the first encoder (v1, ten
  * fields, no version marker), as running deployments hold in their checkpoints, decodes with its
- * values in place and the new fields empty; a v2 state (the issue-16 dimensions, before engaged
+ * values in place and the new fields empty; a v2 state (with the dimensions, before engaged
  * sessions) decodes with no engagement event; a state is written as v3 and reads back unchanged,
  * engagement events included; a v3 state decodes with nothing pruned, and a state is written as v4
- * (issue 30: the end of what was pruned from it, finalThrough) and reads back unchanged.
+ * (the end of what was pruned from it, finalThrough) and reads back unchanged.
  * Run by tests/unit/test_visitor_state_encoding.py (javac + java, no Spark session): exits 1 with
  * the failed check on stderr.
  */
@@ -71,7 +71,7 @@ public final class VisitorStateEncodingCheck {
         System.out.println("ok");
     }
 
-    /** Two page views exactly as the encoder before issue 16 wrote them. */
+    /** Two page views exactly as the first encoder (v1) wrote them. */
     private static byte[] v1State() throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         DataOutputStream out = new DataOutputStream(bytes);
@@ -87,7 +87,7 @@ public final class VisitorStateEncodingCheck {
         return bytes.toByteArray();
     }
 
-    /** One page view exactly as the encoder of v2 (issue 16's dimensions) wrote it. */
+    /** One page view exactly as the encoder of v2 (with the dimensions) wrote it. */
     private static byte[] v2State() throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         DataOutputStream out = new DataOutputStream(bytes);
@@ -102,7 +102,7 @@ public final class VisitorStateEncodingCheck {
         return bytes.toByteArray();
     }
 
-    /** One page view and one engagement event exactly as the encoder of v3 (issue 16) wrote them. */
+    /** One page view and one engagement event exactly as the encoder of v3 (engaged sessions) wrote them. */
     private static byte[] v3State() throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         DataOutputStream out = new DataOutputStream(bytes);
