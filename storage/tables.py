@@ -57,6 +57,10 @@ VITALS_QUARTER = "vitals_quarter"
 # archive, not the log: a replay leaves them as they are.
 ARCHIVE_DAYS = "archive_days"
 FUNNEL_DAYS = "funnel_days"
+# Per (site, UTC day, partition) the archived events and their lowest and highest offset, a
+# materialized view on the archive (migration 0075): what an answer's `meta` says of the log
+# (storage/queries/provenance.py coverage). Derived from the archive: a replay leaves it.
+ARCHIVE_OFFSETS_DAY = "archive_offsets_day"
 # Alerts (migration 0032): the rules, the alerts query's own counts, the alerts fired. Not
 # derived tables: a replay neither rebuilds nor fires alerts (stream_jobs/alerts.py).
 ALERT_RULES = "alert_rules"
@@ -105,6 +109,7 @@ ERASED_TABLES = (
     CUSTOM_EVENTS_BY_PAGE,
     VITALS_QUARTER,
     ARCHIVE_DAYS,
+    ARCHIVE_OFFSETS_DAY,
     FUNNEL_DAYS,
     ALERT_COUNTS_MINUTE,
     ALERTS,

@@ -60,7 +60,14 @@ from storage.queries.contract import (
     StatsQuery,
     as_utc,
 )
-from storage.tables import EVENTS, LATE_EVENTS, STREAM_OFFSETS, STREAM_WATERMARKS, SYNTHETIC_PARTITION
+from storage.tables import (
+    ARCHIVE_OFFSETS_DAY,
+    EVENTS,
+    LATE_EVENTS,
+    STREAM_OFFSETS,
+    STREAM_WATERMARKS,
+    SYNTHETIC_PARTITION,
+)
 
 #: The query whose progress and late events stand for agg (stream_jobs/activity.py).
 ACTIVITY_QUERY = agg.ACTIVITY_QUERY
@@ -229,6 +236,7 @@ def processed_parameters(processed: dict[int, int]) -> dict[str, object]:
 # An offset is processed when below its partition's end; a partition not read yet has end 0.
 _PROCESSED_END = "transform(kafka_partition, {parts:Array(UInt16)}, {ends:Array(UInt64)}, toUInt64(0))"
 
+# Per partition, every archived event of the site in [start, end): the archive read whole.
 _COVERAGE = f"""
 SELECT kafka_partition, count(), min(kafka_offset), max(kafka_offset),
        countIf(kafka_partition != {{synthetic:UInt16}} AND kafka_offset >= {_PROCESSED_END})
@@ -237,12 +245,55 @@ WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {
 GROUP BY kafka_partition
 ORDER BY kafka_partition
 """
+# The same from archive_offsets_day (migration 0075) for the UTC days wholly inside the range,
+# and from the archive for the parts of a day at either end ({edges}: [start, first whole day)
+# and [end of the last whole day, end)); with the archive's own count of the range, which the
+# summary matches unless it counted rows the archive lost and was written again.
+_COVERAGE_BY_DAY = f"""
+SELECT kafka_partition, sum(events), min(first_offset), max(last_offset),
+       (SELECT count() FROM {EVENTS} WHERE site = {{site:String}}
+          AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}})
+FROM
+(
+    SELECT kafka_partition, sum(events) AS events, min(first_offset) AS first_offset,
+           max(last_offset) AS last_offset
+    FROM {ARCHIVE_OFFSETS_DAY}
+    WHERE site = {{site:String}} AND day >= {{first_day:Date}} AND day < {{end_day:Date}}
+    GROUP BY kafka_partition
+    UNION ALL
+    SELECT kafka_partition, count(), min(kafka_offset), max(kafka_offset)
+    FROM {EVENTS}
+    WHERE site = {{site:String}}
+      AND ((ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{first_day_start:DateTime64(3, 'UTC')}})
+        OR (ts >= {{end_day_start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}))
+    GROUP BY kafka_partition
+)
+GROUP BY kafka_partition
+ORDER BY kafka_partition
+"""
+# The range's events the stream jobs have not read, in the partitions where some could be: only
+# offsets at or past the lowest of their ends are read (the archive's minmax index on
+# kafka_offset, migration 0065, skips the granules below it).
+_PENDING = f"""
+SELECT kafka_partition, countIf(kafka_offset >= {_PROCESSED_END})
+FROM {EVENTS}
+WHERE site = {{site:String}} AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}
+  AND kafka_partition IN {{unread:Array(UInt16)}} AND kafka_offset >= {{lowest_end:UInt64}}
+GROUP BY kafka_partition
+"""
 
 
 def coverage(client: Client, q: StatsQuery, processed: dict[int, int]) -> list[PartitionCoverage]:
-    """Per partition, the archived events of the site in [start, end) (every kind of event)."""
+    """Per partition, the archived events of the site in [start, end) (every kind of event): from
+    archive_offsets_day and the range's partial days, or from the archive read whole when the
+    two disagree on how many events the range holds."""
     parameters = {"site": q.site, "start": q.start, "end": q.end, **processed_parameters(processed)}
-    rows = client.query(_COVERAGE, parameters=parameters).result_rows
+    summed = _summed_by_day(client, q, parameters)
+    if summed is None:
+        rows = client.query(_COVERAGE, parameters=parameters).result_rows
+    else:
+        pending = _pending(client, summed, processed, parameters)
+        rows = [(p, n, first, last, pending.get(p, 0)) for p, n, first, last in summed]
     return [
         PartitionCoverage(
             partition=int(p),
@@ -254,6 +305,49 @@ def coverage(client: Client, q: StatsQuery, processed: dict[int, int]) -> list[P
         )
         for p, n, first, last, pending in rows
     ]
+
+
+def _summed_by_day(
+    client: Client, q: StatsQuery, parameters: dict[str, object]
+) -> list[tuple[int, int, int, int]] | None:
+    """(partition, events, first offset, last offset) of the range from _COVERAGE_BY_DAY, or None
+    when they do not add up to the archive's count of the range."""
+    start, end = as_utc(q.start), as_utc(q.end)
+    first_day = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    first_day += DAY if first_day < start else timedelta(0)
+    end_day = end.replace(hour=0, minute=0, second=0, microsecond=0)
+    if end_day <= first_day:  # no whole day: the archive answers the range alone
+        first_day = end_day = end
+    days = {
+        "first_day": first_day.date(),
+        "end_day": end_day.date(),
+        "first_day_start": first_day,
+        "end_day_start": end_day,
+    }
+    rows = client.query(_COVERAGE_BY_DAY, parameters={**parameters, **days}).result_rows
+    counted = rows[0][4] if rows else 0
+    if sum(int(row[1]) for row in rows) != counted:
+        return None
+    return [(int(p), int(n), int(first), int(last)) for p, n, first, last, _ in rows]
+
+
+def _pending(
+    client: Client,
+    summed: list[tuple[int, int, int, int]],
+    processed: dict[int, int],
+    parameters: dict[str, object],
+) -> dict[int, int]:
+    """Per partition, the range's events at or past the stream jobs' end of it (none in a partition
+    whose last event of the range they have read, none ever in the synthetic one)."""
+    unread = {
+        partition: processed.get(partition, 0)
+        for partition, _, _, last in summed
+        if partition != SYNTHETIC_PARTITION and last >= processed.get(partition, 0)
+    }
+    if not unread:
+        return {}
+    read = {**parameters, "unread": sorted(unread), "lowest_end": min(unread.values())}
+    return {int(p): int(n) for p, n in client.query(_PENDING, parameters=read).result_rows}
 
 
 def late_events_by_day(client: Client, q: StatsQuery) -> dict[datetime, int]:
