@@ -40,6 +40,7 @@ from storage.schema import apply_migrations
 from storage.sites import add_site
 from storage.tables import (
     ARCHIVE_DAYS,
+    ARCHIVE_OFFSETS_DAY,
     EVENTS,
     FUNNEL_DAYS,
     ROLLUP_DAY,
@@ -134,8 +135,9 @@ def ensure_archive(settings: Settings, count: int, now: datetime) -> dict[str, f
             "DELETE FROM events WHERE site = {site:String} AND kafka_partition = {p:UInt16}",
             parameters={"site": site, "p": SYNTHETIC_PARTITION},
         )
-    # derived from the old rows; archive_days is kept by a view that sees inserts, not deletions
-    for table in (*ROLLUPS, SESSIONS, ARCHIVE_DAYS, FUNNEL_DAYS):
+    # derived from the old rows; archive_days and archive_offsets_day are kept by views that see
+    # inserts, not deletions
+    for table in (*ROLLUPS, SESSIONS, ARCHIVE_DAYS, ARCHIVE_OFFSETS_DAY, FUNNEL_DAYS):
         client.command(f"DELETE FROM {table} WHERE site = {{site:String}}", parameters={"site": site})
     started = time.monotonic()
     parameters = {
@@ -189,7 +191,7 @@ def ensure_derived(settings: Settings, site_name: str) -> dict[str, float]:
     client = connect(settings, send_receive_timeout=3600)
     site = {"site": site_name}
     derived = client.query(f"SELECT count() FROM {ROLLUP_DAY} WHERE site = {{site:String}}", parameters=site)
-    if derived.result_rows[0][0] and not _derived_before_paths(client, site_name):
+    if derived.result_rows[0][0] and not _derived_before_visit_paths(client, site_name):
         return {"derived_s": 0.0, "reused": True}
     started = time.monotonic()
     for table in (*ROLLUPS, SESSIONS):  # derived by an older version: from scratch, not added to
@@ -204,12 +206,14 @@ def ensure_derived(settings: Settings, site_name: str) -> dict[str, float]:
     return {"derived_s": round(time.monotonic() - started, 1), "reused": False}
 
 
-def _derived_before_paths(client: Client, site_name: str) -> bool:
-    """Whether the site's sessions were derived before migration 0063 (a visit without `paths`):
-    the stats engine's planner then sends what reads them to the archive, and the bench would
-    measure that fallback instead of what a fresh derivation answers."""
+def _derived_before_visit_paths(client: Client, site_name: str) -> bool:
+    """Whether the site's sessions were derived before migration 0063 or 0071 (a visit without
+    `paths` or `journey`: every visit has a page view): the stats engine's planner and the
+    journeys report then send what reads them to the archive, and the bench would measure that
+    fallback instead of what a fresh derivation answers."""
     found = client.query(
-        f"SELECT 1 FROM {SESSIONS} WHERE site = {{site:String}} AND empty(paths) AND is_deleted = 0 LIMIT 1",
+        f"SELECT 1 FROM {SESSIONS} WHERE site = {{site:String}} AND (empty(paths) OR empty(journey)) "
+        "AND is_deleted = 0 LIMIT 1",
         parameters={"site": site_name},
     )
     return bool(found.result_rows)
@@ -332,6 +336,31 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
                 "tabs.value": "explore",  # computed only while the tab is shown
             },
         ),
+        # The tabs of issue 35, each computed when shown (`tabs.value`), with the page's defaults.
+        "journeys (next 3 steps from the entry)": request(
+            [("journeys-result", "children"), ("journeys-sankey", "figure"), ("journeys-sankey", "style")],
+            {
+                **common,
+                "tabs.value": "journeys",
+                "journeys-page.value": None,
+                "journeys-direction.value": "next",
+                "journeys-steps.value": 3,
+                "journeys-group.value": None,
+                "journeys-min-visitors.value": 1,
+            },
+        ),
+        "web vitals (trend + pages)": request(
+            [("performance-trend", "figure"), ("performance-pages", "children")],
+            {k: v for k, v in {**common, "tabs.value": "performance"}.items() if k != "filters.data"},
+        ),
+        "retention (12 weeks)": request(
+            [("retention-identity", "children"), ("retention-heatmap", "figure")],
+            {
+                **{k: v for k, v in common.items() if k != "filters.data"},
+                "tabs.value": "retention",
+                "retention-weeks.value": 12,
+            },
+        ),
         "explore SQL (1,000 rows)": request(
             [("explore-table", "children"), ("explore-status", "children"), ("explore-last-sql", "data")],
             {"explore-run.n_clicks": 1},
@@ -412,6 +441,34 @@ def api_requests(
                 "path": "/stats/funnel",
                 **window,
                 "steps": '[{"page": "/"}, {"page": "/blog/*"}, {"event": "Signup"}]',
+                "source": source,
+            },
+            f"journeys, next 3 from / ({source})": {
+                "path": "/stats/journeys",
+                **window,
+                "page": "/",
+                "steps": "3",
+                "source": source,
+            },
+            f"journeys, 3 steps into /pricing ({source})": {
+                "path": "/stats/journeys",
+                **window,
+                "page": "/pricing",
+                "direction": "previous",
+                "steps": "3",
+                "source": source,
+            },
+            f"web vitals by page ({source})": {
+                "path": "/stats/vitals",
+                **window,
+                "property": "event:page",
+                "source": source,
+            },
+            f"retention, 12 weeks ({source})": {
+                "path": "/stats/retention",
+                "site": site,
+                "weeks": "12",
+                "until": (end - timedelta(milliseconds=1)).date().isoformat(),
                 "source": source,
             },
             f"realtime ({source})": {"path": "/stats/realtime", "site": site, "source": source},
