@@ -246,30 +246,35 @@ GROUP BY kafka_partition
 ORDER BY kafka_partition
 """
 # The same from archive_offsets_day (migration 0075) for the UTC days wholly inside the range,
-# and from the archive for the parts of a day at either end ({edges}: [start, first whole day)
-# and [end of the last whole day, end)); with the archive's own count of the range, which the
-# summary matches unless it counted rows the archive lost and was written again.
+# and from the archive for the parts of a day at either end ([start, first whole day) and [end of
+# the last whole day, end)); in one row, with the archive's own count of the range, which the
+# summary matches unless it missed rows or counted rows the archive lost and had written again.
 _COVERAGE_BY_DAY = f"""
-SELECT kafka_partition, sum(events), min(first_offset), max(last_offset),
-       (SELECT count() FROM {EVENTS} WHERE site = {{site:String}}
-          AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}})
+SELECT
+    (SELECT count() FROM {EVENTS} WHERE site = {{site:String}}
+       AND ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}),
+    groupArray((kafka_partition, events, first_offset, last_offset))
 FROM
 (
     SELECT kafka_partition, sum(events) AS events, min(first_offset) AS first_offset,
            max(last_offset) AS last_offset
-    FROM {ARCHIVE_OFFSETS_DAY}
-    WHERE site = {{site:String}} AND day >= {{first_day:Date}} AND day < {{end_day:Date}}
-    GROUP BY kafka_partition
-    UNION ALL
-    SELECT kafka_partition, count(), min(kafka_offset), max(kafka_offset)
-    FROM {EVENTS}
-    WHERE site = {{site:String}}
-      AND ((ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{first_day_start:DateTime64(3, 'UTC')}})
-        OR (ts >= {{end_day_start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}))
+    FROM
+    (
+        SELECT kafka_partition, sum(events) AS events, min(first_offset) AS first_offset,
+               max(last_offset) AS last_offset
+        FROM {ARCHIVE_OFFSETS_DAY}
+        WHERE site = {{site:String}} AND day >= {{first_day:Date}} AND day < {{end_day:Date}}
+        GROUP BY kafka_partition
+        UNION ALL
+        SELECT kafka_partition, count(), min(kafka_offset), max(kafka_offset)
+        FROM {EVENTS}
+        WHERE site = {{site:String}}
+          AND ((ts >= {{start:DateTime64(3, 'UTC')}} AND ts < {{first_day_start:DateTime64(3, 'UTC')}})
+            OR (ts >= {{end_day_start:DateTime64(3, 'UTC')}} AND ts < {{end:DateTime64(3, 'UTC')}}))
+        GROUP BY kafka_partition
+    )
     GROUP BY kafka_partition
 )
-GROUP BY kafka_partition
-ORDER BY kafka_partition
 """
 # The range's events the stream jobs have not read, in the partitions where some could be: only
 # offsets at or past the lowest of their ends are read (the archive's minmax index on
@@ -324,11 +329,10 @@ def _summed_by_day(
         "first_day_start": first_day,
         "end_day_start": end_day,
     }
-    rows = client.query(_COVERAGE_BY_DAY, parameters={**parameters, **days}).result_rows
-    counted = rows[0][4] if rows else 0
-    if sum(int(row[1]) for row in rows) != counted:
+    [(archived, partitions)] = client.query(_COVERAGE_BY_DAY, parameters={**parameters, **days}).result_rows
+    if sum(int(events) for _, events, _, _ in partitions) != archived:
         return None
-    return [(int(p), int(n), int(first), int(last)) for p, n, first, last, _ in rows]
+    return sorted((int(p), int(n), int(first), int(last)) for p, n, first, last in partitions)
 
 
 def _pending(
