@@ -3,7 +3,7 @@
 -- arrayExists(p -> …, paths)) and a breakdown by page ARRAY JOINs it: over the 10M bench store's
 -- 3.3M visits of a month, has() read 151 MiB of strings in 202 ms, and 34 MiB of dictionary
 -- positions in 98 ms once LowCardinality; the ARRAY JOIN by page went 240 → 106 ms
--- (bench/results/2026-11-29-vm-filtered-reads.md). A site's pages repeat across its visits, which
+-- (bench/results/2026-11-29-vm-page-reads.md). A site's pages repeat across its visits, which
 -- is what LowCardinality's per-part dictionaries are for; a site with millions of distinct paths
 -- only gets dictionaries as large as its paths, never a wrong answer.
 -- Nothing else changes: values, defaults and every reader's SQL are the same, the stream jobs'
