@@ -234,8 +234,8 @@ def _custom_events_of_visits(
 
 # By an array's dimension (event:page): each visit once per value among its events passing the
 # filter (raw_sql's visit side by an event dimension), the distinct values ARRAY JOINed under the
-# event column's name (`path`), so raw_sql's key reads it. Its page views' values are `paths`, those
-# passing ({values}: own_values).
+# event column's name (`path`), so raw_sql's key reads it. Its page views' values are those of
+# `paths` passing the filter (`own_values`).
 _VISITS_BY_VALUE = (
     _VISIT_COUNTS
     + "FROM\n(\n    SELECT *, own_values AS visit_values\n    FROM\n    ("
