@@ -36,6 +36,7 @@ from flask import (
 from dashboard import browser_session, invitations
 from dashboard.access import CALLBACK_PATH, body_problem, malformed_callback, member_refusal
 from dashboard.auth import FORM_PAGE_STYLE, TeamSignIn
+from dashboard.clicks import clicked
 from dashboard.client_address import client_address
 from dashboard.components import find, notice, panel, panel_children, removable_list
 from dashboard.funnel import SAVING as FUNNEL_SAVING
@@ -344,13 +345,13 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         _create: int, _revokes: list, site: str | None, version: int, manage: list[str] | None
     ) -> tuple[Any, Any]:
         user = current_user()
-        if not site or not ctx.triggered[0]["value"]:
-            raise PreventUpdate
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
         if user is None:
             return notice(
                 "The operator uses the key in TALLY_API_KEY / $TALLY_HOME/api_key.", "error"
             ), no_update
-        trigger = ctx.triggered_id
         try:
             if isinstance(trigger, dict):
                 revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
@@ -447,11 +448,12 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         prevent_initial_call=True,
     )
     def remove_member(_removals: list, site: str | None, version: int) -> tuple[Any, Any]:
-        if not site or not ctx.triggered or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
         if not _owner_of(site):
             return notice("Only the site's owners remove members.", "error"), no_update
-        email = str(ctx.triggered_id["email"])
+        email = str(trigger["email"])
         try:
             users.remove_member(clients(), _actor(settings), email, site)
         except AccountError as refusal:
@@ -544,11 +546,12 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         prevent_initial_call=True,
     )
     def revoke_invite(_revokes: list, site: str | None, version: int) -> tuple[Any, Any]:
-        if not site or not ctx.triggered or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
         if not _owner_of(site):
             return notice("Only the site's owners revoke invitations.", "error"), no_update
-        invite_id = str(ctx.triggered_id["id"])
+        invite_id = str(trigger["id"])
         try:  # the id comes from the browser: only a waiting invitation of this site
             revoked = users.revoke(clients(), _actor(settings), invite_id, site)
         except AccountError as refusal:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import SETTINGS_SITE, SETTINGS_TAB
@@ -134,10 +135,8 @@ def register_alerts_panel(app: Dash, settings: Settings, clients: ClientFactory)
     def rules(site: str | None, _: object, removes: list[int | None]) -> object:
         if not site:
             return None
-        triggered = ctx.triggered_id
-        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
-        clicked = bool(ctx.triggered and ctx.triggered[0].get("value"))
-        if isinstance(triggered, dict) and triggered.get("type") == REMOVE and clicked:
+        triggered = clicked()  # a list re-rendered also fires, with fresh buttons: only a click counts
+        if isinstance(triggered, dict) and triggered.get("type") == REMOVE:
             try:
                 alert_rules.remove_rule(clients(), site, str(triggered["id"]))
             except alert_rules.InvalidRule as refused:

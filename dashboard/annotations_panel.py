@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import ALL, ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, ClientsideFunction, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 from flask import request
 
 from dashboard.accounts import current_user
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import SETTINGS_SITE
@@ -112,9 +113,9 @@ def register_annotations_panel(app: Dash, settings: Settings, clients: ClientFac
     def edit(
         _add: int, _removals: list, site: str | None, day: str | None, text: str | None, version: int
     ) -> tuple[Any, Any, Any]:
-        if not site or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
-        trigger = ctx.triggered_id
         user = current_user()
         author = user.email if user is not None else settings.owner_email
         try:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import SETTINGS_SITE
@@ -82,9 +83,9 @@ def register_custom_props_panel(app: Dash, clients: ClientFactory) -> None:
         prevent_initial_call=True,
     )
     def edit(_add: int, _removals: list, site: str | None, name: str | None, version: int) -> tuple[Any, Any]:
-        if not site or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
-        trigger = ctx.triggered_id
         try:
             if isinstance(trigger, dict):
                 removed = str(trigger["name"])

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import SETTINGS_SITE
@@ -98,9 +99,9 @@ def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
     def edit(
         _add: int, _removals: list, site: str | None, kind: str | None, value: str | None, version: int
     ) -> tuple[Any, Any]:
-        if not site or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
-        trigger = ctx.triggered_id
         try:
             if isinstance(trigger, dict):
                 kind, _, value = str(trigger["value"]).partition(":")

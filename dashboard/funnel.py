@@ -13,6 +13,7 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard import display
+from dashboard.clicks import clicked
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
@@ -244,10 +245,11 @@ def register_funnel_saving(app: Dash, clients: ClientFactory) -> None:
         _save: int, _remove: int, site: str | None, name: str | None, text: str | None,
         picked: str | None, version: int,
     ) -> tuple[Any, Any]:  # fmt: skip
-        if not site or not ctx.triggered[0]["value"]:
-            raise PreventUpdate
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
         try:
-            if ctx.triggered_id == "funnel-remove":
+            if trigger == "funnel-remove":
                 if not picked:
                     return notice("Pick the saved funnel to remove first.", "error"), no_update
                 removed = funnel_store.remove_funnel(clients(), site, picked)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard import display
+from dashboard.clicks import clicked
 from dashboard.components import BREAKDOWN_ITEM, decode_value, encode_value, notice, panel, removable_list
 from dashboard.friendly_errors import friendly
 from dashboard.periods import Period
@@ -267,8 +268,8 @@ def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
         _add: int, _removals: list, site: str | None, event: str | None, page: str | None,
         currency: str | None, version: int,
     ) -> tuple[Any, Any]:  # fmt: skip
-        trigger = ctx.triggered_id
-        if not site or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
         try:
             if isinstance(trigger, dict):

@@ -20,10 +20,11 @@ from dataclasses import replace
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard import display
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel
 from dashboard.friendly_errors import friendly
 from dashboard.http_api.plausible.query import (
@@ -256,9 +257,10 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
         _save: int, _renames: list, _updates: list, _removals: list, site: str | None,
         name: str | None, new_names: list, new_name_ids: list, chosen: dict | None, version: int | None,
     ) -> tuple[Any, Any, Any]:  # fmt: skip
-        if not site or not ctx.triggered[0]["value"]:
+        trigger = clicked()
+        if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
-        trigger, chosen, version = ctx.triggered_id, dict(chosen or {}), (version or 0) + 1
+        chosen, version = dict(chosen or {}), (version or 0) + 1
         client = clients()
         try:
             if not isinstance(trigger, dict):

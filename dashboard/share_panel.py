@@ -7,9 +7,10 @@ shared session is refused them by the guard in dashboard/sharing.py (they are no
 
 from __future__ import annotations
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from flask import request
 
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel
 from dashboard.store import ClientFactory
 from dashboard.view_tabs import SETTINGS_SITE
@@ -83,10 +84,8 @@ def register_share_panel(app: Dash, clients: ClientFactory) -> None:
     def links(site: str | None, _: object, revokes: list[int | None]) -> object:
         if not site:
             return None
-        triggered = ctx.triggered_id
-        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
-        clicked = bool(ctx.triggered and ctx.triggered[0].get("value"))
-        if isinstance(triggered, dict) and triggered.get("type") == REVOKE and clicked:
+        triggered = clicked()  # a list re-rendered also fires, with fresh buttons: only a click counts
+        if isinstance(triggered, dict) and triggered.get("type") == REVOKE:
             try:
                 shared_links.revoke_link(clients(), site, str(triggered["id"]))
             except shared_links.SharedLinkError as refused:

@@ -12,9 +12,10 @@ import base64
 import binascii
 from typing import Any
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.clicks import clicked
 from dashboard.components import notice, panel, removable_list
 from dashboard.imports_panel import card
 from dashboard.store import ClientFactory
@@ -151,9 +152,8 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
     ) -> tuple[Any, Any]:
         if not site:
             return None, no_update
-        triggered, changed = ctx.triggered_id, no_update
-        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
-        if isinstance(triggered, dict) and ctx.triggered and ctx.triggered[0].get("value"):
+        triggered, changed = clicked(), no_update  # a list re-rendered also fires: only a click counts
+        if isinstance(triggered, dict):
             try:
                 imports.remove_import(clients(), site, triggered["id"])
             except imports.InvalidImport as refused:
@@ -189,9 +189,8 @@ def register_site_settings(app: Dash, clients: ClientFactory) -> None:
     def listed(site: str | None, _: object, clicks: list[int | None]) -> Any:
         if not site:
             return None
-        triggered = ctx.triggered_id
-        # A list re-rendered also "triggers" with fresh buttons (n_clicks None): only a click counts.
-        if isinstance(triggered, dict) and ctx.triggered and ctx.triggered[0].get("value"):
+        triggered = clicked()  # a list re-rendered also fires, with fresh buttons: only a click counts
+        if isinstance(triggered, dict):
             try:
                 subscriptions.unsubscribe(clients(), site, triggered["email"], triggered["frequency"])
             except subscriptions.InvalidSubscription as refused:
