@@ -254,7 +254,8 @@ def _callback(callbacks: Mapping[str, dict], output: str, values: dict[str, obje
 def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str, str]) -> dict[str, dict]:
     """One request per Dash callback of the Overview and Explore tabs, as the page makes them
     (bodies built from the app's `callbacks` map: _callback)."""
-    common = {"site.value": site, "period.data": shown, "filters.data": {}}
+    unfiltered = {"site.value": site, "period.data": shown}  # for the callbacks that take no filters
+    common = {**unfiltered, "filters.data": {}}
     filtered = {**common, "filters.data": {"path": "/pricing"}}
 
     def request(outputs: list[tuple[str, str]], inputs: dict[str, object], state: dict | None = None) -> dict:
@@ -329,7 +330,7 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
         "explore raw totals": request(
             [("explore-raw-totals", "children")],
             {
-                **{k: v for k, v in common.items() if k != "filters.data"},
+                **unfiltered,
                 "explore-path.value": None,
                 "explore-country.value": None,
                 "explore-device.value": None,
@@ -351,12 +352,12 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
         ),
         "web vitals (trend + pages)": request(
             [("performance-trend", "figure"), ("performance-pages", "children")],
-            {k: v for k, v in {**common, "tabs.value": "performance"}.items() if k != "filters.data"},
+            {**unfiltered, "tabs.value": "performance"},
         ),
         "retention (12 weeks)": request(
             [("retention-identity", "children"), ("retention-heatmap", "figure")],
             {
-                **{k: v for k, v in common.items() if k != "filters.data"},
+                **unfiltered,
                 "tabs.value": "retention",
                 "retention-weeks.value": 12,
             },
