@@ -16,6 +16,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard import components, display, figures, periods
+from dashboard.clicks import clicked
 from dashboard.components import notice
 from dashboard.friendly_errors import friendly
 from dashboard.goals_panel import register_goals
@@ -237,8 +238,10 @@ def register_overview(app: Dash, settings: Settings, clients: ClientFactory, clo
             if not code or not filterable("country"):
                 raise PreventUpdate
             return {**filters, "country": code}
-        # Buttons that (re)appear fire with 0 or None clicks: only a real click changes filters.
-        if not isinstance(trigger, dict) or not ctx.triggered[0]["value"]:
+        # Buttons that (re)appear fire with 0 or None clicks: only a real click changes filters,
+        # wherever it is among the inputs that fired (dashboard/clicks.py).
+        trigger = clicked()
+        if not isinstance(trigger, dict):
             raise PreventUpdate
         if trigger["type"] == components.CHIP_REMOVE:
             filters.pop(trigger["dim"], None)
