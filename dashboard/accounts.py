@@ -62,6 +62,10 @@ ACCOUNT_PANEL = "account-panel"
 TEAM_PANEL = "team-panel"
 
 
+# What a key button answers the operator, who signs in with no account of its own.
+OPERATOR_KEY = "The operator uses the key in TALLY_API_KEY / $TALLY_HOME/api_key."
+
+
 def current_user() -> User | None:
     """The team member of this request (None for the operator, a shared link or a stranger)."""
     return g.get("user") if has_request_context() else None
@@ -331,34 +335,25 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         ]
         return removable_list(keys_held, "No keys yet.", item_class="", list_class="key-list")
 
+    # Create and Revoke are two callbacks: a click on Create must not wait on the list
+    # re-rendering its Revoke buttons (dashboard/clicks.py).
     @app.callback(
         Output("key-created", "children"),
         Output("team-version", "data"),
         Input("key-create", "n_clicks"),
-        Input({"type": KEY_REVOKE, "id": ALL}, "n_clicks"),
         State("site", "value"),
         State("team-version", "data"),
         State("key-manage", "value"),
         prevent_initial_call=True,
     )
-    def edit_keys(
-        _create: int, _revokes: list, site: str | None, version: int, manage: list[str] | None
-    ) -> tuple[Any, Any]:
+    def create_key(_: int, site: str | None, version: int, manage: list[str] | None) -> tuple[Any, Any]:
         user = current_user()
-        trigger = clicked()
-        if not site or trigger is None:
-            raise PreventUpdate  # a button (re)appearing, not a click
+        if not site:
+            raise PreventUpdate
         if user is None:
-            return notice(
-                "The operator uses the key in TALLY_API_KEY / $TALLY_HOME/api_key.", "error"
-            ), no_update
+            return notice(OPERATOR_KEY, "error"), no_update
+        scope = "manage" if manage and "manage" in manage else "read"
         try:
-            if isinstance(trigger, dict):
-                revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
-                site_of = users.key_site(revoked)
-                users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id, site=site_of)
-                return notice(f"Revoked the key {revoked.id}."), version + 1
-            scope = "manage" if manage and "manage" in manage else "read"
             key, token = users.create_key(clients(), user.email, [site], scope=scope)
         except AccountError as refusal:
             return notice(str(refusal), "error"), no_update
@@ -371,6 +366,29 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
             className="notice notice-info",
         )
         return shown, version + 1
+
+    @app.callback(
+        Output("key-created", "children", allow_duplicate=True),
+        Output("team-version", "data", allow_duplicate=True),
+        Input({"type": KEY_REVOKE, "id": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("team-version", "data"),
+        prevent_initial_call=True,
+    )
+    def revoke_key(_: list, site: str | None, version: int) -> tuple[Any, Any]:
+        user = current_user()
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        if user is None:
+            return notice(OPERATOR_KEY, "error"), no_update
+        try:
+            revoked = users.revoke_key(clients(), trigger["id"], email=user.email)
+        except AccountError as refusal:
+            return notice(str(refusal), "error"), no_update
+        site_of = users.key_site(revoked)
+        users.record(clients(), "key_revoked", user.email, "ok", key_id=revoked.id, site=site_of)
+        return notice(f"Revoked the key {revoked.id}."), version + 1
 
     @app.callback(
         Output("team-owner", "style"),

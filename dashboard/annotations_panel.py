@@ -98,42 +98,57 @@ def register_annotations_panel(app: Dash, settings: Settings, clients: ClientFac
             id="annotations-items",
         )
 
+    # Add and Remove are two callbacks: the Remove buttons re-render when the list loads, and a
+    # callback that also listened to Add was held back meanwhile, so a click on Add could be lost.
     @app.callback(
         Output("annotation-status", "children"),
         Output("annotations-version", "data"),
         Output("annotation-text", "value"),
         Input("annotation-add", "n_clicks"),
-        Input({"type": REMOVE, "id": ALL}, "n_clicks"),
         State("site", "value"),
         State("annotation-date", "value"),
         State("annotation-text", "value"),
         State("annotations-version", "data"),
         prevent_initial_call=True,
     )
-    def edit(
-        _add: int, _removals: list, site: str | None, day: str | None, text: str | None, version: int
+    def add(
+        _: int, site: str | None, day: str | None, text: str | None, version: int
     ) -> tuple[Any, Any, Any]:
-        trigger = clicked()
-        if not site or trigger is None:
-            raise PreventUpdate  # a button (re)appearing, not a click
-        user = current_user()
-        author = user.email if user is not None else settings.owner_email
+        if not site:
+            raise PreventUpdate
+        if not day:
+            return notice("Pick the date it is about.", "error"), no_update, no_update
+        author = author_email()
         try:
-            if isinstance(trigger, dict):
-                removed = store.remove(clients(), site, str(trigger["id"]))
-                audited(author, "annotation_removed", f"{site} {removed.id} {removed.kind}", site)
-                return (
-                    notice(f"Removed the note of {removed.day or removed.at:%Y-%m-%d}."),
-                    version + 1,
-                    no_update,
-                )
-            if not day:
-                return notice("Pick the date it is about.", "error"), no_update, no_update
             note = store.add(clients(), site, store.parse_day(day), text or "", author)
         except Refused as refused:
             return notice(str(refused), "error"), no_update, no_update
         audited(author, "annotation_added", f"{site} {note.id} {note.kind} {note.day}", site)
         return notice(f"Added a note on {note.day}."), version + 1, ""
+
+    @app.callback(
+        Output("annotation-status", "children", allow_duplicate=True),
+        Output("annotations-version", "data", allow_duplicate=True),
+        Input({"type": REMOVE, "id": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("annotations-version", "data"),
+        prevent_initial_call=True,
+    )
+    def remove(_: list, site: str | None, version: int) -> tuple[Any, Any]:
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        author = author_email()
+        try:
+            removed = store.remove(clients(), site, str(trigger["id"]))
+        except Refused as refused:
+            return notice(str(refused), "error"), no_update
+        audited(author, "annotation_removed", f"{site} {removed.id} {removed.kind}", site)
+        return notice(f"Removed the note of {removed.day or removed.at:%Y-%m-%d}."), version + 1
+
+    def author_email() -> str:
+        user = current_user()
+        return user.email if user is not None else settings.owner_email
 
     def audited(email: str, action: str, detail: str, site: str) -> None:
         users.record(

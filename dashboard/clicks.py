@@ -5,6 +5,8 @@ appears fires its callback with 0 or None clicks: that is no click. Dash's rende
 callback back while one of its inputs is the output of a callback still running, and delivers
 what changed meanwhile together: a click on Add right after the Settings view opened arrived with
 the list's new Remove buttons, and reading only the first input that changed lost the click.
+So a panel's Add (Save, Create) button has a callback of its own, which no list holds back, and
+the list's buttons share one that finds the clicked row here.
 """
 
 from __future__ import annotations

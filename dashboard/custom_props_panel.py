@@ -72,28 +72,43 @@ def register_custom_props_panel(app: Dash, clients: ClientFactory) -> None:
             id="custom-props-items",
         )
 
+    # Add and Remove are two callbacks: a click on Add must not wait on the list re-rendering
+    # its Remove buttons (dashboard/clicks.py).
     @app.callback(
         Output("custom-prop-status", "children"),
         Output("custom-props-version", "data"),
         Input("custom-prop-add", "n_clicks"),
-        Input({"type": REMOVE, "name": ALL}, "n_clicks"),
         State("site", "value"),
         State("custom-prop-name", "value"),
         State("custom-props-version", "data"),
         prevent_initial_call=True,
     )
-    def edit(_add: int, _removals: list, site: str | None, name: str | None, version: int) -> tuple[Any, Any]:
-        trigger = clicked()
-        if not site or trigger is None:
-            raise PreventUpdate  # a button (re)appearing, not a click
+    def add(_: int, site: str | None, name: str | None, version: int) -> tuple[Any, Any]:
+        if not site:
+            raise PreventUpdate
         try:
-            if isinstance(trigger, dict):
-                removed = str(trigger["name"])
-                store.remove_property(clients(), site, removed)
-                return notice(f"No longer offering {removed}."), version + 1
             added = store.clean_name(name)
             if not store.add_property(clients(), site, added):
                 return notice(f"{added} is listed already."), no_update
         except (store.InvalidProperty, InvalidDomain) as refused:
             return notice(str(refused), "error"), no_update
         return notice(f"Offering {added} in the Properties report."), version + 1
+
+    @app.callback(
+        Output("custom-prop-status", "children", allow_duplicate=True),
+        Output("custom-props-version", "data", allow_duplicate=True),
+        Input({"type": REMOVE, "name": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("custom-props-version", "data"),
+        prevent_initial_call=True,
+    )
+    def remove(_: list, site: str | None, version: int) -> tuple[Any, Any]:
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        removed = str(trigger["name"])
+        try:
+            store.remove_property(clients(), site, removed)
+        except (store.InvalidProperty, InvalidDomain) as refused:
+            return notice(str(refused), "error"), no_update
+        return notice(f"No longer offering {removed}."), version + 1

@@ -85,36 +85,55 @@ def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
             id="exclusions-items",
         )
 
+    # Add and Remove are two callbacks: a click on Add must not wait on the list re-rendering
+    # its Remove buttons (dashboard/clicks.py).
     @app.callback(
         Output("exclusion-status", "children"),
         Output("exclusions-version", "data"),
         Input("exclusion-add", "n_clicks"),
-        Input({"type": REMOVE, "value": ALL}, "n_clicks"),
         State("site", "value"),
         State("exclusion-kind", "value"),
         State("exclusion-value", "value"),
         State("exclusions-version", "data"),
         prevent_initial_call=True,
     )
-    def edit(
-        _add: int, _removals: list, site: str | None, kind: str | None, value: str | None, version: int
-    ) -> tuple[Any, Any]:
-        trigger = clicked()
-        if not site or trigger is None:
-            raise PreventUpdate  # a button (re)appearing, not a click
+    def add(_: int, site: str | None, kind: str | None, value: str | None, version: int) -> tuple[Any, Any]:
+        if not site:
+            raise PreventUpdate
         try:
-            if isinstance(trigger, dict):
-                kind, _, value = str(trigger["value"]).partition(":")
-            wanted = store.make_exclusions(
-                site,
-                [value or ""] if kind == "ip" else [],
-                [value or ""] if kind == "path" else [],
-                [value or ""] if kind == "country" else [],
-            )
-            if isinstance(trigger, dict):
-                store.remove_exclusions(clients(), wanted)
-                return notice(f"Counting {wanted[0].value} again."), version + 1
+            wanted = exclusions_of(site, kind, value)
             store.add_exclusions(clients(), wanted)
         except (store.InvalidExclusion, InvalidDomain) as refused:
             return notice(str(refused).removeprefix("--"), "error"), no_update
         return notice(f"Excluded {wanted[0].value}."), version + 1
+
+    @app.callback(
+        Output("exclusion-status", "children", allow_duplicate=True),
+        Output("exclusions-version", "data", allow_duplicate=True),
+        Input({"type": REMOVE, "value": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("exclusions-version", "data"),
+        prevent_initial_call=True,
+    )
+    def remove(_: list, site: str | None, version: int) -> tuple[Any, Any]:
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        kind, _, value = str(trigger["value"]).partition(":")
+        try:
+            wanted = exclusions_of(site, kind, value)
+            store.remove_exclusions(clients(), wanted)
+        except (store.InvalidExclusion, InvalidDomain) as refused:
+            return notice(str(refused).removeprefix("--"), "error"), no_update
+        return notice(f"Counting {wanted[0].value} again."), version + 1
+
+
+def exclusions_of(site: str, kind: str | None, value: str | None) -> list[store.Exclusion]:
+    """The one exclusion a form or a Remove button names, as the store checks it."""
+    value = value or ""
+    return store.make_exclusions(
+        site,
+        [value] if kind == "ip" else [],
+        [value] if kind == "path" else [],
+        [value] if kind == "country" else [],
+    )

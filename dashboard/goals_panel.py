@@ -252,11 +252,12 @@ def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
         ]
         return removable_list(rows, NO_GOALS_SET, item_class="goal", list_class="goal-list")
 
+    # Add and Remove are two callbacks: a click on Add must not wait on the list re-rendering
+    # its Remove buttons (dashboard/clicks.py).
     @app.callback(
         Output("goal-status", "children"),
         Output("goals-version", "data"),
         Input("goal-add", "n_clicks"),
-        Input({"type": GOAL_REMOVE, "name": ALL}, "n_clicks"),
         State("site", "value"),
         State("goal-event", "value"),
         State("goal-page", "value"),
@@ -264,19 +265,32 @@ def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
         State("goals-version", "data"),
         prevent_initial_call=True,
     )
-    def edit_goals(
-        _add: int, _removals: list, site: str | None, event: str | None, page: str | None,
-        currency: str | None, version: int,
-    ) -> tuple[Any, Any]:  # fmt: skip
-        trigger = clicked()
-        if not site or trigger is None:
-            raise PreventUpdate  # a button (re)appearing, not a click
+    def add_goal(
+        _: int, site: str | None, event: str | None, page: str | None, currency: str | None, version: int
+    ) -> tuple[Any, Any]:
+        if not site:
+            raise PreventUpdate
         try:
-            if isinstance(trigger, dict):
-                removed = goal_store.remove_goal(clients(), site, decode_value(trigger["name"]))
-                return notice(f"Removed the goal {removed.name}."), version + 1
             goal = goal_store.make_goal(site, event or "", page or "", currency or "")
             added = goal_store.add_goal(clients(), goal)
         except (goal_store.InvalidGoal, ValueError) as refused:
             return notice(str(refused), "error"), no_update
         return notice(f"Added the goal {added.name}."), version + 1
+
+    @app.callback(
+        Output("goal-status", "children", allow_duplicate=True),
+        Output("goals-version", "data", allow_duplicate=True),
+        Input({"type": GOAL_REMOVE, "name": ALL}, "n_clicks"),
+        State("site", "value"),
+        State("goals-version", "data"),
+        prevent_initial_call=True,
+    )
+    def remove_goal(_: list, site: str | None, version: int) -> tuple[Any, Any]:
+        trigger = clicked()
+        if not site or trigger is None:
+            raise PreventUpdate  # a button (re)appearing, not a click
+        try:
+            removed = goal_store.remove_goal(clients(), site, decode_value(trigger["name"]))
+        except (goal_store.InvalidGoal, ValueError) as refused:
+            return notice(str(refused), "error"), no_update
+        return notice(f"Removed the goal {removed.name}."), version + 1

@@ -237,16 +237,38 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
             return html.P("No segments yet.", className="hint")
         return html.Ul([segment_row(segment) for segment in found], id="segments-items")
 
+    # Save and the rows' buttons are two callbacks: a click on Save must not wait on the list
+    # re-rendering its buttons (dashboard/clicks.py).
     @app.callback(
         Output("segment-status", "children"),
         Output("segments-version", "data"),
-        Output("segment-changed", "data"),
         Input("segment-save", "n_clicks"),
+        State("site", "value"),
+        State("segment-name", "value"),
+        State("filters", "data"),
+        State("segments-version", "data"),
+        prevent_initial_call=True,
+    )
+    def save(
+        _: int, site: str | None, name: str | None, chosen: dict | None, version: int | None
+    ) -> tuple[Any, Any]:
+        if not site:
+            raise PreventUpdate
+        client = clients()
+        try:
+            saved = add_segment(client, site, name or "", filters_in_force(client, site, dict(chosen or {})))
+        except InvalidSegment as refused:
+            return notice(str(refused), "error"), no_update
+        return notice(f"Saved the segment {saved.name!r}."), (version or 0) + 1
+
+    @app.callback(
+        Output("segment-status", "children", allow_duplicate=True),
+        Output("segments-version", "data", allow_duplicate=True),
+        Output("segment-changed", "data"),
         Input({"type": RENAME, "id": ALL}, "n_clicks"),
         Input({"type": UPDATE, "id": ALL}, "n_clicks"),
         Input({"type": REMOVE, "id": ALL}, "n_clicks"),
         State("site", "value"),
-        State("segment-name", "value"),
         State({"type": NEW_NAME, "id": ALL}, "value"),
         State({"type": NEW_NAME, "id": ALL}, "id"),
         State("filters", "data"),
@@ -254,8 +276,8 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
         prevent_initial_call=True,
     )
     def edit(
-        _save: int, _renames: list, _updates: list, _removals: list, site: str | None,
-        name: str | None, new_names: list, new_name_ids: list, chosen: dict | None, version: int | None,
+        _renames: list, _updates: list, _removals: list, site: str | None,
+        new_names: list, new_name_ids: list, chosen: dict | None, version: int | None,
     ) -> tuple[Any, Any, Any]:  # fmt: skip
         trigger = clicked()
         if not site or trigger is None:
@@ -263,9 +285,6 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
         chosen, version = dict(chosen or {}), (version or 0) + 1
         client = clients()
         try:
-            if not isinstance(trigger, dict):
-                saved = add_segment(client, site, name or "", filters_in_force(client, site, chosen))
-                return notice(f"Saved the segment {saved.name!r}."), version, no_update
             segment = find_segment(client, site, trigger["id"])
             # The picker's follow_segment() brings the filters in force along (the chip).
             change = {"old": segment.name, "new": segment.name, "only": False, "version": version}

@@ -52,12 +52,17 @@ def test_only_admins_and_owners_change_goals(app: Dash, role: str, refused: bool
     assert (refusal is not None) == refused
 
 
-def test_viewers_cannot_change_exclusions(app: Dash) -> None:
-    output = next(o for o in app.callback_map if "exclusion-status" in o)
+@pytest.mark.parametrize(
+    "status", ["exclusion-status", "goal-status", "annotation-status", "custom-prop-status"]
+)
+def test_viewers_can_neither_add_nor_remove_settings(app: Dash, status: str) -> None:
+    outputs = [o for o in app.callback_map if status in o]
+    assert len(outputs) >= 2  # at least the Add button's callback and the list's Remove buttons'
     viewer = User("m@example.com", {SITE: "viewer"})
     admin = User("m@example.com", {SITE: "admin"})
-    assert callback_refusal(app, request_for(app, output, SITE), viewer) is not None
-    assert callback_refusal(app, request_for(app, output, SITE), admin) is None
+    for output in outputs:
+        assert callback_refusal(app, request_for(app, output, SITE), viewer) is not None
+        assert callback_refusal(app, request_for(app, output, SITE), admin) is None
 
 
 def test_no_callback_reaches_a_site_without_a_role(app: Dash) -> None:
