@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from storage import site_caps
 from storage.goals import InvalidGoal, find_goal
 from storage.page_patterns import BadPattern, validate_pattern
+from storage.site_settings_rows import SettingsTable
 from storage.sites import normalise, registered
 from tally.clock import as_utc
 from tally.refusal import Refused
@@ -185,6 +186,7 @@ _COLUMNS = (
     "webhook_url",
     "created_at",
 )
+RULES = SettingsTable("alert_rules", keys=_COLUMNS[:1], values=_COLUMNS[1:])
 
 
 def add_rule(client: Client, rule: AlertRule, *, private_webhooks: bool = False) -> AlertRule:
@@ -229,13 +231,12 @@ def remove_rule(client: Client, site: str, rule_id: str) -> AlertRule:
 
 def list_rules(client: Client, site: str | None = None) -> list[AlertRule]:
     """The rules in force (of one site, or all), oldest first."""
-    where = "WHERE site = {site:String}" if site is not None else ""
-    latest = ", ".join(f"argMax({column}, changed_at)" for column in _COLUMNS[1:])
-    rows = client.query(
-        f"SELECT rule_id, {latest} FROM alert_rules {where} GROUP BY rule_id "
-        "HAVING argMax(removed, changed_at) = 0 ORDER BY 12, rule_id",
-        parameters={"site": site} if site is not None else None,
-    ).result_rows
+    rows = RULES.newest(
+        client,
+        "site = {site:String}" if site is not None else "",
+        {"site": site} if site is not None else None,
+        order=("created_at", "rule_id"),
+    )
     return [AlertRule.model_construct(**dict(zip(_COLUMNS, _utc_row(row), strict=True))) for row in rows]
 
 
@@ -247,8 +248,7 @@ def _utc_row(row: tuple) -> list:
 
 
 def _write(client: Client, rule: AlertRule, removed: int) -> None:
-    values = [getattr(rule, column) for column in _COLUMNS]
-    client.insert("alert_rules", [[*values, removed]], column_names=[*_COLUMNS, "removed"])
+    RULES.write(client, [[getattr(rule, column) for column in _COLUMNS]], removed)
 
 
 # --- the alerts fired -------------------------------------------------------------------------

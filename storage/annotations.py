@@ -30,10 +30,15 @@ from clickhouse_connect.driver.client import Client
 
 from storage import alert_rules, definitions, imports, sites
 from storage.calendar import UTC_NAME, zone
+from storage.site_settings_rows import SettingsTable
 from storage.sites import normalise, site_timezone
 from tally.refusal import Refused
 
 TABLE = "annotations"
+# Read with FINAL, as always: a note's newest row whole (ReplacingMergeTree's pick).
+NOTES = SettingsTable(
+    TABLE, keys=("site", "id"), values=("whole_day", "day", "at", "text", "author", "kind"), final=True
+)
 MAX_TEXT = 500
 MAX_AUTHOR = 254
 #: How many notes (and deploys) a site keeps: the next one is refused. And how many of Tally's
@@ -184,11 +189,11 @@ def remove_all(client: Client, site: str) -> int:
 
 
 def _write(client: Client, note: Annotation, removed: int) -> None:
-    client.insert(
-        TABLE,
+    NOTES.write(
+        client,
         [[note.site, note.id, int(note.day is not None), note.day or EARLIEST, note.at, note.text,
-          note.author, note.kind, removed]],
-        column_names=["site", "id", "whole_day", "day", "at", "text", "author", "kind", "removed"],
+          note.author, note.kind]],
+        removed,
     )  # fmt: skip
 
 
@@ -243,11 +248,9 @@ def oldest_automatic_kept(client: Client, site: str, timezone: str) -> tuple[dat
 
 def list_notes(client: Client, site: str, timezone: str | None = None) -> list[Annotation]:
     """Every note of `site` (not Tally's own), oldest first."""
-    rows = client.query(
-        f"SELECT id, whole_day, day, at, text, author, kind FROM {TABLE} FINAL "
-        "WHERE site = {site:String} AND removed = 0 ORDER BY at, id",
-        parameters={"site": site},
-    ).result_rows
+    rows = [
+        row[1:] for row in NOTES.newest(client, "site = {site:String}", {"site": site}, order=("at", "id"))
+    ]
     tz = timezone or site_timezone(client, site)
     return [
         Annotation(

@@ -21,6 +21,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import definitions
 from storage.channels import CHANNELS, ChannelRule
+from storage.site_settings_rows import SettingsTable
 from storage.sites import list_sites, normalise, registered
 from tally.refusal import Refused
 
@@ -33,8 +34,7 @@ MAX_RULES = 100
 SOURCE = re.compile(
     r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
 )
-TABLE = "site_channel_rules"
-COLUMNS = ["site", "source", "medium", "channel", "position", "removed", "changed_at"]
+TABLE = SettingsTable("site_channel_rules", keys=("site", "source", "medium"), values=("channel", "position"))
 
 
 class InvalidChannelRule(Refused):
@@ -194,13 +194,12 @@ def _describe(rule: ChannelRule) -> str:
 
 def _current(client: Client, site: str | None) -> list[StoredRule]:
     """The rules in force (of one site, or of all), by site then position."""
-    where = "WHERE site = {site:String}" if site is not None else ""
-    rows = client.query(
-        "SELECT site, source, medium, argMax(channel, changed_at), argMax(position, changed_at) "
-        f"FROM {TABLE} {where} GROUP BY site, source, medium "
-        "HAVING argMax(removed, changed_at) = 0 ORDER BY site, 5, source, medium",
-        parameters={"site": site or ""},
-    ).result_rows
+    rows = TABLE.newest(
+        client,
+        "site = {site:String}" if site is not None else "",
+        {"site": site or ""},
+        order=("site", "position", "source", "medium"),
+    )
     return [
         StoredRule(site_, ChannelRule(source, channel, medium), int(position))
         for site_, source, medium, channel, position in rows
@@ -211,16 +210,14 @@ def _write(client: Client, site: str, rows: list[tuple[ChannelRule, int, int]]) 
     """Insert (rule, position, removed) rows stamped after the site's newest row, so that the newest
     row of a key wins even when two changes fall in the same millisecond."""
     newest = client.query(
-        f"SELECT max(changed_at) FROM {TABLE} WHERE site = {{site:String}}", parameters={"site": site}
+        f"SELECT max(changed_at) FROM {TABLE.name} WHERE site = {{site:String}}", parameters={"site": site}
     ).result_rows[0][0]
     stamp = datetime.now(UTC)
     if newest is not None and newest.replace(tzinfo=UTC) >= stamp:
         stamp = newest.replace(tzinfo=UTC) + timedelta(milliseconds=1)
-    client.insert(
-        TABLE,
-        [
-            [site, rule.source, rule.medium, rule.channel, position, removed, stamp]
-            for rule, position, removed in rows
-        ],
-        column_names=COLUMNS,
+    TABLE.write(
+        client,
+        [[site, rule.source, rule.medium, rule.channel, position] for rule, position, _ in rows],
+        removed=[removed for _, _, removed in rows],
+        changed_at=stamp,
     )

@@ -17,6 +17,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
 from storage.queries.contract import MAX_PROPERTY_KEY
+from storage.site_settings_rows import SettingsTable
 from storage.sites import normalise, registered
 from storage.tables import CUSTOM_PROPERTIES
 from tally.refusal import Refused
@@ -24,6 +25,7 @@ from tally.refusal import Refused
 # Unicode categories a name may not hold: control characters, and lone surrogates (which no
 # UTF-8 store can keep).
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cs"})
+TABLE = SettingsTable(CUSTOM_PROPERTIES, keys=("site", "property"))
 
 
 class InvalidProperty(Refused):
@@ -46,12 +48,8 @@ def clean_name(name: object) -> str:
 
 def list_properties(client: Client, site: str) -> list[str]:
     """The site's custom properties, by name; empty when it has none (every property is shown)."""
-    rows = client.query(
-        f"SELECT property FROM {CUSTOM_PROPERTIES} WHERE site = {{site:String}} GROUP BY property "
-        "HAVING argMax(removed, changed_at) = 0 ORDER BY property",
-        parameters={"site": normalise(site)},
-    ).result_rows
-    return [row[0] for row in rows]
+    rows = TABLE.newest(client, "site = {site:String}", {"site": normalise(site)}, order=("property",))
+    return [name for _, name in rows]
 
 
 def add_property(client: Client, site: str, name: str) -> bool:
@@ -83,5 +81,4 @@ def remove_all(client: Client, site: str) -> int:
 
 
 def _write(client: Client, site: str, names: list[str], removed: int) -> None:
-    rows = [[site, name, removed] for name in names]
-    client.insert(CUSTOM_PROPERTIES, rows, column_names=["site", "property", "removed"])
+    TABLE.write(client, [[site, name] for name in names], removed)

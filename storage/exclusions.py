@@ -16,18 +16,15 @@ from clickhouse_connect.driver.client import Client
 
 from storage import definitions
 from storage.page_patterns import BadPattern, validate_pattern
+from storage.site_settings_rows import SettingsTable
 from storage.sites import list_sites, normalise, registered
 from tally.refusal import Refused
 
 Kind = Literal["ip", "path", "country"]
 KINDS: tuple[Kind, ...] = ("ip", "path", "country")
 MAX_PER_SITE = 1000
-LATEST = """
-SELECT site, kind, value FROM site_exclusions
-{where}
-GROUP BY site, kind, value HAVING argMax(removed, changed_at) = 0
-ORDER BY site, kind, value
-"""
+# An exclusion is its key (site, kind, value): it is there or removed.
+TABLE = SettingsTable("site_exclusions", keys=("site", "kind", "value"))
 
 
 class InvalidExclusion(Refused):
@@ -104,24 +101,17 @@ def _record(client: Client, verb: str, changed: list[Exclusion]) -> None:
 
 
 def list_exclusions(client: Client, site: str) -> list[Exclusion]:
-    rows = client.query(
-        LATEST.format(where="WHERE site = {site:String}"), parameters={"site": normalise(site)}
-    ).result_rows
+    rows = TABLE.newest(client, "site = {site:String}", {"site": normalise(site)}, order=TABLE.keys)
     return [Exclusion(*row) for row in rows]
 
 
 def all_exclusions(client: Client) -> list[Exclusion]:
     """Every site's exclusions: the collector's copy, read in one query."""
-    return [Exclusion(*row) for row in client.query(LATEST.format(where="")).result_rows]
+    return [Exclusion(*row) for row in TABLE.newest(client, order=TABLE.keys)]
 
 
 def _write(client: Client, exclusions: list[Exclusion], removed: int) -> None:
-    if exclusions:
-        client.insert(
-            "site_exclusions",
-            [[e.site, e.kind, e.value, removed] for e in exclusions],
-            column_names=["site", "kind", "value", "removed"],
-        )
+    TABLE.write(client, [[e.site, e.kind, e.value] for e in exclusions], removed)
 
 
 # --- what a definitions version holds (storage/definitions.py: RULE_KINDS) --------------------

@@ -15,6 +15,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import definitions, site_caps
 from storage.page_patterns import BadPattern, validate_pattern
+from storage.site_settings_rows import SettingsTable
 from storage.sites import list_sites, normalise, registered
 from tally.refusal import Refused
 
@@ -24,6 +25,9 @@ CURRENCY = re.compile(r"^[A-Z]{3}$")
 # Event names that are never goals: page views have page goals; engagement events are
 # another feature's (scroll depth, engaged time).
 RESERVED_EVENTS = frozenset({"pageview", "engagement"})
+GOALS = SettingsTable(
+    "goals", keys=("site", "goal"), values=("kind", "event_name", "page_pattern", "currency")
+)
 
 
 class InvalidGoal(Refused):
@@ -135,14 +139,10 @@ def _existing(client: Client, site: str, name: str) -> Goal:
 
 def list_goals(client: Client, site: str) -> list[Goal]:
     """The site's goals, by name."""
-    rows = client.query(
-        "SELECT goal, argMax(kind, changed_at), argMax(event_name, changed_at), "
-        "argMax(page_pattern, changed_at), argMax(currency, changed_at) "
-        "FROM goals WHERE site = {site:String} GROUP BY goal "
-        "HAVING argMax(removed, changed_at) = 0 ORDER BY goal",
-        parameters={"site": site},
-    ).result_rows
-    return [Goal(site, name, kind, event, pattern, currency) for name, kind, event, pattern, currency in rows]
+    rows = GOALS.newest(client, "site = {site:String}", {"site": site}, order=("goal",))
+    return [
+        Goal(site, name, kind, event, pattern, currency) for _, name, kind, event, pattern, currency in rows
+    ]
 
 
 def find_goal(client: Client, site: str, name: str) -> Goal:
@@ -154,10 +154,10 @@ def find_goal(client: Client, site: str, name: str) -> Goal:
 
 
 def _write(client: Client, goal: Goal, removed: int) -> None:
-    client.insert(
-        "goals",
-        [[goal.site, goal.name, goal.kind, goal.event_name, goal.page_pattern, goal.currency, removed]],
-        column_names=["site", "goal", "kind", "event_name", "page_pattern", "currency", "removed"],
+    GOALS.write(
+        client,
+        [[goal.site, goal.name, goal.kind, goal.event_name, goal.page_pattern, goal.currency]],
+        removed,
     )
 
 
@@ -169,11 +169,7 @@ _FIELDS = ("name", "kind", "event_name", "page_pattern", "currency")
 def contents(client: Client) -> dict[str, list[dict[str, str]]]:
     """Every registered site's goals (a site without goals: an empty list), for a version."""
     by_site: dict[str, list[dict[str, str]]] = {site: [] for site in list_sites(client)}
-    rows = client.query(
-        "SELECT site, goal, argMax(kind, changed_at), argMax(event_name, changed_at), "
-        "argMax(page_pattern, changed_at), argMax(currency, changed_at) "
-        "FROM goals GROUP BY site, goal HAVING argMax(removed, changed_at) = 0 ORDER BY site, goal"
-    ).result_rows
+    rows = GOALS.newest(client, order=("site", "goal"))
     for site, *values in rows:
         if site in by_site:
             by_site[site].append(dict(zip(_FIELDS, values, strict=True)))

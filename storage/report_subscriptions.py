@@ -21,6 +21,7 @@ from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
 from storage.calendar import UTC_NAME, InvalidTimezone, local_date, local_midnight, zone
+from storage.site_settings_rows import SettingsTable
 from storage.sites import list_timezones, normalise, registered
 from tally.refusal import Refused
 
@@ -28,6 +29,8 @@ Frequency = Literal["weekly", "monthly"]
 FREQUENCIES: tuple[Frequency, ...] = ("weekly", "monthly")
 SUBSCRIPTIONS = "report_subscriptions"
 DELIVERIES = "report_deliveries"
+# A subscription is its key (site, subscriber, frequency): it is there or removed.
+TABLE = SettingsTable(SUBSCRIPTIONS, keys=("site", "email", "frequency"))
 # An address an SMTP server takes: local part @ a domain with a dot; no spaces, no brackets,
 # no second @ (RFC 5322's full grammar is not needed to refuse typos).
 EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
@@ -109,12 +112,12 @@ def unsubscribe(
 
 def list_subscriptions(client: Client, site: str | None = None) -> list[Subscription]:
     """Live subscriptions (of one site, or all), by site, email and frequency."""
-    rows = client.query(
-        f"SELECT site, email, frequency FROM {SUBSCRIPTIONS} "
-        "WHERE {site:String} = '' OR site = {site:String} GROUP BY site, email, frequency "
-        "HAVING argMax(removed, changed_at) = 0 ORDER BY site, email, frequency",
-        parameters={"site": normalise(site) if site else ""},
-    ).result_rows
+    rows = TABLE.newest(
+        client,
+        "{site:String} = '' OR site = {site:String}",
+        {"site": normalise(site) if site else ""},
+        order=("site", "email", "frequency"),
+    )
     return [Subscription(*row) for row in rows]
 
 
@@ -169,8 +172,4 @@ def record_delivery(client: Client, subscription: Subscription, period: ReportPe
 
 
 def _write(client: Client, subscription: Subscription, removed: int) -> None:
-    client.insert(
-        SUBSCRIPTIONS,
-        [[subscription.site, subscription.email, subscription.frequency, removed]],
-        column_names=["site", "email", "frequency", "removed"],
-    )
+    TABLE.write(client, [[subscription.site, subscription.email, subscription.frequency]], removed)

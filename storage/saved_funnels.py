@@ -18,10 +18,12 @@ from storage import site_caps
 from storage.queries import funnel_days
 from storage.queries.contract import StatsQuery
 from storage.queries.funnels import FunnelStep, UnsupportedQuery, checked_steps
+from storage.site_settings_rows import SettingsTable
 from storage.sites import normalise, registered
 from tally.refusal import Refused
 
 SAVED_FUNNELS = "saved_funnels"
+TABLE = SettingsTable(SAVED_FUNNELS, keys=("site", "name"), values=("steps",))
 MAX_NAME = 120
 # How many closed days back a background pass keeps computed for each saved funnel: a month
 # and its neighbour, the dashboard's longest everyday periods.
@@ -69,12 +71,12 @@ def remove_funnel(client: Client, site: str, name: str) -> SavedFunnel:
 
 def list_funnels(client: Client, site: str | None = None) -> list[SavedFunnel]:
     """The saved funnels of `site` (of every site without one), by site and name."""
-    rows = client.query(
-        f"SELECT site, name, argMax(steps, changed_at) FROM {SAVED_FUNNELS} "
-        "WHERE {every:UInt8} OR site = {site:String} GROUP BY site, name "
-        "HAVING argMax(removed, changed_at) = 0 ORDER BY site, name",
-        parameters={"site": normalise(site) if site else "", "every": int(site is None)},
-    ).result_rows
+    rows = TABLE.newest(
+        client,
+        "{every:UInt8} OR site = {site:String}",
+        {"site": normalise(site) if site else "", "every": int(site is None)},
+        order=("site", "name"),
+    )
     return [SavedFunnel(site_, name, _steps(steps)) for site_, name, steps in rows]
 
 
@@ -114,8 +116,4 @@ def _steps(text: str) -> list[FunnelStep]:
 
 def _write(client: Client, funnel: SavedFunnel, removed: int) -> None:
     steps = json.dumps([{step.kind: step.value} for step in funnel.steps])
-    client.insert(
-        SAVED_FUNNELS,
-        [[funnel.site, funnel.name, steps, removed]],
-        column_names=["site", "name", "steps", "removed"],
-    )
+    TABLE.write(client, [[funnel.site, funnel.name, steps]], removed)

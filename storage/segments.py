@@ -16,10 +16,12 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
+from storage.site_settings_rows import SettingsTable
 from storage.sites import normalise, registered
 from tally.refusal import Refused
 
 SEGMENTS = "segments"
+TABLE = SettingsTable(SEGMENTS, keys=("site", "id"), values=("name", "filters"))
 MAX_NAME = 120
 MAX_FILTERS_JSON = 16 * 1024
 
@@ -99,12 +101,8 @@ def remove_segment(client: Client, site: str, name: str) -> Segment:
 
 def list_segments(client: Client, site: str) -> list[Segment]:
     """The site's segments, by name."""
-    rows = client.query(
-        f"SELECT id, argMax(name, changed_at), argMax(filters, changed_at) FROM {SEGMENTS} "
-        "WHERE site = {site:String} GROUP BY id HAVING argMax(removed, changed_at) = 0",
-        parameters={"site": normalise(site)},
-    ).result_rows
-    segments = [Segment(normalise(site), int(id_), name, json.loads(filters)) for id_, name, filters in rows]
+    rows = TABLE.newest(client, "site = {site:String}", {"site": normalise(site)})
+    segments = [Segment(site_, int(id_), name, json.loads(filters)) for site_, id_, name, filters in rows]
     return sorted(segments, key=lambda segment: segment.name)
 
 
@@ -119,8 +117,4 @@ def find_segment(client: Client, site: str, name_or_id: str | int) -> Segment:
 
 
 def _write(client: Client, segment: Segment, removed: int) -> None:
-    client.insert(
-        SEGMENTS,
-        [[segment.site, segment.id, segment.name, json.dumps(segment.filters), removed]],
-        column_names=["site", "id", "name", "filters", "removed"],
-    )
+    TABLE.write(client, [[segment.site, segment.id, segment.name, json.dumps(segment.filters)]], removed)

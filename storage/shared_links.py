@@ -20,28 +20,22 @@ from datetime import UTC, datetime
 from clickhouse_connect.driver.client import Client
 
 from storage import site_caps
+from storage.site_settings_rows import SettingsTable
 from storage.sites import normalise, registered
 from tally.refusal import Refused
 
 # As dashboard/auth.py's sign-in password: ~16 MiB and tens of milliseconds per guess.
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 MAX_LABEL_CHARS = 100
-COLUMNS = [
-    "id",
-    "site",
-    "label",
-    "token_sha256",
-    "password_salt",
-    "password_digest",
-    "created_at",
-    "revoked",
-]
-LATEST = """
-SELECT id, argMax(site, changed_at), argMax(label, changed_at), argMax(token_sha256, changed_at),
-       argMax(password_salt, changed_at), argMax(password_digest, changed_at),
-       argMax(created_at, changed_at), argMax(revoked, changed_at)
-FROM shared_links
-"""
+# A link is never removed: a revoked one is still listed (and says so), so the table has no
+# removal column; its newest row is the link as it stands.
+LINKS = SettingsTable(
+    "shared_links",
+    keys=("id",),
+    values=("site", "label", "token_sha256", "password_salt", "password_digest", "created_at", "revoked"),
+    removed=None,
+)
+COLUMNS = list(LINKS.columns)
 
 
 class SharedLinkError(Refused):
@@ -129,10 +123,12 @@ def create_link(
 
 def list_links(client: Client, site: str) -> list[SharedLink]:
     """The site's links, revoked ones included (they say so), oldest first."""
-    rows = client.query(
-        LATEST + "GROUP BY id HAVING argMax(site, changed_at) = {site:String} ORDER BY 7, id",
+    rows = LINKS.newest(
+        client,
         parameters={"site": normalise(site)},
-    ).result_rows
+        order=("created_at", "id"),
+        having=f"{LINKS.newest_of('site')} = {{site:String}}",
+    )
     return [_link(row) for row in rows]
 
 
@@ -149,17 +145,18 @@ def revoke_link(client: Client, site: str, link_id: str) -> SharedLink:
 
 def resolve(client: Client, token: str) -> SharedLink | None:
     """The live link `token` opens, or None (unknown or revoked). Asked on every request."""
-    rows = client.query(
-        LATEST + "WHERE id IN (SELECT id FROM shared_links WHERE token_sha256 = {hash:String}) GROUP BY id",
-        parameters={"hash": token_hash(token)},
-    ).result_rows
+    rows = LINKS.newest(
+        client,
+        f"id IN (SELECT id FROM {LINKS.name} WHERE token_sha256 = {{hash:String}})",
+        {"hash": token_hash(token)},
+    )
     links = [_link(row) for row in rows]
     return links[0] if links and not links[0].revoked else None
 
 
 def resolve_id(client: Client, link_id: str) -> SharedLink | None:
     """The live link with this id, or None: how a viewer's open session is re-checked."""
-    rows = client.query(LATEST + "WHERE id = {id:String} GROUP BY id", parameters={"id": link_id}).result_rows
+    rows = LINKS.newest(client, "id = {id:String}", {"id": link_id})
     links = [_link(row) for row in rows]
     return links[0] if links and not links[0].revoked else None
 
@@ -167,7 +164,7 @@ def resolve_id(client: Client, link_id: str) -> SharedLink | None:
 def _write(client: Client, link: SharedLink) -> None:
     row = [getattr(link, column) for column in COLUMNS]
     row[COLUMNS.index("revoked")] = int(link.revoked)
-    client.insert("shared_links", [row], column_names=COLUMNS)
+    LINKS.write(client, [row])
 
 
 def _link(row: tuple) -> SharedLink:
