@@ -1,4 +1,4 @@
-"""A site's settings as rows that are only ever added (issue 32: one store for a site's settings).
+"""A site's settings as rows that are only ever added: one store for every per-site setting.
 
 Every per-site setting (goals, segments, saved funnels, shared links, alert rules, channel rules,
 exclusions, report subscriptions, custom properties, annotations) is kept the same way: a change
