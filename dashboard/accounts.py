@@ -346,9 +346,11 @@ def register_team_panel(app: Dash, settings: Settings, clients: ClientFactory) -
         State("key-manage", "value"),
         prevent_initial_call=True,
     )
-    def create_key(_: int, site: str | None, version: int, manage: list[str] | None) -> tuple[Any, Any]:
+    def create_key(
+        clicks: int | None, site: str | None, version: int, manage: list[str] | None
+    ) -> tuple[Any, Any]:
         user = current_user()
-        if not site:
+        if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
         if user is None:
             return notice(OPERATOR_KEY, "error"), no_update

@@ -112,9 +112,9 @@ def register_annotations_panel(app: Dash, settings: Settings, clients: ClientFac
         prevent_initial_call=True,
     )
     def add(
-        _: int, site: str | None, day: str | None, text: str | None, version: int
+        clicks: int | None, site: str | None, day: str | None, text: str | None, version: int
     ) -> tuple[Any, Any, Any]:
-        if not site:
+        if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
         if not day:
             return notice("Pick the date it is about.", "error"), no_update, no_update

@@ -83,8 +83,8 @@ def register_custom_props_panel(app: Dash, clients: ClientFactory) -> None:
         State("custom-props-version", "data"),
         prevent_initial_call=True,
     )
-    def add(_: int, site: str | None, name: str | None, version: int) -> tuple[Any, Any]:
-        if not site:
+    def add(clicks: int | None, site: str | None, name: str | None, version: int) -> tuple[Any, Any]:
+        if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
         try:
             added = store.clean_name(name)

@@ -97,8 +97,10 @@ def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
         State("exclusions-version", "data"),
         prevent_initial_call=True,
     )
-    def add(_: int, site: str | None, kind: str | None, value: str | None, version: int) -> tuple[Any, Any]:
-        if not site:
+    def add(
+        clicks: int | None, site: str | None, kind: str | None, value: str | None, version: int
+    ) -> tuple[Any, Any]:
+        if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
         try:
             wanted = exclusions_of(site, kind, value)

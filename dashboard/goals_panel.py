@@ -266,9 +266,14 @@ def register_goal_editing(app: Dash, clients: ClientFactory) -> None:
         prevent_initial_call=True,
     )
     def add_goal(
-        _: int, site: str | None, event: str | None, page: str | None, currency: str | None, version: int
+        clicks: int | None,
+        site: str | None,
+        event: str | None,
+        page: str | None,
+        currency: str | None,
+        version: int,
     ) -> tuple[Any, Any]:
-        if not site:
+        if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
         try:
             goal = goal_store.make_goal(site, event or "", page or "", currency or "")

@@ -250,9 +250,9 @@ def register_segment_editing(app: Dash, clients: ClientFactory) -> None:
         prevent_initial_call=True,
     )
     def save(
-        _: int, site: str | None, name: str | None, chosen: dict | None, version: int | None
+        clicks: int | None, site: str | None, name: str | None, chosen: dict | None, version: int | None
     ) -> tuple[Any, Any]:
-        if not site:
+        if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
         client = clients()
         try:
