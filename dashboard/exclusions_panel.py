@@ -5,8 +5,10 @@ dashboard/accounts.py; refused to shared links: dashboard/sharing.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from clickhouse_connect.driver.client import Client
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
@@ -102,12 +104,7 @@ def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
     ) -> tuple[Any, Any]:
         if not site or not clicks:  # not a click: the button (re)appearing
             raise PreventUpdate
-        try:
-            wanted = exclusions_of(site, kind, value)
-            store.add_exclusions(clients(), wanted)
-        except (store.InvalidExclusion, InvalidDomain) as refused:
-            return notice(str(refused).removeprefix("--"), "error"), no_update
-        return notice(f"Excluded {wanted[0].value}."), version + 1
+        return changed(store.add_exclusions, site, kind, value, version, "Excluded {}.")
 
     @app.callback(
         Output("exclusion-status", "children", allow_duplicate=True),
@@ -122,12 +119,19 @@ def register_exclusions_panel(app: Dash, clients: ClientFactory) -> None:
         if not site or trigger is None:
             raise PreventUpdate  # a button (re)appearing, not a click
         kind, _, value = str(trigger["value"]).partition(":")
+        return changed(store.remove_exclusions, site, kind, value, version, "Counting {} again.")
+
+    def changed(
+        apply: Callable[[Client, list[store.Exclusion]], object],
+        site: str, kind: str | None, value: str | None, version: int, done: str,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        """`apply` the exclusion the form or the button names; what the panel then says."""
         try:
             wanted = exclusions_of(site, kind, value)
-            store.remove_exclusions(clients(), wanted)
+            apply(clients(), wanted)
         except (store.InvalidExclusion, InvalidDomain) as refused:
             return notice(str(refused).removeprefix("--"), "error"), no_update
-        return notice(f"Counting {wanted[0].value} again."), version + 1
+        return notice(done.format(wanted[0].value)), version + 1
 
 
 def exclusions_of(site: str, kind: str | None, value: str | None) -> list[store.Exclusion]:
