@@ -39,6 +39,10 @@ HOW_TO = (
     "whole visit's path."
 )
 NO_VISITS = "No visit in this period (under the filters in force) took that page."
+# The paths of the most visitors drawn, the others folded into "(other)": a month of a busy site
+# has thousands of paths (7,620 from the entry at 10M events), which no diagram shows legibly.
+DEFAULT_PATHS_DRAWN = 25
+MAX_PATHS_DRAWN = 500
 
 
 def journeys_section() -> html.Section:
@@ -84,6 +88,17 @@ def journeys_section() -> html.Section:
                             "Fewest visitors per path",
                             dcc.Input(
                                 id="journeys-min-visitors", type="number", min=1, value=1, debounce=True
+                            ),
+                        ),
+                        _field(
+                            "Most paths drawn",
+                            dcc.Input(
+                                id="journeys-limit",
+                                type="number",
+                                min=1,
+                                max=MAX_PATHS_DRAWN,
+                                value=DEFAULT_PATHS_DRAWN,
+                                debounce=True,
                             ),
                         ),
                     ],
@@ -153,11 +168,12 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
         Input("journeys-steps", "value"),
         Input("journeys-group", "value"),
         Input("journeys-min-visitors", "value"),
+        Input("journeys-limit", "value"),
     )
     @friendly(lambda message: (notice(message, "error"), go.Figure(), {"display": "none"}))
     def show_journeys(
         site: str | None, period_data: dict | None, filters: dict | None, tab: str, page: str | None,
-        direction: str, steps: int, group: str | None, min_visitors: int | None,
+        direction: str, steps: int, group: str | None, min_visitors: int | None, most: int | None,
     ) -> Any:  # fmt: skip
         if tab != JOURNEYS_TAB:  # computed when shown, as the Funnel
             raise PreventUpdate
@@ -171,7 +187,9 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
         page = (page or "").strip() or None
         if page is not None and not page.startswith("/"):
             return notice("A page starts with /, e.g. /pricing.", "error"), go.Figure(), hidden
-        question = JourneyQuestion(page, direction, int(steps), patterns, max(1, int(min_visitors or 1)))  # type: ignore[arg-type]
+        drawn = min(max(1, int(most or DEFAULT_PATHS_DRAWN)), MAX_PATHS_DRAWN)
+        fewest = max(1, int(min_visitors or 1))
+        question = JourneyQuestion(page, direction, int(steps), patterns, fewest, drawn)  # type: ignore[arg-type]
         period = Period.from_store(period_data)
         q = questions.question(
             site, period.start, period.end, defined.settings(), timezone=period.timezone, filters=filters
@@ -181,9 +199,14 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
         if not rows:
             return notice(NO_VISITS), go.Figure(), hidden
         visits = sum(row.visits for row in rows)
+        paths = [row for row in rows if row.steps != (OTHER,)]
+        folded = sum(row.visits for row in rows) - sum(row.visits for row in paths)
+        text = f"{visits:,} visits, {len(paths):,} paths" + (
+            f"; {folded:,} visits on other paths, as {OTHER}." if folded else "."
+        )
         caption = html.P(
-            f"{visits:,} visits, {len(rows):,} paths.", id="journeys-total", className="caption",
-            **{"data-paths": str(len(rows)), "data-visits": str(visits)},
+            text, id="journeys-total", className="caption",
+            **{"data-paths": str(len(paths)), "data-visits": str(visits), "data-folded": str(folded)},
         )  # fmt: skip
         return caption, sankey(rows, question), {"display": "block"}
 

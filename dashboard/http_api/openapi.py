@@ -157,6 +157,12 @@ PARAMETERS: dict[str, JSON] = {
         'Paths taken by fewer visitors than this are folded into one row, steps ["(other)"].',
         {"type": "integer", "minimum": 1, "maximum": parameters.MAX_MIN_VISITORS, "default": 1},
     ),
+    "journey_limit": _parameter(
+        "limit",
+        "At most this many paths, those of the most visitors; the others are folded into one row, steps "
+        '["(other)"]. Without it: every path.',
+        {"type": "integer", "minimum": 1, "maximum": parameters.MAX_LIMIT},
+    ),
     "retention_weeks": _parameter(
         "weeks",
         "How many weeks (cohorts) the report shows, the last holding `until`.",
@@ -932,6 +938,7 @@ def openapi_document() -> JSON:
                     "journey_steps",
                     "journey_group",
                     "journey_min_visitors",
+                    "journey_limit",
                     "journey_filters",
                 ],
                 _ok(_or_with_meta({"type": "array", "items": _schema("JourneyRow")}), "one row per path"),

@@ -433,8 +433,9 @@ MAX_MIN_VISITORS = 1_000_000
 def journey_question(arguments: Arguments) -> JourneyQuestion:
     """`page` (a path, or one of the `group` patterns; none: the visit's entry or exit),
     `direction` next|previous, `steps` 1-5, `group` comma-separated page patterns each drawn as
-    one node (/blog/*), `min_visitors` under which a path is folded into "(other)". Filters are the
-    query's (window_queries); the query layer refuses one on an event, naming `filters`."""
+    one node (/blog/*), `min_visitors` under which a path is folded into "(other)", `limit` the
+    most paths kept (the others folded too; none: all). Filters are the query's (window_queries);
+    the query layer refuses one on an event, naming `filters`."""
     direction = arguments.get("direction")
     direction = "next" if direction is None else direction
     if direction not in DIRECTIONS:
@@ -453,7 +454,8 @@ def journey_question(arguments: Arguments) -> JourneyQuestion:
         not page.startswith("/") or len(page) > MAX_STEPS_LENGTH or not page.isprintable()
     ):
         raise BadParameter("page", "a path starting with /, e.g. page=/pricing (or a group's pattern)")
-    return JourneyQuestion(page, direction, steps, patterns, min_visitors)  # type: ignore[arg-type]
+    most = limit(arguments, 0) or None
+    return JourneyQuestion(page, direction, steps, patterns, min_visitors, most)  # type: ignore[arg-type]
 
 
 RETENTION_PARAMETERS = ("site", "weeks", "until", "source")

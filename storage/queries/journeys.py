@@ -12,10 +12,12 @@ again after (/blog/a → /blog/b is one step on /blog/*). From the anchor:
 
 A row's `steps` are the anchor and up to `steps` nodes after it (next), or up to `steps` nodes
 before it and the anchor (previous): shorter where the visit ends (or starts) sooner. A row
-counts its visits and distinct visitors; steps taken by fewer than `min_visitors` visitors are
-folded into one row "(other)" (its visitors distinct over all the folded visits, not a sum).
+counts its visits and distinct visitors; steps taken by fewer than `min_visitors` visitors, and
+with a `limit` those past the `limit` with the most visitors (ties: more visits, then the steps'
+order), are folded into one row "(other)" (its visitors distinct over all the folded visits, not
+a sum). The rows come by visitors, then visits, then steps; "(other)" last.
 
-agg reads `sessions.journey` (the newest version of each visit, LIMIT 1 BY); raw sessionises the
+agg reads `sessions.journey` (the newest version of each visit, FINAL); raw sessionises the
 archive (raw.raw_sessions_sql's `journey`, the same fold over the same page views): the one
 query below runs over either, so both give the same rows to the unit. A range holding a visit
 written before migration 0071 (its journey [] although every visit has a page view) is answered
@@ -82,6 +84,12 @@ class JourneyQuestion:
     steps: int = 3
     patterns: tuple[str, ...] = ()
     min_visitors: int = 1
+    limit: int | None = None  # at most this many paths, those of the most visitors; the rest: OTHER
+
+    @property
+    def folds(self) -> bool:
+        """Whether some path may be folded into OTHER (none is when every path is kept)."""
+        return self.min_visitors > 1 or self.limit is not None
 
 
 @dataclass(frozen=True)
@@ -100,25 +108,41 @@ LIMIT 1
 """
 _FOLD = "arrayFilter((v, i) -> i = 1 OR v != {nodes}[i - 1], {nodes}, arrayEnumerate({nodes}))"
 # Per visit: its nodes (patterns applied, repeats folded), the anchor's index (0: not there),
-# the steps from it; then per distinct steps its visits and visitors (a uniqExact state, so
-# that the rare ones fold into OTHER with their visitors distinct across them).
+# the steps from it.
+_VISIT_STEPS = """
+    SELECT visitor_id, {nodes} AS nodes, {anchor} AS anchor, {slice} AS steps
+    FROM ({visits})
+    WHERE notEmpty(journey){condition}
+"""
+# Per distinct steps its visits and visitors (a uniqExact state, so that the rare ones fold into
+# OTHER with their visitors distinct across them); a path is kept when it has min_visitors and
+# ranks within the limit (by visitors, visits, steps: the report's order).
 _JOURNEYS = """
-SELECT if(finalizeAggregation(path_visitors) >= {{min_visitors:UInt64}}, steps, [{other}]) AS shown,
+SELECT if(path_visitors_n >= {{min_visitors:UInt64}} AND rank <= {{limit:UInt64}}, steps, [{other}]) AS shown,
     sum(path_visits) AS visits, uniqExactMerge(path_visitors) AS visitors
 FROM
 (
-    SELECT steps, count() AS path_visits, uniqExactState(visitor_id) AS path_visitors
+    SELECT steps, path_visits, path_visitors, finalizeAggregation(path_visitors) AS path_visitors_n,
+        row_number() OVER (ORDER BY path_visitors_n DESC, path_visits DESC, steps) AS rank
     FROM
     (
-        SELECT visitor_id, {folded} AS nodes, {anchor} AS anchor, {slice} AS steps
-        FROM ({visits})
-        WHERE notEmpty(journey){condition}
+        SELECT steps, count() AS path_visits, uniqExactState(visitor_id) AS path_visitors
+        FROM ({visit_steps})
+        WHERE anchor > 0
+        GROUP BY steps
     )
-    WHERE anchor > 0
-    GROUP BY steps
 )
 GROUP BY shown
 ORDER BY shown = [{other}], visitors DESC, visits DESC, shown
+"""
+# The same rows when no path can fold (min_visitors 1, no limit): no states to keep and merge,
+# which were most of the query's time at 10M events.
+_UNFOLDED_JOURNEYS = """
+SELECT steps AS shown, count() AS visits, uniqExact(visitor_id) AS visitors
+FROM ({visit_steps})
+WHERE anchor > 0
+GROUP BY steps
+ORDER BY visitors DESC, visits DESC, shown
 """
 
 
@@ -173,28 +197,34 @@ def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tu
     parameters |= {
         **q.parameters(),
         "min_visitors": question.min_visitors,
+        "limit": question.limit or 2**63,
         "steps": question.steps,
         "page": question.page or "",
         "other": OTHER,
     }
-    nodes = "journey"
-    for i, pattern in enumerate(question.patterns):
-        parameters[f"pattern_{i}"], parameters[f"regex_{i}"] = pattern, pattern_regex(pattern)
-    if question.patterns:
-        cases = ", ".join(
-            f"match(p, {{regex_{i}:String}}), {{pattern_{i}:String}}" for i in range(len(question.patterns))
-        )
-        nodes = f"arrayMap(p -> multiIf({cases}, p), journey)"
-    folded = _FOLD.format(nodes=nodes)  # `journey` is folded already; grouping pages may repeat a node
-    sql = _JOURNEYS.format(
-        folded=folded,
+    visit_steps = _VISIT_STEPS.format(
+        nodes=_nodes(question, parameters),
         anchor=_anchor(question),
         slice=_slice(question),
         visits=visits,
         condition=condition,
-        other="{other:String}",
     )
-    return sql, parameters
+    report = _JOURNEYS if question.folds else _UNFOLDED_JOURNEYS
+    return report.format(visit_steps=visit_steps, other="{other:String}"), parameters
+
+
+def _nodes(question: JourneyQuestion, parameters: dict[str, object]) -> str:
+    """A visit's nodes: its `journey` (repeats folded already), or with the pages matching a
+    pattern as the pattern, repeats folded again (/blog/a → /blog/b is one step on /blog/*);
+    the patterns' parameters go into `parameters`."""
+    if not question.patterns:
+        return "journey"
+    for i, pattern in enumerate(question.patterns):
+        parameters[f"pattern_{i}"], parameters[f"regex_{i}"] = pattern, pattern_regex(pattern)
+    cases = ", ".join(
+        f"match(p, {{regex_{i}:String}}), {{pattern_{i}:String}}" for i in range(len(question.patterns))
+    )
+    return _FOLD.format(nodes=f"arrayMap(p -> multiIf({cases}, p), journey)")
 
 
 def _columns_read(q: StatsQuery) -> tuple[str, ...]:

@@ -52,6 +52,9 @@ QUESTIONS = (
     JourneyQuestion(page="/blog/*", direction="previous", steps=5, patterns=("/blog/*",)),
     JourneyQuestion(page="/", steps=2, min_visitors=2),
     JourneyQuestion(steps=4, patterns=("/blog/*", "/docs/*"), min_visitors=2),
+    JourneyQuestion(steps=2, limit=3),  # ties at the cut: more visits, then the steps' order
+    JourneyQuestion(page="/", steps=3, min_visitors=2, limit=1),
+    JourneyQuestion(direction="previous", steps=5, limit=100),  # nothing folded
 )
 
 
@@ -122,13 +125,13 @@ def expected_journeys(
         if passes(visit):
             _follow(visit, visitor, question, taken)
     rows, other_visits, other_visitors = [], 0, set()
-    for steps, visitors in taken.items():
-        if len(set(visitors)) >= question.min_visitors:
+    ranked = sorted(taken.items(), key=lambda path: (-len(set(path[1])), -len(path[1]), path[0]))
+    for rank, (steps, visitors) in enumerate(ranked, start=1):
+        if len(set(visitors)) >= question.min_visitors and rank <= (question.limit or len(ranked)):
             rows.append(JourneyRow(steps, len(visitors), len(set(visitors))))
         else:
             other_visits += len(visitors)
             other_visitors |= set(visitors)
-    rows.sort(key=lambda r: (-r.visitors, -r.visits, r.steps))
     if other_visits:
         rows.append(JourneyRow((OTHER,), other_visits, len(other_visitors)))
     return rows
@@ -209,6 +212,10 @@ def test_backfilled_sessions_journeys_agg_equals_raw_equals_the_definition(
         assert agg == raw == expected, question
     folded = journeys(client, q, JourneyQuestion(page="/", steps=2, min_visitors=2))
     assert folded[-1].steps == (OTHER,) and folded[-1].visitors >= 2
+    top = journeys(client, q, JourneyQuestion(steps=2, limit=3))
+    every = journeys(client, q, JourneyQuestion(steps=2))
+    assert [row.steps for row in top[:3]] == [row.steps for row in every[:3]]
+    assert len(top) == 4 and top[-1].steps == (OTHER,)
 
 
 def test_stream_jobs_journeys_agg_equals_raw_equals_the_definition(

@@ -82,6 +82,7 @@ def shown(client: FlaskClient, site: str, filters: dict[str, str]) -> dict:
         "tabs": ("value", JOURNEYS_TAB), "journeys-page": ("value", None),
         "journeys-direction": ("value", "next"), "journeys-steps": ("value", 1),
         "journeys-group": ("value", None), "journeys-min-visitors": ("value", 1),
+        "journeys-limit": ("value", 25),
     }  # fmt: skip
     request = {
         "output": "..journeys-result.children...journeys-sankey.figure...journeys-sankey.style..",

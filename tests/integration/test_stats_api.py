@@ -499,6 +499,16 @@ def test_journeys_from_a_page_from_the_entry_and_into_a_page(api: FlaskClient, a
     # paths of fewer than 2 visitors fold into one row, its visitors distinct (a's two visits)
     status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="1", min_visitors="2", source="raw")
     assert (status, rows) == (200, [{"steps": ["(other)"], "visits": 4, "visitors": 3}])
+    # the two paths of the most visitors (ties: visits, then the steps' order), the rest folded
+    status, rows = get(api, auth, "/stats/journeys", **DAY_RANGE, steps="1", limit="2", source="raw")
+    assert (status, rows) == (
+        200,
+        [
+            {"steps": ["/"], "visits": 1, "visitors": 1},
+            {"steps": ["/", "/pricing"], "visits": 1, "visitors": 1},
+            {"steps": ["(other)"], "visits": 2, "visitors": 2},
+        ],
+    )
 
 
 def test_journeys_of_the_visits_passing_filters_on_their_properties(
@@ -542,6 +552,8 @@ def test_journeys_refuse_a_filter_on_an_event_saying_which_and_why(
         ("direction", ""),
         ("group", "blog/*"),
         ("min_visitors", "0"),
+        ("limit", "0"),
+        ("limit", "1001"),
         ("page", "pricing"),
         ("filters", "[]"),
         ("filters", '{"goal": "Signup"}'),
