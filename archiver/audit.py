@@ -648,16 +648,18 @@ def verify(settings: Settings, fix: bool = True, site: str | None = None, full: 
 
 
 def _set_aside(settings: Settings, error: ClickHouseError) -> tuple[str, str] | None:
-    """(table, part) of the broken part `error` names, once set aside; None when it names none,
-    or the store refused that too (the audit's own error is then the one to report)."""
-    broken = broken_parts.named_in(error)
-    if broken is None:
-        return None
+    """(table, part) of the broken part behind `error` (named in it, or found by CHECK:
+    broken_parts.located), once set aside; None when there is none, or the store refused that
+    too (the audit's own error is then the one to report)."""
+    client = connect(settings)
     try:
-        table = broken_parts.set_aside(connect(settings), broken)
+        for broken in broken_parts.located(client, error):
+            table = broken_parts.set_aside(client, broken)
+            if table:
+                return table, broken.part
     except ClickHouseError:
         return None
-    return (table, broken.part) if table else None
+    return None
 
 
 def _verify_once(settings: Settings, fix: bool, site: str | None, full: bool) -> VerifyReport:

@@ -37,6 +37,7 @@ serialising them to the Native format cost more than everything else the archive
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -276,8 +277,28 @@ class ResumeFromArchive(ConsumerRebalanceListener):
                 return await asyncio.to_thread(ask)
             except Exception as error:  # the store down or slow: ask again
                 log.warning(failure, error=str(error)[:300], retry_in_s=delay_s)
+                await set_aside_broken_parts(self._client, error)
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, RETRY_MAX_S)
+
+
+async def set_aside_broken_parts(client: Client, error: Exception | None = None) -> list[str]:
+    """A part of the store that no longer reads back fails every retry the same way (a write of
+    the batch, a read of the archive's end, an audit): it is detached and rebuilt
+    (storage/broken_parts.py), and the retry goes on. The parts behind `error`, or without one
+    the newest parts that fail CHECK (after a full disk). The tables whose parts were set aside."""
+    tables = []
+    try:
+        if error is None:
+            found = await asyncio.to_thread(broken_parts.checked, client)
+        else:
+            found = await asyncio.to_thread(broken_parts.located, client, error)
+        for broken in found:
+            table = await asyncio.to_thread(broken_parts.set_aside, client, broken)
+            tables += [table] if table else []
+    except Exception as failure:  # the store away again: the next failure tries again
+        log.warning("broken_part_not_set_aside", error=str(failure)[:300])
+    return tables
 
 
 class Archiver:
@@ -306,6 +327,8 @@ class Archiver:
         self._rebalances = 0  # a batch collected across a rebalance is dropped
         self._stall_watch = StallWatch()
         self.audit = AuditTotals()
+        # Set when a part of the archive was set aside: the audit runs at once, over every offset.
+        self._full_audit_due = asyncio.Event()
         # The fences this archiver holds (archiver/fences.py); None: fencing off (a test's).
         self.fence = (
             Fence(settings.pageviews_topic, fences.new_owner()) if settings.archiver_fencing else None
@@ -348,16 +371,28 @@ class Archiver:
         archive any hole from it (own client: the run loop's may be inserting)."""
         client = connect(self.settings)
         while True:
+            full = self._full_audit_due.is_set()
+            self._full_audit_due.clear()
             try:
                 # Up to the archive's end only: newest offsets the store lost are re-archived by
                 # this archiver itself on its next assignment (it resumes from the archive's end).
-                audits = await audit_archive(self.settings, client, to_commits=False)
+                audits = await audit_archive(self.settings, client, full=full, to_commits=False)
             except Exception as error:  # Kafka or the store away: the next round will tell
                 log.warning("archive_audit_failed", error=str(error)[:300])
+                self._archive_part_set_aside(await set_aside_broken_parts(client, error))
+                if full:
+                    self._full_audit_due.set()  # not done: the next round is full too
             else:
                 self.audit.add(audits)
                 self.audit.write(self.settings)
-            await asyncio.sleep(self.settings.archive_audit_interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._full_audit_due.wait(), self.settings.archive_audit_interval_s)
+
+    def _archive_part_set_aside(self, tables: list[str]) -> None:
+        """After a part of the archive (`events`) was set aside, its offsets are re-read from the
+        log by a full audit, at once."""
+        if any(table.endswith(".events") for table in tables):
+            self._full_audit_due.set()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -495,27 +530,24 @@ class Archiver:
         archives nothing and `tally status` must say so, not call it healthy."""
         delay_s = self.settings.archiver_retry_base_s
         failing_since = time.monotonic()
+        disk_was_full = False
         while True:
             try:
-                return await asyncio.to_thread(write, self.client)
+                written = await asyncio.to_thread(write, self.client)
             except Exception as error:
                 log.warning("archive_insert_failed", error=str(error)[:300], retry_in_s=delay_s)
-                await self._set_aside_broken_part(error)
+                disk_was_full = disk_was_full or broken_parts.disk_full(error)
+                self._archive_part_set_aside(await set_aside_broken_parts(self.client, error))
                 if time.monotonic() - failing_since < STUCK_AFTER_S:
                     heartbeat.beat(self.settings, "archiver")
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, RETRY_MAX_S)
-
-    async def _set_aside_broken_part(self, error: Exception) -> None:
-        """A part of the store that no longer reads back fails every retry of the batch the same
-        way: it is detached and rebuilt (storage/broken_parts.py), and the retry goes on."""
-        broken = broken_parts.named_in(error)
-        if broken is None:
-            return
-        try:
-            await asyncio.to_thread(broken_parts.set_aside, self.client, broken)
-        except Exception as failure:  # the store away again: the next failure tries again
-            log.warning("broken_part_not_set_aside", part=broken.part, error=str(failure)[:300])
+                continue
+            if disk_was_full:
+                # A merge writing as the disk filled may have left a part that no read names
+                # until it fails: the newest parts are checked once the store writes again.
+                self._archive_part_set_aside(await set_aside_broken_parts(self.client))
+            return written
 
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
         value = orjson.dumps(

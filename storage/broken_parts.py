@@ -9,6 +9,12 @@ as the store ran: nothing was archived again, while every other component was he
 ClickHouse server sets a broken part aside only when it loads a table (to `detached/broken-*`);
 at run time it leaves that to an operator.
 
+Not every such error names its part: an emptied data file reads as `Cannot read all data. Bytes
+read: 0. Bytes expected: 1. (CANNOT_READ_ALL_DATA)` with no path (CI again: the archiver asked
+for the archive's end every 30 s for a quarter of an hour and was refused each time). For those,
+`located` checks the newest parts of Tally's tables with CHECK TABLE … PART: a part breaks when
+it is written (an insert or a merge on a full disk), so the newest are the suspects.
+
 Here the part is detached (its files stay under the table's `detached/` folder, for an operator
 to inspect or attach again) and what it held is rebuilt where that is possible:
 - `archive_ids` is an index of the archive: the ids the archive holds within the deduplication
@@ -45,6 +51,11 @@ PART_PATH = re.compile(
 ERROR_CODE = re.compile(r"\bCode: (?P<code>\d+)\.")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+PART_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+#: How many of the newest parts a search for a broken part that no error named checks (CHECK reads
+#: every file of a part: the search is bounded, and runs only after a broken-part error).
+MAX_CHECKED = 200
+
 INDEXED = "event_id, site, kafka_partition, kafka_offset, received_at"
 #: How far back `archive_ids` is indexed again: the window it keeps ids for (migration 0021).
 ARCHIVE_IDS_DAYS = 8
@@ -58,12 +69,66 @@ class BrokenPart:
 
 def named_in(error: BaseException) -> BrokenPart | None:
     """The broken part an error from the store names, if it is such an error."""
-    text = str(error)
-    code = ERROR_CODE.search(text)
-    where = PART_PATH.search(text)
-    if code is None or where is None or int(code["code"]) not in BROKEN_PART_CODES:
+    where = PART_PATH.search(str(error))
+    if where is None or _code(error) not in BROKEN_PART_CODES:
         return None
     return BrokenPart(where["uuid"], where["part"])
+
+
+#: The store's disk full: ClickHouse's NOT_ENOUGH_SPACE (a reservation refused) or ENOSPC.
+DISK_FULL = re.compile(r"not enough space|no space left on device", re.IGNORECASE)
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether the store refused for a full disk (parts written meanwhile are suspects)."""
+    return DISK_FULL.search(str(error)) is not None
+
+
+def _code(error: BaseException) -> int | None:
+    """ClickHouse's error code in the error's text, if any."""
+    found = ERROR_CODE.search(str(error))
+    return int(found["code"]) if found else None
+
+
+def located(client: Client, error: BaseException) -> list[BrokenPart]:
+    """The broken parts behind an error from the store: the one it names, or, when it is a
+    broken-part error naming none, those of the newest parts of the client's database that fail
+    CHECK (`checked`). [] for any other error (a full disk, a timeout, a refused query)."""
+    if _code(error) not in BROKEN_PART_CODES:
+        return []
+    named = named_in(error)
+    return [named] if named is not None else checked(client)
+
+
+def checked(client: Client, most: int = MAX_CHECKED) -> list[BrokenPart]:
+    """The parts among the `most` newest active ones of the client's database that CHECK TABLE
+    finds broken (a part it cannot even read counts as broken)."""
+    newest = client.query(
+        "SELECT toString(t.uuid), p.table, p.name FROM system.parts AS p"
+        " INNER JOIN system.tables AS t ON t.database = p.database AND t.name = p.table"
+        " WHERE p.database = currentDatabase() AND p.active"
+        " ORDER BY p.modification_time DESC LIMIT {most:UInt32}",
+        parameters={"most": most},
+    ).result_rows
+    return [
+        BrokenPart(uuid, part)
+        for uuid, table, part in newest
+        if IDENTIFIER.match(table) and PART_NAME.match(part) and not _passes_check(client, table, part)
+    ]
+
+
+def _passes_check(client: Client, table: str, part: str) -> bool:
+    try:
+        answer = client.raw_query(
+            f"CHECK TABLE `{table}` PART '{part}' SETTINGS check_query_single_value_result = 0",
+            fmt="TabSeparated",
+        )
+    except Exception as error:
+        if _code(error) in BROKEN_PART_CODES:
+            return False
+        raise
+    # one line per file set checked: part_path, is_passed, message
+    return all(line.split("\t")[1:2] == ["1"] for line in answer.decode().splitlines() if line)
 
 
 def set_aside(client: Client, broken: BrokenPart) -> str | None:

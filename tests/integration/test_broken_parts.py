@@ -103,6 +103,40 @@ def test_an_unreadable_index_part_is_set_aside_and_rebuilt(
     assert count == unique == 50
 
 
+#: What the store answered the archiver's and the dashboard's reads in CI for a quarter of an hour
+#: after the store's disk had filled (the full-disk fault test): a broken part, and no path to it.
+UNNAMED = (
+    "Received ClickHouse exception, code: 33, server response: Code: 33. DB::Exception: Cannot read all "
+    "data. Bytes read: 0. Bytes expected: 1. (CANNOT_READ_ALL_DATA) (version 26.9.2.1)"
+)
+
+
+def test_a_broken_part_no_error_names_is_found_by_check_and_set_aside(
+    clickhouse_endpoint: Endpoint, tmp_path: Path
+) -> None:
+    """For a broken-part error naming no part, CHECK finds the broken one among the newest parts
+    and it is set aside; an error of another kind searches nothing."""
+    settings = own_database_settings(tmp_path, clickhouse_endpoint, "unnamed_broken_part")
+    client = connect(settings)
+    site = f"unnamed-{uuid4().hex[:8]}.example.com"
+    client.command("SYSTEM STOP MERGES events")  # two parts stay two
+    write_batch(client, batch(site, 0, 40), [], WINDOW_S)
+    write_batch(client, batch(site, 40, 10), [], WINDOW_S)  # a second part of events, left whole
+    [(part, path)] = client.query(
+        "SELECT name, path FROM system.parts WHERE database = currentDatabase() AND table = 'events'"
+        " AND active ORDER BY modification_time, name LIMIT 1"
+    ).result_rows
+    empty_marks_of(client, Path(path))
+    assert broken_parts.named_in(RuntimeError(UNNAMED)) is None
+
+    [found] = broken_parts.located(client, RuntimeError(UNNAMED))
+    assert found.part == part
+    assert broken_parts.set_aside(client, found) == f"{settings.clickhouse_database}.events"
+    assert archived(settings, site) == (10, 10)  # readable again; the rest is the audit's to re-read
+    assert broken_parts.checked(client) == []
+    assert broken_parts.located(client, RuntimeError("Code: 243. DB::Exception: not enough space")) == []
+
+
 @pytest.mark.parametrize(
     "message",
     [
