@@ -73,16 +73,28 @@ def log_end_offsets(settings: Settings) -> dict[int, int]:
 
 
 def events_on_log_for(settings: Settings, site: str) -> list[PageViewEvent]:
+    """The site's events on the log, read up to the log's end as it stood once the partitions were
+    assigned (not until a poll comes back empty: under load the first fetch alone can take longer
+    than a poll waits, and the read then found nothing)."""
+
     async def read() -> list[PageViewEvent]:
         consumer = AIOKafkaConsumer(
             settings.pageviews_topic, bootstrap_servers=settings.kafka_bootstrap, auto_offset_reset="earliest"
         )
         await consumer.start()
-        events = []
+        events: list[PageViewEvent] = []
+
+        async def poll() -> None:
+            batch = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for records in batch.values():
+                events.extend(PageViewEvent.from_json(r.value) for r in records if site.encode() in r.value)
+
         try:
-            while batch := await consumer.getmany(timeout_ms=2000, max_records=5000):
-                for records in batch.values():
-                    events += [PageViewEvent.from_json(r.value) for r in records if site.encode() in r.value]
+            while not consumer.assignment():
+                await poll()
+            ends = await consumer.end_offsets(list(consumer.assignment()))
+            while any([await consumer.position(tp) < end for tp, end in ends.items()]):
+                await poll()
         finally:
             await consumer.stop()
         return events
