@@ -189,7 +189,7 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
             return notice("A page starts with /, e.g. /pricing.", "error"), go.Figure(), hidden
         drawn = min(max(1, int(most or DEFAULT_PATHS_DRAWN)), MAX_PATHS_DRAWN)
         fewest = max(1, int(min_visitors or 1))
-        question = JourneyQuestion(page, direction, int(steps), patterns, fewest, drawn)  # type: ignore[arg-type]
+        question = JourneyQuestion(page, direction, int(steps), patterns, fewest)  # type: ignore[arg-type]
         period = Period.from_store(period_data)
         q = questions.question(
             site, period.start, period.end, defined.settings(), timezone=period.timezone, filters=filters
@@ -199,16 +199,19 @@ def register_journeys(app: Dash, settings: Settings, clients: ClientFactory) -> 
         if not rows:
             return notice(NO_VISITS), go.Figure(), hidden
         visits = sum(row.visits for row in rows)
+        # the paths of the most visitors drawn (rows come so ordered); the others' visits as OTHER
         paths = [row for row in rows if row.steps != (OTHER,)]
-        folded = sum(row.visits for row in rows) - sum(row.visits for row in paths)
+        shown = paths[:drawn]
+        folded = visits - sum(row.visits for row in shown)
         text = f"{visits:,} visits, {len(paths):,} paths" + (
-            f"; {folded:,} visits on other paths, as {OTHER}." if folded else "."
+            f"; {folded:,} visits on other paths, drawn as {OTHER}." if folded else "."
         )
         caption = html.P(
             text, id="journeys-total", className="caption",
             **{"data-paths": str(len(paths)), "data-visits": str(visits), "data-folded": str(folded)},
         )  # fmt: skip
-        return caption, sankey(rows, question), {"display": "block"}
+        drawn_rows = [*shown, JourneyRow((OTHER,), folded, 0)] if folded else shown
+        return caption, sankey(drawn_rows, question), {"display": "block"}
 
     @app.callback(
         Output("journeys-page", "value"),

@@ -59,6 +59,7 @@ DIRECTIONS: tuple[Direction, ...] = ("next", "previous")
 MAX_STEPS = 5
 MAX_PATTERNS = 20
 OTHER = "(other)"
+SqlWithParameters = tuple[str, dict[str, object]]
 
 # The visit properties a journey is filtered by (the module docstring), each as a condition reads
 # it over a visit's row: agg's `sessions` columns and raw's session properties share the names.
@@ -86,11 +87,6 @@ class JourneyQuestion:
     min_visitors: int = 1
     limit: int | None = None  # at most this many paths, those of the most visitors; the rest: OTHER
 
-    @property
-    def folds(self) -> bool:
-        """Whether some path may be folded into OTHER (none is when every path is kept)."""
-        return self.min_visitors > 1 or self.limit is not None
-
 
 @dataclass(frozen=True)
 class JourneyRow:
@@ -114,35 +110,44 @@ _VISIT_STEPS = """
     FROM ({visits})
     WHERE notEmpty(journey){condition}
 """
-# Per distinct steps its visits and visitors (a uniqExact state, so that the rare ones fold into
-# OTHER with their visitors distinct across them); a path is kept when it has min_visitors and
-# ranks within the limit (by visitors, visits, steps: the report's order).
-_JOURNEYS = """
-SELECT if(path_visitors_n >= {{min_visitors:UInt64}} AND rank <= {{limit:UInt64}}, steps, [{other}]) AS shown,
-    sum(path_visits) AS visits, uniqExactMerge(path_visitors) AS visitors
+# Per path (its visits grouped by a hash of their steps, `path_key`): its visits and its distinct
+# visitors, counted in two levels — per (path, visitor) first, then the rows per path — and its
+# steps from a second grouping by the key alone, joined. At 10M events (3.3M visits a month, the
+# entry's next 3 steps: 7,620 paths) that took 0.6 s where uniqExact(visitor_id) per path with
+# the steps as the key took 1.1 s: a GROUP BY on an array serialises it, and keeping the steps
+# in the (path, visitor) groups copied 3.3M arrays (bench/results/2026-12-07-vm-journeys.md).
+# The key is xxh3; a second hash (cityHash64) is checked to be one per key, so that two paths
+# sharing a key (about n^2 / 2^65 for n paths) raise an error, never a merged row.
+_PATHS = """
+SELECT shown, visits, visitors, path_key, collided
 FROM
 (
-    SELECT steps, path_visits, path_visitors, finalizeAggregation(path_visitors) AS path_visitors_n,
-        row_number() OVER (ORDER BY path_visitors_n DESC, path_visits DESC, steps) AS rank
+    SELECT path_key, sum(path_visits) AS visits, count() AS visitors,
+        throwIf(min(check_min) != max(check_max), 'journeys: two paths share a hash; ask again') AS collided
     FROM
     (
-        SELECT steps, count() AS path_visits, uniqExactState(visitor_id) AS path_visitors
+        SELECT xxh3(steps) AS path_key, visitor_id, count() AS path_visits,
+            min(cityHash64(steps)) AS check_min, max(cityHash64(steps)) AS check_max
         FROM ({visit_steps})
         WHERE anchor > 0
-        GROUP BY steps
+        GROUP BY path_key, visitor_id
     )
-)
-GROUP BY shown
-ORDER BY shown = [{other}], visitors DESC, visits DESC, shown
-"""
-# The same rows when no path can fold (min_visitors 1, no limit): no states to keep and merge,
-# which were most of the query's time at 10M events.
-_UNFOLDED_JOURNEYS = """
-SELECT steps AS shown, count() AS visits, uniqExact(visitor_id) AS visitors
-FROM ({visit_steps})
-WHERE anchor > 0
-GROUP BY steps
+    GROUP BY path_key
+) AS counts
+INNER JOIN
+(
+    SELECT xxh3(steps) AS path_key, any(steps) AS shown
+    FROM ({visit_steps})
+    WHERE anchor > 0
+    GROUP BY path_key
+) AS names USING path_key
 ORDER BY visitors DESC, visits DESC, shown
+"""
+# The distinct visitors of the visits whose paths fold into OTHER (those not kept).
+_FOLDED_VISITORS = """
+SELECT uniqExact(visitor_id)
+FROM ({visit_steps})
+WHERE anchor > 0 AND xxh3(steps) NOT IN {{kept:Array(UInt64)}}
 """
 
 
@@ -154,9 +159,22 @@ def journeys(
     check_filters(q)
     if CHANNEL in _named(q) and q.channel_rules is None:
         q = replace(q, channel_rules=tuple(list_rules(client, q.site)))
-    sql, parameters = journeys_sql(q, question, answering_source(client, q, source))
-    rows = client.query(sql, parameters=parameters).result_rows
-    return [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors in rows]
+    answering = answering_source(client, q, source)
+    sql, parameters = journeys_sql(q, question, answering)
+    paths = client.query(sql, parameters=parameters).result_rows  # by visitors, visits, steps
+    rows = [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors, *_ in paths]
+    kept = [
+        rank < (question.limit or len(rows)) and row.visitors >= question.min_visitors
+        for rank, row in enumerate(rows)
+    ]
+    if all(kept):
+        return rows
+    folded_visitors_sql, parameters = folded_visitors(q, question, answering)
+    parameters["kept"] = [int(path[3]) for path, keep in zip(paths, kept, strict=True) if keep]
+    visitors = client.query(folded_visitors_sql, parameters=parameters).result_rows[0][0]
+    folded_visits = sum(row.visits for row, keep in zip(rows, kept, strict=True) if not keep)
+    shown = [row for row, keep in zip(rows, kept, strict=True) if keep]
+    return [*shown, JourneyRow((OTHER,), folded_visits, int(visitors))]
 
 
 def answering_source(client: Client, q: StatsQuery, source: Source) -> Source:
@@ -184,8 +202,27 @@ def _named(q: StatsQuery) -> set[str]:
     return set(q.filters) | (dimensions_of(q.where) if q.where is not None else set())
 
 
-def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tuple[str, dict[str, object]]:
-    """The report's SQL over agg's or raw's visits passing q's visit filters, and its parameters."""
+def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> SqlWithParameters:
+    """The SQL of every path (none folded) over agg's or raw's visits passing q's visit filters,
+    and its parameters: rows (steps, visits, visitors, path_key, 0) by visitors, visits, steps."""
+    visit_steps, parameters = _visit_steps_sql(q, question, source)
+    return _PATHS.format(visit_steps=visit_steps), parameters
+
+
+def folded_visitors(
+    q: StatsQuery, question: JourneyQuestion, source: Source
+) -> tuple[str, dict[str, object]]:
+    """The SQL of the distinct visitors on the paths not kept (parameter `kept`: the kept paths'
+    path_key), and its parameters."""
+    visit_steps, parameters = _visit_steps_sql(q, question, source)
+    return _FOLDED_VISITORS.format(visit_steps=visit_steps), parameters
+
+
+def _visit_steps_sql(
+    q: StatsQuery, question: JourneyQuestion, source: Source
+) -> tuple[str, dict[str, object]]:
+    """Each visit's steps from the anchor (_VISIT_STEPS) over agg's or raw's visits passing q's
+    visit filters, and the parameters."""
     check_filters(q)
     condition, parameters = _visit_condition(q)
     read = _columns_read(q)
@@ -194,14 +231,7 @@ def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tu
         visits = newest_visits_sql("journey", *read)
     else:  # every visit sessionised from all of the site's page views, tested below as agg's are
         visits = raw_sessions_sql(replace(q, filters={}, where=None, goal=None), ("journey", *read))
-    parameters |= {
-        **q.parameters(),
-        "min_visitors": question.min_visitors,
-        "limit": question.limit or 2**63,
-        "steps": question.steps,
-        "page": question.page or "",
-        "other": OTHER,
-    }
+    parameters |= {**q.parameters(), "steps": question.steps, "page": question.page or ""}
     visit_steps = _VISIT_STEPS.format(
         nodes=_nodes(question, parameters),
         anchor=_anchor(question),
@@ -209,8 +239,7 @@ def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> tu
         visits=visits,
         condition=condition,
     )
-    report = _JOURNEYS if question.folds else _UNFOLDED_JOURNEYS
-    return report.format(visit_steps=visit_steps, other="{other:String}"), parameters
+    return visit_steps, parameters
 
 
 def _nodes(question: JourneyQuestion, parameters: dict[str, object]) -> str:

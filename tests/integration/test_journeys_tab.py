@@ -74,7 +74,7 @@ def operator(dashboard_settings: Settings) -> FlaskClient:
     return client
 
 
-def shown(client: FlaskClient, site: str, filters: dict[str, str]) -> dict:
+def shown(client: FlaskClient, site: str, filters: dict[str, str], most_drawn: int = 25) -> dict:
     """The tab's answer for the whole day: from the visits' entry, one step."""
     days = period("custom", datetime.now(UTC), DAY, DAY).to_store()
     values = {
@@ -82,7 +82,7 @@ def shown(client: FlaskClient, site: str, filters: dict[str, str]) -> dict:
         "tabs": ("value", JOURNEYS_TAB), "journeys-page": ("value", None),
         "journeys-direction": ("value", "next"), "journeys-steps": ("value", 1),
         "journeys-group": ("value", None), "journeys-min-visitors": ("value", 1),
-        "journeys-limit": ("value", 25),
+        "journeys-limit": ("value", most_drawn),
     }  # fmt: skip
     request = {
         "output": "..journeys-result.children...journeys-sankey.figure...journeys-sankey.style..",
@@ -121,6 +121,18 @@ def test_the_tab_draws_the_journeys_of_the_visits_passing_the_filters(
     assert drawn(shown(operator, site, {"referrer_domain": "google.com"})) == from_google
     assert drawn(shown(operator, site, {"segment": "From search"})) == from_google  # a saved segment's
     assert drawn(shown(operator, site, {"country": "FR"})) == {"visits": "2", "/ → /about": "2"}
+
+
+def test_the_tab_draws_the_paths_of_the_most_visitors_and_counts_the_others(
+    operator: FlaskClient, site: str
+) -> None:
+    """One path drawn (ties: more visits, then the steps' order: / → /about before / → /pricing);
+    the other visits counted in the caption (from the entry, "(other)" has no node to hang off)."""
+    response = shown(operator, site, {}, most_drawn=1)
+    assert drawn(response) == {"visits": "5", "/ → /about": "2"}
+    caption = response["journeys-result"]["children"]["props"]
+    assert (caption["data-paths"], caption["data-folded"]) == ("3", "3")
+    assert "3 visits on other paths" in caption["children"]
 
 
 def test_an_event_filter_shows_why_journeys_cannot_take_it(operator: FlaskClient, site: str) -> None:
