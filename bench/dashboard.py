@@ -338,7 +338,7 @@ def callback_requests(callbacks: Mapping[str, dict], site: str, shown: dict[str,
             },
         ),
         # The tabs of issue 35, each computed when shown (`tabs.value`), with the page's defaults.
-        "journeys (next 3 steps from the entry, 25 paths drawn)": request(
+        "journeys (next 3 steps from the entry)": request(
             [("journeys-result", "children"), ("journeys-sankey", "figure"), ("journeys-sankey", "style")],
             {
                 **common,
