@@ -18,10 +18,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError
 
 from loadgen.ground_truth import GroundTruth
 from loadgen.runner import RunSummary
 from storage import broken_parts
+from storage.client import connect
+from tally.settings import Settings
 from tests.fault.scenario import BETWEEN_FAULTS_S, Traffic, all_healthy, recovered, verify_clean
 from tests.fixtures.archive import archived
 from tests.fixtures.local_stack import LocalStack, eventually
@@ -59,6 +62,29 @@ def finish_once_recovered(stack: LocalStack, traffic: Traffic) -> tuple[RunSumma
     return traffic.finish()
 
 
+def archive_rows(settings: Settings) -> int:
+    """The archive's rows from its parts' metadata: the count a broken part's data files do not
+    stop (a merge writing as the disk filled left one in CI, its marks empty: every read of its
+    rows failed until the archiver set it aside, broken_parts.py)."""
+    return int(
+        connect(settings)
+        .query(
+            "SELECT sum(rows) FROM system.parts WHERE database = currentDatabase()"
+            " AND table = 'events' AND active"
+        )
+        .result_rows[0][0]
+    )
+
+
+def readable_count(settings: Settings, site: str) -> int:
+    """The site's archived events, or -1 while a read of them fails (a broken part not yet set
+    aside: the archiver checks the newest parts once the store writes again)."""
+    try:
+        return archived(settings, site)[0]
+    except DatabaseError:
+        return -1
+
+
 def assert_verified(stack: LocalStack) -> None:
     verified = eventually(lambda: verify_clean(stack), "tally verify: archive whole, agg equal to raw", 300)
     assert "derived tables:" in str(verified) and " 0 differ" in str(verified), verified
@@ -81,14 +107,16 @@ def test_a_full_store_disk_loses_no_accepted_event(
             "the archiver finds the store's disk full",
             120,
         )
-        archived_while_full = archived(settings, SITE)[0]
+        rows_while_full = archive_rows(settings)
         time.sleep(FULL_FOR_S)  # page views keep arriving: the collector takes them into the log
-        assert archived(settings, SITE)[0] == archived_while_full  # nothing written meanwhile
+        assert archive_rows(settings) <= rows_while_full  # nothing written meanwhile
     summary, truth = finish_once_recovered(stack, traffic)
     accepted = len(truth.counted())
     # The log took every page view while the store could not: no 503, no refusal.
     assert summary.refusal is None and accepted == summary.sent, summary.statuses
-    eventually(lambda: archived(settings, SITE)[0] >= accepted, "every accepted event archived", 240)
+    eventually(
+        lambda: readable_count(settings, SITE) >= accepted, "every accepted event archived, readable", 240
+    )
     count, unique = archived(settings, SITE)
     assert count == unique == accepted  # each once
     assert_verified(stack)
