@@ -18,8 +18,9 @@ order), are folded into one row "(other)" (its visitors distinct over all the fo
 a sum). The rows come by visitors, then visits, then steps; "(other)" last.
 
 agg reads `sessions.journey` (the newest version of each visit, FINAL); raw sessionises the
-archive (raw.raw_sessions_sql's `journey`, the same fold over the same page views): the one
-query below runs over either, so both give the same rows to the unit. A range holding a visit
+archive (raw.raw_sessions_sql's `journey`, the same fold over the same page views): the same
+per-visit steps are counted over either (agg in two reads joined, raw in one: _PATHS,
+_PATHS_ONE_READ), so both give the same rows to the unit. A range holding a visit
 written before migration 0071 (its journey [] although every visit has a page view) is answered
 from the archive, so an upgrade before `tally replay` never changes an answer.
 
@@ -115,7 +116,7 @@ _VISIT_STEPS = """
 # steps from a second grouping by the key alone, joined. At 10M events (3.3M visits a month, the
 # entry's next 3 steps: 7,620 paths) that took 0.6 s where uniqExact(visitor_id) per path with
 # the steps as the key took 1.1 s: a GROUP BY on an array serialises it, and keeping the steps
-# in the (path, visitor) groups copied 3.3M arrays (bench/results/2026-12-07-vm-journeys.md).
+# in the (path, visitor) groups copied 3.3M arrays (docs/architecture.md, "Journeys").
 # The key is xxh3; a second hash (cityHash64) is checked to be one per key, so that two paths
 # sharing a key (about n^2 / 2^65 for n paths) raise an error, never a merged row.
 _PATHS = """
@@ -220,18 +221,14 @@ def journeys_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> Sq
     return (_PATHS if source == "agg" else _PATHS_ONE_READ).format(visit_steps=visit_steps), parameters
 
 
-def folded_visitors(
-    q: StatsQuery, question: JourneyQuestion, source: Source
-) -> tuple[str, dict[str, object]]:
+def folded_visitors(q: StatsQuery, question: JourneyQuestion, source: Source) -> SqlWithParameters:
     """The SQL of the distinct visitors on the paths not kept (parameter `kept`: the kept paths'
     path_key), and its parameters."""
     visit_steps, parameters = _visit_steps_sql(q, question, source)
     return _FOLDED_VISITORS.format(visit_steps=visit_steps), parameters
 
 
-def _visit_steps_sql(
-    q: StatsQuery, question: JourneyQuestion, source: Source
-) -> tuple[str, dict[str, object]]:
+def _visit_steps_sql(q: StatsQuery, question: JourneyQuestion, source: Source) -> SqlWithParameters:
     """Each visit's steps from the anchor (_VISIT_STEPS) over agg's or raw's visits passing q's
     visit filters, and the parameters."""
     check_filters(q)
