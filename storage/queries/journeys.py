@@ -174,19 +174,22 @@ def journeys(
     answering = answering_source(client, q, source)
     sql, parameters = journeys_sql(q, question, answering)
     paths = client.query(sql, parameters=parameters).result_rows  # by visitors, visits, steps
-    rows = [JourneyRow(tuple(steps), int(visits), int(visitors)) for steps, visits, visitors, *_ in paths]
-    kept = [
-        rank < (question.limit or len(rows)) and row.visitors >= question.min_visitors
-        for rank, row in enumerate(rows)
-    ]
-    if all(kept):
-        return rows
+    rows = {
+        int(key): JourneyRow(tuple(steps), int(visits), int(visitors))
+        for steps, visits, visitors, key, _ in paths
+    }
+    kept = {
+        key: row
+        for rank, (key, row) in enumerate(rows.items())
+        if rank < (question.limit or len(rows)) and row.visitors >= question.min_visitors
+    }
+    if len(kept) == len(rows):
+        return list(rows.values())
     folded_visitors_sql, parameters = folded_visitors(q, question, answering)
-    parameters["kept"] = [int(path[3]) for path, keep in zip(paths, kept, strict=True) if keep]
+    parameters["kept"] = list(kept)  # the kept paths' keys
     visitors = client.query(folded_visitors_sql, parameters=parameters).result_rows[0][0]
-    folded_visits = sum(row.visits for row, keep in zip(rows, kept, strict=True) if not keep)
-    shown = [row for row, keep in zip(rows, kept, strict=True) if keep]
-    return [*shown, JourneyRow((OTHER,), folded_visits, int(visitors))]
+    folded_visits = sum(row.visits for row in rows.values()) - sum(row.visits for row in kept.values())
+    return [*kept.values(), JourneyRow((OTHER,), folded_visits, int(visitors))]
 
 
 def answering_source(client: Client, q: StatsQuery, source: Source) -> Source:
